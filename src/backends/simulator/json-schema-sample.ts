@@ -1,0 +1,178 @@
+/**
+ * Generates a value that satisfies a JSON Schema, so the simulator's tool calls and structured
+ * outputs validate against what the client declared.
+ *
+ * Supported: `type` (one or a list; `null` is chosen last), `const`, `enum`, `default`, `examples`,
+ * `$ref` to local definitions (`#/$defs/…`, `#/definitions/…`), `anyOf`/`oneOf` (first branch that
+ * is not `null`), `allOf` (merged), objects (`properties`, `required`, `minProperties`,
+ * `additionalProperties` for required keys without a property schema), arrays (`items`,
+ * `prefixItems`, `minItems`, `maxItems`, `uniqueItems` best effort), strings (`minLength`,
+ * `maxLength`, `format` date-time/date/time/email/uri/uuid/ipv4/hostname), numbers and integers
+ * (`minimum`, `maximum`, both `exclusive…` forms, `multipleOf`), booleans.
+ * Not supported: `pattern` (ignored), `not`, conditionals (`if`/`then`), `dependentRequired`.
+ * Optional properties are included with probability ½; beyond depth 6 only required ones are.
+ */
+import type { JsonObject, JsonValue } from "../../model/content.ts"
+import type { Prng } from "./prng.ts"
+import { SIMULATOR_VOCABULARY } from "./words.ts"
+
+const MAX_DEPTH = 6
+
+const isObject = (value: JsonValue | undefined): value is JsonObject =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const num = (value: JsonValue | undefined): number | undefined => (typeof value === "number" ? value : undefined)
+
+export const sampleJsonSchema = (schema: JsonValue, prng: Prng): JsonValue => sample(schema, schema, prng, 0)
+
+const resolveRef = (root: JsonValue, ref: string): JsonValue => {
+  if (!ref.startsWith("#")) return {}
+  let node: JsonValue | undefined = root
+  for (const raw of ref.slice(1).split("/").filter((part) => part !== "")) {
+    const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~")
+    node = isObject(node) ? node[key] : undefined
+  }
+  return node ?? {}
+}
+
+/** `allOf` branches merged into one schema: properties and `required` unioned, the rest last-wins. */
+const mergeAll = (schemas: ReadonlyArray<JsonValue>, root: JsonValue): JsonObject => {
+  let merged: Record<string, JsonValue> = {}
+  for (const branch of schemas) {
+    const resolved = isObject(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch
+    if (!isObject(resolved)) continue
+    const properties = { ...(isObject(merged.properties) ? merged.properties : {}), ...(isObject(resolved.properties) ? resolved.properties : {}) }
+    const required = [...(Array.isArray(merged.required) ? merged.required : []), ...(Array.isArray(resolved.required) ? resolved.required : [])]
+    merged = { ...merged, ...resolved, properties, required }
+  }
+  return merged
+}
+
+const typeOf = (schema: JsonObject): string => {
+  const declared = schema.type
+  if (typeof declared === "string") return declared
+  if (Array.isArray(declared)) return declared.find((t): t is string => typeof t === "string" && t !== "null") ?? "null"
+  if ("properties" in schema || "required" in schema) return "object"
+  if ("items" in schema || "prefixItems" in schema) return "array"
+  if ("minimum" in schema || "maximum" in schema || "multipleOf" in schema) return "number"
+  return "string"
+}
+
+const sample = (schema: JsonValue, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+  if (!isObject(schema)) return schema === false ? null : "value"
+  if (typeof schema.$ref === "string") return sample(resolveRef(root, schema.$ref), root, prng, depth + 1)
+  if ("const" in schema) return schema.const
+  if (Array.isArray(schema.enum) && schema.enum.length > 0) return prng.pick(schema.enum)
+  if ("default" in schema) return schema.default
+  if (Array.isArray(schema.examples) && schema.examples.length > 0) return schema.examples[0]
+  const alternatives = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : undefined
+  if (alternatives !== undefined && alternatives.length > 0) {
+    const branch = alternatives.find((b) => !(isObject(b) && b.type === "null")) ?? alternatives[0]
+    return sample(branch, root, prng, depth + 1)
+  }
+  if (Array.isArray(schema.allOf)) {
+    const { allOf: _, ...rest } = schema
+    return sample(mergeAll([rest, ...schema.allOf], root), root, prng, depth + 1)
+  }
+  switch (typeOf(schema)) {
+    case "object":
+      return sampleObject(schema, root, prng, depth)
+    case "array":
+      return sampleArray(schema, root, prng, depth)
+    case "integer":
+      return sampleNumber(schema, prng, true)
+    case "number":
+      return sampleNumber(schema, prng, false)
+    case "boolean":
+      return prng.chance(0.5)
+    case "null":
+      return null
+    default:
+      return sampleString(schema, prng)
+  }
+}
+
+const sampleObject = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+  const properties = isObject(schema.properties) ? schema.properties : {}
+  const required = new Set(Array.isArray(schema.required) ? schema.required.filter((k) => typeof k === "string") : [])
+  const minProperties = num(schema.minProperties) ?? 0
+  const out: Record<string, JsonValue> = {}
+  const optional = Object.keys(properties).filter((key) => !required.has(key))
+  const included = new Set(optional.filter(() => depth < MAX_DEPTH && prng.chance(0.5)))
+  // Top up with optional properties, in declaration order, until minProperties is met.
+  for (const key of optional) if (required.size + included.size < minProperties) included.add(key)
+  for (const key of Object.keys(properties)) {
+    if (required.has(key) || included.has(key)) out[key] = sample(properties[key], root, prng, depth + 1)
+  }
+  for (const key of required) {
+    if (!(key in out)) {
+      const extra = isObject(schema.additionalProperties) ? schema.additionalProperties : { type: "string" }
+      out[key] = sample(extra, root, prng, depth + 1)
+    }
+  }
+  return out
+}
+
+const sampleArray = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+  const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : Array.isArray(schema.items) ? schema.items : []
+  const itemSchema: JsonValue = isObject(schema.items) ? schema.items : {}
+  const min = num(schema.minItems) ?? 0
+  const max = num(schema.maxItems) ?? Math.max(min, 3)
+  const wanted = depth >= MAX_DEPTH ? min : Math.min(max, Math.max(min, prng.int(1, 2), prefix.length))
+  const out: Array<JsonValue> = []
+  const seen = new Set<string>()
+  for (let attempt = 0; out.length < wanted && attempt < wanted * 10; attempt++) {
+    const position = out.length
+    const value = sample(position < prefix.length ? prefix[position] : itemSchema, root, prng, depth + 1)
+    const key = JSON.stringify(value)
+    if (schema.uniqueItems === true && seen.has(key)) continue
+    seen.add(key)
+    out.push(value)
+  }
+  return out
+}
+
+const sampleNumber = (schema: JsonObject, prng: Prng, integer: boolean): number => {
+  const step = num(schema.multipleOf) ?? (integer ? 1 : 0.01)
+  // Draft 4 writes exclusive bounds as booleans next to minimum/maximum; later drafts as numbers.
+  const exclusiveMin = num(schema.exclusiveMinimum) ?? (schema.exclusiveMinimum === true ? num(schema.minimum) : undefined)
+  const exclusiveMax = num(schema.exclusiveMaximum) ?? (schema.exclusiveMaximum === true ? num(schema.maximum) : undefined)
+  const low = exclusiveMin ?? num(schema.minimum) ?? 0
+  const high = exclusiveMax ?? num(schema.maximum) ?? low + 100
+  // Pick a multiple of `step` strictly inside exclusive bounds and inside inclusive ones.
+  let first = Math.ceil(low / step)
+  if (exclusiveMin !== undefined && first * step <= exclusiveMin) first++
+  let last = Math.floor(high / step)
+  if (exclusiveMax !== undefined && last * step >= exclusiveMax) last--
+  if (last < first) return integer ? Math.ceil(low) : low
+  const value = prng.int(first, last) * step
+  return integer ? Math.round(value) : Number(value.toFixed(6))
+}
+
+const sampleString = (schema: JsonObject, prng: Prng): string => {
+  const word = (): string => prng.pick(SIMULATOR_VOCABULARY)
+  switch (schema.format) {
+    case "date-time":
+      return `2024-0${prng.int(1, 9)}-1${prng.int(0, 9)}T10:${prng.int(10, 59)}:00Z`
+    case "date":
+      return `2024-0${prng.int(1, 9)}-1${prng.int(0, 9)}`
+    case "time":
+      return `10:${prng.int(10, 59)}:00`
+    case "email":
+      return `${word()}@example.com`
+    case "uri":
+    case "url":
+      return `https://example.com/${word()}`
+    case "uuid":
+      return `${prng.hex(8)}-${prng.hex(4)}-4${prng.hex(3)}-a${prng.hex(3)}-${prng.hex(12)}`
+    case "ipv4":
+      return `192.0.2.${prng.int(1, 254)}`
+    case "hostname":
+      return `${word()}.example.com`
+  }
+  const minLength = num(schema.minLength) ?? 0
+  const maxLength = num(schema.maxLength) ?? Number.POSITIVE_INFINITY
+  let text = Array.from({ length: prng.int(1, 3) }, word).join(" ")
+  while (text.length < minLength) text += ` ${word()}`
+  return text.slice(0, maxLength)
+}

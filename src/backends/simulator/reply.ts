@@ -1,0 +1,108 @@
+/**
+ * What the simulator answers, decided from the request alone (pure and deterministic).
+ *
+ * The rules, in order (first match wins):
+ * 1. Forced tools: `toolChoice` `tool` calls that tool; `any` calls the tools the last user message
+ *    mentions, or the first tool when it mentions none.
+ * 2. Echo: if the last user message's text contains `say exactly:` (any case), the reply is the
+ *    text after it, verbatim except for leading whitespace. Stop sequences and the output ceiling
+ *    still apply. The most useful convention for deterministic tests.
+ * 3. Tool results: if the last user message carries `tool_result` blocks, the reply starts with
+ *    `The <tool name> tool returned: <first 200 characters of the result>.` (or `… tool reported
+ *    an error: …` when `isError`) for each result, followed by prose.
+ * 4. Auto tools: with `toolChoice` `auto`, the tools whose names appear in the last user message's
+ *    text (case-insensitive, as whole words) are called, in order of first mention; only the first
+ *    when `parallelToolCalls` is false.
+ * 5. Prose: 20 to 120 tokens of the vocabulary in `words.ts`, length drawn from the seed.
+ * With a JSON response format, rules 3 and 5 produce JSON instead: `{"answer": "<prose>"}` for
+ * `json_object`, a value generated from the schema for `json_schema`.
+ */
+import type { JsonValue, Message, ToolResultBlock } from "../../model/content.ts"
+import { joinText, toolResultText } from "../../model/content.ts"
+import type { CanonicalRequest, ToolDefinition } from "../../model/request.ts"
+import { sampleJsonSchema } from "./json-schema-sample.ts"
+import type { Prng } from "./prng.ts"
+import { composeProse } from "./words.ts"
+
+export interface ToolCall {
+  readonly id: string
+  readonly name: string
+  readonly input: JsonValue
+}
+
+export type Reply =
+  | { readonly kind: "text"; readonly text: string }
+  | { readonly kind: "tool_calls"; readonly calls: ReadonlyArray<ToolCall> }
+
+export const SAY_EXACTLY = "say exactly:"
+
+/** The text after `say exactly:` in a message, or undefined. */
+export const sayExactly = (text: string): string | undefined => {
+  const at = text.toLowerCase().indexOf(SAY_EXACTLY)
+  return at === -1 ? undefined : text.slice(at + SAY_EXACTLY.length).trimStart()
+}
+
+const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/** Tools named in `text` as whole words, ordered by first mention. */
+export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Array<ToolDefinition> =>
+  tools
+    .map((tool) => ({ tool, at: text.search(new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")) }))
+    .filter(({ at }) => at !== -1)
+    .sort((a, b) => a.at - b.at)
+    .map(({ tool }) => tool)
+
+const callTools = (tools: ReadonlyArray<ToolDefinition>, prng: Prng): Reply => ({
+  kind: "tool_calls",
+  calls: tools.map((tool) => ({ id: `toolu_sim${prng.hex(20)}`, name: tool.name, input: sampleJsonSchema(tool.inputSchema, prng) }))
+})
+
+const toolNameOf = (toolUseId: string, messages: ReadonlyArray<Message>): string => {
+  for (const message of messages) {
+    for (const block of message.content) if (block.type === "tool_use" && block.id === toolUseId) return block.name
+  }
+  return "requested"
+}
+
+const describeResult = (result: ToolResultBlock, messages: ReadonlyArray<Message>): string => {
+  const snippet = toolResultText(result).replace(/\s+/g, " ").trim().slice(0, 200) || "(no text)"
+  const name = toolNameOf(result.toolUseId, messages)
+  return result.isError ? `The ${name} tool reported an error: ${snippet}.` : `The ${name} tool returned: ${snippet}.`
+}
+
+const proseTokens = (prng: Prng): number => prng.int(20, 120)
+
+/** Free text in the requested format. `lead` (a tool result summary) goes first in text mode. */
+const compose = (request: CanonicalRequest, prng: Prng, lead: string): Reply => {
+  const format = request.responseFormat
+  if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
+  const prose = composeProse(prng, proseTokens(prng))
+  if (format.type === "json_object") return { kind: "text", text: JSON.stringify({ answer: lead === "" ? prose : `${lead} ${prose}` }) }
+  return { kind: "text", text: lead === "" ? prose : `${lead} ${prose}` }
+}
+
+export const decideReply = (request: CanonicalRequest, prng: Prng): Reply => {
+  const last = request.messages.at(-1)
+  const fromUser = last?.role === "user"
+  const userText = fromUser ? joinText(last.content) : ""
+  const { tools, toolChoice } = request
+
+  if (tools.length > 0 && toolChoice.type === "tool") {
+    return callTools([tools.find((tool) => tool.name === toolChoice.name) ?? tools[0]], prng)
+  }
+  if (tools.length > 0 && toolChoice.type === "any") {
+    const named = mentionedTools(userText, tools)
+    return callTools(named.length > 0 ? (request.parallelToolCalls === false ? named.slice(0, 1) : named) : [tools[0]], prng)
+  }
+  const echo = sayExactly(userText)
+  if (echo !== undefined) return { kind: "text", text: echo }
+
+  const results = fromUser ? last.content.filter((block) => block.type === "tool_result") : []
+  if (results.length > 0) return compose(request, prng, results.map((r) => describeResult(r, request.messages)).join(" "))
+
+  if (tools.length > 0 && toolChoice.type === "auto") {
+    const named = mentionedTools(userText, tools)
+    if (named.length > 0) return callTools(request.parallelToolCalls === false ? named.slice(0, 1) : named, prng)
+  }
+  return compose(request, prng, "")
+}

@@ -1,0 +1,58 @@
+/**
+ * The simulator's prose: readable pseudo-English from a fixed vocabulary, so tests can rely on it.
+ *
+ * Guarantees (documented for tests of stop sequences and truncation):
+ * - every sentence contains the word `the` in lowercase, surrounded by spaces (` the `);
+ * - every sentence starts with a capital letter and ends with `.`; sentences are joined by one
+ *   space; there are no newlines, digits or other punctuation besides `,` after an adverb;
+ * - every word comes from `SIMULATOR_VOCABULARY`.
+ */
+import { countTextTokens } from "../../model/tokens.ts"
+import type { Prng } from "./prng.ts"
+
+const adjectives = [
+  "quiet", "bright", "small", "ancient", "green", "distant", "gentle", "curious", "silver", "warm",
+  "narrow", "simple"
+] as const
+const nouns = [
+  "river", "garden", "lantern", "mountain", "window", "harbor", "forest", "letter", "bridge", "meadow",
+  "library", "signal", "valley", "engine", "market", "compass"
+] as const
+const verbs = [
+  "moves", "rests", "waits", "travels", "drifts", "settles", "glows", "turns", "listens", "wanders"
+] as const
+const prepositions = ["across", "beyond", "near", "under", "beside", "toward", "along", "around", "over"] as const
+const adverbs = ["quietly", "slowly", "often", "gently", "later", "again", "soon", "sometimes"] as const
+const glue = ["the", "a", "and", "every"] as const
+
+/** Every word the prose can contain (lowercase). */
+export const SIMULATOR_VOCABULARY: ReadonlyArray<string> = [
+  ...glue, ...adjectives, ...nouns, ...verbs, ...prepositions, ...adverbs
+]
+
+/** Words present in every sentence. */
+export const SIMULATOR_GUARANTEED_WORDS: ReadonlyArray<string> = ["the"]
+
+const capitalize = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1)
+
+const templates: ReadonlyArray<(prng: Prng) => string> = [
+  (p) => `the ${p.pick(adjectives)} ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(nouns)}`,
+  (p) => `${p.pick(adverbs)}, the ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(adjectives)} ${p.pick(nouns)}`,
+  (p) => `every ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(nouns)} ${p.pick(adverbs)}`,
+  (p) => `a ${p.pick(adjectives)} ${p.pick(nouns)} and the ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} a ${p.pick(nouns)}`
+]
+
+export const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng))}.`
+
+/** Whole sentences until the text holds at least `minTokens` tokens (at least one sentence). */
+export const composeProse = (prng: Prng, minTokens: number): string => {
+  const sentences: Array<string> = []
+  let tokens = 0
+  do {
+    const sentence = composeSentence(prng)
+    // Each sentence after the first is preceded by a space, which BPE folds into its first word.
+    tokens += countTextTokens(sentences.length === 0 ? sentence : ` ${sentence}`)
+    sentences.push(sentence)
+  } while (tokens < minTokens)
+  return sentences.join(" ")
+}

@@ -1,0 +1,48 @@
+/**
+ * Process settings from the environment. Read once at start; nothing on the request path parses env.
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { resolve } from "node:path"
+
+export interface SettingsShape {
+  readonly host: string
+  readonly port: number
+  /** Where the embedded database, the admin token file and the lock file live. */
+  readonly dataDir: string
+  /** A PostgreSQL URL; absent → the embedded PGlite database under `dataDir`. */
+  readonly databaseUrl: Redacted.Redacted<string> | undefined
+  readonly redisUrl: string | undefined
+  /** Path of the JSON config file; absent → the built-in simulator catalog. */
+  readonly configPath: string | undefined
+  readonly adminToken: Redacted.Redacted<string> | undefined
+  readonly maxBodyBytes: number
+  /** How long a graceful shutdown waits for in-flight requests. */
+  readonly shutdownGraceMs: number
+}
+
+const optionalString = (name: string) =>
+  Config.String(name).pipe(Config.option, Config.map((o) => Option.getOrUndefined(Option.filter(o, (s) => s.trim() !== ""))))
+
+export const settingsConfig = Config.all({
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
+  databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
+  redisUrl: optionalString("REDIS_URL"),
+  configPath: optionalString("GATEWAY_CONFIG"),
+  adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
+  maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
+  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000))
+})
+
+export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {
+  /** Settings from the process environment. */
+  static readonly layer = Layer.effect(Settings, Effect.gen(function*() {
+    return Settings.of(yield* settingsConfig)
+  }))
+  /** Fixed settings, for tests and for programs that embed the gateway. */
+  static readonly layerWith = (overrides: Partial<SettingsShape>) =>
+    Layer.effect(Settings, Effect.gen(function*() {
+      return Settings.of({ ...(yield* settingsConfig), ...overrides })
+    }))
+}

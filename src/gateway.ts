@@ -1,0 +1,58 @@
+/**
+ * Layer composition: settings → config file → database → domain services → HTTP.
+ * `GatewayServices` is everything but the network listener, so programs and tests can embed it.
+ */
+import { NodeHttpServer } from "@effect/platform-node"
+import { Console, Effect, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import { Catalog } from "./catalog/catalog.ts"
+import { ConfigFile } from "./config/config-file.ts"
+import { Settings } from "./config/settings.ts"
+import { makeHttpApp } from "./http/app.ts"
+import { allRoutes } from "./http/routes.ts"
+import { AdminToken } from "./keys/admin-token.ts"
+import { ApiKeys } from "./keys/api-keys.ts"
+import { DatabaseLive } from "./storage/database.ts"
+
+/** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
+export const GatewayServices = Layer.mergeAll(Catalog.layer, ApiKeys.layer, AdminToken.layer).pipe(
+  Layer.provideMerge(DatabaseLive),
+  Layer.provideMerge(ConfigFile.layer)
+)
+
+/** The HTTP app as an Effect, for `toWebHandler` or any Effect HTTP server. */
+export const gatewayHttpApp = makeHttpApp(allRoutes)
+
+/** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
+export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
+  const settings = yield* Settings
+  const app = yield* gatewayHttpApp
+  const announce = Layer.effectDiscard(
+    HttpServer.addressFormattedWith((address) => Console.log(`gateway listening on ${address}`))
+  )
+  return announce.pipe(
+    Layer.provideMerge(HttpServer.serve(app)),
+    Layer.provide(NodeHttpServer.layer(
+      // No request timeout: requests may wait in a capacity queue and stream for minutes.
+      () => createServer({ requestTimeout: 0, keepAliveTimeout: 65_000 }),
+      { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
+    ))
+  )
+}))
+
+/** Prints, once, the first API key and admin token created on a fresh data dir. */
+export const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
+  const keys = yield* ApiKeys
+  const admin = yield* AdminToken
+  const created = yield* keys.bootstrap()
+  if (created !== undefined) {
+    yield* Console.log(`first API key (shown once, store it now): ${created.secret}`)
+  }
+  if (admin.created !== undefined) {
+    yield* Console.log(`admin token created (also saved in the data dir as admin-token, mode 0600)`)
+  }
+}))
+
+/** The whole server: services, first-start bootstrap, HTTP listener. Requires `Settings`. */
+export const ServerLive = HttpListenerLive.pipe(Layer.provideMerge(BootstrapLive), Layer.provideMerge(GatewayServices))

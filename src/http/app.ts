@@ -1,0 +1,107 @@
+/**
+ * The HTTP application: one Effect per request that matches the route, authenticates, checks
+ * permissions, runs the handler and renders any error in the route's shape. Every response carries
+ * `x-request-id` (read by the OpenAI SDK) and `request-id` (read by the Anthropic SDK).
+ */
+import { Cause, Effect } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { randomUUID } from "node:crypto"
+import { Settings } from "../config/settings.ts"
+import { type ApiError, MethodNotAllowed, NotFound, PermissionDenied, ServiceUnavailable, Unauthenticated } from "../errors.ts"
+import { AdminToken } from "../keys/admin-token.ts"
+import { ApiKeys } from "../keys/api-keys.ts"
+import type { KeyRecord } from "../keys/keys-repo.ts"
+import { allowsSurface } from "../keys/permissions.ts"
+import { bodyLimit } from "./body.ts"
+import { renderDefect, renderError } from "./render-error.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
+
+const bearerToken = (header: string | undefined) => {
+  if (header === undefined) return undefined
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header)
+  return m === null ? undefined : m[1]
+}
+
+const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`
+
+export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
+  Effect.gen(function*() {
+    const settings = yield* Settings
+    const keys = yield* ApiKeys
+    const adminToken = yield* AdminToken
+    const match = makeMatcher(routes)
+    const withLimit = bodyLimit(settings.maxBodyBytes)
+
+    const authenticate = (route: RouteDef<R>, headers: Record<string, string | undefined>): Effect.Effect<KeyRecord | undefined, ApiError> => {
+      switch (route.auth) {
+        case "none":
+          return Effect.succeed(undefined)
+        case "admin": {
+          const token = bearerToken(headers["authorization"])
+          return token !== undefined && adminToken.verify(token)
+            ? Effect.succeed(undefined)
+            : Effect.fail(new Unauthenticated({ message: "Admin endpoints need `Authorization: Bearer <admin token>`" }))
+        }
+        case "messages":
+        case "bearer": {
+          const secret = (route.auth === "messages" ? headers["x-api-key"] : undefined) ?? bearerToken(headers["authorization"])
+          if (secret === undefined || secret === "") {
+            return Effect.fail(new Unauthenticated({
+              message: route.auth === "messages"
+                ? "Missing API key: send it in the `x-api-key` header (or `Authorization: Bearer`)"
+                : "Missing API key: send it as `Authorization: Bearer <API_KEY>`"
+            }))
+          }
+          return keys.authenticate(secret).pipe(
+            Effect.catchTag("SqlError", () => Effect.fail(new ServiceUnavailable({ status: 503, message: "Key store unavailable", retryAfterSeconds: 1 }))),
+            Effect.flatMap((key) =>
+              key === undefined ? Effect.fail(new Unauthenticated({ message: "Invalid API key" })) : Effect.succeed(key)
+            ),
+            Effect.flatMap((key) =>
+              route.surface !== undefined && !allowsSurface(key.permissions, route.surface)
+                ? Effect.fail(new PermissionDenied({ message: `This key is not allowed to use the ${route.surface} surface` }))
+                : Effect.succeed(key)
+            )
+          )
+        }
+      }
+    }
+
+    const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string) => {
+      const url = new URL(request.url, "http://gateway")
+      const found = match(request.method, url.pathname)
+      if (found._tag === "NoRoute") {
+        return { shape: shapeForUnknownPath(url.pathname), effect: Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` })) }
+      }
+      if (found._tag === "WrongMethod") {
+        return { shape: found.shape, effect: Effect.fail(new MethodNotAllowed({ method: request.method, allow: found.allow })) }
+      }
+      const { route, params } = found
+      const effect = Effect.flatMap(authenticate(route, request.headers), (key) => {
+        const ctx: RequestContext = { request, params, query: url.searchParams, requestId, key }
+        return route.handler(ctx)
+      }).pipe(
+        Effect.catchTag("SqlError", (error) =>
+          Effect.logError("storage failure", error).pipe(
+            Effect.andThen(Effect.fail(new ServiceUnavailable({ status: 503, message: "Storage is unavailable; try again shortly", retryAfterSeconds: 1 })))
+          ))
+      )
+      return { shape: route.shape as ErrorShape, effect }
+    }
+
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const requestId = newRequestId()
+      const { shape, effect } = respond(request, requestId)
+      const response = yield* effect.pipe(
+        withLimit,
+        Effect.catch((error: ApiError) => Effect.succeed(renderError(error, shape, requestId))),
+        Effect.catchCause((cause) =>
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.logError("request failed with a defect", cause).pipe(Effect.as(renderDefect(shape, requestId)))
+        )
+      )
+      return HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId })
+    })
+  })

@@ -1,0 +1,62 @@
+/**
+ * Request bodies: read within the size limit (413 beyond it), parsed as JSON (400 when malformed),
+ * then decoded with a Schema whose first failure names the field (400 `param`).
+ */
+import { Effect, Schema } from "effect"
+import { HttpIncomingMessage } from "effect/http"
+import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import { firstIssue } from "../util/schema-issue.ts"
+import type { RequestContext } from "./route.ts"
+
+/** The body limit in force; the app sets it from `GATEWAY_MAX_BODY_BYTES`. */
+export const bodyLimit = (limitBytes: number) => Effect.provideService(HttpIncomingMessage.MaxBodySize, BigInt(limitBytes) as never)
+
+const readText = (ctx: RequestContext) =>
+  Effect.withFiber((fiber) => {
+    const limit = Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
+    const declared = Number(ctx.request.headers["content-length"] ?? "0")
+    if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
+    return ctx.request.text.pipe(
+      Effect.mapError((error) =>
+        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
+          ? new PayloadTooLarge({ limitBytes: limit })
+          : new InvalidRequest({ message: "The request body could not be read" })
+      )
+    )
+  })
+
+/** The parsed JSON body; `undefined` when the body is empty and `optional` is set. */
+export const readJson = (ctx: RequestContext, options?: { readonly optional?: boolean }) =>
+  Effect.flatMap(readText(ctx), (text): Effect.Effect<unknown, InvalidRequest> => {
+    if (text.trim() === "") {
+      return options?.optional
+        ? Effect.succeed(undefined)
+        : Effect.fail(new InvalidRequest({ message: "The request body is empty; a JSON object is required" }))
+    }
+    try {
+      return Effect.succeed(JSON.parse(text))
+    } catch (error) {
+      return Effect.fail(new InvalidRequest({ message: `Malformed JSON in the request body: ${(error as Error).message}` }))
+    }
+  })
+
+/** Decodes a value with a Schema; the error names the first bad field. */
+export const decodeWith = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {
+  const decode = Schema.decodeUnknownEffect(schema)
+  return (value: unknown): Effect.Effect<S["Type"], InvalidRequest> =>
+    decode(value).pipe(
+      Effect.mapError((error) => {
+        const issue = firstIssue(error)
+        return new InvalidRequest({
+          message: issue.path === "" ? `Invalid request body: ${issue.message}` : `${issue.path}: ${issue.message}`,
+          ...(issue.path === "" ? {} : { param: issue.path })
+        })
+      })
+    )
+}
+
+/** Reads and decodes a JSON body in one step. */
+export const readBody = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S, options?: { readonly optional?: boolean }) => {
+  const decode = decodeWith(schema)
+  return (ctx: RequestContext) => Effect.flatMap(readJson(ctx, options), (value) => decode(value ?? {}))
+}

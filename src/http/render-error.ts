@@ -1,0 +1,107 @@
+/**
+ * The one place errors become HTTP responses, per surface shape:
+ * - `messages` (`/v1/messages*`): `{type:"error", error:{type, message}, request_id}`;
+ * - `openai` (chat, responses, completions, embeddings, models): `{error:{message, type, param, code}}`;
+ * - `flat` (runs, states, artifacts, admin): `{error:{type, message}}`.
+ */
+import { HttpServerResponse } from "effect/http"
+import type { ApiError } from "../errors.ts"
+import type { ErrorShape } from "./route.ts"
+
+interface Rendered {
+  readonly status: number
+  readonly dialectType: string
+  readonly flatType: string
+  readonly message: string
+  readonly param?: string | undefined
+  readonly headers: Record<string, string>
+}
+
+const describe = (error: ApiError): Rendered => {
+  switch (error._tag) {
+    case "InvalidRequest":
+      return { status: 400, dialectType: "invalid_request_error", flatType: "invalid_request", message: error.message, param: error.param, headers: {} }
+    case "Unauthenticated":
+      return { status: 401, dialectType: "authentication_error", flatType: "unauthorized", message: error.message, headers: {} }
+    case "PermissionDenied":
+      return { status: 403, dialectType: "permission_error", flatType: "permission_error", message: error.message, headers: {} }
+    case "NotFound":
+      return {
+        status: 404,
+        dialectType: error.kind === "chain" ? "invalid_request_error" : "not_found",
+        flatType: "not_found",
+        message: error.message,
+        param: error.param,
+        headers: {}
+      }
+    case "MethodNotAllowed":
+      return {
+        status: 405,
+        dialectType: "method_not_allowed",
+        flatType: "method_not_allowed",
+        message: `Method ${error.method} is not allowed here; allowed: ${error.allow.join(", ")}`,
+        headers: { allow: error.allow.join(", ") }
+      }
+    case "Conflict":
+      return { status: 409, dialectType: "invalid_request_error", flatType: "conflict", message: error.message, headers: {} }
+    case "PayloadTooLarge":
+      return {
+        status: 413,
+        dialectType: "invalid_request_error",
+        flatType: "request_too_large",
+        message: `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        headers: {}
+      }
+    case "Unprocessable":
+      return { status: 422, dialectType: "invalid_request_error", flatType: "invalid_request", message: error.message, param: error.param, headers: {} }
+    case "LimitExceeded":
+      return {
+        status: 429,
+        dialectType: error.kind,
+        flatType: error.kind,
+        message: error.message,
+        headers: {
+          ...(error.retryAfterSeconds === undefined ? {} : { "retry-after": String(error.retryAfterSeconds) }),
+          // The spec forbids retrying a spent allowance or empty credits; the SDKs obey this header.
+          ...(error.kind === "rate_limit_error" ? {} : { "x-should-retry": "false" })
+        }
+      }
+    case "ServiceUnavailable":
+      return {
+        status: error.status,
+        dialectType: "api_error",
+        flatType: "api_error",
+        message: error.message,
+        headers: error.retryAfterSeconds === undefined ? {} : { "retry-after": String(error.retryAfterSeconds) }
+      }
+    case "NotImplemented":
+      return { status: 501, dialectType: "not_implemented", flatType: "not_implemented", message: error.message, headers: {} }
+  }
+}
+
+/** The error body alone, for streams that must end with an error event in the dialect's shape. */
+export const errorBody = (error: ApiError, shape: ErrorShape, requestId: string): { status: number; body: unknown; headers: Record<string, string> } => {
+  const r = describe(error)
+  const body = shape === "messages"
+    ? { type: "error", error: { type: r.dialectType, message: r.message }, request_id: requestId }
+    : shape === "openai"
+    ? { error: { message: r.message, type: r.dialectType, param: r.param ?? null, code: null } }
+    : { error: { type: r.flatType, message: r.message } }
+  return { status: r.status, body, headers: r.headers }
+}
+
+export const renderError = (error: ApiError, shape: ErrorShape, requestId: string) => {
+  const { status, body, headers } = errorBody(error, shape, requestId)
+  return HttpServerResponse.jsonUnsafe(body, { status, headers })
+}
+
+/** A defect (a bug) still answers in the surface's shape, never with a bare 500 page. */
+export const renderDefect = (shape: ErrorShape, requestId: string) => {
+  const message = `Internal error; quote request id ${requestId} when reporting it`
+  const body = shape === "messages"
+    ? { type: "error", error: { type: "api_error", message }, request_id: requestId }
+    : shape === "openai"
+    ? { error: { message, type: "api_error", param: null, code: null } }
+    : { error: { type: "internal_error", message } }
+  return HttpServerResponse.jsonUnsafe(body, { status: 500 })
+}

@@ -1,0 +1,114 @@
+/**
+ * Route definitions and matching. We match paths ourselves (instead of the router's own table) so
+ * that a known path with the wrong method answers 405 with `Allow`, an unknown one 404 in the shape
+ * of the surface the path belongs to, and colon paths like `/v1/states/{id}:append` work.
+ */
+import type { Effect } from "effect"
+import type { SqlError } from "effect/sql"
+import type { HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { ApiError } from "../errors.ts"
+import type { KeyRecord } from "../keys/keys-repo.ts"
+import type { Surface } from "../keys/permissions.ts"
+
+/** Which error body a route answers with (spec: dialect shapes vs the flat shape). */
+export type ErrorShape = "messages" | "openai" | "flat"
+
+/**
+ * How a route authenticates (spec, Authentication rules 2–5):
+ * - `none`: public (the model catalog);
+ * - `messages`: `x-api-key`, or `Authorization: Bearer`;
+ * - `bearer`: `Authorization: Bearer` only;
+ * - `admin`: `Authorization: Bearer <admin token>`.
+ */
+export type AuthMode = "none" | "messages" | "bearer" | "admin"
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+
+export interface RequestContext {
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly params: Readonly<Record<string, string>>
+  readonly query: URLSearchParams
+  readonly requestId: string
+  /** The authenticated key, on routes with `messages` or `bearer` auth. */
+  readonly key: KeyRecord | undefined
+}
+
+export interface RouteDef<R = never> {
+  readonly method: Method
+  /** Literal segments and `{name}` parameters; a parameter may carry a literal suffix: `{id}:append`. */
+  readonly path: string
+  readonly shape: ErrorShape
+  readonly auth: AuthMode
+  /** Permission surface a key must be allowed (403 otherwise). */
+  readonly surface?: Surface
+  /** Storage failures may escape a handler; the app answers them with 503 in the route's shape. */
+  readonly handler: (ctx: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, ApiError | SqlError.SqlError, R>
+}
+
+interface CompiledPath<R> {
+  readonly pattern: RegExp
+  readonly names: ReadonlyArray<string>
+  readonly byMethod: Map<string, RouteDef<R>>
+}
+
+export type Match<R> =
+  | { readonly _tag: "Found"; readonly route: RouteDef<R>; readonly params: Record<string, string> }
+  | { readonly _tag: "WrongMethod"; readonly allow: ReadonlyArray<string>; readonly shape: ErrorShape }
+  | { readonly _tag: "NoRoute" }
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+const compile = (path: string) => {
+  const names: Array<string> = []
+  const source = path.split("/").map((segment) =>
+    segment.replace(/\{(\w+)\}|([^{]+)/g, (_, name: string | undefined, literal: string | undefined) => {
+      if (name !== undefined) {
+        names.push(name)
+        return "([^/:]+)"
+      }
+      return escape(literal ?? "")
+    })
+  ).join("/")
+  return { pattern: new RegExp(`^${source}$`), names }
+}
+
+export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
+  const paths: Array<CompiledPath<R>> = []
+  const byPath = new Map<string, CompiledPath<R>>()
+  for (const route of routes) {
+    let compiled = byPath.get(route.path)
+    if (compiled === undefined) {
+      compiled = { ...compile(route.path), byMethod: new Map() }
+      byPath.set(route.path, compiled)
+      paths.push(compiled)
+    }
+    if (compiled.byMethod.has(route.method)) throw new Error(`duplicate route ${route.method} ${route.path}`)
+    compiled.byMethod.set(route.method, route)
+  }
+  return (method: string, pathname: string): Match<R> => {
+    const path = pathname.length > 1 && pathname.endsWith("/") ? pathname.slice(0, -1) : pathname
+    for (const compiled of paths) {
+      const m = compiled.pattern.exec(path)
+      if (m === null) continue
+      const route = compiled.byMethod.get(method) ?? (method === "HEAD" ? compiled.byMethod.get("GET") : undefined)
+      if (route === undefined) {
+        const first = compiled.byMethod.values().next().value as RouteDef<R>
+        return { _tag: "WrongMethod", allow: [...compiled.byMethod.keys()], shape: first.shape }
+      }
+      const params: Record<string, string> = {}
+      compiled.names.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1])
+      })
+      return { _tag: "Found", route, params }
+    }
+    return { _tag: "NoRoute" }
+  }
+}
+
+/** The error shape of a path no route matched: by the family it looks like it belongs to. */
+export const shapeForUnknownPath = (path: string): ErrorShape =>
+  path.startsWith("/v1/messages")
+    ? "messages"
+    : /^\/(v1\/(agent-runs|states|artifacts)|admin)(\/|$)/.test(path)
+    ? "flat"
+    : "openai"

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+/**
+ * The `gateway` command: `serve` (default), `keys`, `migrate`. Flags override the environment.
+ * Run through npm (`npm start`, `npm run gateway -- keys list`) so Node 24 from node_modules is used.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Layer } from "effect"
+import { parseArgs } from "node:util"
+import { Settings, type SettingsShape } from "./config/settings.ts"
+import { ServerLive } from "./gateway.ts"
+import { keysCommand, KEYS_HELP } from "./cli/keys-command.ts"
+import { migrateCommand, MIGRATE_HELP } from "./cli/migrate-command.ts"
+
+const MAIN_HELP = `gateway — model gateway and actor runtime
+
+Usage: gateway <command> [options]
+
+Commands:
+  serve      run the HTTP gateway (default)
+  keys       create, list and revoke API keys in the database (server stopped)
+  migrate    apply database migrations and exit
+
+Run "gateway <command> --help" for a command's options.
+Environment: HOST, PORT, GATEWAY_DATA_DIR, DATABASE_URL, REDIS_URL, GATEWAY_CONFIG,
+GATEWAY_ADMIN_TOKEN, GATEWAY_MAX_BODY_BYTES, GATEWAY_SHUTDOWN_GRACE_MS (see README).`
+
+const SERVE_HELP = `Usage: gateway serve [options]
+
+Runs the gateway. With no DATABASE_URL it keeps everything in an embedded database under the
+data dir; on the first start it prints one API key and creates an admin token.
+
+Options:
+  --host <addr>       listen address (env HOST, default 127.0.0.1)
+  --port <n>          listen port (env PORT, default 8080; 0 picks a free port)
+  --config <file>     JSON config file (env GATEWAY_CONFIG, default: built-in simulator catalog)
+  --data-dir <dir>    data directory (env GATEWAY_DATA_DIR, default ./.data)
+  -h, --help          show this help`
+
+const COMMON_OPTIONS = {
+  help: { type: "boolean", short: "h" },
+  config: { type: "string" },
+  "data-dir": { type: "string" }
+} as const
+
+/** Settings from the environment with the command line's overrides on top. */
+const settingsFrom = (values: { host?: string | undefined; port?: string | undefined; config?: string | undefined; "data-dir"?: string | undefined }) => {
+  const overrides: Partial<SettingsShape> = {}
+  if (values.host !== undefined) Object.assign(overrides, { host: values.host })
+  if (values.port !== undefined) Object.assign(overrides, { port: Number(values.port) })
+  if (values.config !== undefined) Object.assign(overrides, { configPath: values.config })
+  if (values["data-dir"] !== undefined) Object.assign(overrides, { dataDir: values["data-dir"] })
+  return Settings.layerWith(overrides)
+}
+
+const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
+class ExitWithError {
+  readonly _tag = "ExitWithError"
+}
+
+const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
+  const [command = "serve", ...rest] = argv[0]?.startsWith("-") && argv[0] !== "-h" && argv[0] !== "--help" ? ["serve", ...argv] : argv
+  if (command === "-h" || command === "--help" || command === "help") return Console.log(MAIN_HELP)
+  switch (command) {
+    case "serve": {
+      const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
+      if (values.help) return Console.log(SERVE_HELP)
+      if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
+      return Layer.launch(ServerLive.pipe(Layer.provide(settingsFrom(values))))
+    }
+    case "keys": {
+      const { values, positionals } = parseArgs({
+        args: [...rest],
+        allowPositionals: true,
+        options: { ...COMMON_OPTIONS, name: { type: "string" }, plan: { type: "string" }, surfaces: { type: "string" }, models: { type: "string" }, json: { type: "boolean" } }
+      })
+      if (values.help || positionals.length === 0) return Console.log(KEYS_HELP)
+      return keysCommand(positionals, values).pipe(Effect.provide(settingsFrom(values)))
+    }
+    case "migrate": {
+      const { values } = parseArgs({ args: [...rest], options: COMMON_OPTIONS })
+      if (values.help) return Console.log(MIGRATE_HELP)
+      return migrateCommand.pipe(Effect.provide(settingsFrom(values)))
+    }
+    default:
+      return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)
+  }
+}
+
+const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(
+  Effect.catch((error: unknown) => {
+    if (error instanceof ExitWithError) return Effect.fail(error)
+    const message = error instanceof Error ? error.message : String(error)
+    return fail(`gateway: ${message}`)
+  }),
+  Effect.catchDefect((defect) => fail(`gateway: ${defect instanceof Error ? defect.message : String(defect)}`))
+)
+
+NodeRuntime.runMain(program, { disableErrorReporting: true })

@@ -1,0 +1,236 @@
+/**
+ * Canonical stream events: what every backend emits and every dialect encoder consumes.
+ *
+ * The events mirror the Messages SSE sequence because it is the most explicit of the three wire
+ * formats; Chat Completions chunks and Responses typed events are derived from the same sequence
+ * (a tool_use block start becomes a `tool_calls[i]` opener or an `output_item.added` function_call;
+ * `message_stop` becomes `finish_reason` or `response.completed`/`response.incomplete`).
+ *
+ * The contract a backend must keep:
+ * 1. exactly one `message_start`, first;
+ * 2. blocks are numbered 0, 1, 2… in start order and do not interleave: `block_start(i)`, its
+ *    deltas, `block_stop(i)`, then the next block (backends buffer upstreams that interleave);
+ * 3. deltas match their block: text_delta in text, thinking/signature_delta in thinking,
+ *    tool_input_delta in tool_use; redacted_thinking blocks have no deltas;
+ * 4. exactly one `message_stop`, last, with the final usage totals;
+ * 5. failures are errors of the Stream, never events.
+ * `eventOrderViolation` in `event-order.ts` checks a recorded sequence against this contract.
+ */
+import { Effect, Stream } from "effect"
+import type { JsonValue, OutputBlock } from "./content.ts"
+import type { Usage } from "./usage.ts"
+
+export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use" | "refusal"
+
+/** What kind of block starts; text and thinking start empty, a tool call starts with its id. */
+export type BlockStart =
+  | { readonly type: "text" }
+  | { readonly type: "thinking" }
+  | { readonly type: "redacted_thinking"; readonly data: string }
+  | { readonly type: "tool_use"; readonly id: string; readonly name: string }
+
+export interface MessageStartEvent {
+  readonly type: "message_start"
+  /** What served the request (the catalog id for the simulator). */
+  readonly model: string
+  /** Upstream message id when there is one; encoders mint their own ids regardless. */
+  readonly id?: string
+  /** Usage known before generation (input tokens), so Messages' message_start can report it. */
+  readonly usage?: Usage
+}
+
+export interface BlockStartEvent {
+  readonly type: "block_start"
+  readonly index: number
+  readonly block: BlockStart
+}
+
+export interface TextDeltaEvent {
+  readonly type: "text_delta"
+  readonly index: number
+  readonly text: string
+}
+
+export interface ThinkingDeltaEvent {
+  readonly type: "thinking_delta"
+  readonly index: number
+  readonly thinking: string
+}
+
+export interface SignatureDeltaEvent {
+  readonly type: "signature_delta"
+  readonly index: number
+  readonly signature: string
+}
+
+/** A fragment of the tool call's arguments JSON; the fragments concatenate to the full JSON. */
+export interface ToolInputDeltaEvent {
+  readonly type: "tool_input_delta"
+  readonly index: number
+  readonly partialJson: string
+}
+
+export interface BlockStopEvent {
+  readonly type: "block_stop"
+  readonly index: number
+}
+
+export interface MessageStopEvent {
+  readonly type: "message_stop"
+  readonly stopReason: StopReason
+  /** Which stop sequence matched, when `stopReason` is `stop_sequence`. */
+  readonly stopSequence?: string
+  readonly usage: Usage
+}
+
+export type CanonicalEvent =
+  | MessageStartEvent
+  | BlockStartEvent
+  | TextDeltaEvent
+  | ThinkingDeltaEvent
+  | SignatureDeltaEvent
+  | ToolInputDeltaEvent
+  | BlockStopEvent
+  | MessageStopEvent
+
+/** The whole answer, for non-streaming bodies. */
+export interface CanonicalResponse {
+  readonly id?: string
+  readonly model: string
+  readonly content: ReadonlyArray<OutputBlock>
+  readonly stopReason: StopReason
+  readonly stopSequence?: string
+  readonly usage: Usage
+}
+
+/** A block being assembled from its deltas. */
+type OpenBlock =
+  | { type: "text"; text: string }
+  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "redacted_thinking"; data: string }
+  | { type: "tool_use"; id: string; name: string; json: string }
+
+const openBlock = (start: BlockStart): OpenBlock => {
+  switch (start.type) {
+    case "text":
+      return { type: "text", text: "" }
+    case "thinking":
+      return { type: "thinking", thinking: "", signature: "" }
+    case "redacted_thinking":
+      return { type: "redacted_thinking", data: start.data }
+    case "tool_use":
+      return { type: "tool_use", id: start.id, name: start.name, json: "" }
+  }
+}
+
+/** Malformed or truncated arguments (e.g. cut by max_tokens) become `{}` rather than failing. */
+const parseToolInput = (json: string): JsonValue => {
+  if (json.trim() === "") return {}
+  try {
+    return JSON.parse(json) as JsonValue
+  } catch {
+    return {}
+  }
+}
+
+const closeBlock = (block: OpenBlock): OutputBlock => {
+  switch (block.type) {
+    case "text":
+      return { type: "text", text: block.text }
+    case "thinking":
+      return { type: "thinking", thinking: block.thinking, signature: block.signature }
+    case "redacted_thinking":
+      return { type: "redacted_thinking", data: block.data }
+    case "tool_use":
+      return { type: "tool_use", id: block.id, name: block.name, input: parseToolInput(block.json) }
+  }
+}
+
+/**
+ * Accumulates events into blocks. Encoders that must repeat a block's full content when it ends
+ * (Responses `output_text.done`, `function_call_arguments.done`) read it with `block(index)`.
+ */
+export interface ResponseBuilder {
+  add(event: CanonicalEvent): void
+  /** The block at `index` as accumulated so far. */
+  block(index: number): OutputBlock | undefined
+  /** The tool-call arguments JSON accumulated so far for the block at `index` (raw, unparsed). */
+  toolInputJson(index: number): string | undefined
+  /** The assembled response; throws if no `message_stop` was added (a backend bug). */
+  finish(): CanonicalResponse
+}
+
+export const makeResponseBuilder = (): ResponseBuilder => {
+  const blocks: Array<OpenBlock> = []
+  let start: MessageStartEvent | undefined
+  let stop: MessageStopEvent | undefined
+  return {
+    add(event) {
+      switch (event.type) {
+        case "message_start":
+          start = event
+          return
+        case "block_start":
+          blocks[event.index] = openBlock(event.block)
+          return
+        case "text_delta": {
+          const block = blocks[event.index]
+          if (block?.type === "text") block.text += event.text
+          return
+        }
+        case "thinking_delta": {
+          const block = blocks[event.index]
+          if (block?.type === "thinking") block.thinking += event.thinking
+          return
+        }
+        case "signature_delta": {
+          const block = blocks[event.index]
+          if (block?.type === "thinking") block.signature += event.signature
+          return
+        }
+        case "tool_input_delta": {
+          const block = blocks[event.index]
+          if (block?.type === "tool_use") block.json += event.partialJson
+          return
+        }
+        case "block_stop":
+          return
+        case "message_stop":
+          stop = event
+          return
+      }
+    },
+    block: (index) => (blocks[index] === undefined ? undefined : closeBlock(blocks[index])),
+    toolInputJson: (index) => {
+      const block = blocks[index]
+      return block?.type === "tool_use" ? block.json : undefined
+    },
+    finish() {
+      if (stop === undefined) throw new Error("event stream ended without message_stop")
+      return {
+        ...(start?.id === undefined ? {} : { id: start.id }),
+        model: start?.model ?? "",
+        content: blocks.filter((block) => block !== undefined).map(closeBlock),
+        stopReason: stop.stopReason,
+        ...(stop.stopSequence === undefined ? {} : { stopSequence: stop.stopSequence }),
+        usage: stop.usage
+      }
+    }
+  }
+}
+
+/** Folds a complete event list into the response a non-streaming body reports. */
+export const collect = (events: Iterable<CanonicalEvent>): CanonicalResponse => {
+  const builder = makeResponseBuilder()
+  for (const event of events) builder.add(event)
+  return builder.finish()
+}
+
+/** Runs a backend stream to its end and collects it; a stream without `message_stop` is a defect. */
+export const collectStream = <E, R>(events: Stream.Stream<CanonicalEvent, E, R>): Effect.Effect<CanonicalResponse, E, R> =>
+  Effect.suspend(() => {
+    const builder = makeResponseBuilder()
+    return Stream.runForEach(events, (event) => Effect.sync(() => builder.add(event))).pipe(
+      Effect.flatMap(() => Effect.sync(() => builder.finish()))
+    )
+  })

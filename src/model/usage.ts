@@ -1,0 +1,33 @@
+/**
+ * Token usage of one model call.
+ *
+ * Conventions (OpenAI's, because they nest cleanly; the Messages encoder splits them):
+ * - `inputTokens` counts every prompt token, cached ones included; `cachedInputTokens` is the part
+ *   of it read from a prompt cache (Messages `cache_read_input_tokens`; its `input_tokens` is
+ *   `inputTokens - cachedInputTokens`).
+ * - `outputTokens` counts every generated token, reasoning included; `reasoningTokens` is the part
+ *   of it spent on reasoning, visible or hidden.
+ */
+export interface Usage {
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
+}
+
+export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 }
+
+export const makeUsage = (fields: Partial<Usage>): Usage => ({ ...emptyUsage, ...fields })
+
+export const addUsage = (a: Usage, b: Usage): Usage => ({
+  inputTokens: a.inputTokens + b.inputTokens,
+  outputTokens: a.outputTokens + b.outputTokens,
+  cachedInputTokens: a.cachedInputTokens + b.cachedInputTokens,
+  reasoningTokens: a.reasoningTokens + b.reasoningTokens
+})
+
+export const totalTokens = (usage: Usage): number => usage.inputTokens + usage.outputTokens
+
+/** Prompt tokens billed at the full input rate. */
+export const uncachedInputTokens = (usage: Usage): number =>
+  Math.max(0, usage.inputTokens - usage.cachedInputTokens)

@@ -1,0 +1,27 @@
+/**
+ * Schema migrations, applied at every start (idempotent; PgMigrator locks its table so several
+ * instances starting together apply each migration once). Append new entries; never edit old ones.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+export const migrations = {
+  "0001_keys": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE gateway_meta (
+      name text PRIMARY KEY,
+      value jsonb NOT NULL,
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE TABLE api_keys (
+      id text PRIMARY KEY,
+      key_hash text NOT NULL UNIQUE,
+      hint text NOT NULL,
+      name text,
+      plan text NOT NULL,
+      permissions jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      revoked_at timestamptz
+    )`
+  })
+}
