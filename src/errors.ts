@@ -38,7 +38,9 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
 
 /** 409: a write lost a race or targets something finished. */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
-  message: Schema.String
+  message: Schema.String,
+  /** The current version, sent back as `ETag` so the client can retry against it. */
+  etag: Schema.optional(Schema.String)
 }) {}
 
 /** 413: the request body is larger than the configured limit. */

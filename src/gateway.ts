@@ -13,10 +13,11 @@ import { makeHttpApp } from "./http/app.ts"
 import { allRoutes } from "./http/routes.ts"
 import { AdminToken } from "./keys/admin-token.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
+import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 
 /** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = Layer.mergeAll(Catalog.layer, ApiKeys.layer, AdminToken.layer).pipe(
+export const GatewayServices = Layer.mergeAll(Catalog.layer, ApiKeys.layer, AdminToken.layer, StatesRepo.layer).pipe(
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(ConfigFile.layer)
 )

@@ -4,7 +4,7 @@
  * Run through npm (`npm start`, `npm run gateway -- keys list`) so Node 24 from node_modules is used.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer } from "effect"
+import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { parseArgs } from "node:util"
 import { Settings, type SettingsShape } from "./config/settings.ts"
 import { ServerLive } from "./gateway.ts"
@@ -95,4 +95,8 @@ const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(
   Effect.catchDefect((defect) => fail(`gateway: ${defect instanceof Error ? defect.message : String(defect)}`))
 )
 
-NodeRuntime.runMain(program, { disableErrorReporting: true })
+NodeRuntime.runMain(program, {
+  disableErrorReporting: true,
+  // SIGTERM/SIGINT interrupt the program; a graceful stop after them is a success (exit 0).
+  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1)
+})

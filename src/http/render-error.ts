@@ -43,7 +43,7 @@ const describe = (error: ApiError): Rendered => {
         headers: { allow: error.allow.join(", ") }
       }
     case "Conflict":
-      return { status: 409, dialectType: "invalid_request_error", flatType: "conflict", message: error.message, headers: {} }
+      return { status: 409, dialectType: "invalid_request_error", flatType: "conflict", message: error.message, headers: error.etag === undefined ? {} : { etag: error.etag } }
     case "PayloadTooLarge":
       return {
         status: 413,

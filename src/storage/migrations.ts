@@ -23,5 +23,17 @@ export const migrations = {
       created_at timestamptz NOT NULL DEFAULT now(),
       revoked_at timestamptz
     )`
+  }),
+  "0002_states": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE states (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      seq bigint NOT NULL,
+      value jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE INDEX states_key_idx ON states (key_id)`
   })
 }

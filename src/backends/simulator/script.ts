@@ -1,0 +1,175 @@
+/**
+ * Turns a decided reply into the exact event sequence the simulator will emit, enforcing the
+ * output ceiling, stop sequences and reasoning. Pure: timing and faults are applied later.
+ *
+ * Output accounting (what `usage` reports):
+ * - reasoning comes first and counts against `maxOutputTokens`, visible or hidden; when it uses
+ *   the whole ceiling the answer is empty and the stop reason is `max_tokens` (spec Responses
+ *   rule 3);
+ * - the answer (text, or tool-call arguments JSON) is cut at the remaining ceiling, in which case
+ *   the stop reason is `max_tokens` and `outputTokens` equals the ceiling exactly;
+ * - a stop sequence (text only, not thinking or tool JSON) cuts the text just before its first
+ *   occurrence; the stop reason is `stop_sequence` and `stopSequence` names it;
+ * - token counts come from the o200k_base tokenizer over exactly what is emitted.
+ */
+import type { CanonicalEvent, StopReason } from "../../model/events.ts"
+import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
+import type { TokenPiece } from "../../model/tokens.ts"
+import { tokenPieces } from "../../model/tokens.ts"
+import { makeUsage } from "../../model/usage.ts"
+import { hashString, makePrng } from "./prng.ts"
+import type { Reply } from "./reply.ts"
+import { decideReply } from "./reply.ts"
+import { composeProse } from "./words.ts"
+
+/** One event to emit and the output tokens it carries (what pacing waits for). */
+export interface ScriptStep {
+  readonly event: CanonicalEvent
+  readonly tokens: number
+}
+
+export interface ScriptInput {
+  readonly request: CanonicalRequest
+  /** The placement serves a reasoning model. */
+  readonly reasoningModel: boolean
+  readonly model: string
+  readonly seed: number
+  readonly inputTokens: number
+  readonly cachedInputTokens: number
+}
+
+/** Output tokens per delta event. */
+export const TOKENS_PER_DELTA = 3
+
+const effortScale: Record<ReasoningEffort, number> = { minimal: 0.25, low: 0.5, medium: 1, high: 2 }
+
+/** Pieces up to `limit` tokens; `cut` when some were left out. */
+const takeTokens = (pieces: ReadonlyArray<TokenPiece>, limit: number) => {
+  const taken: Array<TokenPiece> = []
+  let tokens = 0
+  for (const piece of pieces) {
+    if (tokens + piece.tokens > limit) return { pieces: taken, cut: true }
+    taken.push(piece)
+    tokens += piece.tokens
+  }
+  return { pieces: taken, cut: false }
+}
+
+/** Pieces grouped into deltas of about TOKENS_PER_DELTA tokens. */
+const groupDeltas = (pieces: ReadonlyArray<TokenPiece>): Array<TokenPiece> => {
+  const deltas: Array<TokenPiece> = []
+  let text = ""
+  let tokens = 0
+  for (const piece of pieces) {
+    text += piece.text
+    tokens += piece.tokens
+    if (tokens >= TOKENS_PER_DELTA) {
+      deltas.push({ text, tokens })
+      text = ""
+      tokens = 0
+    }
+  }
+  if (text !== "" || tokens > 0) deltas.push({ text, tokens })
+  return deltas
+}
+
+/** The earliest stop sequence in `text` (the longest one on a tie). */
+const firstStopSequence = (text: string, sequences: ReadonlyArray<string>) => {
+  let best: { at: number; sequence: string } | undefined
+  for (const sequence of sequences) {
+    const at = sequence === "" ? -1 : text.indexOf(sequence)
+    if (at !== -1 && (best === undefined || at < best.at || (at === best.at && sequence.length > best.sequence.length))) {
+      best = { at, sequence }
+    }
+  }
+  return best
+}
+
+/** How long the model thinks: 60–200 tokens at medium effort, scaled by effort, capped by budget. */
+const plannedReasoningTokens = (request: CanonicalRequest, seed: number): number => {
+  const prng = makePrng(seed ^ 0x5eed)
+  const wanted = Math.max(16, Math.round(prng.int(60, 200) * effortScale[request.reasoning.effort ?? "medium"]))
+  return Math.min(wanted, request.reasoning.budgetTokens ?? wanted)
+}
+
+export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
+  const { request, model, seed } = input
+  const budget = request.maxOutputTokens ?? Number.POSITIVE_INFINITY
+  const steps: Array<ScriptStep> = []
+  const emit = (event: CanonicalEvent, tokens = 0) => steps.push({ event, tokens })
+  let index = 0
+  let used = 0
+  let reasoningTokens = 0
+  let stop: { reason: StopReason; sequence?: string } | undefined
+
+  emit({
+    type: "message_start",
+    model,
+    usage: makeUsage({ inputTokens: input.inputTokens, cachedInputTokens: input.cachedInputTokens })
+  })
+
+  if (input.reasoningModel && request.reasoning.enabled) {
+    const planned = plannedReasoningTokens(request, seed)
+    reasoningTokens = Math.min(planned, budget)
+    used = reasoningTokens
+    if (request.reasoning.visible && reasoningTokens > 0) {
+      const prose = composeProse(makePrng(seed ^ 0x7417), planned)
+      const thinking = takeTokens(tokenPieces(`I read the request and plan the answer. ${prose}`), reasoningTokens).pieces
+      emit({ type: "block_start", index, block: { type: "thinking" } })
+      for (const delta of groupDeltas(thinking)) emit({ type: "thinking_delta", index, thinking: delta.text }, delta.tokens)
+      const digest = hashString(thinking.map((p) => p.text).join(""), seed).toString(16)
+      emit({ type: "signature_delta", index, signature: btoa(`simulator-signature:${model}:${digest}`) })
+      emit({ type: "block_stop", index })
+      index++
+    }
+    if (used >= budget) stop = { reason: "max_tokens" }
+  }
+
+  if (stop === undefined) {
+    const reply: Reply = decideReply(request, makePrng(seed))
+    const remaining = budget - used
+    if (reply.kind === "text") {
+      const match = firstStopSequence(reply.text, request.stopSequences)
+      const text = match === undefined ? reply.text : reply.text.slice(0, match.at)
+      const { pieces, cut } = takeTokens(tokenPieces(text), remaining)
+      if (pieces.length > 0) {
+        emit({ type: "block_start", index, block: { type: "text" } })
+        for (const delta of groupDeltas(pieces)) emit({ type: "text_delta", index, text: delta.text }, delta.tokens)
+        emit({ type: "block_stop", index })
+        index++
+      }
+      used += cut ? remaining : pieces.reduce((sum, p) => sum + p.tokens, 0)
+      stop = cut ? { reason: "max_tokens" } : match !== undefined ? { reason: "stop_sequence", sequence: match.sequence } : { reason: "end_turn" }
+    } else {
+      for (const call of reply.calls) {
+        const { pieces, cut } = takeTokens(tokenPieces(JSON.stringify(call.input)), budget - used)
+        if (pieces.length > 0) {
+          emit({ type: "block_start", index, block: { type: "tool_use", id: call.id, name: call.name } })
+          for (const delta of groupDeltas(pieces)) emit({ type: "tool_input_delta", index, partialJson: delta.text }, delta.tokens)
+          emit({ type: "block_stop", index })
+          index++
+        }
+        used = cut ? budget : used + pieces.reduce((sum, p) => sum + p.tokens, 0)
+        if (cut) {
+          // The ceiling fell inside (or right before) this call: its arguments are truncated JSON.
+          stop = { reason: "max_tokens" }
+          break
+        }
+      }
+      stop ??= { reason: "tool_use" }
+    }
+  }
+
+  emit({
+    type: "message_stop",
+    stopReason: stop.reason,
+    ...(stop.sequence === undefined ? {} : { stopSequence: stop.sequence }),
+    usage: makeUsage({
+      inputTokens: input.inputTokens,
+      cachedInputTokens: input.cachedInputTokens,
+      outputTokens: used,
+      reasoningTokens
+    })
+  })
+  return steps
+}

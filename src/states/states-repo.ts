@@ -1,0 +1,69 @@
+/**
+ * State handles in SQL. An append locks the row (`FOR UPDATE`), combines in process and writes
+ * back in one transaction, so concurrent writers never lose a delta; `expectedSeq` turns a lost
+ * race into a 409 instead.
+ */
+import { Context, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
+import { newId } from "../keys/secrets.ts"
+import { combine, type Json } from "./combine.ts"
+
+export interface State {
+  readonly stateId: string
+  readonly seq: number
+  readonly value: Json
+}
+
+interface StateRow {
+  readonly id: string
+  readonly seq: string | number
+  readonly value: Json
+}
+
+const toState = (row: StateRow): State => ({ stateId: row.id, seq: Number(row.seq), value: row.value })
+const notFound = (id: string) => new NotFound({ kind: "resource", message: `No state with id ${id}` })
+
+export class StatesRepo extends Context.Service<StatesRepo, {
+  create(keyId: string, value: Json): Effect.Effect<State, SqlError.SqlError>
+  get(keyId: string, id: string): Effect.Effect<State, NotFound | SqlError.SqlError>
+  append(keyId: string, id: string, delta: Json, expectedSeq: number | undefined): Effect.Effect<State, NotFound | Conflict | InvalidRequest | SqlError.SqlError>
+}>()("gateway/states/StatesRepo") {
+  static readonly layer = Layer.effect(StatesRepo, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // jsonb parameters go in as text so every JSON type (including bare strings) round-trips.
+    const asJsonb = (value: Json) => JSON.stringify(value)
+
+    const create = Effect.fn("StatesRepo.create")(function*(keyId: string, value: Json) {
+      const rows = yield* sql<StateRow>`INSERT INTO states (id, key_id, seq, value)
+        VALUES (${newId("state")}, ${keyId}, 0, ${asJsonb(value)}::jsonb) RETURNING id, seq, value`
+      return toState(rows[0])
+    })
+
+    const get = Effect.fn("StatesRepo.get")(function*(keyId: string, id: string) {
+      const rows = yield* sql<StateRow>`SELECT id, seq, value FROM states WHERE id = ${id} AND key_id = ${keyId}`
+      if (rows.length === 0) return yield* notFound(id)
+      return toState(rows[0])
+    })
+
+    const append = (keyId: string, id: string, delta: Json, expectedSeq: number | undefined) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<StateRow>`SELECT id, seq, value FROM states WHERE id = ${id} AND key_id = ${keyId} FOR UPDATE`
+        if (rows.length === 0) return yield* notFound(id)
+        const current = toState(rows[0])
+        if (expectedSeq !== undefined && expectedSeq !== current.seq) {
+          return yield* new Conflict({
+            message: `expectedSeq is ${expectedSeq} but the state is at seq ${current.seq}: another write landed first`,
+            etag: `"${current.seq}"`
+          })
+        }
+        const combined = combine(current.value, delta)
+        if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
+        const updated = yield* sql<StateRow>`UPDATE states SET value = ${asJsonb(combined.value)}::jsonb, seq = seq + 1, updated_at = now()
+          WHERE id = ${id} RETURNING id, seq, value`
+        return toState(updated[0])
+      })).pipe(Effect.withSpan("StatesRepo.append"))
+
+    return StatesRepo.of({ create, get, append })
+  }))
+}

@@ -1,0 +1,68 @@
+/**
+ * The storage engines a suite runs against: always the embedded one, PostgreSQL when reachable.
+ * Each PostgreSQL suite gets a database of its own, dropped at the end, so suites never collide.
+ */
+import { randomBytes } from "node:crypto"
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { inject } from "vitest"
+
+export interface Engine {
+  readonly name: "embedded" | "postgres"
+  /** Environment for a gateway process on this engine (a fresh database / data dir). */
+  setup(): { readonly env: Record<string, string>; cleanup(): void }
+}
+
+const psql = (adminUrl: string, statement: string) =>
+  execFileSync("psql", [adminUrl, "-v", "ON_ERROR_STOP=1", "-qc", statement], { stdio: "pipe" })
+
+export const freshDataDir = () => mkdtempSync(join(tmpdir(), "gateway-test-"))
+
+const embedded: Engine = {
+  name: "embedded",
+  setup() {
+    const dir = freshDataDir()
+    return { env: { GATEWAY_DATA_DIR: dir }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+  }
+}
+
+/** A new, empty PostgreSQL database; returns its URL and a function that drops it. */
+export const freshPostgresDatabase = (adminUrl: string) => {
+  const name = `gw_test_${randomBytes(6).toString("hex")}`
+  psql(adminUrl, `CREATE DATABASE ${name}`)
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: () => {
+      try {
+        psql(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } catch {
+        // best effort: a leftover test database is harmless
+      }
+    }
+  }
+}
+
+const postgres = (adminUrl: string): Engine => ({
+  name: "postgres",
+  setup() {
+    const db = freshPostgresDatabase(adminUrl)
+    const dir = freshDataDir()
+    return {
+      env: { DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir },
+      cleanup: () => {
+        db.drop()
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }
+  }
+})
+
+/** Engines available in this run (PostgreSQL only when the global setup reached it). */
+export const engines = (): ReadonlyArray<Engine> => {
+  const { postgresUrl } = inject("services")
+  return postgresUrl === null ? [embedded] : [embedded, postgres(postgresUrl)]
+}

@@ -1,0 +1,79 @@
+/**
+ * Starts the real gateway as a child process (`node src/main.ts serve`) on a free port and reads
+ * the first API key it prints. Used by every integration test: the same binary users run.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+
+const NODE = process.execPath
+const MAIN = join(import.meta.dirname, "..", "..", "src", "main.ts")
+
+export interface GatewayProcess {
+  readonly baseUrl: string
+  /** The first API key printed on a fresh data dir (undefined after a restart). */
+  readonly apiKey: string | undefined
+  readonly adminToken: string
+  readonly output: () => string
+  readonly child: ChildProcess
+  /** SIGTERM and wait for exit; resolves the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+  /** Admin API call helper. */
+  admin(method: string, path: string, body?: unknown): Promise<Response>
+}
+
+export const startGateway = async (env: Record<string, string>, args: ReadonlyArray<string> = []): Promise<GatewayProcess> => {
+  const child = spawn(NODE, [MAIN, "serve", "--port", "0", ...args], {
+    env: { ...process.env, CI: "", HOST: "127.0.0.1", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  child.stdout!.on("data", (d) => (output += d))
+  child.stderr!.on("data", (d) => (output += d))
+  const baseUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start in time:\n${output}`)), 45_000)
+    const onData = () => {
+      const m = /gateway listening on (http:\/\/\S+)/.exec(output)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1])
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`gateway exited with ${code} before listening:\n${output}`))
+    })
+  })
+  const apiKey = /first API key \(shown once, store it now\): (svc_\S+)/.exec(output)?.[1]
+  const adminToken = env.GATEWAY_ADMIN_TOKEN ?? readFileSync(join(env.GATEWAY_DATA_DIR!, "admin-token"), "utf8").trim()
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  return {
+    baseUrl,
+    apiKey,
+    adminToken,
+    output: () => output,
+    child,
+    stop: async (signal = "SIGTERM") => {
+      if (child.exitCode === null) child.kill(signal)
+      return exited
+    },
+    admin: (method, path, body) =>
+      fetch(`${baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) })
+      })
+  }
+}
+
+/** Runs `node src/main.ts <args>` to completion. */
+export const runCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(NODE, [MAIN, ...args], { env: { ...process.env, CI: "", ...env }, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d) => (stdout += d))
+    child.stderr.on("data", (d) => (stderr += d))
+    child.once("exit", (code) => resolve({ code, stdout, stderr }))
+  })

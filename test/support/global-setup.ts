@@ -1,0 +1,54 @@
+/**
+ * Probes PostgreSQL and Redis once per test run. Suites that need a service read the result with
+ * `inject("services")`. With CI=true a missing service fails the run; otherwise its suites are
+ * skipped and this says so clearly.
+ */
+import { Socket } from "node:net"
+import type { TestProject } from "vitest/node"
+
+export interface ServiceAvailability {
+  readonly postgresUrl: string | null
+  readonly redisUrl: string | null
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    services: ServiceAvailability
+  }
+}
+
+const POSTGRES_URL = process.env.TEST_DATABASE_URL ?? "postgres://root@127.0.0.1:5432/test"
+const REDIS_URL = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379"
+
+/** Sends one protocol message and resolves true if the server answers in the expected way. */
+const probe = (url: string, hello: Buffer, expect: (reply: Buffer) => boolean) =>
+  new Promise<boolean>((resolve) => {
+    const { hostname, port } = new URL(url)
+    const socket = new Socket()
+    const done = (ok: boolean) => {
+      socket.destroy()
+      resolve(ok)
+    }
+    socket.setTimeout(2_000, () => done(false))
+    socket.once("error", () => done(false))
+    socket.once("data", (reply) => done(expect(reply)))
+    socket.connect(Number(port), hostname, () => socket.write(hello))
+  })
+
+// PostgreSQL answers an SSLRequest with a single byte, 'S' or 'N'.
+const sslRequest = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
+
+export default async function setup(project: TestProject) {
+  const [pg, redis] = await Promise.all([
+    probe(POSTGRES_URL, sslRequest, (r) => r.length === 1 && (r[0] === 0x4e || r[0] === 0x53)),
+    probe(REDIS_URL, Buffer.from("PING\r\n"), (r) => r.toString().startsWith("+PONG"))
+  ])
+  const missing = [!pg && `PostgreSQL (${POSTGRES_URL})`, !redis && `Redis (${REDIS_URL})`].filter(Boolean)
+  if (missing.length > 0) {
+    if (process.env.CI === "true") {
+      throw new Error(`CI=true and these services are unreachable: ${missing.join(", ")}. Service-backed suites are required on CI.`)
+    }
+    console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
+  }
+  project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
+}

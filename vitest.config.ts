@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup: ["test/support/global-setup.ts"],
+    // Integration suites start real gateway processes; two cores run two files at a time.
+    maxWorkers: 2,
+    testTimeout: 30_000,
+    hookTimeout: 60_000
+  }
+})
