@@ -137,14 +137,18 @@ const sampleNumber = (schema: JsonObject, prng: Prng, integer: boolean): number 
   // Draft 4 writes exclusive bounds as booleans next to minimum/maximum; later drafts as numbers.
   const exclusiveMin = num(schema.exclusiveMinimum) ?? (schema.exclusiveMinimum === true ? num(schema.minimum) : undefined)
   const exclusiveMax = num(schema.exclusiveMaximum) ?? (schema.exclusiveMaximum === true ? num(schema.maximum) : undefined)
-  const low = exclusiveMin ?? num(schema.minimum) ?? 0
-  const high = exclusiveMax ?? num(schema.maximum) ?? low + 100
+  const lowBound = exclusiveMin ?? num(schema.minimum)
+  const highBound = exclusiveMax ?? num(schema.maximum)
+  // Open ends: a range of 100 next to the given bound, starting at 0 when that is allowed.
+  const low = lowBound ?? (highBound === undefined || highBound >= 0 ? 0 : highBound - 100)
+  const high = highBound ?? low + 100
   // Pick a multiple of `step` strictly inside exclusive bounds and inside inclusive ones.
   let first = Math.ceil(low / step)
   if (exclusiveMin !== undefined && first * step <= exclusiveMin) first++
   let last = Math.floor(high / step)
   if (exclusiveMax !== undefined && last * step >= exclusiveMax) last--
-  if (last < first) return integer ? Math.ceil(low) : low
+  // No multiple of the step fits (a narrow range): the midpoint satisfies the bounds at least.
+  if (last < first) return integer ? Math.ceil((low + high) / 2) : (low + high) / 2
   const value = prng.int(first, last) * step
   return integer ? Math.round(value) : Number(value.toFixed(6))
 }

@@ -1,0 +1,63 @@
+/** The `gateway` command: help on every subcommand, key management against a stopped server's data dir. */
+import { rmSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+import { freshDataDir } from "../support/engines.ts"
+import { runCli, startGateway } from "../support/gateway-process.ts"
+
+describe("gateway CLI", () => {
+  it("prints help for each command", async () => {
+    for (const args of [["--help"], ["serve", "--help"], ["keys", "--help"], ["migrate", "--help"]]) {
+      const result = await runCli(args, {})
+      expect(result.code, args.join(" ")).toBe(0)
+      expect(result.stdout, args.join(" ")).toMatch(/Usage: gateway/)
+    }
+    const unknown = await runCli(["frobnicate"], {})
+    expect(unknown.code).toBe(1)
+    expect(unknown.stderr).toContain('unknown command "frobnicate"')
+  })
+
+  it("creates, lists and revokes keys in the database; the server then honours them", async () => {
+    const dir = freshDataDir()
+    try {
+      const env = { GATEWAY_DATA_DIR: dir }
+      expect((await runCli(["migrate"], env)).code).toBe(0)
+      const created = await runCli(["keys", "create", "--name", "cli", "--plan", "pro", "--surfaces", "states"], env)
+      expect(created.code, created.stderr).toBe(0)
+      const secret = /key \(shown once\): (svc_\S+)/.exec(created.stdout)![1]
+      const id = /created (key_\S+)/.exec(created.stdout)![1]
+      const listed = await runCli(["keys", "list", "--json"], env)
+      const keys = JSON.parse(listed.stdout)
+      expect(keys).toHaveLength(1)
+      expect(keys[0]).toMatchObject({ id, name: "cli", plan: "pro", permissions: { surfaces: ["states"], models: null } })
+      expect(listed.stdout).not.toContain(secret)
+      const badPlan = await runCli(["keys", "create", "--plan", "platinum"], env)
+      expect(badPlan.code).toBe(1)
+      expect(badPlan.stderr).toContain("plan")
+
+      // A key made before the first start counts as the first key: no second key is printed.
+      const gw = await startGateway(env)
+      try {
+        expect(gw.apiKey).toBeUndefined()
+        const ok = await fetch(`${gw.baseUrl}/v1/states`, { method: "POST", headers: { authorization: `Bearer ${secret}` }, body: "{}" })
+        expect(ok.status).toBe(201)
+        // While the server runs, the CLI refuses to open the embedded database.
+        const locked = await runCli(["keys", "list"], env)
+        expect(locked.code).toBe(1)
+        expect(locked.stderr).toMatch(/in use by gateway process/)
+      } finally {
+        expect(await gw.stop()).toBe(0)
+      }
+      const revoked = await runCli(["keys", "revoke", id], env)
+      expect(revoked.code, revoked.stderr).toBe(0)
+      const gw2 = await startGateway(env)
+      try {
+        const refused = await fetch(`${gw2.baseUrl}/v1/states`, { method: "POST", headers: { authorization: `Bearer ${secret}` }, body: "{}" })
+        expect(refused.status).toBe(401)
+      } finally {
+        await gw2.stop()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
+})
