@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],
+    reporters: ["default", "./test/support/summary-reporter.ts"],
     // Integration suites start real gateway processes; two cores run two files at a time.
     maxWorkers: 2,
     testTimeout: 30_000,

@@ -1,1 +1,35 @@
-export const x: number = 1
+/**
+ * The public embedding API — the only module other programs import.
+ *
+ * ```ts
+ * import { createWebHandler } from "svc-gateway"
+ * const gateway = createWebHandler({ dataDir: "./.data" })
+ * const response = await gateway.handler(new Request("http://x/v1/models"))
+ * await gateway.dispose()
+ * ```
+ */
+import { Effect, Layer } from "effect"
+import { HttpEffect } from "effect/http"
+import { Settings, type SettingsShape } from "./config/settings.ts"
+import { gatewayHttpApp, GatewayServices, ServerLive } from "./gateway.ts"
+
+export type { GatewayConfig } from "./config/schema.ts"
+export { defaultConfig } from "./config/default-config.ts"
+export { loadConfig, validateConfig } from "./config/load.ts"
+export { Settings, type SettingsShape } from "./config/settings.ts"
+export { Catalog } from "./catalog/catalog.ts"
+export { ApiKeys } from "./keys/api-keys.ts"
+export { GatewayServices, gatewayHttpApp, ServerLive }
+
+/** The gateway's services on the given settings (environment for the rest). */
+export const gatewayLayer = (settings: Partial<SettingsShape> = {}) =>
+  GatewayServices.pipe(Layer.provideMerge(Settings.layerWith(settings)))
+
+/**
+ * The gateway as a fetch-style handler `(Request) => Promise<Response>`, to mount in any server
+ * (Hono, Bun, Deno, a Node adapter). Call `dispose()` to close its database.
+ */
+export const createWebHandler = (settings: Partial<SettingsShape> = {}) =>
+  HttpEffect.toWebHandlerLayerWith(gatewayLayer(settings), {
+    toHandler: (context) => Effect.provide(gatewayHttpApp, context)
+  })
