@@ -13,11 +13,14 @@ import { makeHttpApp } from "./http/app.ts"
 import { allRoutes } from "./http/routes.ts"
 import { AdminToken } from "./keys/admin-token.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
+import { ResponsesRepo } from "./responses/responses-repo.ts"
+import { ModelCaller } from "./runtime/model-caller.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 
 /** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = Layer.mergeAll(Catalog.layer, ApiKeys.layer, AdminToken.layer, StatesRepo.layer).pipe(
+export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, ModelCaller.layer).pipe(
+  Layer.provideMerge(Catalog.layer),
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(ConfigFile.layer)
 )

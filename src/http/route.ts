@@ -3,7 +3,7 @@
  * that a known path with the wrong method answers 405 with `Allow`, an unknown one 404 in the shape
  * of the surface the path belongs to, and colon paths like `/v1/states/{id}:append` work.
  */
-import type { Effect } from "effect"
+import type { Effect, Scope } from "effect"
 import type { SqlError } from "effect/sql"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { ApiError } from "../errors.ts"
@@ -42,7 +42,8 @@ export interface RouteDef<R = never> {
   /** Permission surface a key must be allowed (403 otherwise). */
   readonly surface?: Surface
   /** Storage failures may escape a handler; the app answers them with 503 in the route's shape. */
-  readonly handler: (ctx: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, ApiError | SqlError.SqlError, R>
+  /** Handlers run in the request's scope (closed when the response, or its stream, ends). */
+  readonly handler: (ctx: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, ApiError | SqlError.SqlError, R | Scope.Scope>
 }
 
 interface CompiledPath<R> {

@@ -1,13 +1,20 @@
 /** Every route the gateway serves, surface by surface. */
-import type { Catalog } from "../catalog/catalog.ts"
-import type { ApiKeys } from "../keys/api-keys.ts"
-import type { StatesRepo } from "../states/states-repo.ts"
 import { adminRoutes } from "./admin-routes.ts"
+import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
+import { openaiRoutes } from "./openai-routes.ts"
+import { responsesRoutes } from "./responses-routes.ts"
+import type { RouteServices } from "./route-services.ts"
 import type { RouteDef } from "./route.ts"
 import { statesRoutes } from "./states-routes.ts"
 
-/** The services route handlers may use. */
-export type RouteServices = Catalog | ApiKeys | StatesRepo
+export type { RouteServices }
 
-export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [...modelsRoutes, ...adminRoutes, ...statesRoutes]
+export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  ...modelsRoutes,
+  ...messagesRoutes,
+  ...openaiRoutes,
+  ...responsesRoutes,
+  ...statesRoutes,
+  ...adminRoutes
+]

@@ -35,5 +35,16 @@ export const migrations = {
       updated_at timestamptz NOT NULL DEFAULT now()
     )`
     yield* sql`CREATE INDEX states_key_idx ON states (key_id)`
+  }),
+  "0003_stored_responses": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE stored_responses (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      model text NOT NULL,
+      body text NOT NULL,
+      transcript jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`
   })
 }

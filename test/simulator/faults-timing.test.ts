@@ -129,6 +129,21 @@ describe("timing", () => {
       assert.strictEqual(seen.filter(isContentDelta).length, 1)
     }))
 
+  it.effect("hidden reasoning takes time before the first visible token", () =>
+    Effect.gen(function*() {
+      const placement = simulatorPlacement({ modelId: "svc-sim-reasoner", reasoning: true, simulator: { tokensPerSecond: 10 } })
+      const request = ask("say exactly: hi", { reasoning: { enabled: true, visible: false, budgetTokens: 20 } })
+      const { seen, fiber } = yield* record(makeSimulatorBackend().stream(request, placement))
+      yield* TestClock.adjust(0)
+      assert.deepStrictEqual(seen.map((e) => e.type), ["message_start"])
+      yield* TestClock.adjust(1999) // 20 reasoning tokens at 10 tokens/s
+      assert.strictEqual(seen.length, 1)
+      yield* TestClock.adjust(1)
+      assert.strictEqual(seen[1]?.type, "block_start")
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(fiber)
+    }))
+
   it.effect("without settings the whole reply is emitted without waiting", () =>
     Effect.gen(function*() {
       const { seen, fiber } = yield* record(makeSimulatorBackend().stream(ask("hello"), withFaults({ mode: "none" })))

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { JsonObject } from "../../src/model/content.ts"
+import type { JsonObject, OutputBlock } from "../../src/model/content.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import type { ToolDefinition } from "../../src/model/request.ts"
 import { makeRequest } from "../../src/model/request.ts"
@@ -31,7 +31,8 @@ const getTime: ToolDefinition = {
 }
 const tools = [getWeather, getTime]
 
-const toolUses = (content: ReadonlyArray<{ type: string }>) => content.filter((b) => b.type === "tool_use")
+const toolNames = (content: ReadonlyArray<OutputBlock>): Array<string> =>
+  content.flatMap((block) => (block.type === "tool_use" ? [block.name] : []))
 
 describe("tool calls", () => {
   it.effect("a forced tool is called with input that satisfies its schema", () =>
@@ -52,15 +53,17 @@ describe("tool calls", () => {
     Effect.gen(function*() {
       const { response } = yield* runEvents(ask("go", { tools, toolChoice: { type: "tool", name: "get_time" } }))
       const [call] = response.content
-      assert.strictEqual(call.type === "tool_use" ? response.usage.outputTokens : -1, countTextTokens(JSON.stringify(call.type === "tool_use" ? call.input : null)))
+      assert.strictEqual(call.type, "tool_use")
+      if (call.type !== "tool_use") return
+      assert.strictEqual(response.usage.outputTokens, countTextTokens(JSON.stringify(call.input)))
     }))
 
   it.effect("'any' calls the mentioned tool, or the first one", () =>
     Effect.gen(function*() {
       const mentioned = (yield* runEvents(ask("What time is it? use get_time", { tools, toolChoice: { type: "any" } }))).response
-      assert.deepStrictEqual(toolUses(mentioned.content).map((b) => b.type === "tool_use" && b.name), ["get_time"])
+      assert.deepStrictEqual(toolNames(mentioned.content), ["get_time"])
       const unnamed = (yield* runEvents(ask("Do something", { tools, toolChoice: { type: "any" } }))).response
-      assert.deepStrictEqual(toolUses(unnamed.content).map((b) => b.type === "tool_use" && b.name), ["get_weather"])
+      assert.deepStrictEqual(toolNames(unnamed.content), ["get_weather"])
     }))
 
   it.effect("'auto' calls tools only when the last user message names them, in order of mention", () =>
@@ -69,10 +72,10 @@ describe("tool calls", () => {
       assert.strictEqual(none.stopReason, "end_turn")
       assert.deepStrictEqual(none.content.map((b) => b.type), ["text"])
       const both = (yield* runEvents(ask("Call GET_TIME then get_weather please", { tools }))).response
-      assert.deepStrictEqual(both.content.map((b) => b.type === "tool_use" && b.name), ["get_time", "get_weather"])
+      assert.deepStrictEqual(toolNames(both.content), ["get_time", "get_weather"])
       assert.strictEqual(both.stopReason, "tool_use")
       const single = (yield* runEvents(ask("get_time and get_weather", { tools, parallelToolCalls: false }))).response
-      assert.deepStrictEqual(single.content.map((b) => b.type === "tool_use" && b.name), ["get_time"])
+      assert.deepStrictEqual(toolNames(single.content), ["get_time"])
       // A name inside a longer word is not a mention.
       const partial = (yield* runEvents(ask("my_get_time_helper is broken", { tools }))).response
       assert.strictEqual(partial.stopReason, "end_turn")

@@ -35,14 +35,17 @@ const resolveRef = (root: JsonValue, ref: string): JsonValue => {
   return node ?? {}
 }
 
+const propertiesOf = (schema: JsonObject): JsonObject => (isObject(schema.properties) ? schema.properties : {})
+const requiredOf = (schema: JsonObject): ReadonlyArray<JsonValue> => (Array.isArray(schema.required) ? schema.required : [])
+
 /** `allOf` branches merged into one schema: properties and `required` unioned, the rest last-wins. */
 const mergeAll = (schemas: ReadonlyArray<JsonValue>, root: JsonValue): JsonObject => {
   let merged: Record<string, JsonValue> = {}
   for (const branch of schemas) {
     const resolved = isObject(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch
     if (!isObject(resolved)) continue
-    const properties = { ...(isObject(merged.properties) ? merged.properties : {}), ...(isObject(resolved.properties) ? resolved.properties : {}) }
-    const required = [...(Array.isArray(merged.required) ? merged.required : []), ...(Array.isArray(resolved.required) ? resolved.required : [])]
+    const properties = { ...propertiesOf(merged), ...propertiesOf(resolved) }
+    const required = [...requiredOf(merged), ...requiredOf(resolved)]
     merged = { ...merged, ...resolved, properties, required }
   }
   return merged
@@ -93,8 +96,8 @@ const sample = (schema: JsonValue, root: JsonValue, prng: Prng, depth: number): 
 }
 
 const sampleObject = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
-  const properties = isObject(schema.properties) ? schema.properties : {}
-  const required = new Set(Array.isArray(schema.required) ? schema.required.filter((k) => typeof k === "string") : [])
+  const properties = propertiesOf(schema)
+  const required = new Set(requiredOf(schema).filter((key) => typeof key === "string"))
   const minProperties = num(schema.minProperties) ?? 0
   const out: Record<string, JsonValue> = {}
   const optional = Object.keys(properties).filter((key) => !required.has(key))

@@ -47,7 +47,10 @@ const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/
 /** Tools named in `text` as whole words, ordered by first mention. */
 export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Array<ToolDefinition> =>
   tools
-    .map((tool) => ({ tool, at: text.search(new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")) }))
+    .map((tool) => {
+      const wholeWord = new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")
+      return { tool, at: text.search(wholeWord) }
+    })
     .filter(({ at }) => at !== -1)
     .sort((a, b) => a.at - b.at)
     .map(({ tool }) => tool)
@@ -77,8 +80,8 @@ const compose = (request: CanonicalRequest, prng: Prng, lead: string): Reply => 
   const format = request.responseFormat
   if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
   const prose = composeProse(prng, proseTokens(prng))
-  if (format.type === "json_object") return { kind: "text", text: JSON.stringify({ answer: lead === "" ? prose : `${lead} ${prose}` }) }
-  return { kind: "text", text: lead === "" ? prose : `${lead} ${prose}` }
+  const text = lead === "" ? prose : `${lead} ${prose}`
+  return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
 }
 
 export const decideReply = (request: CanonicalRequest, prng: Prng): Reply => {

@@ -10,9 +10,10 @@
  *   the stop reason is `max_tokens` and `outputTokens` equals the ceiling exactly;
  * - a stop sequence (text only, not thinking or tool JSON) cuts the text just before its first
  *   occurrence; the stop reason is `stop_sequence` and `stopSequence` names it;
- * - token counts come from the o200k_base tokenizer over exactly what is emitted.
+ * - token counts come from the o200k_base tokenizer over exactly what is emitted;
+ * - hidden reasoning is paced like visible output: its tokens delay the event that follows it.
  */
-import type { CanonicalEvent, StopReason } from "../../model/events.ts"
+import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
 import type { TokenPiece } from "../../model/tokens.ts"
 import { tokenPieces } from "../../model/tokens.ts"
@@ -22,7 +23,7 @@ import type { Reply } from "./reply.ts"
 import { decideReply } from "./reply.ts"
 import { composeProse } from "./words.ts"
 
-/** One event to emit and the output tokens it carries (what pacing waits for). */
+/** One event to emit and the output tokens generated before it (what pacing waits for). */
 export interface ScriptStep {
   readonly event: CanonicalEvent
   readonly tokens: number
@@ -92,12 +93,38 @@ const plannedReasoningTokens = (request: CanonicalRequest, seed: number): number
   return Math.min(wanted, request.reasoning.budgetTokens ?? wanted)
 }
 
+/** The blocks the simulator streams (it never produces redacted thinking). */
+type StreamedBlock = Exclude<BlockStart, { readonly type: "redacted_thinking" }>
+
+/** The delta event that carries `text` in a block of the given kind. */
+const deltaEvent = (kind: StreamedBlock["type"], index: number, text: string): CanonicalEvent =>
+  kind === "text"
+    ? { type: "text_delta", index, text }
+    : kind === "thinking"
+    ? { type: "thinking_delta", index, thinking: text }
+    : { type: "tool_input_delta", index, partialJson: text }
+
+const sumTokens = (pieces: ReadonlyArray<TokenPiece>): number => pieces.reduce((sum, p) => sum + p.tokens, 0)
+
 export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
   const { request, model, seed } = input
   const budget = request.maxOutputTokens ?? Number.POSITIVE_INFINITY
   const steps: Array<ScriptStep> = []
-  const emit = (event: CanonicalEvent, tokens = 0) => steps.push({ event, tokens })
+  // Hidden reasoning shows nothing but takes time: its tokens are paced on the next event.
+  let hiddenTokens = 0
+  const emit = (event: CanonicalEvent, tokens = 0) => {
+    steps.push({ event, tokens: tokens + hiddenTokens })
+    hiddenTokens = 0
+  }
   let index = 0
+  /** Emits one whole block: start, its pieces as deltas, any closing events, stop. */
+  const block = (start: StreamedBlock, pieces: ReadonlyArray<TokenPiece>, closing: ReadonlyArray<CanonicalEvent> = []) => {
+    emit({ type: "block_start", index, block: start })
+    for (const delta of groupDeltas(pieces)) emit(deltaEvent(start.type, index, delta.text), delta.tokens)
+    for (const event of closing) emit(event)
+    emit({ type: "block_stop", index })
+    index++
+  }
   let used = 0
   let reasoningTokens = 0
   let stop: { reason: StopReason; sequence?: string } | undefined
@@ -115,41 +142,33 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
     if (request.reasoning.visible && reasoningTokens > 0) {
       const prose = composeProse(makePrng(seed ^ 0x7417), planned)
       const thinking = takeTokens(tokenPieces(`I read the request and plan the answer. ${prose}`), reasoningTokens).pieces
-      emit({ type: "block_start", index, block: { type: "thinking" } })
-      for (const delta of groupDeltas(thinking)) emit({ type: "thinking_delta", index, thinking: delta.text }, delta.tokens)
       const digest = hashString(thinking.map((p) => p.text).join(""), seed).toString(16)
-      emit({ type: "signature_delta", index, signature: btoa(`simulator-signature:${model}:${digest}`) })
-      emit({ type: "block_stop", index })
-      index++
+      const signature = btoa(`simulator-signature:${model}:${digest}`)
+      block({ type: "thinking" }, thinking, [{ type: "signature_delta", index, signature }])
+    } else {
+      hiddenTokens = reasoningTokens
     }
     if (used >= budget) stop = { reason: "max_tokens" }
   }
 
   if (stop === undefined) {
     const reply: Reply = decideReply(request, makePrng(seed))
-    const remaining = budget - used
     if (reply.kind === "text") {
       const match = firstStopSequence(reply.text, request.stopSequences)
       const text = match === undefined ? reply.text : reply.text.slice(0, match.at)
-      const { pieces, cut } = takeTokens(tokenPieces(text), remaining)
-      if (pieces.length > 0) {
-        emit({ type: "block_start", index, block: { type: "text" } })
-        for (const delta of groupDeltas(pieces)) emit({ type: "text_delta", index, text: delta.text }, delta.tokens)
-        emit({ type: "block_stop", index })
-        index++
-      }
-      used += cut ? remaining : pieces.reduce((sum, p) => sum + p.tokens, 0)
-      stop = cut ? { reason: "max_tokens" } : match !== undefined ? { reason: "stop_sequence", sequence: match.sequence } : { reason: "end_turn" }
+      const { pieces, cut } = takeTokens(tokenPieces(text), budget - used)
+      if (pieces.length > 0) block({ type: "text" }, pieces)
+      used = cut ? budget : used + sumTokens(pieces)
+      stop = cut
+        ? { reason: "max_tokens" }
+        : match !== undefined
+        ? { reason: "stop_sequence", sequence: match.sequence }
+        : { reason: "end_turn" }
     } else {
       for (const call of reply.calls) {
         const { pieces, cut } = takeTokens(tokenPieces(JSON.stringify(call.input)), budget - used)
-        if (pieces.length > 0) {
-          emit({ type: "block_start", index, block: { type: "tool_use", id: call.id, name: call.name } })
-          for (const delta of groupDeltas(pieces)) emit({ type: "tool_input_delta", index, partialJson: delta.text }, delta.tokens)
-          emit({ type: "block_stop", index })
-          index++
-        }
-        used = cut ? budget : used + pieces.reduce((sum, p) => sum + p.tokens, 0)
+        if (pieces.length > 0) block({ type: "tool_use", id: call.id, name: call.name }, pieces)
+        used = cut ? budget : used + sumTokens(pieces)
         if (cut) {
           // The ceiling fell inside (or right before) this call: its arguments are truncated JSON.
           stop = { reason: "max_tokens" }

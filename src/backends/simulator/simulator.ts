@@ -7,13 +7,16 @@
  * Timing per placement (`placement.simulator`):
  * - `ttftMs` (default 0): delay before the first event (`message_start`);
  * - `tokensPerSecond` (default 0 = no pacing): each delta waits for its tokens (3 per delta);
+ *   hidden reasoning waits for its tokens before the first visible block;
  * - with both at 0 the whole reply is emitted at once, which is what fast tests want. Delays use
  *   Effect's Clock, so `TestClock.adjust` drives them in tests.
  *
  * Faults (`placement.faults`, read on every call; `rate` picks the affected share of calls with a
  * per-placement deterministic sequence):
  * - `error`: fails at once with `status` (default 500; a 429 carries retryAfterSeconds 1);
- * - `hang`: never emits; `slow`: ttft ×10 (at least 1 s) and tokens/s ÷10 (at most 5);
+ * - `hang`: never emits;
+ * - `slow`: ttft ×10 and tokens/s ÷10, unset values counting as 100 ms and 50 tokens/s (so a
+ *   zero-delay placement becomes 1 s to first event, then 5 tokens/s);
  * - `break-mid-stream`: emits up to the second content delta, then fails with `status`
  *   (default 500). For embeddings it acts like `error`.
  */
@@ -114,8 +117,9 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
     })
   }
 
+  type EventStream = Stream.Stream<CanonicalEvent, BackendError>
   const openStream = Effect.fn("SimulatorBackend.stream")(
-    function*(request: CanonicalRequest, placement: PlacementRuntime): Effect.fn.Return<Stream.Stream<CanonicalEvent, BackendError>> {
+    function*(request: CanonicalRequest, placement: PlacementRuntime): Effect.fn.Return<EventStream> {
       const fault = drawFault(placement)
       if (fault === "error") return Stream.fail(faultError(placement.faults, "error"))
       if (fault === "hang") return Stream.never

@@ -35,14 +35,15 @@ export const SIMULATOR_GUARANTEED_WORDS: ReadonlyArray<string> = ["the"]
 
 const capitalize = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1)
 
-const templates: ReadonlyArray<(prng: Prng) => string> = [
-  (p) => `the ${p.pick(adjectives)} ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(nouns)}`,
-  (p) => `${p.pick(adverbs)}, the ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(adjectives)} ${p.pick(nouns)}`,
-  (p) => `every ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} the ${p.pick(nouns)} ${p.pick(adverbs)}`,
-  (p) => `a ${p.pick(adjectives)} ${p.pick(nouns)} and the ${p.pick(nouns)} ${p.pick(verbs)} ${p.pick(prepositions)} a ${p.pick(nouns)}`
+/** Sentence shapes as word lists; each one has a lowercase `the` in the middle. */
+const templates: ReadonlyArray<(p: Prng) => ReadonlyArray<string>> = [
+  (p) => ["the", p.pick(adjectives), p.pick(nouns), p.pick(verbs), p.pick(prepositions), "the", p.pick(nouns)],
+  (p) => [`${p.pick(adverbs)},`, "the", p.pick(nouns), p.pick(verbs), p.pick(prepositions), "the", p.pick(adjectives), p.pick(nouns)],
+  (p) => ["every", p.pick(nouns), p.pick(verbs), p.pick(prepositions), "the", p.pick(nouns), p.pick(adverbs)],
+  (p) => ["a", p.pick(adjectives), p.pick(nouns), "and", "the", p.pick(nouns), p.pick(verbs), p.pick(prepositions), "a", p.pick(nouns)]
 ]
 
-export const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng))}.`
+export const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng).join(" "))}.`
 
 /** Whole sentences until the text holds at least `minTokens` tokens (at least one sentence). */
 export const composeProse = (prng: Prng, minTokens: number): string => {

@@ -1,0 +1,57 @@
+/**
+ * What a request demands of a model, checked before dispatch:
+ * - content the model cannot read (images without `vision`, documents without `documents`) → 400;
+ * - hard requirements no placement of the model can guarantee (a forced tool call, a strict JSON
+ *   schema) → 422;
+ * - an output ceiling above the model's published `maxOutput` → 400.
+ */
+import type { ChatModel, Placement } from "../config/schema.ts"
+import { InvalidRequest, Unprocessable } from "../errors.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+import { isToolCallForced } from "../model/request.ts"
+
+/** What one placement can guarantee, by backend. Anthropic's Messages API has no strict JSON schema mode. */
+export const placementGuarantees = (placement: Placement) => ({
+  forcedToolChoice: true,
+  strictJsonSchema: placement.backend !== "anthropic"
+})
+
+const contentKinds = (request: CanonicalRequest) => {
+  let images = false
+  let documents = false
+  for (const message of request.messages) {
+    for (const block of message.content) {
+      const parts = block.type === "tool_result" && typeof block.content !== "string" ? block.content : [block]
+      for (const part of parts) {
+        if (part.type === "image") images = true
+        if (part.type === "document") documents = true
+      }
+    }
+  }
+  return { images, documents }
+}
+
+/** The first unmet requirement, as the error to answer with; undefined when the model can serve. */
+export const unmetRequirement = (model: ChatModel, request: CanonicalRequest): InvalidRequest | Unprocessable | undefined => {
+  const { images, documents } = contentKinds(request)
+  if (images && !model.capabilities.vision) {
+    return new InvalidRequest({ message: `The model ${model.id} does not accept images (no vision capability)`, param: "messages" })
+  }
+  if (documents && !model.capabilities.documents) {
+    return new InvalidRequest({ message: `The model ${model.id} does not accept documents (no documents capability)`, param: "messages" })
+  }
+  if (request.maxOutputTokens !== undefined && model.maxOutput !== null && request.maxOutputTokens > model.maxOutput) {
+    return new InvalidRequest({
+      message: `The output ceiling ${request.maxOutputTokens} is above the model's maximum of ${model.maxOutput} tokens`,
+      param: "max_tokens"
+    })
+  }
+  if (isToolCallForced(request) && !model.capabilities.tools) {
+    return new Unprocessable({ message: `The model ${model.id} cannot guarantee a forced tool call`, param: "tool_choice" })
+  }
+  const strict = request.responseFormat.type === "json_schema" && request.responseFormat.strict
+  if (strict && !model.placements.some((p) => placementGuarantees(p).strictJsonSchema)) {
+    return new Unprocessable({ message: `The model ${model.id} cannot guarantee output matching a strict JSON schema`, param: "response_format" })
+  }
+  return undefined
+}

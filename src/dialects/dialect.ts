@@ -1,0 +1,60 @@
+/**
+ * The contract every chat dialect implements: a pair of pure translators.
+ *
+ *   wire request (parsed JSON) ──decode──▶ CanonicalRequest (+ values to echo)
+ *   CanonicalEvent* ──streamEncoder──▶ SSE text        CanonicalResponse ──encodeResponse──▶ JSON body
+ *
+ * Dialects never touch storage, the catalog or backends; `http/chat-endpoint.ts` does the wiring.
+ */
+import type { Effect } from "effect"
+import type { InvalidRequest, Unprocessable } from "../errors.ts"
+import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+
+/** What decode produced. `request.model` is the model name exactly as the client sent it. */
+export interface Decoded<Echo> {
+  readonly request: CanonicalRequest
+  /** Wire values the encoder must echo back (e.g. Responses `instructions`, `store`, tools as sent). */
+  readonly echo: Echo
+}
+
+export interface EncodeContext<Echo> {
+  /** The dialect-shaped id of this response (`msg_…`, `chatcmpl-…`, `resp_…`, `cmpl-…`). */
+  readonly id: string
+  /** Canonical id of the model that served the request (also sent as `xsvc-model`). */
+  readonly model: string
+  /** Unix seconds. */
+  readonly createdAt: number
+  /** The canonical request as dispatched (model resolved). */
+  readonly request: CanonicalRequest
+  readonly echo: Echo
+}
+
+/** An error the stream must end with, in the dialect's error event. */
+export interface StreamFailure {
+  readonly status: number
+  /** Spec error type, e.g. `api_error`, `overloaded_error`, `rate_limit_error`. */
+  readonly type: string
+  readonly message: string
+}
+
+/** Stateful: one per response stream. Each method returns ready-to-write SSE text (may be ""). */
+export interface StreamEncoder {
+  event(event: CanonicalEvent): string
+  /** The terminal error frame(s) when the stream cannot finish; never a silent truncation. */
+  error(failure: StreamFailure): string
+  /** Something every client of the dialect ignores (an SSE comment, or Messages `ping`). */
+  keepalive(): string
+  /** A marker that the stream moved to another placement mid-way (an SSE comment). */
+  switchover(note: string): string
+}
+
+export interface ChatDialect<Echo = unknown> {
+  /** Which permission surface and error shape the dialect's endpoint uses. */
+  readonly surface: "messages" | "chat" | "responses" | "completions"
+  /** Mints the id of a new response (`msg_…`, `chatcmpl-…`, `resp_…`, `cmpl-…`). */
+  newId(): string
+  decode(body: unknown): Effect.Effect<Decoded<Echo>, InvalidRequest | Unprocessable>
+  encodeResponse(response: CanonicalResponse, context: EncodeContext<Echo>): unknown
+  streamEncoder(context: EncodeContext<Echo>): StreamEncoder
+}

@@ -1,0 +1,8 @@
+/** The services route handlers may use; every routes file declares its routes over this union. */
+import type { Catalog } from "../catalog/catalog.ts"
+import type { ApiKeys } from "../keys/api-keys.ts"
+import type { ResponsesRepo } from "../responses/responses-repo.ts"
+import type { ModelCaller } from "../runtime/model-caller.ts"
+import type { StatesRepo } from "../states/states-repo.ts"
+
+export type RouteServices = Catalog | ApiKeys | StatesRepo | ModelCaller | ResponsesRepo
