@@ -14,6 +14,8 @@ import type { ChatDialect, EncodeContext, StreamFailure } from "../dialects/dial
 import { type ApiError, InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { collectStream } from "../model/events.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+import type { ChatModel } from "../config/schema.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
@@ -51,11 +53,24 @@ export const resolveChatModel = (ctx: RequestContext, name: string) =>
   })
 
 /**
+ * The request as dispatched: the canonical model id, hidden reasoning on reasoning models that
+ * were not asked to show it (it still counts against the ceiling), and the model's requirements met.
+ */
+export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest) => {
+  const reasoning = model.capabilities.reasoning && !decoded.reasoning.enabled
+    ? { ...decoded.reasoning, enabled: true, visible: false }
+    : decoded.reasoning
+  const request: CanonicalRequest = { ...decoded, model: model.id, reasoning }
+  const unmet = unmetRequirement(model, request)
+  return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
+}
+
+/**
  * Waits for the first chunk of a stream and returns a stream that replays it and continues, so the
  * caller can still choose the HTTP status. Runs in the request's scope: pair it with
  * `HttpEffect.scopeTransferToStream` on the response.
  */
-const startStream = <A, E>(stream: Stream.Stream<A, E>) =>
+export const startStream = <A, E>(stream: Stream.Stream<A, E>) =>
   Effect.gen(function*() {
     const pull = yield* Stream.toPull(stream)
     const first = yield* pull.pipe(
@@ -71,9 +86,7 @@ export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestCo
     const body = yield* readJson(ctx)
     const decoded = yield* dialect.decode(body)
     const model = yield* resolveChatModel(ctx, decoded.request.model)
-    const request = { ...decoded.request, model: model.id }
-    const unmet = unmetRequirement(model, request)
-    if (unmet !== undefined) return yield* unmet
+    const request = yield* prepareRequest(model, decoded.request)
     const caller = yield* ModelCaller
     const call = yield* caller.call(request)
     const context: EncodeContext<Echo> = {
