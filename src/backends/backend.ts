@@ -90,7 +90,16 @@ export interface PlacementRuntime {
   /** The catalog says the model reasons (`capabilities.reasoning`). */
   readonly reasoning: boolean
   readonly simulator?: SimulatorPlacementSettings | undefined
+  /** Where an upstream-backed placement sends requests (openai-compatible, anthropic backends). */
+  readonly upstream?: UpstreamTarget | undefined
   faults: FaultSettings
+}
+
+/** An upstream endpoint and its credentials (resolved from `apiKeyEnv` at start; never logged). */
+export interface UpstreamTarget {
+  /** Base URL as configured, e.g. `https://api.example.com` or `http://127.0.0.1:9000/v1`. */
+  readonly baseUrl: string
+  readonly apiKey?: string | undefined
 }
 
 export const noFaults: FaultSettings = { mode: "none" }

@@ -13,7 +13,7 @@ import { unmetRequirement } from "../catalog/requirements.ts"
 import type { ChatDialect, EncodeContext, StreamFailure } from "../dialects/dialect.ts"
 import { type ApiError, InvalidRequest, NotFound, PermissionDenied, ServiceUnavailable } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
-import { collectStream } from "../model/events.ts"
+import { type CanonicalEvent, collectStream } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { ChatModel } from "../config/schema.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
@@ -96,14 +96,28 @@ export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestCo
       request,
       echo: decoded.echo
     }
-    const headers = { "xsvc-model": call.servedModel }
-    if (!request.stream) {
-      const response = yield* collectStream(call.events).pipe(Effect.mapError(backendFailureToApiError))
+    return yield* encodeAnswer(dialect, context, call.events, { "xsvc-model": call.servedModel })
+  })
+
+/**
+ * Encodes a backend's events for the client: one JSON body, or SSE that commits to 200 only after
+ * the first event (earlier failures stay proper errors) and ends with the dialect's error event if
+ * the backend fails later.
+ */
+export const encodeAnswer = <Echo>(
+  dialect: ChatDialect<Echo>,
+  context: EncodeContext<Echo>,
+  events: Stream.Stream<CanonicalEvent, BackendError>,
+  headers: Record<string, string>
+) =>
+  Effect.gen(function*() {
+    if (!context.request.stream) {
+      const response = yield* collectStream(events).pipe(Effect.mapError(backendFailureToApiError))
       return jsonResponse(dialect.encodeResponse(response, context), { headers })
     }
-    const events = yield* startStream(call.events).pipe(Effect.mapError(backendFailureToApiError))
+    const started = yield* startStream(events).pipe(Effect.mapError(backendFailureToApiError))
     const encoder = dialect.streamEncoder(context)
-    const sse = events.pipe(
+    const sse = started.pipe(
       Stream.map((event) => encoder.event(event)),
       Stream.catch((error: BackendError) => Stream.succeed(encoder.error(backendFailureToStreamFailure(error)))),
       Stream.filter((text) => text !== ""),

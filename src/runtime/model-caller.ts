@@ -38,6 +38,9 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       upstreamModel: placement.upstreamModel ?? modelId,
       reasoning,
       simulator: placement.simulator,
+      upstream: placement.baseUrl === undefined
+        ? undefined
+        : { baseUrl: placement.baseUrl, apiKey: placement.apiKeyEnv === undefined ? undefined : process.env[placement.apiKeyEnv] },
       faults: { mode: "none" }
     })
     for (const { placement, modelId } of catalog.placements.values()) {
