@@ -1,5 +1,6 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
+import { embeddingsRoutes } from "./embeddings-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
@@ -15,6 +16,7 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...messagesRoutes,
   ...openaiRoutes,
   ...responsesRoutes,
+  ...embeddingsRoutes,
   ...statesRoutes,
   ...adminRoutes
 ]

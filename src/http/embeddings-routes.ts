@@ -1,0 +1,67 @@
+/**
+ * `POST /v1/embeddings` (OpenAI shape, Bearer): the seven embedding models, a string or an array of
+ * strings, `encoding_format` `float` or `base64` (the Node SDK asks for base64 unless told
+ * otherwise, and float arrays would corrupt its results silently), `dimensions` where the model
+ * allows shortening.
+ */
+import { Effect, Schema } from "effect"
+import { Catalog } from "../catalog/catalog.ts"
+import { shorten, toBase64Float32 } from "../embeddings/vectors.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { allowsModel } from "../keys/permissions.ts"
+import { ModelCaller } from "../runtime/model-caller.ts"
+import { readBody } from "./body.ts"
+import { backendFailureToApiError } from "./chat-endpoint.ts"
+import { jsonResponse } from "./json.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
+import type { RouteServices } from "./route-services.ts"
+
+const MAX_INPUTS = 2048
+const NonEmptyText = Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" }))
+
+const EmbeddingsBody = Schema.Struct({
+  model: Schema.String,
+  input: Schema.Union([NonEmptyText, Schema.Array(NonEmptyText).check(Schema.isMinLength(1), Schema.isMaxLength(MAX_INPUTS))]),
+  encoding_format: Schema.optional(Schema.Literals(["float", "base64"])),
+  dimensions: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
+  user: Schema.optional(Schema.String)
+})
+const readEmbeddings = readBody(EmbeddingsBody)
+
+const create = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const body = yield* readEmbeddings(ctx)
+    const catalog = yield* Catalog
+    const model = catalog.resolveEmbedding(body.model)
+    if (model === undefined) {
+      return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
+    }
+    if (ctx.key !== undefined && !allowsModel(ctx.key.permissions, model.id)) {
+      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+    }
+    const dimensions = body.dimensions ?? model.dimensions
+    if (dimensions !== model.dimensions && !model.flexibleDimensions) {
+      return yield* new InvalidRequest({ message: `dimensions: ${model.id} only produces ${model.dimensions}-dimensional vectors`, param: "dimensions" })
+    }
+    if (dimensions > model.dimensions) {
+      return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
+    }
+    const texts = typeof body.input === "string" ? [body.input] : body.input
+    const caller = yield* ModelCaller
+    const result = yield* caller.embed(model.id, texts, model.dimensions).pipe(
+      Effect.catchTag("BackendError", (error) => Effect.fail(backendFailureToApiError(error)))
+    )
+    const base64 = body.encoding_format === "base64"
+    const data = result.vectors.map((vector, index) => {
+      const shaped = dimensions === model.dimensions ? vector : shorten(vector, dimensions)
+      return { object: "embedding", index, embedding: base64 ? toBase64Float32(shaped) : shaped }
+    })
+    return jsonResponse(
+      { object: "list", data, model: model.id, usage: { prompt_tokens: result.inputTokens, total_tokens: result.inputTokens } },
+      { headers: { "xsvc-model": result.servedModel } }
+    )
+  })
+
+export const embeddingsRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  { method: "POST", path: "/v1/embeddings", shape: "openai", auth: "bearer", surface: "embeddings", handler: create }
+]
