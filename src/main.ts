@@ -10,6 +10,7 @@ import { Settings, type SettingsShape } from "./config/settings.ts"
 import { ServerLive } from "./gateway.ts"
 import { keysCommand, KEYS_HELP } from "./cli/keys-command.ts"
 import { migrateCommand, MIGRATE_HELP } from "./cli/migrate-command.ts"
+import { simulateServer } from "./simulate/server.ts"
 
 const MAIN_HELP = `gateway — model gateway and actor runtime
 
@@ -19,6 +20,7 @@ Commands:
   serve      run the HTTP gateway (default)
   keys       create, list and revoke API keys in the database (server stopped)
   migrate    apply database migrations and exit
+  simulate   run the simulator as a standalone OpenAI/Anthropic-compatible upstream
 
 Run "gateway <command> --help" for a command's options.
 Environment: HOST, PORT, GATEWAY_DATA_DIR, DATABASE_URL, REDIS_URL, GATEWAY_CONFIG,
@@ -35,6 +37,20 @@ Options:
   --config <file>     JSON config file (env GATEWAY_CONFIG, default: built-in simulator catalog)
   --data-dir <dir>    data directory (env GATEWAY_DATA_DIR, default ./.data)
   -h, --help          show this help`
+
+const SIMULATE_HELP = `Usage: gateway simulate [options]
+
+Serves the simulator backend over HTTP in the upstream wire formats: POST /v1/messages (Anthropic),
+POST /v1/chat/completions and /v1/embeddings (OpenAI). Any model name is accepted.
+POST /_simulator/faults {mode: none|error|hang|slow|break-mid-stream, status?, rate?} injects faults.
+
+Options:
+  --host <addr>                 listen address (default 127.0.0.1)
+  --port <n>                    listen port (default 9090; 0 picks a free port)
+  --ttft-ms <n>                 delay before the first token (default 0)
+  --tokens-per-second <n>       output pacing (default 0 = as fast as possible)
+  --api-key <key>               require this key (x-api-key or Bearer); default: accept any
+  -h, --help                    show this help`
 
 const COMMON_OPTIONS = {
   help: { type: "boolean", short: "h" },
@@ -80,6 +96,27 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const { values } = parseArgs({ args: [...rest], options: COMMON_OPTIONS })
       if (values.help) return Console.log(MIGRATE_HELP)
       return migrateCommand.pipe(Effect.provide(settingsFrom(values)))
+    }
+    case "simulate": {
+      const { values } = parseArgs({
+        args: [...rest],
+        options: {
+          help: { type: "boolean", short: "h" }, host: { type: "string" }, port: { type: "string" },
+          "ttft-ms": { type: "string" }, "tokens-per-second": { type: "string" }, "api-key": { type: "string" }
+        }
+      })
+      if (values.help) return Console.log(SIMULATE_HELP)
+      const numbers = { port: values.port ?? "9090", "ttft-ms": values["ttft-ms"] ?? "0", "tokens-per-second": values["tokens-per-second"] ?? "0" }
+      for (const [flag, value] of Object.entries(numbers)) {
+        if (!/^\d+(\.\d+)?$/.test(value)) return fail(`--${flag}: expected a number, got ${value}`)
+      }
+      return Layer.launch(simulateServer({
+        host: values.host ?? "127.0.0.1",
+        port: Number(numbers.port),
+        ttftMs: Number(numbers["ttft-ms"]),
+        tokensPerSecond: Number(numbers["tokens-per-second"]),
+        apiKey: values["api-key"]
+      }))
     }
     default:
       return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)
