@@ -57,6 +57,15 @@ export type Match<R> =
   | { readonly _tag: "WrongMethod"; readonly allow: ReadonlyArray<string>; readonly shape: ErrorShape }
   | { readonly _tag: "NoRoute" }
 
+/** A malformed escape (`%zz`) stays as sent: such an id simply matches nothing. */
+const safeDecode = (segment: string) => {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
+}
+
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
 const compile = (path: string) => {
@@ -98,7 +107,7 @@ export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
       }
       const params: Record<string, string> = {}
       compiled.names.forEach((name, i) => {
-        params[name] = decodeURIComponent(m[i + 1])
+        params[name] = safeDecode(m[i + 1])
       })
       return { _tag: "Found", route, params }
     }
