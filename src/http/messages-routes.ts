@@ -1,5 +1,29 @@
-/** Routes of this surface (filled in by the dialect work). */
+/**
+ * The Messages surface: `POST /v1/messages` (the generic chat endpoint with the Messages dialect)
+ * and `POST /v1/messages/count_tokens`. Both take `x-api-key` or `Authorization: Bearer` and answer
+ * errors as `{type: "error", error: {type, message}}`.
+ */
+import { Effect } from "effect"
+import { decodeCountTokens, messagesDialect } from "../dialects/messages/index.ts"
+import { countRequestInputTokens } from "../model/tokens.ts"
+import { readJson } from "./body.ts"
+import { chatRoute, resolveChatModel } from "./chat-endpoint.ts"
+import { jsonResponse } from "./json.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
-import type { RouteDef } from "./route.ts"
 
-export const messagesRoutes: ReadonlyArray<RouteDef<RouteServices>> = []
+/**
+ * An estimate over system, messages and tools for the resolved model (404 for an unknown one).
+ * Capabilities are not checked: counting an image for a model without vision harms nobody.
+ */
+const countTokens = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const request = yield* Effect.flatMap(readJson(ctx), decodeCountTokens)
+    const model = yield* resolveChatModel(ctx, request.model)
+    return jsonResponse({ input_tokens: countRequestInputTokens({ ...request, model: model.id }) })
+  })
+
+export const messagesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  chatRoute(messagesDialect, "/v1/messages", "messages", "messages"),
+  { method: "POST", path: "/v1/messages/count_tokens", shape: "messages", auth: "messages", surface: "messages", handler: countTokens }
+]

@@ -1,5 +1,117 @@
-/** Routes of this surface (filled in by the dialect work). */
+/**
+ * The Responses surface: `POST /v1/responses` (chaining with `previous_response_id`, storing with
+ * `store: true`) and `GET /v1/responses/{id}` (the stored bytes, unchanged).
+ *
+ * The create flow is the generic chat flow (`chat-endpoint.ts`) with two additions: the stored
+ * conversation of the previous response goes before the new input, and a stored response is
+ * saved before the client sees its end, so a retrieve right after the answer always finds it.
+ * Without `store` nothing is written (spec rule 2) and the hot path stays free of SQL writes.
+ */
+import { Clock, Effect, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
+import type { SqlError } from "effect/sql"
+import { BackendError } from "../backends/backend.ts"
+import type { EncodeContext } from "../dialects/dialect.ts"
+import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
+import { InvalidRequest, NotFound, Unauthenticated, Unprocessable } from "../errors.ts"
+import { type CanonicalEvent, type CanonicalResponse, collectStream, makeResponseBuilder } from "../model/events.ts"
+import { ResponsesRepo } from "../responses/responses-repo.ts"
+import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../responses/transcript.ts"
+import { ModelCaller } from "../runtime/model-caller.ts"
+import { readJson } from "./body.ts"
+import { backendFailureToApiError, encodeAnswer, prepareRequest, resolveChatModel } from "./chat-endpoint.ts"
 import type { RouteServices } from "./route-services.ts"
-import type { RouteDef } from "./route.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
 
-export const responsesRoutes: ReadonlyArray<RouteDef<RouteServices>> = []
+const keyIdOf = (ctx: RequestContext) =>
+  ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key.id)
+
+/** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
+const loadPrevious = (repo: ResponsesRepo["Service"], keyId: string, id: string | null) =>
+  Effect.gen(function*() {
+    if (id === null) return emptyTranscript
+    const stored = yield* repo.find(keyId, id)
+    if (stored === undefined) {
+      return yield* new NotFound({ kind: "chain", message: `Previous response with id '${id}' not found.`, param: "previous_response_id" })
+    }
+    return readTranscript(stored.transcript)
+  })
+
+/** The shared model checks name Messages/Chat fields; a Responses client sent these instead. */
+const RESPONSES_PARAM: Record<string, string> = { max_tokens: "max_output_tokens", messages: "input", response_format: "text.format" }
+const renameParam = (error: InvalidRequest | Unprocessable) => {
+  const param = error.param === undefined ? undefined : RESPONSES_PARAM[error.param] ?? error.param
+  const fields = { message: error.message, ...(param === undefined ? {} : { param }) }
+  return error._tag === "InvalidRequest" ? new InvalidRequest(fields) : new Unprocessable(fields)
+}
+
+/**
+ * Saves the response when its last event arrives, before that event is encoded, so the client
+ * never sees `response.completed` for a response that is not stored yet. A failed save ends the
+ * stream with the error event instead: the client asked for storage and did not get it.
+ */
+const saveOnStop = (
+  events: Stream.Stream<CanonicalEvent, BackendError>,
+  save: (response: CanonicalResponse) => Effect.Effect<void, SqlError.SqlError>
+) => {
+  const builder = makeResponseBuilder()
+  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, BackendError> => {
+    builder.add(event)
+    if (event.type !== "message_stop") return Effect.succeed(event)
+    return save(builder.finish()).pipe(
+      Effect.as(event),
+      Effect.catchTag("SqlError", (error) =>
+        Effect.logError("could not store a streamed response", error).pipe(Effect.andThen(Effect.fail(
+          new BackendError({ status: 503, type: "api_error", message: "The response could not be stored: storage is unavailable", retryable: true })
+        ))))
+    )
+  }))
+}
+
+const createResponse = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const keyId = yield* keyIdOf(ctx)
+    const decoded = yield* responsesDialect.decode(yield* readJson(ctx))
+    const repo = yield* ResponsesRepo
+    const previous = yield* loadPrevious(repo, keyId, decoded.echo.previousResponseId)
+    const { request: wanted, conversation } = continueConversation(previous, decoded)
+    const model = yield* resolveChatModel(ctx, wanted.model)
+    const request = yield* prepareRequest(model, wanted).pipe(Effect.mapError(renameParam))
+    const call = yield* (yield* ModelCaller).call(request)
+    const context: EncodeContext<ResponsesEcho> = {
+      id: responsesDialect.newId(),
+      model: call.servedModel,
+      createdAt: Math.floor((yield* Clock.currentTimeMillis) / 1000),
+      request,
+      echo: decoded.echo
+    }
+    const headers = { "xsvc-model": call.servedModel }
+    const envelopeBytes = (response: CanonicalResponse) => JSON.stringify(responsesDialect.encodeResponse(response, context))
+    const save = (response: CanonicalResponse, body: string) =>
+      repo.save({ id: context.id, keyId, model: call.servedModel, body, transcript: withAnswer(conversation, response) })
+
+    if (!request.stream) {
+      const response = yield* collectStream(call.events).pipe(Effect.mapError(backendFailureToApiError))
+      const body = envelopeBytes(response)
+      if (decoded.echo.store) yield* save(response, body)
+      return HttpServerResponse.text(body, { contentType: "application/json", headers })
+    }
+    // The terminal event holds encodeResponse of the same collected events, so these bytes are
+    // exactly the `response` inside `response.completed`.
+    const events = decoded.echo.store ? saveOnStop(call.events, (response) => save(response, envelopeBytes(response))) : call.events
+    return yield* encodeAnswer(responsesDialect, context, events, headers)
+  })
+
+const retrieveResponse = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const keyId = yield* keyIdOf(ctx)
+    const id = ctx.params.id
+    const stored = yield* (yield* ResponsesRepo).find(keyId, id)
+    if (stored === undefined) return yield* new NotFound({ kind: "resource", message: `No stored response with id '${id}'` })
+    return HttpServerResponse.text(stored.body, { contentType: "application/json" })
+  })
+
+export const responsesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  { method: "POST", path: "/v1/responses", shape: "openai", auth: "bearer", surface: "responses", handler: createResponse },
+  { method: "GET", path: "/v1/responses/{id}", shape: "openai", auth: "bearer", surface: "responses", handler: retrieveResponse }
+]

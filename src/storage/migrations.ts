@@ -46,5 +46,29 @@ export const migrations = {
       transcript jsonb NOT NULL,
       created_at timestamptz NOT NULL DEFAULT now()
     )`
+  }),
+  "0004_metering": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One row per metered call; request_id makes a retried batch insert idempotent.
+    yield* sql`CREATE TABLE usage_ledger (
+      request_id text PRIMARY KEY,
+      key_id text NOT NULL,
+      model text NOT NULL,
+      funding text NOT NULL,
+      input_tokens bigint NOT NULL,
+      output_tokens bigint NOT NULL,
+      cached_input_tokens bigint NOT NULL,
+      reasoning_tokens bigint NOT NULL,
+      cost_micros bigint NOT NULL,
+      at timestamptz NOT NULL
+    )`
+    yield* sql`CREATE INDEX usage_ledger_key_at_idx ON usage_ledger (key_id, at)`
+    yield* sql`CREATE TABLE credit_grants (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      amount_micros bigint NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE INDEX credit_grants_key_idx ON credit_grants (key_id)`
   })
 }

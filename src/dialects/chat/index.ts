@@ -1,12 +1,24 @@
-/** Placeholder: the chat dialect is being written (see ../dialect.ts for the contract). */
-import { Effect } from "effect"
-import { NotImplemented } from "../../errors.ts"
+/**
+ * The Chat Completions dialect (`POST /v1/chat/completions`, OpenAI shape):
+ * `decode.ts` (wire → canonical), `encode-body.ts` (one JSON body), `encode-stream.ts` (SSE).
+ */
+import { randomBytes } from "node:crypto"
 import type { ChatDialect } from "../dialect.ts"
+import type { ChatEcho } from "./decode.ts"
+import { decodeChatRequest } from "./decode.ts"
+import { encodeChatBody } from "./encode-body.ts"
+import { makeChatStreamEncoder } from "./encode-stream.ts"
 
-export const chatDialect: ChatDialect<unknown> = {
+export type { ChatEcho } from "./decode.ts"
+export { chatUsage, finishReason } from "./encode-body.ts"
+
+/** `chatcmpl-` + 24 random base62-ish characters, like OpenAI's ids. */
+export const newChatId = () => `chatcmpl-${randomBytes(18).toString("base64url")}`
+
+export const chatDialect: ChatDialect<ChatEcho> = {
   surface: "chat",
-  newId: () => "placeholder",
-  decode: () => Effect.die(new NotImplemented({ message: "chat dialect not written yet" })),
-  encodeResponse: () => ({}),
-  streamEncoder: () => ({ event: () => "", error: () => "", keepalive: () => "", switchover: () => "" })
+  newId: newChatId,
+  decode: decodeChatRequest,
+  encodeResponse: encodeChatBody,
+  streamEncoder: makeChatStreamEncoder
 }

@@ -1,12 +1,17 @@
-/** Placeholder: the completions dialect is being written (see ../dialect.ts for the contract). */
-import { Effect } from "effect"
-import { NotImplemented } from "../../errors.ts"
+/** The legacy completions dialect (`POST /v1/completions`, OpenAI shape): prompt in, text out. */
+import { randomBytes } from "node:crypto"
 import type { ChatDialect } from "../dialect.ts"
+import type { CompletionsEcho } from "./decode.ts"
+import { decodeCompletionsRequest } from "./decode.ts"
+import { encodeCompletionsBody, makeCompletionsStreamEncoder } from "./encode.ts"
 
-export const completionsDialect: ChatDialect<unknown> = {
+export type { CompletionsEcho } from "./decode.ts"
+export { DEFAULT_MAX_TOKENS } from "./decode.ts"
+
+export const completionsDialect: ChatDialect<CompletionsEcho> = {
   surface: "completions",
-  newId: () => "placeholder",
-  decode: () => Effect.die(new NotImplemented({ message: "completions dialect not written yet" })),
-  encodeResponse: () => ({}),
-  streamEncoder: () => ({ event: () => "", error: () => "", keepalive: () => "", switchover: () => "" })
+  newId: () => `cmpl-${randomBytes(18).toString("base64url")}`,
+  decode: decodeCompletionsRequest,
+  encodeResponse: encodeCompletionsBody,
+  streamEncoder: makeCompletionsStreamEncoder
 }

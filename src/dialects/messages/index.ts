@@ -1,12 +1,44 @@
-/** Placeholder: the messages dialect is being written (see ../dialect.ts for the contract). */
+/**
+ * The Messages dialect (Anthropic Messages API shape): `POST /v1/messages` bodies in, message
+ * envelopes or Messages SSE out. See `wire-schema.ts` (validation), `decode.ts` (wire → canonical),
+ * `encode-body.ts` and `encode-stream.ts` (canonical → wire).
+ */
 import { Effect } from "effect"
-import { NotImplemented } from "../../errors.ts"
+import { decodeWith } from "../../http/body.ts"
 import type { ChatDialect } from "../dialect.ts"
+import { toCanonical } from "./decode.ts"
+import { encodeMessage } from "./encode-body.ts"
+import { makeStreamEncoder } from "./encode-stream.ts"
+import { CountTokensBody, CreateMessageBody } from "./wire-schema.ts"
 
-export const messagesDialect: ChatDialect<unknown> = {
+export { toCanonical } from "./decode.ts"
+export { encodeMessage, wireUsage } from "./encode-body.ts"
+export { makeStreamEncoder, streamErrorType } from "./encode-stream.ts"
+export { CountTokensBody, CreateMessageBody } from "./wire-schema.ts"
+
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+/** `msg_` and 24 random base-62 characters, the shape Messages ids have. */
+export const newMessageId = (): string => {
+  const bytes = crypto.getRandomValues(new Uint8Array(24))
+  let id = "msg_"
+  for (const byte of bytes) id += BASE62[byte % 62]
+  return id
+}
+
+const decodeCreate = decodeWith(CreateMessageBody)
+const decodeCount = decodeWith(CountTokensBody)
+
+/** Decodes a count_tokens body (no `max_tokens`) to the canonical request it would make. */
+export const decodeCountTokens = (body: unknown) => Effect.flatMap(decodeCount(body), toCanonical)
+
+/** Nothing to echo: the envelope is built from the canonical response and the context alone. */
+export type MessagesEcho = undefined
+
+export const messagesDialect: ChatDialect<MessagesEcho> = {
   surface: "messages",
-  newId: () => "placeholder",
-  decode: () => Effect.die(new NotImplemented({ message: "messages dialect not written yet" })),
-  encodeResponse: () => ({}),
-  streamEncoder: () => ({ event: () => "", error: () => "", keepalive: () => "", switchover: () => "" })
+  newId: newMessageId,
+  decode: (body) => decodeCreate(body).pipe(Effect.flatMap(toCanonical), Effect.map((request) => ({ request, echo: undefined }))),
+  encodeResponse: encodeMessage,
+  streamEncoder: makeStreamEncoder
 }

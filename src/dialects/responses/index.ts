@@ -1,12 +1,21 @@
-/** Placeholder: the responses dialect is being written (see ../dialect.ts for the contract). */
-import { Effect } from "effect"
-import { NotImplemented } from "../../errors.ts"
+/**
+ * The Responses dialect (OpenAI `POST /v1/responses`): typed input items in, a Response object
+ * with typed output items out, or the typed SSE sequence the `openai` SDK's `responses.stream()`
+ * accumulates. Storage and chaining (`store`, `previous_response_id`) live in the route, not here.
+ */
 import type { ChatDialect } from "../dialect.ts"
+import { decode, type ResponsesEcho } from "./decode.ts"
+import { encodeResponse } from "./envelope.ts"
+import { newResponseId } from "./ids.ts"
+import { makeStreamEncoder } from "./stream.ts"
 
-export const responsesDialect: ChatDialect<unknown> = {
+export type { ResponsesEcho } from "./decode.ts"
+export { outputAsInput } from "./envelope.ts"
+
+export const responsesDialect: ChatDialect<ResponsesEcho> = {
   surface: "responses",
-  newId: () => "placeholder",
-  decode: () => Effect.die(new NotImplemented({ message: "responses dialect not written yet" })),
-  encodeResponse: () => ({}),
-  streamEncoder: () => ({ event: () => "", error: () => "", keepalive: () => "", switchover: () => "" })
+  newId: newResponseId,
+  decode,
+  encodeResponse,
+  streamEncoder: makeStreamEncoder
 }

@@ -1,0 +1,222 @@
+/**
+ * Messages SSE events from an upstream → canonical events (pure and incremental), keeping the
+ * backend contract of `model/events.ts` whatever the upstream does:
+ * - `message_start` names the catalog model (`placement.modelId`); the upstream's model name and
+ *   message id never pass through;
+ * - blocks the canonical model has no place for (server tool calls and results) are skipped and the
+ *   others renumbered 0, 1, 2…; a block that starts while another is open closes the open one;
+ * - usage is folded into `message_stop`: input from `message_start` (cache reads and writes are
+ *   prompt tokens too, so both count in `inputTokens`), output from `message_delta`, reasoning from
+ *   `output_tokens_details.thinking_tokens` or, when absent, counted from the thinking text;
+ * - an `error` event, malformed data, or an end before `message_stop` is a `BackendError`.
+ */
+import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
+import { countTextTokens } from "../../model/tokens.ts"
+import { makeUsage } from "../../model/usage.ts"
+import { BackendError, backendErrorFromStatus } from "../backend.ts"
+import type { SseEvent } from "./sse-parser.ts"
+import { makeSseParser } from "./sse-parser.ts"
+
+export interface TranslateStep {
+  readonly events: ReadonlyArray<CanonicalEvent>
+  readonly error?: BackendError
+}
+
+export interface UpstreamTranslator {
+  push(sse: SseEvent): TranslateStep
+  /** The upstream stream ended: fails unless `message_stop` was seen. */
+  end(): TranslateStep
+}
+
+interface WireUsage {
+  readonly input_tokens?: number | null
+  readonly output_tokens?: number | null
+  readonly cache_read_input_tokens?: number | null
+  readonly cache_creation_input_tokens?: number | null
+  readonly output_tokens_details?: { readonly thinking_tokens?: number | null } | null
+}
+
+/** The fields read from upstream events; anything may be missing, so every read has a fallback. */
+interface WireEvent {
+  readonly type?: string | undefined
+  readonly index?: number
+  readonly message?: { readonly usage?: WireUsage }
+  readonly content_block?: { readonly type?: string; readonly id?: string; readonly name?: string; readonly text?: string; readonly thinking?: string; readonly signature?: string; readonly data?: string; readonly input?: unknown }
+  readonly delta?: { readonly type?: string; readonly text?: string; readonly thinking?: string; readonly signature?: string; readonly partial_json?: string; readonly stop_reason?: string | null; readonly stop_sequence?: string | null }
+  readonly usage?: WireUsage
+  readonly error?: { readonly type?: string; readonly message?: string }
+}
+
+/** HTTP status an upstream error type stands for (Messages API error types). */
+const statusOfErrorType: Record<string, number> = {
+  invalid_request_error: 400,
+  request_too_large: 413,
+  rate_limit_error: 429,
+  api_error: 500,
+  overloaded_error: 529,
+  timeout_error: 504
+}
+
+const stopReasons: Record<string, StopReason> = {
+  end_turn: "end_turn",
+  max_tokens: "max_tokens",
+  stop_sequence: "stop_sequence",
+  tool_use: "tool_use",
+  refusal: "refusal",
+  pause_turn: "end_turn",
+  model_context_window_exceeded: "max_tokens"
+}
+
+const protocolError = (message: string) => backendErrorFromStatus(502, `The upstream broke the Messages stream protocol: ${message}`)
+
+const canonicalStart = (block: NonNullable<WireEvent["content_block"]>): BlockStart | undefined => {
+  switch (block.type) {
+    case "text":
+      return { type: "text" }
+    case "thinking":
+      return { type: "thinking" }
+    case "redacted_thinking":
+      return { type: "redacted_thinking", data: block.data ?? "" }
+    case "tool_use":
+      return { type: "tool_use", id: block.id ?? "", name: block.name ?? "" }
+    default:
+      return undefined
+  }
+}
+
+/** Content a block start already carries (normally none: real upstreams start blocks empty). */
+const initialDeltas = (index: number, block: NonNullable<WireEvent["content_block"]>): Array<CanonicalEvent> => {
+  const out: Array<CanonicalEvent> = []
+  if (block.type === "text" && block.text) out.push({ type: "text_delta", index, text: block.text })
+  if (block.type === "thinking" && block.thinking) out.push({ type: "thinking_delta", index, thinking: block.thinking })
+  if (block.type === "thinking" && block.signature) out.push({ type: "signature_delta", index, signature: block.signature })
+  const input = block.input
+  if (block.type === "tool_use" && typeof input === "object" && input !== null && Object.keys(input).length > 0) {
+    out.push({ type: "tool_input_delta", index, partialJson: JSON.stringify(input) })
+  }
+  return out
+}
+
+export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
+  let started = false
+  let finished = false
+  let startUsage: WireUsage = {}
+  let finalUsage: WireUsage = {}
+  let stop: { reason: StopReason; sequence?: string } = { reason: "end_turn" }
+  /** The open block: upstream index → canonical index and type. */
+  let open: { upstream: number; index: number; type: BlockStart["type"] } | undefined
+  let nextIndex = 0
+  let thinkingTokens = 0
+
+  const closeOpen = (): Array<CanonicalEvent> => {
+    if (open === undefined) return []
+    const index = open.index
+    open = undefined
+    return [{ type: "block_stop", index }]
+  }
+
+  const usage = () => {
+    const pick = (key: keyof WireUsage) => (finalUsage[key] ?? startUsage[key] ?? 0) as number
+    const cacheRead = pick("cache_read_input_tokens")
+    const outputTokens = pick("output_tokens")
+    const reported = finalUsage.output_tokens_details?.thinking_tokens
+    return makeUsage({
+      inputTokens: pick("input_tokens") + cacheRead + pick("cache_creation_input_tokens"),
+      cachedInputTokens: cacheRead,
+      outputTokens,
+      reasoningTokens: reported ?? Math.min(thinkingTokens, outputTokens)
+    })
+  }
+
+  const delta = (event: WireEvent): Array<CanonicalEvent> => {
+    const d = event.delta
+    if (open === undefined || event.index !== open.upstream || d === undefined) return []
+    const { index, type } = open
+    if (d.type === "text_delta" && type === "text" && d.text) return [{ type: "text_delta", index, text: d.text }]
+    if (d.type === "thinking_delta" && type === "thinking" && d.thinking) {
+      thinkingTokens += countTextTokens(d.thinking)
+      return [{ type: "thinking_delta", index, thinking: d.thinking }]
+    }
+    if (d.type === "signature_delta" && type === "thinking" && d.signature) return [{ type: "signature_delta", index, signature: d.signature }]
+    if (d.type === "input_json_delta" && type === "tool_use" && d.partial_json) return [{ type: "tool_input_delta", index, partialJson: d.partial_json }]
+    return [] // citations and other deltas have no canonical form
+  }
+
+  const translate = (event: WireEvent): Array<CanonicalEvent> | BackendError => {
+    // After message_stop the answer is whole: nothing that follows can spoil it.
+    if (finished || event.type === "ping") return []
+    if (event.type === "error") {
+      const status = statusOfErrorType[event.error?.type ?? ""] ?? 500
+      return backendErrorFromStatus(status, event.error?.message ?? "The upstream stream failed")
+    }
+    if (event.type === "message_start") {
+      if (started) return protocolError("a second message_start")
+      started = true
+      startUsage = event.message?.usage ?? {}
+      return [{ type: "message_start", model: modelId, usage: usage() }]
+    }
+    if (!started) return protocolError(`${event.type} before message_start`)
+    switch (event.type) {
+      case "content_block_start": {
+        const closed = closeOpen()
+        const block = event.content_block ?? {}
+        const start = canonicalStart(block)
+        if (start === undefined) return closed // a server tool block: skipped, not numbered
+        const index = nextIndex++
+        open = { upstream: event.index ?? -1, index, type: start.type }
+        return [...closed, { type: "block_start", index, block: start }, ...initialDeltas(index, block)]
+      }
+      case "content_block_delta":
+        return delta(event)
+      case "content_block_stop":
+        return open !== undefined && event.index === open.upstream ? closeOpen() : []
+      case "message_delta": {
+        const reason = event.delta?.stop_reason
+        const sequence = event.delta?.stop_sequence
+        if (reason != null) stop = { reason: stopReasons[reason] ?? "end_turn", ...(sequence == null ? {} : { sequence }) }
+        finalUsage = { ...finalUsage, ...event.usage }
+        return []
+      }
+      case "message_stop":
+        finished = true
+        return [...closeOpen(), {
+          type: "message_stop",
+          stopReason: stop.reason,
+          ...(stop.sequence === undefined ? {} : { stopSequence: stop.sequence }),
+          usage: usage()
+        }]
+      default:
+        return []
+    }
+  }
+
+  return {
+    push: (sse) => {
+      let parsed: WireEvent
+      try {
+        parsed = JSON.parse(sse.data) as WireEvent
+      } catch {
+        if (sse.event === "ping") return { events: [] }
+        return { events: [], error: protocolError(`event data is not JSON: ${sse.data.slice(0, 100)}`) }
+      }
+      // The data's own `type` is authoritative; the SSE name covers frames that omit it.
+      const result = translate({ ...parsed, type: parsed?.type ?? sse.event })
+      return result instanceof BackendError ? { events: [], error: result } : { events: result }
+    },
+    end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") })
+  }
+}
+
+/** Translates a whole Messages SSE text at once (tests, and upstreams that answer in one piece). */
+export const translateMessagesSse = (text: string, modelId: string): TranslateStep => {
+  const parser = makeSseParser()
+  const translator = makeUpstreamTranslator(modelId)
+  const events: Array<CanonicalEvent> = []
+  for (const sse of [...parser.feed(text), ...parser.end()]) {
+    const step = translator.push(sse)
+    events.push(...step.events)
+    if (step.error !== undefined) return { events, error: step.error }
+  }
+  const last = translator.end()
+  return last.error === undefined ? { events } : { events, error: last.error }
+}

@@ -1,0 +1,204 @@
+/**
+ * Upstream `chat.completion.chunk` payloads → canonical events (pure, incremental), keeping the
+ * backend contract of `model/events.ts`:
+ * - `message_start` on the first chunk, naming the catalog model (never the upstream's name);
+ * - blocks never interleave: text streams into a text block; a tool call's first fragment closes
+ *   whatever block is open and opens the call's block, later fragments stream into it. A call
+ *   whose name has not arrived yet is held back until it does. A fragment for a call that was
+ *   already closed (an upstream that interleaves calls) cannot be placed and fails the stream;
+ * - reasoning text (`reasoning_content` / `reasoning`, sent by several compatible servers) becomes
+ *   a thinking block when the request asked for visible reasoning, else it is dropped;
+ * - `message_stop` at `[DONE]` (or at the end of the body after a `finish_reason`) with the usage
+ *   chunk's totals; when the upstream sent no usage it is estimated with the tokenizer, so
+ *   metering never settles a call at zero.
+ * Failures are thrown as `BackendError`: an `{"error":…}` chunk, invalid JSON, a body that ends
+ * before `finish_reason` or `[DONE]`.
+ */
+import { randomBytes } from "node:crypto"
+import type { CanonicalEvent, StopReason } from "../../model/events.ts"
+import { countTextTokens } from "../../model/tokens.ts"
+import type { Usage } from "../../model/usage.ts"
+import { makeUsage } from "../../model/usage.ts"
+import type { BackendError } from "../backend.ts"
+import { backendErrorFromStatus } from "../backend.ts"
+
+export interface ChunkParserOptions {
+  /** Catalog id reported in `message_start`. */
+  readonly modelId: string
+  /** Surface upstream reasoning text as thinking blocks. */
+  readonly visibleReasoning: boolean
+  /** Input tokens to report when the upstream sends no usage. */
+  readonly estimateInputTokens: () => number
+}
+
+export interface ChunkParser {
+  /** One `data:` payload; returns the events it completes. Throws `BackendError`. */
+  push(data: string): Array<CanonicalEvent>
+  /** The body ended. Throws `BackendError` when the answer was cut short. */
+  end(): Array<CanonicalEvent>
+}
+
+interface ToolCallState {
+  id: string | undefined
+  name: string | undefined
+  args: string
+  state: "pending" | "open" | "closed"
+  block: number
+}
+
+type Open = { readonly kind: "text" | "thinking"; readonly block: number } | { readonly kind: "tool"; readonly call: ToolCallState }
+
+const broken = (message: string) => backendErrorFromStatus(502, message)
+
+/** An `{"error":{…}}` chunk, classified by its type so retry rules apply sensibly. */
+export const upstreamStreamError = (error: { message?: unknown; type?: unknown; code?: unknown }): BackendError => {
+  const message = typeof error.message === "string" ? error.message : "the upstream reported an error mid-stream"
+  const kind = `${String(error.type ?? "")} ${String(error.code ?? "")}`
+  const status = /invalid_request/.test(kind) ? 400 : /rate_limit/.test(kind) ? 429 : /overloaded/.test(kind) ? 503 : 502
+  return backendErrorFromStatus(status, message)
+}
+
+const stopReasonOf = (finish: string | undefined, sawTools: boolean, refused: boolean): StopReason => {
+  switch (finish) {
+    case "length":
+      return "max_tokens"
+    case "tool_calls":
+    case "function_call":
+      return "tool_use"
+    case "content_filter":
+      return "refusal"
+    default:
+      // Some servers finish a tool-call turn with "stop"; a refusal arrives with "stop" too.
+      return refused ? "refusal" : sawTools ? "tool_use" : "end_turn"
+  }
+}
+
+const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
+
+const usageOf = (wire: any): Usage =>
+  makeUsage({
+    inputTokens: count(wire.prompt_tokens),
+    outputTokens: count(wire.completion_tokens),
+    cachedInputTokens: count(wire.prompt_tokens_details?.cached_tokens),
+    reasoningTokens: count(wire.completion_tokens_details?.reasoning_tokens)
+  })
+
+export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
+  let started = false
+  let finished = false
+  let nextBlock = 0
+  let open: Open | undefined
+  const calls = new Map<number, ToolCallState>()
+  let finish: string | undefined
+  let usage: Usage | undefined
+  let refused = false
+  let generated = ""
+
+  const close = (events: Array<CanonicalEvent>) => {
+    if (open === undefined) return
+    if (open.kind === "tool") {
+      open.call.state = "closed"
+      events.push({ type: "block_stop", index: open.call.block })
+    } else {
+      events.push({ type: "block_stop", index: open.block })
+    }
+    open = undefined
+  }
+
+  const appendText = (kind: "text" | "thinking", text: string, events: Array<CanonicalEvent>) => {
+    if (open?.kind !== kind) {
+      close(events)
+      open = { kind, block: nextBlock++ }
+      events.push({ type: "block_start", index: open.block, block: { type: kind } })
+    }
+    const index = nextBlock - 1
+    generated += text
+    events.push(kind === "text" ? { type: "text_delta", index, text } : { type: "thinking_delta", index, thinking: text })
+  }
+
+  const openCall = (call: ToolCallState, events: Array<CanonicalEvent>) => {
+    close(events)
+    call.state = "open"
+    call.block = nextBlock++
+    call.id ??= `call_${randomBytes(12).toString("hex")}`
+    open = { kind: "tool", call }
+    events.push({ type: "block_start", index: call.block, block: { type: "tool_use", id: call.id, name: call.name! } })
+    if (call.args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: call.args })
+  }
+
+  const toolFragment = (fragment: any, position: number, events: Array<CanonicalEvent>) => {
+    const key = typeof fragment.index === "number" ? fragment.index : position
+    const call = calls.get(key) ?? { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
+    calls.set(key, call)
+    if (typeof fragment.id === "string" && fragment.id !== "") call.id ??= fragment.id
+    if (typeof fragment.function?.name === "string" && fragment.function.name !== "") call.name ??= fragment.function.name
+    const args: string = typeof fragment.function?.arguments === "string" ? fragment.function.arguments : ""
+    generated += args
+    if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
+    if (call.state === "open") {
+      if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
+      return
+    }
+    call.args += args
+    if (call.name !== undefined) openCall(call, events)
+  }
+
+  const stop = (): Array<CanonicalEvent> => {
+    const events: Array<CanonicalEvent> = []
+    for (const call of calls.values()) {
+      if (call.state !== "pending") continue
+      if (call.name === undefined) throw broken("the upstream sent a tool call without a name")
+      openCall(call, events)
+    }
+    close(events)
+    finished = true
+    const final = usage ?? makeUsage({ inputTokens: options.estimateInputTokens(), outputTokens: countTextTokens(generated) })
+    events.push({ type: "message_stop", stopReason: stopReasonOf(finish, calls.size > 0, refused), usage: final })
+    return events
+  }
+
+  const push = (data: string): Array<CanonicalEvent> => {
+    if (finished) return []
+    if (data.trim() === "[DONE]") {
+      if (!started) throw broken("the upstream ended the stream before sending anything")
+      return stop()
+    }
+    let chunk: any
+    try {
+      chunk = JSON.parse(data)
+    } catch {
+      throw broken("the upstream sent a stream chunk that is not JSON")
+    }
+    if (chunk === null || typeof chunk !== "object") throw broken("the upstream sent a stream chunk that is not an object")
+    if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(chunk.error)
+    const events: Array<CanonicalEvent> = []
+    if (!started) {
+      started = true
+      events.push({ type: "message_start", model: options.modelId })
+    }
+    if (chunk.usage !== undefined && chunk.usage !== null) usage = usageOf(chunk.usage)
+    const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined
+    if (choice === undefined) return events
+    const delta = choice.delta ?? {}
+    const reasoning = delta.reasoning_content ?? delta.reasoning
+    if (typeof reasoning === "string" && reasoning !== "" && options.visibleReasoning) appendText("thinking", reasoning, events)
+    if (typeof delta.content === "string" && delta.content !== "") appendText("text", delta.content, events)
+    if (typeof delta.refusal === "string" && delta.refusal !== "") {
+      refused = true
+      appendText("text", delta.refusal, events)
+    }
+    if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((f: any, i: number) => toolFragment(f, i, events))
+    if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") finish = choice.finish_reason
+    return events
+  }
+
+  return {
+    push,
+    end() {
+      if (finished) return []
+      if (!started) throw broken("the upstream ended the stream before sending anything")
+      if (finish === undefined) throw broken("the upstream stream ended before the answer was complete")
+      return stop()
+    }
+  }
+}

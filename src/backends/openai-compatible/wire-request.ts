@@ -1,0 +1,191 @@
+/**
+ * Canonical request → Chat Completions wire request for an OpenAI-compatible upstream (pure).
+ *
+ * Choices where the two forms differ:
+ * - system blocks become one `system` message (a string, or text parts when there are several);
+ * - a user turn's `tool_result` blocks become `tool` messages placed first (OpenAI wants them
+ *   right after the assistant's tool calls); the turn's other content, and any image or document
+ *   inside a tool result, follows as a user message;
+ * - thinking blocks are dropped (this wire has no place for them) and `isError` on a tool result
+ *   is lost (no such flag);
+ * - text documents go as text parts; PDF documents as `file` parts; document URLs are refused
+ *   (OpenAI has no file-by-URL part);
+ * - `max_completion_tokens` (what current OpenAI models require) carries the ceiling;
+ * - `reasoning_effort` is sent only to reasoning placements; `metadata` is not sent (OpenAI
+ *   refuses it without `store`); `prompt_cache_key` carries the cache affinity;
+ * - always `stream: true` with `stream_options.include_usage`, so usage arrives on every call.
+ */
+import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
+import type { CanonicalRequest, ToolChoice } from "../../model/request.ts"
+import type { PlacementRuntime } from "../backend.ts"
+
+/** A canonical request this wire cannot carry; the backend answers it with a 400. */
+export class UnsupportedContent extends Error {}
+
+type WirePart =
+  | { type: "text"; text: string }
+  | { type: "image_url"; image_url: { url: string } }
+  | { type: "file"; file: { filename: string; file_data: string } }
+
+type WireMessage = Record<string, unknown>
+
+/**
+ * Where to POST. A base URL without a path (`https://api.example.com`) gets OpenAI's `/v1`; one
+ * with a path (`…/v1`, `…/openai/v1`, `…/v1beta/openai`) is used as given. A query string is kept
+ * (some deployments carry an API version there).
+ */
+export const chatCompletionsTarget = (baseUrl: string): { origin: string; path: string } => {
+  const url = new URL(baseUrl)
+  const base = url.pathname.replace(/\/+$/, "")
+  return { origin: url.origin, path: `${base === "" ? "/v1" : base}/chat/completions${url.search}` }
+}
+
+const imagePart = (block: ImageBlock): WirePart => ({
+  type: "image_url",
+  image_url: { url: block.source.kind === "base64" ? `data:${block.source.mediaType};base64,${block.source.data}` : block.source.url }
+})
+
+const documentPart = (block: DocumentBlock): WirePart => {
+  const source = block.source
+  switch (source.kind) {
+    case "base64":
+      return { type: "file", file: { filename: block.title ?? "document.pdf", file_data: `data:${source.mediaType};base64,${source.data}` } }
+    case "text":
+      return { type: "text", text: block.title === undefined ? source.text : `${block.title}\n\n${source.text}` }
+    case "url":
+      throw new UnsupportedContent("documents by URL are not supported by this model's upstream; send the PDF inline")
+  }
+}
+
+const userPart = (block: ContentBlock): WirePart | undefined => {
+  switch (block.type) {
+    case "text":
+      return { type: "text", text: block.text }
+    case "image":
+      return imagePart(block)
+    case "document":
+      return documentPart(block)
+    default:
+      return undefined
+  }
+}
+
+/** One text part travels as a plain string (the form every compatible server accepts). */
+const partsOrString = (parts: ReadonlyArray<WirePart>): string | ReadonlyArray<WirePart> =>
+  parts.length === 1 && parts[0].type === "text" ? parts[0].text : parts
+
+const userMessages = (message: Message): Array<WireMessage> => {
+  const out: Array<WireMessage> = []
+  const parts: Array<WirePart> = []
+  for (const block of message.content) {
+    if (block.type !== "tool_result") {
+      const part = userPart(block)
+      if (part !== undefined) parts.push(part)
+      continue
+    }
+    if (typeof block.content === "string") {
+      out.push({ role: "tool", tool_call_id: block.toolUseId, content: block.content })
+      continue
+    }
+    const texts = block.content.filter((part): part is TextBlock => part.type === "text")
+    out.push({ role: "tool", tool_call_id: block.toolUseId, content: texts.map((part) => ({ type: "text", text: part.text })) })
+    for (const part of block.content) if (part.type !== "text") parts.push(userPart(part)!)
+  }
+  if (parts.length > 0) out.push({ role: "user", content: partsOrString(parts) })
+  return out
+}
+
+const assistantMessage = (message: Message): WireMessage => {
+  const text = message.content.map((block) => (block.type === "text" ? block.text : "")).join("")
+  const calls = message.content.flatMap((block) =>
+    block.type === "tool_use"
+      ? [{
+        id: block.id,
+        type: "function",
+        function: { name: block.name, arguments: typeof block.input === "string" ? block.input : JSON.stringify(block.input) }
+      }]
+      : []
+  )
+  return calls.length === 0 ? { role: "assistant", content: text } : { role: "assistant", content: text === "" ? null : text, tool_calls: calls }
+}
+
+const systemMessages = (system: ReadonlyArray<TextBlock>): Array<WireMessage> =>
+  system.length === 0
+    ? []
+    : [{ role: "system", content: system.length === 1 ? system[0].text : system.map((block) => ({ type: "text", text: block.text })) }]
+
+const toolChoice = (choice: ToolChoice) => {
+  switch (choice.type) {
+    case "auto":
+      return "auto"
+    case "any":
+      return "required"
+    case "none":
+      return "none"
+    case "tool":
+      return { type: "function", function: { name: choice.name } }
+  }
+}
+
+const toolFields = (request: CanonicalRequest) => {
+  // OpenAI refuses tool_choice and parallel_tool_calls when no tools are sent.
+  if (request.tools.length === 0) return {}
+  return {
+    tools: request.tools.map((tool) => ({
+      type: "function",
+      function: {
+        name: tool.name,
+        ...(tool.description === undefined ? {} : { description: tool.description }),
+        parameters: tool.inputSchema,
+        ...(tool.strict === undefined ? {} : { strict: tool.strict })
+      }
+    })),
+    tool_choice: toolChoice(request.toolChoice),
+    ...(request.parallelToolCalls === undefined ? {} : { parallel_tool_calls: request.parallelToolCalls })
+  }
+}
+
+const responseFormat = (request: CanonicalRequest) => {
+  const format = request.responseFormat
+  if (format.type === "text") return {}
+  if (format.type === "json_object") return { response_format: { type: "json_object" } }
+  return {
+    response_format: {
+      type: "json_schema",
+      json_schema: {
+        name: format.name,
+        schema: format.schema,
+        strict: format.strict,
+        ...(format.description === undefined ? {} : { description: format.description })
+      }
+    }
+  }
+}
+
+/** The wire body; throws `UnsupportedContent` for content the wire cannot carry. */
+export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime): Record<string, unknown> => {
+  const messages = [
+    ...systemMessages(request.system),
+    ...request.messages.flatMap((message) => (message.role === "user" ? userMessages(message) : [assistantMessage(message)]))
+  ]
+  const effort = placement.reasoning && request.reasoning.enabled ? request.reasoning.effort : undefined
+  const optional: Record<string, unknown> = {
+    max_completion_tokens: request.maxOutputTokens,
+    temperature: request.temperature,
+    top_p: request.topP,
+    seed: request.seed,
+    stop: request.stopSequences.length > 0 ? request.stopSequences : undefined,
+    reasoning_effort: effort,
+    user: request.user,
+    prompt_cache_key: request.cacheAffinity
+  }
+  return {
+    model: placement.upstreamModel,
+    messages,
+    ...toolFields(request),
+    ...responseFormat(request),
+    ...Object.fromEntries(Object.entries(optional).filter(([, value]) => value !== undefined)),
+    stream: true,
+    stream_options: { include_usage: true }
+  }
+}

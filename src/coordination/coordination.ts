@@ -1,0 +1,66 @@
+/**
+ * The pluggable store for counters shared by every instance: rate buckets, concurrency leases and
+ * budgets with reservations. `REDIS_URL` set → Redis (atomic Lua scripts, shared by instances);
+ * absent → the same operations on in-process maps.
+ *
+ * Failure policy lives with the callers, which know what is at stake (see metering/):
+ *  - rate limits FAIL OPEN when the store errors: a short Redis outage must not stop traffic;
+ *  - budget reservations FAIL CLOSED: the allowance must never overshoot, so no store, no call;
+ *  - settles are retried in the background and are idempotent (a settled id is remembered).
+ */
+import { Context, Effect, Layer } from "effect"
+import { Settings } from "../config/settings.ts"
+import { makeInProcess } from "./in-process.ts"
+import { makeRedis, type RedisOptions } from "./redis.ts"
+import type {
+  BudgetAnswer,
+  BudgetHold,
+  BudgetReserveRequest,
+  BudgetSeed,
+  BudgetSettleRequest,
+  BudgetState,
+  CoordinationError,
+  GateRequest,
+  GateResult,
+  LeaseRef
+} from "./types.ts"
+
+export interface CoordinationShape {
+  readonly kind: "in-process" | "redis"
+  /** Checks every bucket and the lease limit; takes all of them, or none. */
+  gate(request: GateRequest): Effect.Effect<GateResult, CoordinationError>
+  releaseLease(lease: LeaseRef): Effect.Effect<void, CoordinationError>
+  /** Extends leases still held; a lease that already lapsed stays lapsed. */
+  renewLeases(leases: ReadonlyArray<LeaseRef>, ttlMs: number, now: number): Effect.Effect<void, CoordinationError>
+
+  /** Holds `amount` unless spent + reserved + max(amount, 1) would pass the cap. Idempotent per id. */
+  budgetReserve(request: BudgetReserveRequest): Effect.Effect<BudgetAnswer, CoordinationError>
+  /**
+   * Turns a hold into spend of min(actual, amount). Idempotent per id. A hold that is gone (lapsed or
+   * lost with the store) is still charged. `undefined`: the budget is unseeded (the caller's ledger
+   * entry will be counted by the next seed).
+   */
+  budgetSettle(request: BudgetSettleRequest): Effect.Effect<BudgetState | undefined, CoordinationError>
+  /** Returns a hold to the pool without spend. Idempotent per id. */
+  budgetRelease(hold: { readonly budget: string; readonly id: string }, now: number): Effect.Effect<BudgetState | undefined, CoordinationError>
+  /** Keeps the holds of running calls alive; a hold that lapsed or was lost is counted again. */
+  budgetRenew(holds: ReadonlyArray<BudgetHold>, ttlMs: number, now: number): Effect.Effect<void, CoordinationError>
+  /** Creates the budget from the SQL totals, unless it exists. True when this call created it. */
+  budgetSeed(seed: BudgetSeed): Effect.Effect<boolean, CoordinationError>
+  /** Adds a credit grant once (by id) to a seeded budget; an unseeded one reads it from SQL later. */
+  budgetGrant(grant: { readonly budget: string; readonly grantId: string; readonly amount: number }): Effect.Effect<boolean, CoordinationError>
+  budgetState(budget: string, now: number): Effect.Effect<BudgetState | undefined, CoordinationError>
+}
+
+export class Coordination extends Context.Service<Coordination, CoordinationShape>()("gateway/coordination/Coordination") {
+  /** In-process maps: one instance, nothing shared. */
+  static readonly layerInProcess = Layer.sync(Coordination, makeInProcess)
+  /** Redis at `url`; the connection closes with the layer. */
+  static readonly layerRedis = (url: string, options?: RedisOptions) => Layer.effect(Coordination, makeRedis(url, options))
+  /** Redis when `REDIS_URL` is set, in-process otherwise. */
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { redisUrl } = yield* Settings
+    return redisUrl === undefined ? Coordination.layerInProcess : Coordination.layerRedis(redisUrl)
+  }))
+  static readonly layerTest = Coordination.layerInProcess
+}

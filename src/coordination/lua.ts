@@ -1,0 +1,182 @@
+/**
+ * Lua scripts of the Redis store. Each runs atomically on the server, which is what makes
+ * "check and take" safe across instances. The arithmetic mirrors `in-process.ts`.
+ *
+ * Budget keys (one hash slot per budget, via the `{…}` tag): B = hash {spent, reserved, granted},
+ * H = hash id → amount | "d" (done), E = zset id → expiry, G = set of applied credit grant ids.
+ * Amounts are integer micros (HINCRBY); `spent` absent on B means unseeded.
+ */
+
+/** Reclaims lapsed holds (an active one returns its amount to the pool) and forgets old "done" ids. */
+const SWEEP = `
+local function sweep(b, h, e, now)
+  local lapsed = redis.call('ZRANGEBYSCORE', e, '-inf', now)
+  for _, id in ipairs(lapsed) do
+    local v = redis.call('HGET', h, id)
+    if v and v ~= 'd' then redis.call('HINCRBY', b, 'reserved', -tonumber(v)) end
+    redis.call('HDEL', h, id)
+  end
+  if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
+end
+local function state(b)
+  local s = redis.call('HMGET', b, 'spent', 'reserved', 'granted')
+  return tonumber(s[1]), tonumber(s[2] or 0), tonumber(s[3] or 0)
+end
+local function expire(keys, at)
+  if at > 0 then for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, at) end end
+end
+`
+
+/**
+ * Buckets store what was used ('u', draining at capacity/period) so a larger limit applies at once.
+ * KEYS: lease zset, then one hash per bucket. ARGV: now, leaseLimit (-1: none), leaseId, leaseTtl,
+ * n, then capacity, periodMs, cost per bucket.
+ * Returns {admitted, leaseRefused, leasesInUse, then remaining, resetMs, retryAfterMs per bucket}.
+ */
+export const GATE = `
+local now = tonumber(ARGV[1])
+local leaseLimit = tonumber(ARGV[2])
+local leaseTtl = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+local admitted = 1
+local buckets = {}
+for i = 1, n do
+  local cap = tonumber(ARGV[3 * i + 3])
+  local period = tonumber(ARGV[3 * i + 4])
+  local cost = math.min(tonumber(ARGV[3 * i + 5]), cap)
+  local st = redis.call('HMGET', KEYS[i + 1], 'u', 'ts')
+  local used = 0
+  if st[1] then
+    used = math.max(0, tonumber(st[1]) - math.max(0, now - tonumber(st[2])) * cap / period)
+  end
+  buckets[i] = { cap, period, cost, used }
+  if used + cost > cap + 1e-9 then admitted = 0 end
+end
+local inUse = 0
+local leaseRefused = 0
+if leaseLimit >= 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  inUse = redis.call('ZCARD', KEYS[1])
+  if not redis.call('ZSCORE', KEYS[1], ARGV[3]) and inUse >= leaseLimit then
+    leaseRefused = 1
+    admitted = 0
+  end
+  if admitted == 1 then
+    inUse = inUse + redis.call('ZADD', KEYS[1], now + leaseTtl, ARGV[3])
+    redis.call('PEXPIRE', KEYS[1], leaseTtl)
+  end
+end
+local out = { admitted, leaseRefused, inUse }
+for i = 1, n do
+  local cap, period, cost, used = unpack(buckets[i])
+  local after = used
+  local retry = 0
+  if admitted == 1 then
+    after = used + cost
+    redis.call('HSET', KEYS[i + 1], 'u', string.format('%.6f', after), 'ts', now)
+    redis.call('PEXPIRE', KEYS[i + 1], math.ceil(after * period / cap) + 1000)
+  elseif used + cost > cap + 1e-9 then
+    retry = math.ceil((used + cost - cap) * period / cap - 1e-6)
+  end
+  table.insert(out, math.max(0, math.floor(cap - after + 1e-9)))
+  table.insert(out, math.ceil(after * period / cap - 1e-6))
+  table.insert(out, retry)
+end
+return out
+`
+
+/** KEYS: lease zset. ARGV: id, expiresAt, ttl. Extends a lease only if it is still held. */
+export const RENEW_LEASE = `
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[2], ARGV[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1
+`
+
+/** KEYS: B, H, E. ARGV: cap (-1: granted), amount, id, ttl, now, expireAt. {0} | {1|2, spent, reserved, granted} */
+export const RESERVE = SWEEP + `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
+local now = tonumber(ARGV[5])
+sweep(KEYS[1], KEYS[2], KEYS[3], now)
+local spent, reserved, granted = state(KEYS[1])
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return { 1, spent, reserved, granted } end
+local cap = tonumber(ARGV[1])
+if cap < 0 then cap = granted end
+local amount = tonumber(ARGV[2])
+if spent + reserved + math.max(amount, 1) > cap then return { 2, spent, reserved, granted } end
+redis.call('HINCRBY', KEYS[1], 'reserved', amount)
+redis.call('HSET', KEYS[2], ARGV[3], amount)
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
+expire(KEYS, tonumber(ARGV[6]))
+return { 1, spent, reserved + amount, granted }
+`
+
+/**
+ * KEYS: B, H, E. ARGV: id, amount, actual, now, memoryMs, mode ("settle" | "release").
+ * {0} unseeded | {1, spent, reserved, granted}
+ */
+export const FINISH = SWEEP + `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
+local now = tonumber(ARGV[4])
+sweep(KEYS[1], KEYS[2], KEYS[3], now)
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if v ~= 'd' then
+  if v then redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(v)) end
+  if ARGV[6] == 'settle' then
+    local charge = math.max(0, math.min(tonumber(ARGV[3]), tonumber(ARGV[2])))
+    redis.call('HINCRBY', KEYS[1], 'spent', charge)
+  end
+  redis.call('HSET', KEYS[2], ARGV[1], 'd')
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[1])
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
+end
+local spent, reserved, granted = state(KEYS[1])
+return { 1, spent, reserved, granted }
+`
+
+/** KEYS: B, H, E. ARGV: id, amount, expiresAt. Keeps a running call's hold; re-adds a lost one. */
+export const RENEW_HOLD = `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return 0 end
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if v == 'd' then return 0 end
+if not v then
+  redis.call('HINCRBY', KEYS[1], 'reserved', tonumber(ARGV[2]))
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+end
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+end
+return 1
+`
+
+/** KEYS: B, H, E, G. ARGV: spent, granted, expireAt, grant ids… Creates the budget unless it exists. */
+export const SEED = SWEEP + `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 1 then return 0 end
+-- Holds left from before the loss would be subtracted from a reserved total that no longer has them.
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', 0, 'granted', ARGV[2])
+for i = 4, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
+expire(KEYS, tonumber(ARGV[3]))
+return 1
+`
+
+/** KEYS: B, G. ARGV: grant id, amount. Applies a credit grant once, on a seeded budget only. */
+export const GRANT = `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return 0 end
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], 'granted', tonumber(ARGV[2]))
+return 1
+`
+
+/** KEYS: B, H, E. ARGV: now. {0} | {1, spent, reserved, granted} */
+export const STATE = SWEEP + `
+if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
+sweep(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
+local spent, reserved, granted = state(KEYS[1])
+return { 1, spent, reserved, granted }
+`

@@ -1,0 +1,169 @@
+/**
+ * The Redis store (ioredis): every operation is one Lua script (EVALSHA through `defineCommand`),
+ * so check-and-take is atomic across instances.
+ *
+ * Outages: the offline queue is off and commands time out after `commandTimeoutMs`, so a Redis
+ * that is down makes operations fail fast with `CoordinationError` instead of piling up; the
+ * callers then fail open (rate limits) or closed (budgets). Every key carries a TTL, so state of
+ * a dead instance (leases, holds, windows) lapses on its own.
+ */
+import { Effect, Scope } from "effect"
+import { Redis } from "ioredis"
+import type { CoordinationShape } from "./coordination.ts"
+import * as Lua from "./lua.ts"
+import { type BudgetState, CoordinationError, KEY_PREFIX, SETTLED_MEMORY_MS } from "./types.ts"
+
+export interface RedisOptions {
+  /** Prefix of every key (default `gw:`); tests use a unique one. */
+  readonly prefix?: string
+  readonly commandTimeoutMs?: number
+  readonly connectTimeoutMs?: number
+}
+
+type Reply = ReadonlyArray<number>
+interface Scripts {
+  gwGate(numKeys: number, ...args: Array<string | number>): Promise<Reply>
+  gwRenewLease(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwReserve(numKeys: number, ...args: Array<string | number>): Promise<Reply>
+  gwFinish(numKeys: number, ...args: Array<string | number>): Promise<Reply>
+  gwRenewHold(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwSeed(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwGrant(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwState(numKeys: number, ...args: Array<string | number>): Promise<Reply>
+}
+
+const scriptSources: Record<keyof Scripts, string> = {
+  gwGate: Lua.GATE,
+  gwRenewLease: Lua.RENEW_LEASE,
+  gwReserve: Lua.RESERVE,
+  gwFinish: Lua.FINISH,
+  gwRenewHold: Lua.RENEW_HOLD,
+  gwSeed: Lua.SEED,
+  gwGrant: Lua.GRANT,
+  gwState: Lua.STATE
+}
+
+const toState = (reply: Reply): BudgetState => ({ spent: reply[1], reserved: reply[2], granted: reply[3] })
+
+export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effect<CoordinationShape, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const prefix = options.prefix ?? KEY_PREFIX
+    let lastErrorLog = 0
+    const client = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const redis = new Redis(url, {
+          enableOfflineQueue: false,
+          maxRetriesPerRequest: 1,
+          commandTimeout: options.commandTimeoutMs ?? 1_000,
+          connectTimeout: options.connectTimeoutMs ?? 5_000,
+          retryStrategy: (attempt) => Math.min(attempt * 200, 2_000)
+        })
+        // Without a listener ioredis prints every reconnect failure; one line per 10 s is enough.
+        redis.on("error", (error: Error) => {
+          if (Date.now() - lastErrorLog < 10_000) return
+          lastErrorLog = Date.now()
+          console.warn(`coordination: redis error: ${error.message}`)
+        })
+        for (const [name, lua] of Object.entries(scriptSources)) redis.defineCommand(name, { lua })
+        return redis
+      }),
+      (redis) => Effect.promise(() => redis.quit().catch(() => redis.disconnect())).pipe(Effect.ignore)
+    )
+    // Wait for the first connection so early requests do not fail for nothing; a Redis down at
+    // start is an outage like any later one (callers fail open/closed), not a crash.
+    yield* Effect.callback<void>((resume) => {
+      if (client.status === "ready") return resume(Effect.void)
+      const ready = () => resume(Effect.void)
+      client.once("ready", ready)
+      return Effect.sync(() => client.off("ready", ready))
+    }).pipe(
+      Effect.timeoutOption(options.connectTimeoutMs ?? 5_000),
+      Effect.tap((connected) => connected._tag === "None" ? Effect.logWarning(`coordination: redis not ready at start (${url})`) : Effect.void)
+    )
+    const scripts = client as unknown as Scripts
+
+    const call = <A>(name: string, run: () => Promise<A>) =>
+      Effect.tryPromise({
+        try: run,
+        catch: (cause) => new CoordinationError({ message: `redis ${name}: ${cause instanceof Error ? cause.message : String(cause)}` })
+      })
+    const scopeKey = (scope: string, part: string) => `${prefix}rl:{${scope}}:${part}`
+    const budgetKeys = (budget: string) =>
+      [`${prefix}b:{${budget}}`, `${prefix}bh:{${budget}}`, `${prefix}be:{${budget}}`] as const
+    const grantsKey = (budget: string) => `${prefix}bg:{${budget}}`
+
+    return {
+      kind: "redis",
+
+      gate: (request) => {
+        const keys = [scopeKey(request.scope, "leases"), ...request.buckets.map((b) => scopeKey(request.scope, `bucket:${b.name}`))]
+        const args: Array<string | number> = [
+          request.now,
+          request.lease?.limit ?? -1,
+          request.lease?.id ?? "",
+          request.lease?.ttlMs ?? 0,
+          request.buckets.length,
+          ...request.buckets.flatMap((b) => [b.capacity, b.periodMs, b.cost])
+        ]
+        return call("gate", () => scripts.gwGate(keys.length, ...keys, ...args)).pipe(Effect.map((reply) => ({
+          admitted: reply[0] === 1,
+          leaseRefused: reply[1] === 1,
+          leasesInUse: reply[2],
+          buckets: request.buckets.map((b, i) => ({
+            name: b.name,
+            capacity: b.capacity,
+            remaining: reply[3 + 3 * i],
+            resetMs: reply[4 + 3 * i],
+            retryAfterMs: reply[5 + 3 * i]
+          }))
+        })))
+      },
+
+      releaseLease: (lease) => call("releaseLease", () => client.zrem(scopeKey(lease.scope, "leases"), lease.id)).pipe(Effect.asVoid),
+
+      renewLeases: (leases, ttlMs, now) =>
+        leases.length === 0 ? Effect.void : call("renewLeases", () => {
+          const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<unknown> }
+          for (const lease of leases) pipeline.gwRenewLease(1, scopeKey(lease.scope, "leases"), lease.id, now + ttlMs, ttlMs)
+          return pipeline.exec()
+        }).pipe(Effect.asVoid),
+
+      budgetReserve: (request) =>
+        call("budgetReserve", () =>
+          scripts.gwReserve(3, ...budgetKeys(request.budget), request.cap ?? -1, request.amount, request.id, request.ttlMs, request.now, request.expireAt)
+        ).pipe(Effect.map((reply) =>
+          reply[0] === 0 ? { _tag: "Unseeded" as const }
+          : { _tag: reply[0] === 1 ? "Reserved" as const : "Refused" as const, state: toState(reply) }
+        )),
+
+      budgetSettle: (request) =>
+        call("budgetSettle", () =>
+          scripts.gwFinish(3, ...budgetKeys(request.budget), request.id, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
+        ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
+
+      budgetRelease: (hold, now) =>
+        call("budgetRelease", () =>
+          scripts.gwFinish(3, ...budgetKeys(hold.budget), hold.id, 0, 0, now, SETTLED_MEMORY_MS, "release")
+        ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
+
+      budgetRenew: (holds, ttlMs, now) =>
+        holds.length === 0 ? Effect.void : call("budgetRenew", () => {
+          const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<unknown> }
+          for (const hold of holds) pipeline.gwRenewHold(3, ...budgetKeys(hold.budget), hold.id, hold.amount, now + ttlMs)
+          return pipeline.exec()
+        }).pipe(Effect.asVoid),
+
+      budgetSeed: (seed) =>
+        call("budgetSeed", () =>
+          scripts.gwSeed(4, ...budgetKeys(seed.budget), grantsKey(seed.budget), seed.spent, seed.granted, seed.expireAt, ...seed.grantIds)
+        ).pipe(Effect.map((created) => created === 1)),
+
+      budgetGrant: (grant) =>
+        call("budgetGrant", () => scripts.gwGrant(2, budgetKeys(grant.budget)[0], grantsKey(grant.budget), grant.grantId, grant.amount))
+          .pipe(Effect.map((applied) => applied === 1)),
+
+      budgetState: (budget, now) =>
+        call("budgetState", () => scripts.gwState(3, ...budgetKeys(budget), now))
+          .pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply)))
+    } satisfies CoordinationShape
+  })

@@ -1,0 +1,94 @@
+/**
+ * Canonical events → `chat.completion.chunk` SSE, exactly as the OpenAI SDK parses it
+ * (wire-protocols.md §2):
+ * - `data: {json}` frames only, never an `event:` line, ended by `data: [DONE]`;
+ * - one id on every chunk; the first delta carries `role: "assistant"` and `content: ""`;
+ * - tool calls: `index` (the position among tool calls, not the block index) on every fragment,
+ *   `id`, `type` and `function.name` with `arguments: ""` on the first;
+ * - a last content chunk with an empty delta and a non-empty `finish_reason`;
+ * - with `include_usage`, `usage: null` on every earlier chunk and a final chunk with
+ *   `choices: []` and the usage.
+ * Thinking blocks are dropped. Keepalives and switchover notes are SSE comments.
+ *
+ * A failure ends the stream with `data: {"error":{…}}` and no `[DONE]`: `[DONE]` means a complete
+ * answer, so a raw reader that waits for it can tell a broken stream from a finished one (the SDK
+ * throws on the error chunk either way).
+ */
+import type { CanonicalEvent } from "../../model/events.ts"
+import { commentFrame, dataFrame } from "../../http/sse.ts"
+import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
+import type { ChatEcho } from "./decode.ts"
+import { chatUsage, finishReason } from "./encode-body.ts"
+
+export const DONE_FRAME = "data: [DONE]\n\n"
+
+/** The chunk's `error` for a failure; `type` is the spec's error type (api_error, overloaded_error, …). */
+export const errorFrame = (failure: StreamFailure) =>
+  dataFrame({ error: { message: failure.message, type: failure.type, param: null, code: null } })
+
+export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => {
+  const includeUsage = context.echo.includeUsage
+  /** Tool-call position by block index; absent for text and thinking blocks. */
+  const toolIndexOf = new Map<number, number>()
+
+  const chunk = (delta: object, finish: string | null = null) =>
+    dataFrame({
+      id: context.id,
+      object: "chat.completion.chunk",
+      created: context.createdAt,
+      model: context.model,
+      system_fingerprint: null,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {})
+    })
+
+  const event = (event: CanonicalEvent): string => {
+    switch (event.type) {
+      case "message_start":
+        return chunk({ role: "assistant", content: "", refusal: null })
+      case "block_start":
+        if (event.block.type !== "tool_use") return ""
+        toolIndexOf.set(event.index, toolIndexOf.size)
+        return chunk({
+          tool_calls: [{
+            index: toolIndexOf.get(event.index),
+            id: event.block.id,
+            type: "function",
+            function: { name: event.block.name, arguments: "" }
+          }]
+        })
+      case "text_delta":
+        return event.text === "" ? "" : chunk({ content: event.text })
+      case "tool_input_delta": {
+        const index = toolIndexOf.get(event.index)
+        if (index === undefined || event.partialJson === "") return ""
+        return chunk({ tool_calls: [{ index, function: { arguments: event.partialJson } }] })
+      }
+      case "message_stop": {
+        const last = chunk({}, finishReason(event.stopReason))
+        if (!includeUsage) return last + DONE_FRAME
+        const usage = dataFrame({
+          id: context.id,
+          object: "chat.completion.chunk",
+          created: context.createdAt,
+          model: context.model,
+          system_fingerprint: null,
+          choices: [],
+          usage: chatUsage(event.usage)
+        })
+        return last + usage + DONE_FRAME
+      }
+      case "thinking_delta":
+      case "signature_delta":
+      case "block_stop":
+        return ""
+    }
+  }
+
+  return {
+    event,
+    error: errorFrame,
+    keepalive: () => commentFrame("keepalive"),
+    switchover: (note) => commentFrame(note)
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Canonical answer → `text_completion` body or SSE chunks. Same framing as Chat Completions:
+ * `data:` frames only, a last chunk with `finish_reason`, the usage chunk (`choices: []`) when
+ * `include_usage` was asked, then `data: [DONE]`; a failure ends with the error chunk, no [DONE].
+ */
+import type { CanonicalEvent, CanonicalResponse } from "../../model/events.ts"
+import { totalTokens, type Usage } from "../../model/usage.ts"
+import { commentFrame, dataFrame } from "../../http/sse.ts"
+import { finishReason } from "../chat/encode-body.ts"
+import { DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
+import type { EncodeContext, StreamEncoder } from "../dialect.ts"
+import type { CompletionsEcho } from "./decode.ts"
+
+/** Legacy completions report the three totals only. */
+export const completionsUsage = (usage: Usage) => ({
+  prompt_tokens: usage.inputTokens,
+  completion_tokens: usage.outputTokens,
+  total_tokens: totalTokens(usage)
+})
+
+const envelope = (context: EncodeContext<CompletionsEcho>) => ({
+  id: context.id,
+  object: "text_completion",
+  created: context.createdAt,
+  model: context.model
+})
+
+export const encodeCompletionsBody = (response: CanonicalResponse, context: EncodeContext<CompletionsEcho>) => ({
+  ...envelope(context),
+  choices: [{
+    text: (context.echo.echoPrompt ?? "") + response.content.map((block) => (block.type === "text" ? block.text : "")).join(""),
+    index: 0,
+    logprobs: null,
+    finish_reason: finishReason(response.stopReason)
+  }],
+  usage: completionsUsage(response.usage),
+  system_fingerprint: null
+})
+
+export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsEcho>): StreamEncoder => {
+  const includeUsage = context.echo.includeUsage
+  const chunk = (text: string, finish: string | null = null) =>
+    dataFrame({
+      ...envelope(context),
+      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+      ...(includeUsage ? { usage: null } : {})
+    })
+
+  const event = (event: CanonicalEvent): string => {
+    switch (event.type) {
+      case "message_start":
+        return context.echo.echoPrompt === undefined || context.echo.echoPrompt === "" ? "" : chunk(context.echo.echoPrompt)
+      case "text_delta":
+        return event.text === "" ? "" : chunk(event.text)
+      case "message_stop": {
+        const last = chunk("", finishReason(event.stopReason))
+        const usage = includeUsage ? dataFrame({ ...envelope(context), choices: [], usage: completionsUsage(event.usage) }) : ""
+        return last + usage + DONE_FRAME
+      }
+      default:
+        // Thinking and tool blocks have no place in a text completion.
+        return ""
+    }
+  }
+
+  return {
+    event,
+    error: errorFrame,
+    keepalive: () => commentFrame("keepalive"),
+    switchover: (note) => commentFrame(note)
+  }
+}

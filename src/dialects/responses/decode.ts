@@ -1,0 +1,142 @@
+/**
+ * The Responses request body → canonical request, plus what the envelope echoes back.
+ *
+ * Scalars are checked by a Schema (its first issue names the field); typed members (input items,
+ * tools, tool_choice, text.format) by the readers in `input.ts` and `options.ts`. Fields the
+ * gateway has no use for (`include`, `truncation`, `service_tier`, …) are accepted and ignored.
+ */
+import { Effect, Schema } from "effect"
+import { InvalidRequest } from "../../errors.ts"
+import type { JsonValue } from "../../model/content.ts"
+import { textBlock } from "../../model/content.ts"
+import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
+import type { Decoded } from "../dialect.ts"
+import { firstIssue } from "../../util/schema-issue.ts"
+import { FieldError, toInvalidRequest } from "./field-error.ts"
+import { decodeInput } from "./input.ts"
+import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
+
+/** Optional, and `null` means absent (the SDKs send explicit nulls). */
+const opt = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+const Effort = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh"])
+
+const Body = Schema.Struct({
+  model: Schema.String,
+  input: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]),
+  instructions: opt(Schema.String),
+  max_output_tokens: opt(Schema.Int.check(Schema.isGreaterThan(0))),
+  temperature: opt(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
+  top_p: opt(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1 }))),
+  tools: opt(Schema.Array(Schema.Unknown)),
+  tool_choice: opt(Schema.Unknown),
+  parallel_tool_calls: opt(Schema.Boolean),
+  stream: opt(Schema.Boolean),
+  reasoning: opt(Schema.Struct({
+    effort: opt(Effort),
+    summary: opt(Schema.Literals(["auto", "concise", "detailed"]))
+  })),
+  text: opt(Schema.Struct({ format: opt(Schema.Unknown), verbosity: opt(Schema.Literals(["low", "medium", "high"])) })),
+  store: opt(Schema.Boolean),
+  previous_response_id: opt(Schema.String),
+  prompt_cache_key: opt(Schema.String),
+  safety_identifier: opt(Schema.String),
+  user: opt(Schema.String),
+  metadata: opt(Schema.Record(Schema.String, Schema.String))
+})
+type Body = typeof Body.Type
+
+/** What the envelope repeats back: the request's own values, as sent or with their defaults. */
+export interface ResponsesEcho {
+  readonly instructions: string | null
+  readonly tools: ReadonlyArray<JsonValue>
+  readonly toolChoice: JsonValue
+  readonly parallelToolCalls: boolean
+  readonly temperature: number | null
+  readonly topP: number | null
+  readonly maxOutputTokens: number | null
+  readonly previousResponseId: string | null
+  readonly store: boolean
+  readonly text: JsonValue
+  readonly reasoning: { readonly effort: string | null; readonly summary: string | null } | null
+  readonly promptCacheKey: string | null
+  readonly safetyIdentifier: string | null
+  readonly user: string | null
+  readonly metadata: Readonly<Record<string, string>>
+}
+
+const decodeBody = (raw: unknown) =>
+  Schema.decodeUnknownEffect(Body)(raw).pipe(Effect.mapError((error) => {
+    const issue = firstIssue(error)
+    return issue.path === ""
+      ? new InvalidRequest({ message: `Invalid request body: ${issue.message}` })
+      : new InvalidRequest({ message: `${issue.path}: ${issue.message}`, param: issue.path })
+  }))
+
+export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
+  Effect.flatMap(decodeBody(raw), (body) =>
+    Effect.try({
+      try: () => translate(body),
+      catch: (error) => {
+        if (error instanceof FieldError) return toInvalidRequest(error)
+        throw error
+      }
+    }))
+
+/**
+ * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
+ * `reasoning` object opts into visible reasoning (spec: "Opts into visible reasoning").
+ */
+const reasoningSettings = (reasoning: Body["reasoning"]): ReasoningSettings => {
+  if (reasoning === undefined || reasoning === null) return { enabled: false, visible: false }
+  const effort = reasoning.effort ?? undefined
+  if (effort === "none") return { enabled: false, visible: false }
+  const canonical: ReasoningEffort | undefined = effort === "xhigh" ? "high" : effort
+  return { enabled: true, visible: true, ...(canonical === undefined ? {} : { effort: canonical }) }
+}
+
+const translate = (body: Body): Decoded<ResponsesEcho> => {
+  if (Array.isArray(body.input) && body.input.length === 0 && !body.previous_response_id) {
+    throw new FieldError("input", "must hold at least one item")
+  }
+  const input = decodeInput(body.input)
+  const tools = decodeTools(body.tools ?? [])
+  const instructions = body.instructions ?? null
+  const cacheAffinity = body.prompt_cache_key ?? body.safety_identifier ?? body.user ?? undefined
+  const request: CanonicalRequest = makeRequest({
+    model: body.model,
+    // Instructions first; conversation system messages after (chaining relies on this order).
+    system: [...(instructions === null ? [] : [textBlock(instructions)]), ...input.system],
+    messages: input.messages,
+    tools,
+    toolChoice: decodeToolChoice(body.tool_choice, tools),
+    reasoning: reasoningSettings(body.reasoning),
+    responseFormat: decodeFormat(body.text?.format),
+    stream: body.stream ?? false,
+    metadata: body.metadata ?? {},
+    ...(body.parallel_tool_calls == null ? {} : { parallelToolCalls: body.parallel_tool_calls }),
+    ...(body.max_output_tokens == null ? {} : { maxOutputTokens: body.max_output_tokens }),
+    ...(body.temperature == null ? {} : { temperature: body.temperature }),
+    ...(body.top_p == null ? {} : { topP: body.top_p }),
+    ...(cacheAffinity === undefined ? {} : { cacheAffinity }),
+    ...(body.user == null ? {} : { user: body.user })
+  })
+  const echo: ResponsesEcho = {
+    instructions,
+    tools: (body.tools ?? []) as ReadonlyArray<JsonValue>,
+    toolChoice: (body.tool_choice ?? "auto") as JsonValue,
+    parallelToolCalls: body.parallel_tool_calls ?? true,
+    temperature: body.temperature ?? null,
+    topP: body.top_p ?? null,
+    maxOutputTokens: body.max_output_tokens ?? null,
+    previousResponseId: body.previous_response_id ?? null,
+    store: body.store ?? false,
+    text: { format: (body.text?.format ?? { type: "text" }) as JsonValue, ...(body.text?.verbosity ? { verbosity: body.text.verbosity } : {}) },
+    reasoning: body.reasoning == null ? null : { effort: body.reasoning.effort ?? null, summary: body.reasoning.summary ?? null },
+    promptCacheKey: body.prompt_cache_key ?? null,
+    safetyIdentifier: body.safety_identifier ?? null,
+    user: body.user ?? null,
+    metadata: body.metadata ?? {}
+  }
+  return { request, echo }
+}

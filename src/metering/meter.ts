@@ -1,0 +1,144 @@
+/**
+ * The one entry the request path calls. Between authentication/model resolution and dispatch:
+ *
+ *   const call = yield* meter.begin({ key, model, inputTokens, maxOutputTokens })   // 429s here
+ *   // send call.maxOutputTokens upstream as the output limit (the reservation covers exactly that)
+ *   // response headers: call.headers()
+ *   yield* call.settle(usage)   // or call.fail() when the model produced nothing
+ *
+ * `begin` takes rate-limit admission first (cheap; refuses floods before touching the allowance),
+ * then reserves the worst case: the input estimate plus the output ceiling at list prices. Use
+ * `beginScoped` where a Scope is at hand: a call neither settled nor failed when the scope closes
+ * (interruption, defect) is failed then, so its slot and reservation are never leaked.
+ */
+import { Context, Effect, Layer, type Scope } from "effect"
+import { ConfigFile } from "../config/config-file.ts"
+import { Coordination } from "../coordination/coordination.ts"
+import type { ChatModel, Plan } from "../config/schema.ts"
+import type { LimitExceeded, ServiceUnavailable } from "../errors.ts"
+import type { KeyRecord } from "../keys/keys-repo.ts"
+import { newId } from "../keys/secrets.ts"
+import { formatUsd, type Micros } from "../model/money.ts"
+import type { Usage } from "../model/usage.ts"
+import { Allowance } from "./allowance.ts"
+import { callCostMicros, outputCeiling, worstCaseMicros } from "./pricing.ts"
+import { RateLimits } from "./rate-limits.ts"
+import { UsageLedger } from "./usage-ledger.ts"
+
+export interface BeginRequest {
+  readonly key: KeyRecord
+  readonly model: ChatModel
+  /** The input estimate (model/tokens.ts `countRequestInputTokens`). */
+  readonly inputTokens: number
+  /** The request's own output limit (`max_tokens`, `max_output_tokens`…), when it sets one. */
+  readonly maxOutputTokens?: number | undefined
+  /** Unique per call; generated when absent. */
+  readonly requestId?: string | undefined
+}
+
+export interface MeteredCall {
+  readonly requestId: string
+  /** The output ceiling the reservation covers: send it upstream as the output limit. */
+  readonly maxOutputTokens: number
+  readonly reservedMicros: Micros
+  /** Charges the real cost (at most the reservation), records it, frees the slot. First call wins. */
+  settle(usage: Usage): Effect.Effect<{ readonly costMicros: Micros; readonly chargedMicros: Micros }>
+  /** For a call that produced no output: returns the reservation. A no-op after settle. */
+  fail(): Effect.Effect<void>
+  /** x-ratelimit-* and `xsvc-allowance-remaining` (decimal USD), as of the latest step. */
+  headers(): Record<string, string>
+}
+
+export class Meter extends Context.Service<Meter, {
+  begin(request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable>
+  beginScoped(request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable, Scope.Scope>
+  /** The plan a key is metered under (its configured plan, else the default plan). */
+  planOf(key: KeyRecord): Plan
+}>()("gateway/metering/Meter") {
+  /** Needs Allowance, RateLimits, UsageLedger and ConfigFile. */
+  static readonly layer = Layer.effect(Meter, Effect.gen(function*() {
+    const config = yield* ConfigFile
+    const allowance = yield* Allowance
+    const rateLimits = yield* RateLimits
+    const ledger = yield* UsageLedger
+
+    const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
+
+    const begin = Effect.fn("Meter.begin")(function*(request: BeginRequest) {
+      const plan = planOf(request.key)
+      const { key, model } = request
+      const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
+      const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
+      const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
+      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros: worstCaseMicros(model, inputTokens, maxOutputTokens) })
+        .pipe(Effect.tapError(() => admission.release))
+      const requestId = request.requestId ?? newId("call")
+      let remaining: Micros | undefined = reservation.remainingMicros
+      let finished = false
+
+      const settle = Effect.fn("MeteredCall.settle")(function*(usage: Usage) {
+        const costMicros = callCostMicros(usage, model)
+        const chargedMicros = Math.min(costMicros, reservation.amountMicros)
+        if (finished) return { costMicros, chargedMicros }
+        finished = true
+        // The store first, then the ledger: a rebuild that runs in between reads SQL without this
+        // entry and the settle (finding no hold) still charges it, so it is counted exactly once.
+        const after = yield* allowance.settle(reservation, costMicros)
+        if (after !== undefined) remaining = after
+        yield* ledger.record({
+          keyId: key.id,
+          model: model.id,
+          requestId,
+          usage,
+          costMicros: chargedMicros,
+          at: new Date(reservation.at),
+          funding: reservation.funding
+        })
+        yield* admission.release
+        return { costMicros, chargedMicros }
+      })
+
+      const fail = Effect.fn("MeteredCall.fail")(function*() {
+        if (finished) return
+        finished = true
+        const after = yield* allowance.release(reservation)
+        if (after !== undefined) remaining = after
+        yield* admission.release
+      })
+
+      const call: MeteredCall = {
+        requestId,
+        maxOutputTokens,
+        reservedMicros: reservation.amountMicros,
+        settle,
+        fail,
+        headers: () => ({
+          ...rateLimits.headers(admission.state),
+          ...(remaining === undefined ? {} : { "xsvc-allowance-remaining": formatUsd(remaining) })
+        })
+      }
+      return call
+    })
+
+    const beginScoped = (request: BeginRequest) =>
+      Effect.acquireRelease(begin(request), (call) => call.fail())
+
+    return Meter.of({ begin, beginScoped, planOf })
+  }))
+
+  /**
+   * Metering complete but for SQL and config: Meter, Allowance, RateLimits, UsageLedger and the
+   * coordination store chosen by `REDIS_URL`. Needs SqlClient (DatabaseLive), ConfigFile, Settings.
+   */
+  static readonly layerLive = Meter.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+    Layer.provideMerge(UsageLedger.layer),
+    Layer.provideMerge(Coordination.layer)
+  )
+  /** The same with an in-process store, short holds and a fast-flushing ledger. Needs SqlClient, ConfigFile. */
+  static readonly layerTest = Meter.layer.pipe(
+    Layer.provideMerge(Layer.mergeAll(Allowance.layerTest, RateLimits.layerTest)),
+    Layer.provideMerge(UsageLedger.layerTest),
+    Layer.provideMerge(Coordination.layerTest)
+  )
+}

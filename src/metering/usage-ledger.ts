@@ -1,0 +1,173 @@
+/**
+ * The usage ledger: one row per metered call in `usage_ledger`, the source of truth for spend.
+ *
+ * `record` only appends to an in-memory buffer (no SQL on the request path). A background fiber
+ * writes the buffer in multi-row INSERTs every `flushIntervalMs`, or sooner once `batchSize`
+ * entries wait. Rows leave the buffer only after their INSERT committed, and `request_id` is the
+ * primary key (ON CONFLICT DO NOTHING), so a batch retried after an ambiguous failure is written
+ * once. Closing the layer (graceful stop) stops the fiber and flushes everything, retrying for a
+ * while if the database hiccups.
+ */
+import { Clock, Context, Effect, Layer, Latch, Schedule, Semaphore } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import type { Micros } from "../model/money.ts"
+import type { Usage } from "../model/usage.ts"
+import { monthOf } from "./month.ts"
+
+/** What paid for a call: the monthly allowance, or prepaid credits. */
+export type Funding = "allowance" | "credits"
+
+export interface LedgerEntry {
+  readonly keyId: string
+  readonly model: string
+  /** Unique per metered call. */
+  readonly requestId: string
+  readonly usage: Usage
+  /** What was charged (the list-price cost, clamped to the reservation). */
+  readonly costMicros: Micros
+  /** When the call started: a call is billed to the month it began in. */
+  readonly at: Date
+  readonly funding?: Funding
+}
+
+export interface ModelTotals {
+  readonly model: string
+  readonly requests: number
+  readonly inputTokens: number
+  readonly outputTokens: number
+  readonly cachedInputTokens: number
+  readonly reasoningTokens: number
+  readonly costMicros: Micros
+}
+
+export interface LedgerOptions {
+  readonly flushIntervalMs?: number
+  readonly batchSize?: number
+}
+
+export class UsageLedger extends Context.Service<UsageLedger, {
+  /** Appends to the in-memory buffer: O(1), never fails, never waits. */
+  record(entry: LedgerEntry): Effect.Effect<void>
+  /** Writes everything buffered so far. */
+  flush(): Effect.Effect<void, SqlError.SqlError>
+  /** Per-model totals of `[from, to)`, for one key or (keyId absent) all keys; flushes first. */
+  summary(query: { keyId?: string | undefined; from: Date; to: Date }): Effect.Effect<ReadonlyArray<ModelTotals>, SqlError.SqlError>
+  /** Allowance spend of the key in the current UTC month (SQL + still buffered). */
+  spentThisMonth(keyId: string): Effect.Effect<Micros, SqlError.SqlError>
+  /** Credits spend of the key, all time (SQL + still buffered). */
+  spentOnCredits(keyId: string): Effect.Effect<Micros, SqlError.SqlError>
+  /** Entries not yet written. */
+  readonly pending: Effect.Effect<number>
+}>()("gateway/metering/UsageLedger") {
+  static readonly layerWith = (options: LedgerOptions) => Layer.effect(UsageLedger, make(options))
+  static readonly layer = UsageLedger.layerWith({})
+  /** Flushes on every 10 entries or 50 ms, for tests that watch batching. */
+  static readonly layerTest = UsageLedger.layerWith({ flushIntervalMs: 50, batchSize: 10 })
+}
+
+const fundingOf = (entry: LedgerEntry): Funding => entry.funding ?? "allowance"
+const sumCost = (entries: ReadonlyArray<LedgerEntry>, keep: (entry: LedgerEntry) => boolean) =>
+  entries.reduce((sum, entry) => (keep(entry) ? sum + entry.costMicros : sum), 0)
+
+function make(options: LedgerOptions) {
+  return Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const flushIntervalMs = options.flushIntervalMs ?? 1_000
+    const batchSize = options.batchSize ?? 500
+    const buffer: Array<LedgerEntry> = []
+    const wake = Latch.makeUnsafe(false)
+    // One writer at a time; readers that add the buffer to SQL totals take it too, so an entry is
+    // never counted twice (in SQL and still in the buffer) nor missed.
+    const lock = yield* Semaphore.make(1)
+
+    const insert = (batch: ReadonlyArray<LedgerEntry>) => {
+      const rows = batch.map((e) => ({
+        request_id: e.requestId,
+        key_id: e.keyId,
+        model: e.model,
+        funding: fundingOf(e),
+        input_tokens: e.usage.inputTokens,
+        output_tokens: e.usage.outputTokens,
+        cached_input_tokens: e.usage.cachedInputTokens,
+        reasoning_tokens: e.usage.reasoningTokens,
+        cost_micros: e.costMicros,
+        at: e.at.toISOString()
+      }))
+      return sql`INSERT INTO usage_ledger ${sql.insert(rows as [typeof rows[0], ...typeof rows])}
+        ON CONFLICT (request_id) DO NOTHING`
+    }
+
+    const flush = Effect.fn("UsageLedger.flush")(function*() {
+      yield* lock.withPermits(1)(Effect.gen(function*() {
+        while (buffer.length > 0) {
+          const batch = buffer.slice(0, batchSize)
+          yield* insert(batch)
+          buffer.splice(0, batch.length)
+        }
+      }))
+    })
+
+    const record = (entry: LedgerEntry) => Effect.sync(() => {
+      buffer.push(entry)
+      if (buffer.length >= batchSize) wake.openUnsafe()
+    })
+
+    // Registered before the loop is forked, so at close the loop stops first, then this drains.
+    yield* Effect.addFinalizer(() =>
+      flush().pipe(
+        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.upTo({ times: 8 }))),
+        Effect.catch((error) =>
+          Effect.logError(`usage ledger: ${buffer.length} entries could not be written at shutdown`, error, JSON.stringify(buffer))
+        )
+      )
+    )
+    yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+      yield* wake.await.pipe(Effect.timeoutOption(flushIntervalMs))
+      wake.closeUnsafe()
+      yield* flush().pipe(Effect.catch((error) => Effect.logWarning(`usage ledger: flush failed, will retry (${buffer.length} pending)`, error)))
+    })))
+
+    const summary = Effect.fn("UsageLedger.summary")(function*(query: { keyId?: string | undefined; from: Date; to: Date }) {
+      yield* flush()
+      const rows = yield* sql<{
+        model: string; requests: number; input: number; output: number; cached: number; reasoning: number; cost: number
+      }>`SELECT model, count(*)::float8 AS requests, sum(input_tokens)::float8 AS input, sum(output_tokens)::float8 AS output,
+          sum(cached_input_tokens)::float8 AS cached, sum(reasoning_tokens)::float8 AS reasoning, sum(cost_micros)::float8 AS cost
+        FROM usage_ledger
+        WHERE ${query.keyId === undefined ? sql`true` : sql`key_id = ${query.keyId}`}
+          AND at >= ${query.from.toISOString()} AND at < ${query.to.toISOString()}
+        GROUP BY model ORDER BY model`
+      return rows.map((r): ModelTotals => ({
+        model: r.model,
+        requests: Number(r.requests),
+        inputTokens: Number(r.input),
+        outputTokens: Number(r.output),
+        cachedInputTokens: Number(r.cached),
+        reasoningTokens: Number(r.reasoning),
+        costMicros: Number(r.cost)
+      }))
+    })
+
+    const spent = (keyId: string, funding: Funding, from: number | undefined, to: number | undefined) =>
+      lock.withPermits(1)(Effect.gen(function*() {
+        const rows = yield* sql<{ cost: number | null }>`SELECT sum(cost_micros)::float8 AS cost FROM usage_ledger
+          WHERE key_id = ${keyId} AND funding = ${funding}
+          ${from === undefined ? sql`` : sql`AND at >= ${new Date(from).toISOString()}`}
+          ${to === undefined ? sql`` : sql`AND at < ${new Date(to).toISOString()}`}`
+        const buffered = sumCost(buffer, (e) =>
+          e.keyId === keyId && fundingOf(e) === funding &&
+          (from === undefined || e.at.getTime() >= from) && (to === undefined || e.at.getTime() < to))
+        return Number(rows[0]?.cost ?? 0) + buffered
+      }))
+
+    const spentThisMonth = Effect.fn("UsageLedger.spentThisMonth")(function*(keyId: string) {
+      const month = monthOf(yield* Clock.currentTimeMillis)
+      return yield* spent(keyId, "allowance", month.start, month.end)
+    })
+    const spentOnCredits = Effect.fn("UsageLedger.spentOnCredits")(function*(keyId: string) {
+      return yield* spent(keyId, "credits", undefined, undefined)
+    })
+
+    return UsageLedger.of({ record, flush, summary, spentThisMonth, spentOnCredits, pending: Effect.sync(() => buffer.length) })
+  })
+}

@@ -1,0 +1,203 @@
+/**
+ * Runs one request through its candidates: waits for a slot (CapacityQueues), calls, retries and
+ * fails over. A dispatch actor (machines/dispatch.ts) decides each next step; this file only
+ * performs it and reports what happened.
+ *
+ * `dispatch` resolves once the first event of some attempt has arrived, so `servedModel` (the
+ * `xsvc-model` header) names the model that actually produced it, and every failure before that
+ * point (retries, failover, a non-retryable error, a queue timeout) is still an ordinary failure
+ * the HTTP layer can answer with a status. After it, `events` carries the rest:
+ * - a break in plain text continues on another candidate that has `resume` (the client sees one
+ *   stream; `onContinue` lets the SSE writer mark it with a comment);
+ * - a break in a tool call, or with no candidate left, fails the stream with the BackendError.
+ * `events` must be run (once): it holds the slot, released when it ends, fails or is interrupted
+ * (outcome `success` / `failure` / `cancelled`). A non-retryable error releases as `success`:
+ * the placement answered, the request was wrong.
+ */
+import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream } from "effect"
+import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Array"
+import { createActor } from "xstate"
+import { dispatchMachine, eligibleCandidates } from "../../machines/dispatch.ts"
+import { BackendError } from "../backends/backend.ts"
+import type { CanonicalEvent } from "../model/events.ts"
+import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity-queues.ts"
+import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
+import { nextDelay } from "./retry-policy.ts"
+
+export interface DispatchCandidate {
+  readonly placementId: string
+  /** Catalog id of the model this placement serves. */
+  readonly modelId: string
+  readonly run: (placementId: string) => Stream.Stream<CanonicalEvent, BackendError>
+  /** Continues a broken text answer here, from the text already sent (an assistant prefix). */
+  readonly resume?: ((textSoFar: string) => Stream.Stream<CanonicalEvent, BackendError>) | undefined
+}
+
+export interface DispatchOptions {
+  /** In preference order: the model's placements, then its equivalents'. */
+  readonly candidates: ReadonlyArray<DispatchCandidate>
+  readonly keyId: string
+  /** The longest one wait for a slot may take (see CapacityQueues.acquire). */
+  readonly deadlineMs?: number | undefined
+  /** Runs once, the first time the request has to wait for a slot. */
+  readonly onQueued?: Effect.Effect<void> | undefined
+  /** Runs when a broken text stream continues on another candidate. */
+  readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
+}
+
+export interface Dispatched {
+  readonly servedModel: string
+  readonly placementId: string
+  readonly events: Stream.Stream<CanonicalEvent, BackendError | QueueTimeout>
+}
+
+/** A call that has produced its first chunk; it owns the slot through `scope`. */
+interface Attempt {
+  readonly candidate: DispatchCandidate
+  readonly first: ReadonlyArray<CanonicalEvent>
+  readonly pull: Effect.Effect<ReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>
+  /** Ends the attempt: releases the slot with `outcome` and closes the upstream stream. */
+  readonly end: (outcome: LeaseOutcome) => Effect.Effect<void>
+}
+
+const emptyStream = (placementId: string) =>
+  new BackendError({ status: 502, type: "api_error", message: `${placementId} ended without any event`, retryable: true })
+
+const outcomeOf = (error: BackendError): LeaseOutcome => (error.retryable ? "failure" : "success")
+
+export const makeDispatcher = (queues: CapacityQueues["Service"]) => {
+  const dispatch = Effect.fn("Dispatcher.dispatch")(function*(options: DispatchOptions) {
+    const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
+    const actor = createActor(dispatchMachine, {
+      input: { candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) }
+    }).start()
+    const sent = makeSentTracker()
+    let lastError: BackendError | undefined
+    let queued = false
+    let current: Attempt | undefined
+
+    const onQueued = Effect.suspend(() => {
+      if (queued || options.onQueued === undefined) return Effect.void
+      queued = true
+      return options.onQueued
+    })
+
+    /** Opens the call inside the attempt's scope and waits for its first chunk. */
+    const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalEvent, BackendError>, scope: Scope.Closeable) =>
+      Effect.gen(function*() {
+        const pull = yield* Scope.provide(scope)(Stream.toPull(open))
+        const first = yield* pull.pipe(Effect.catchIf(Cause.isDone, () => Effect.fail(emptyStream(candidate.placementId))))
+        return { pull, first }
+      })
+
+    // The attempt that holds a slot but is not handed over yet: ended on any early exit.
+    let pendingEnd: Attempt["end"] | undefined
+
+    /** Drives the machine from `waiting` until an attempt has produced its first chunk. */
+    const connect = (continuing: boolean): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
+      Effect.gen(function*() {
+        while (true) {
+          const snapshot = actor.getSnapshot()
+          if (snapshot.value === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
+          if (snapshot.value === "retryWait") {
+            const random = yield* Random.next
+            yield* Effect.sleep(nextDelay(snapshot.context.attempts, lastError!, () => random) ?? 0)
+            actor.send({ type: "RETRY_DUE" })
+            continue
+          }
+          const eligible = eligibleCandidates(snapshot).map((c) => byId.get(c.placementId)!)
+            .filter((c) => !continuing || c.resume !== undefined)
+          if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
+          const scope = yield* Scope.make()
+          let outcome: LeaseOutcome = "cancelled"
+          const end = (result: LeaseOutcome) =>
+            Effect.suspend(() => {
+              outcome = result
+              return Scope.close(scope, Exit.void)
+            })
+          pendingEnd = end
+          // Tie the slot's release to the scope before anything can interrupt us.
+          const lease = yield* Effect.uninterruptibleMask((restore) =>
+            restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+              Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
+              Effect.tapError(() => Effect.sync(() => actor.send({ type: "QUEUE_TIMEOUT" })))
+            )
+          )
+          actor.send({ type: "GRANTED", placementId: lease.placementId })
+          const candidate = byId.get(lease.placementId)!
+          const open = continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
+          const result = yield* Effect.result(firstChunk(candidate, open, scope))
+          if (Result.isSuccess(result)) {
+            actor.send({ type: "FIRST_BYTE" })
+            pendingEnd = undefined
+            return { candidate, end, ...result.success } satisfies Attempt
+          }
+          lastError = result.failure
+          yield* end(outcomeOf(result.failure))
+          actor.send({ type: "FAILED", error: result.failure })
+        }
+      }).pipe(Effect.onExit((exit) => (Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void)))
+
+    current = yield* connect(false).pipe(Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && actor.stop())))
+    const served = current.candidate
+
+    let pending: ReadonlyArray<CanonicalEvent> | undefined = current.first
+    let splice: ((event: CanonicalEvent) => ReadonlyArray<CanonicalEvent>) | undefined
+    const deliver = (events: ReadonlyArray<CanonicalEvent>) => {
+      const out = splice === undefined ? events : events.flatMap(splice)
+      sent.add(out)
+      return out
+    }
+
+    /** After a break: continue the text elsewhere if the rules allow, else fail the stream. */
+    const onBreak = (error: BackendError) =>
+      Effect.gen(function*() {
+        lastError = error
+        yield* current!.end(outcomeOf(error))
+        const resumable = canContinueText(sent.state) &&
+          eligibleCandidates(actor.getSnapshot()).some((c) => c.placementId !== current!.candidate.placementId && byId.get(c.placementId)?.resume !== undefined)
+        actor.send(resumable ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
+        if (actor.getSnapshot().value !== "waiting") return yield* Effect.fail(error)
+        splice = makeSplicer(sent.state)
+        current = yield* connect(true)
+        pending = current.first
+        if (options.onContinue !== undefined) yield* options.onContinue(current.candidate)
+      })
+
+    type Chunk = NonEmptyReadonlyArray<CanonicalEvent>
+    const pull: Effect.Effect<Chunk, BackendError | QueueTimeout | Cause.Done> = Effect.suspend(() => {
+      if (pending !== undefined) {
+        const out = deliver(pending)
+        pending = undefined
+        return isReadonlyArrayNonEmpty(out) ? Effect.succeed(out) : pull
+      }
+      return Effect.matchEffect(current!.pull, {
+        onSuccess: (chunk) => {
+          const out = deliver(chunk)
+          return isReadonlyArrayNonEmpty(out) ? Effect.succeed(out) : pull
+        },
+        onFailure: (error) =>
+          Cause.isDone(error)
+            ? current!.end("success").pipe(
+              Effect.andThen(Effect.sync(() => actor.send({ type: "SUCCEEDED" }))),
+              Effect.andThen(Effect.fail(error))
+            )
+            : onBreak(error).pipe(Effect.andThen(pull))
+      })
+    })
+
+    const events = Stream.fromPull(Effect.succeed(pull)).pipe(
+      Stream.ensuring(Effect.suspend(() => current!.end("cancelled")).pipe(Effect.ensuring(Effect.sync(() => actor.stop()))))
+    )
+    return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
+  })
+  return { dispatch }
+}
+
+export class Dispatcher extends Context.Service<Dispatcher, {
+  dispatch(options: DispatchOptions): Effect.Effect<Dispatched, BackendError | QueueTimeout>
+}>()("gateway/runtime/Dispatcher") {
+  static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
+    return Dispatcher.of(makeDispatcher(yield* CapacityQueues))
+  }))
+}

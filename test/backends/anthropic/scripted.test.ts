@@ -1,0 +1,129 @@
+/**
+ * The Anthropic backend against a hand-scripted upstream: the request it sends, how upstream
+ * failures become BackendErrors, connection reuse, and aborting the upstream when the caller stops.
+ */
+import { Effect, Stream } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeAnthropicBackend } from "../../../src/backends/anthropic/index.ts"
+import { collect } from "../../../src/model/events.ts"
+import { makeRequest } from "../../../src/model/request.ts"
+import { makeUsage } from "../../../src/model/usage.ts"
+import { placementFor, runAll, SECRET_MODEL } from "./support.ts"
+import { type ScriptedUpstream, sse, startScriptedUpstream } from "./upstreams.ts"
+
+const request = makeRequest({ model: "svc-atlas-1", messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }] })
+
+const start = {
+  type: "message_start",
+  message: {
+    id: "msg_upstream_1", type: "message", role: "assistant", model: SECRET_MODEL, content: [], stop_reason: null, stop_sequence: null,
+    usage: { input_tokens: 10, output_tokens: 1, cache_read_input_tokens: 5, cache_creation_input_tokens: 2 }
+  }
+}
+const textBlock = [
+  { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+  { type: "ping" },
+  { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Hello" } },
+  { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: " world" } },
+  { type: "content_block_stop", index: 0 }
+]
+const end = [{ type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 3 } }, { type: "message_stop" }]
+const goodAnswer = sse(start, ...textBlock, ...end)
+const streamHeaders = { "content-type": "text/event-stream" }
+
+describe("Anthropic backend against a scripted upstream", () => {
+  let upstream: ScriptedUpstream
+  const backend = makeAnthropicBackend()
+  beforeAll(async () => {
+    upstream = await startScriptedUpstream()
+  })
+  afterAll(async () => {
+    await backend.close()
+    await upstream?.stop()
+  })
+  const call = (req = request) => runAll(backend.stream(req, placementFor(upstream.baseUrl)))
+  const answerWith = (status: number, headers: Record<string, string>, body: string) => {
+    upstream.script = (_, res) => res.writeHead(status, headers).end(body)
+  }
+
+  it("sends a streaming Messages request with the upstream model, key and version", async () => {
+    answerWith(200, streamHeaders, goodAnswer)
+    await call(makeRequest({ ...request, reasoning: { enabled: true, visible: false } }))
+    const sent = upstream.requests.at(-1)!
+    expect(sent.method).toBe("POST")
+    expect(sent.url).toBe("/v1/messages")
+    expect(sent.headers).toMatchObject({ "x-api-key": "sk-upstream-test-key", "anthropic-version": "2023-06-01", "content-type": "application/json" })
+    expect(sent.body).toEqual({ model: SECRET_MODEL, max_tokens: 4096, messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], stream: true })
+  })
+
+  it("translates the answer: catalog model, no upstream id, usage folded with cache tokens", async () => {
+    answerWith(200, streamHeaders, goodAnswer)
+    const { events, error } = await call()
+    expect(error).toBeUndefined()
+    expect(events[0]).toEqual({ type: "message_start", model: "svc-atlas-1", usage: makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 1 }) })
+    expect(collect(events)).toEqual({
+      model: "svc-atlas-1",
+      content: [{ type: "text", text: "Hello world" }],
+      stopReason: "end_turn",
+      usage: makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 3 })
+    })
+    expect(JSON.stringify(events)).not.toMatch(/upstream-model-secret|msg_upstream/)
+  })
+
+  it("reuses one kept-alive connection across calls", async () => {
+    answerWith(200, streamHeaders, goodAnswer)
+    const before = upstream.connections()
+    for (let i = 0; i < 3; i++) expect((await call()).error).toBeUndefined()
+    expect(upstream.connections() - before).toBeLessThanOrEqual(1)
+  })
+
+  it("a 429 with retry-after is a retryable rate limit carrying the delay", async () => {
+    answerWith(429, { "content-type": "application/json", "retry-after": "7" }, JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: "Slow down" } }))
+    const { events, error } = await call()
+    expect(events).toEqual([])
+    expect(error).toMatchObject({ _tag: "BackendError", status: 429, type: "rate_limit_error", retryable: true, retryAfterSeconds: 7, message: "Slow down" })
+  })
+
+  it("a 400 is not retryable, and its message never names the upstream model", async () => {
+    const message = `messages.0: ${SECRET_MODEL} does not support this`
+    answerWith(400, { "content-type": "application/json" }, JSON.stringify({ type: "error", error: { type: "invalid_request_error", message } }))
+    const { error } = await call()
+    expect(error).toMatchObject({ status: 400, type: "invalid_request_error", retryable: false, message: "messages.0: svc-atlas-1 does not support this" })
+  })
+
+  it("a 529 is a retryable overload; a non-JSON 503 body still gives a message", async () => {
+    answerWith(529, { "content-type": "application/json" }, JSON.stringify({ type: "error", error: { type: "overloaded_error", message: "Overloaded" } }))
+    expect((await call()).error).toMatchObject({ status: 529, type: "overloaded_error", retryable: true })
+    answerWith(503, { "content-type": "text/plain" }, "upstream connect error")
+    expect((await call()).error).toMatchObject({ status: 503, retryable: true, message: "upstream connect error" })
+  })
+
+  it("a mid-stream error event fails the stream after what was already translated", async () => {
+    answerWith(200, streamHeaders, sse(start, textBlock[0], textBlock[2], { type: "error", error: { type: "api_error", message: "Internal" } }))
+    const broken = await call()
+    expect(broken.events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+    expect(broken.error).toMatchObject({ status: 500, type: "api_error", retryable: true, message: "Internal" })
+    answerWith(200, streamHeaders, sse(start, { type: "error", error: { type: "invalid_request_error", message: "bad" } }))
+    expect((await call()).error).toMatchObject({ status: 400, retryable: false })
+  })
+
+  it("a stream cut before message_stop, or a 200 that is not SSE, is a retryable 502", async () => {
+    answerWith(200, streamHeaders, sse(start, ...textBlock))
+    const cut = await call()
+    expect(cut.events.length).toBeGreaterThan(0)
+    expect(cut.error).toMatchObject({ status: 502, retryable: true, message: expect.stringContaining("before message_stop") })
+    answerWith(200, { "content-type": "application/json" }, JSON.stringify({ type: "message", content: [] }))
+    expect((await call()).error).toMatchObject({ status: 502, retryable: true, message: expect.stringContaining("application/json") })
+  })
+
+  it("stopping early aborts the upstream request", async () => {
+    upstream.script = (_, res) => {
+      res.writeHead(200, streamHeaders)
+      res.write(sse(start, textBlock[0], textBlock[2])) // …and never finishes
+    }
+    const aborted = upstream.aborted()
+    const first = await Effect.runPromise(Stream.runCollect(Stream.take(backend.stream(request, placementFor(upstream.baseUrl)), 2)))
+    expect(first.map((e) => e.type)).toEqual(["message_start", "block_start"])
+    await aborted
+  })
+})

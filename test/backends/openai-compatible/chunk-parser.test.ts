@@ -1,0 +1,172 @@
+/**
+ * Upstream SSE → canonical events: the SSE decoder, and the chunk parser against what the gateway's
+ * own chat encoder writes (encoder SSE → parser gives back the same events) and against the odd
+ * things real compatible servers send.
+ */
+import { Effect, Stream } from "effect"
+import { describe, expect, it } from "vitest"
+import { BackendError } from "../../../src/backends/backend.ts"
+import { makeChunkParser } from "../../../src/backends/openai-compatible/chunk-parser.ts"
+import { makeSseDecoder } from "../../../src/backends/openai-compatible/sse-decoder.ts"
+import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
+import { chatDialect } from "../../../src/dialects/chat/index.ts"
+import { userMessage } from "../../../src/model/content.ts"
+import { eventOrderViolation } from "../../../src/model/event-order.ts"
+import type { CanonicalEvent } from "../../../src/model/events.ts"
+import { makeRequest } from "../../../src/model/request.ts"
+import { contextFor } from "../../dialects/chat/support.ts"
+import { sse, upstreamChunk } from "./fake-upstream.ts"
+
+const parserOptions = { modelId: "svc-up", visibleReasoning: false, estimateInputTokens: () => 11 }
+
+/** Runs SSE text through decoder and parser, fed in pieces of `step` characters. */
+const parse = (text: string, step = text.length, options = parserOptions): Array<CanonicalEvent> => {
+  const decoder = makeSseDecoder()
+  const parser = makeChunkParser(options)
+  const events: Array<CanonicalEvent> = []
+  for (let at = 0; at < text.length; at += step) events.push(...decoder.feed(text.slice(at, at + step)).flatMap(parser.push))
+  events.push(...decoder.end().flatMap(parser.push), ...parser.end())
+  return events
+}
+
+const failure = (run: () => unknown): BackendError => {
+  try {
+    run()
+  } catch (error) {
+    if (error instanceof BackendError) return error
+    throw error
+  }
+  throw new Error("expected a BackendError")
+}
+
+/** What a client of the chat dialect can see of a turn: no thinking, blocks renumbered, no start usage. */
+const visibleToChat = (events: ReadonlyArray<CanonicalEvent>): Array<CanonicalEvent> => {
+  const thinking = new Set(events.flatMap((e) => (e.type === "block_start" && e.block.type === "thinking" ? [e.index] : [])))
+  const renumber = (index: number) => index - [...thinking].filter((t) => t < index).length
+  return events.flatMap((event): Array<CanonicalEvent> => {
+    if (event.type === "message_start") return [{ type: "message_start", model: event.model }]
+    if (!("index" in event)) return [event]
+    if (thinking.has(event.index)) return []
+    return [{ ...event, index: renumber(event.index) } as CanonicalEvent]
+  })
+}
+
+describe("SSE decoder", () => {
+  it("splits events on blank lines at any chunk boundary, skipping comments and other fields", () => {
+    const text = ": keepalive\n\nevent: x\ndata: {\"a\":1}\r\n\r\ndata: line one\ndata: line two\n\nid: 7\ndata:[DONE]"
+    for (const step of [1, 2, 5, text.length]) {
+      const decoder = makeSseDecoder()
+      const out: Array<string> = []
+      for (let at = 0; at < text.length; at += step) out.push(...decoder.feed(text.slice(at, at + step)))
+      out.push(...decoder.end())
+      expect(out, `step ${step}`).toEqual(["{\"a\":1}", "line one\nline two", "[DONE]"])
+    }
+  })
+})
+
+describe("chunk parser", () => {
+  const simulate = async (text: string, tools = false, visible = false) => {
+    const request = makeRequest({
+      model: "svc-up",
+      messages: [userMessage(text)],
+      reasoning: { enabled: true, visible },
+      ...(tools ? { tools: [{ name: "get_weather", inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }, { name: "get_time", inputSchema: { type: "object", properties: {} } }] } : {})
+    })
+    const placement = simulatorPlacement({ modelId: "svc-up", reasoning: true })
+    return Effect.runPromise(Stream.runCollect(makeSimulatorBackend().stream(request, placement)))
+  }
+  const encode = (events: ReadonlyArray<CanonicalEvent>) => {
+    const encoder = chatDialect.streamEncoder(contextFor({ includeUsage: true }))
+    return events.map((event) => encoder.event(event)).join("")
+  }
+
+  it("gives back the events the chat encoder was fed, at any chunk boundary (text, hidden reasoning)", async () => {
+    const events = await simulate("Tell me about rivers and lakes.", false, true)
+    for (const step of [3, 64, 100_000]) {
+      const parsed = parse(encode(events), step)
+      expect(eventOrderViolation(parsed)).toBeUndefined()
+      expect(parsed).toEqual(visibleToChat(events))
+    }
+  })
+
+  it("gives back parallel tool calls as separate blocks with the same ids and arguments", async () => {
+    const events = await simulate("use get_weather and get_time", true)
+    const parsed = parse(encode(events), 17)
+    expect(parsed.filter((e) => e.type === "block_start").map((e) => e.type === "block_start" && e.block.type)).toEqual(["tool_use", "tool_use"])
+    expect(parsed).toEqual(visibleToChat(events))
+  })
+
+  it("never reports the upstream's model name", () => {
+    const parsed = parse(sse(upstreamChunk({ role: "assistant", content: "" }), upstreamChunk({ content: "hi" }), upstreamChunk({}, "stop"), "[DONE]"))
+    expect(parsed[0]).toEqual({ type: "message_start", model: "svc-up" })
+    expect(JSON.stringify(parsed)).not.toContain("secret-upstream-model")
+  })
+
+  it("closes the text block before a tool call, opens a new one for text after it, holds a call until its name", () => {
+    const parsed = parse(sse(
+      upstreamChunk({ content: "Checking." }),
+      upstreamChunk({ tool_calls: [{ index: 0, id: "call_x", function: { arguments: "{\"ci" } }] }),
+      upstreamChunk({ tool_calls: [{ index: 0, function: { name: "get_weather", arguments: "ty\":1}" } }] }),
+      upstreamChunk({ content: "Done." }),
+      upstreamChunk({}, "stop"),
+      "[DONE]"
+    ))
+    expect(eventOrderViolation(parsed)).toBeUndefined()
+    expect(parsed.slice(1, -1)).toEqual([
+      { type: "block_start", index: 0, block: { type: "text" } },
+      { type: "text_delta", index: 0, text: "Checking." },
+      { type: "block_stop", index: 0 },
+      { type: "block_start", index: 1, block: { type: "tool_use", id: "call_x", name: "get_weather" } },
+      { type: "tool_input_delta", index: 1, partialJson: "{\"city\":1}" },
+      { type: "block_stop", index: 1 },
+      { type: "block_start", index: 2, block: { type: "text" } },
+      { type: "text_delta", index: 2, text: "Done." },
+      { type: "block_stop", index: 2 }
+    ])
+    // "stop" on a turn with tool calls (some servers do this) is still a tool_use stop.
+    expect(parsed.at(-1)).toMatchObject({ type: "message_stop", stopReason: "tool_use" })
+  })
+
+  it("fails when an upstream interleaves the fragments of two calls", () => {
+    const error = failure(() => parse(sse(
+      upstreamChunk({ tool_calls: [{ index: 0, id: "a", function: { name: "f", arguments: "{" } }] }),
+      upstreamChunk({ tool_calls: [{ index: 1, id: "b", function: { name: "g", arguments: "{" } }] }),
+      upstreamChunk({ tool_calls: [{ index: 0, function: { arguments: "}" } }] })
+    )))
+    expect(error).toMatchObject({ status: 502, retryable: true })
+  })
+
+  it("surfaces reasoning_content as thinking only when visible reasoning was asked", () => {
+    const text = sse(upstreamChunk({ reasoning_content: "hmm" }), upstreamChunk({ content: "ok" }), upstreamChunk({}, "stop"), "[DONE]")
+    expect(parse(text).filter((e) => e.type === "block_start").length).toBe(1)
+    const visible = parse(text, text.length, { ...parserOptions, visibleReasoning: true })
+    expect(visible[1]).toEqual({ type: "block_start", index: 0, block: { type: "thinking" } })
+    expect(visible[2]).toEqual({ type: "thinking_delta", index: 0, thinking: "hmm" })
+  })
+
+  it("maps finish reasons and takes usage from the usage chunk", () => {
+    const stopOf = (finish: string) => parse(sse(upstreamChunk({ content: "x" }, finish), "[DONE]")).at(-1)
+    expect(stopOf("length")).toMatchObject({ stopReason: "max_tokens" })
+    expect(stopOf("content_filter")).toMatchObject({ stopReason: "refusal" })
+    expect(stopOf("tool_calls")).toMatchObject({ stopReason: "tool_use" })
+    expect(stopOf("stop")).toMatchObject({ stopReason: "end_turn" })
+    const usage = { prompt_tokens: 50, completion_tokens: 9, total_tokens: 59, prompt_tokens_details: { cached_tokens: 20 }, completion_tokens_details: { reasoning_tokens: 4 } }
+    const withUsage = parse(sse(upstreamChunk({ content: "x" }, "stop"), { ...upstreamChunk({}), choices: [], usage }, "[DONE]"))
+    expect(withUsage.at(-1)).toEqual({ type: "message_stop", stopReason: "end_turn", usage: { inputTokens: 50, outputTokens: 9, cachedInputTokens: 20, reasoningTokens: 4 } })
+  })
+
+  it("estimates usage when the upstream sends none, and accepts a body that ends after finish_reason", () => {
+    const parsed = parse(sse(upstreamChunk({ content: "hello world" }, "stop")))
+    expect(parsed.at(-1)).toMatchObject({ type: "message_stop", usage: { inputTokens: 11, outputTokens: 2 } })
+  })
+
+  it("fails on an error chunk, invalid JSON, a body cut short, or nothing at all", () => {
+    const midStream = failure(() => parse(sse(upstreamChunk({ content: "par" }), { error: { message: "overloaded right now", type: "overloaded_error" } })))
+    expect(midStream).toMatchObject({ status: 503, type: "overloaded_error", message: "overloaded right now", retryable: true })
+    expect(failure(() => parse(sse({ error: { message: "bad", type: "invalid_request_error" } })))).toMatchObject({ status: 400, retryable: false })
+    expect(failure(() => parse("data: {not json\n\n"))).toMatchObject({ status: 502, retryable: true })
+    expect(failure(() => parse(sse(upstreamChunk({ content: "half" }))))).toMatchObject({ status: 502, retryable: true })
+    expect(failure(() => parse(""))).toMatchObject({ status: 502 })
+    expect(failure(() => parse(sse("[DONE]")))).toMatchObject({ status: 502 })
+  })
+})

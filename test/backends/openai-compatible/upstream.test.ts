@@ -1,0 +1,169 @@
+/**
+ * The OpenAI-compatible backend over real HTTP against a fake upstream (node:http): what it sends,
+ * what it makes of the answer, keep-alive reuse, and every way the upstream can fail.
+ */
+import { Cause, Effect, Exit, Stream } from "effect"
+import { createServer } from "node:net"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import type { BackendError, PlacementRuntime } from "../../../src/backends/backend.ts"
+import { makeOpenAICompatibleBackend } from "../../../src/backends/openai-compatible/index.ts"
+import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
+import { userMessage } from "../../../src/model/content.ts"
+import { eventOrderViolation } from "../../../src/model/event-order.ts"
+import type { CanonicalEvent } from "../../../src/model/events.ts"
+import { collect } from "../../../src/model/events.ts"
+import type { CanonicalRequest } from "../../../src/model/request.ts"
+import { makeRequest } from "../../../src/model/request.ts"
+import { type FakeUpstream, openAiLike, sse, startFakeUpstream, upstreamChunk } from "./fake-upstream.ts"
+
+const backend = makeOpenAICompatibleBackend()
+let upstream: FakeUpstream
+beforeAll(async () => {
+  upstream = await startFakeUpstream()
+})
+afterAll(async () => {
+  await backend.close()
+  await upstream.close()
+})
+beforeEach(() => {
+  upstream.handler = openAiLike
+  upstream.received.length = 0
+})
+
+const placementFor = (baseUrl: string): PlacementRuntime => ({
+  id: "up-a",
+  modelId: "svc-up",
+  upstreamModel: "up-model-x",
+  reasoning: false,
+  upstream: { baseUrl, apiKey: "sk-test" },
+  faults: { mode: "none" }
+})
+const placement = () => placementFor(`${upstream.url}/v1`)
+const ask = (text: string, init: Partial<CanonicalRequest> = {}) => makeRequest({ model: "svc-up", messages: [userMessage(text)], ...init })
+
+const run = (request: CanonicalRequest, at = placement()) => Effect.runPromise(Stream.runCollect(backend.stream(request, at)))
+
+/** The events that arrived before the stream failed, and the failure. */
+const runToFailure = async (request: CanonicalRequest, at = placement()) => {
+  const events: Array<CanonicalEvent> = []
+  const exit = await Effect.runPromiseExit(Stream.runForEach(backend.stream(request, at), (e) => Effect.sync(() => events.push(e))))
+  if (!Exit.isFailure(exit)) throw new Error("expected the stream to fail")
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag !== "Some") throw new Error(`expected a BackendError, got ${Cause.pretty(exit.cause)}`)
+  return { events, error: error.value as BackendError }
+}
+
+describe("openai-compatible backend", () => {
+  it("streams text with the catalog model name, and sends what an OpenAI upstream expects", async () => {
+    const events = await run(ask("say exactly: hello upstream"))
+    expect(eventOrderViolation(events)).toBeUndefined()
+    expect(events[0]).toEqual({ type: "message_start", model: "svc-up" })
+    expect(collect(events).content).toEqual([{ type: "text", text: "hello upstream" }])
+    expect(JSON.stringify(events)).not.toContain("up-model-x")
+    const [sent] = upstream.received
+    expect(sent.path).toBe("/v1/chat/completions")
+    expect(sent.headers.authorization).toBe("Bearer sk-test")
+    expect(sent.body).toMatchObject({ model: "up-model-x", stream: true, stream_options: { include_usage: true } })
+  })
+
+  it("gives the same answer and usage the simulator gives directly (the request survives the trip)", async () => {
+    const request = ask("Write a few words about boats.", { temperature: 0.7, seed: 9, maxOutputTokens: 40, stopSequences: ["zebra"] })
+    const viaHttp = collect(await run(request))
+    const direct = collect(await Effect.runPromise(Stream.runCollect(
+      makeSimulatorBackend().stream({ ...request, model: "up-model-x" }, simulatorPlacement({ modelId: "up-model-x" }))
+    )))
+    expect(viaHttp.content).toEqual(direct.content)
+    expect(viaHttp.usage).toEqual(direct.usage)
+    expect(viaHttp.usage.outputTokens).toBeGreaterThan(0)
+  })
+
+  it("streams tool calls as tool_use blocks", async () => {
+    const tools = [{ name: "get_weather", inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }]
+    const response = collect(await run(ask("weather?", { tools, toolChoice: { type: "tool", name: "get_weather" } })))
+    expect(response.stopReason).toBe("tool_use")
+    const [call] = response.content
+    expect(call).toMatchObject({ type: "tool_use", name: "get_weather" })
+    expect(call.type === "tool_use" && typeof (call.input as { city: unknown }).city).toBe("string")
+  })
+
+  it("reuses keep-alive connections across calls, and adds /v1 to a bare base URL", async () => {
+    for (const word of ["one", "two", "three", "four", "five", "six"]) await run(ask(`say exactly: ${word}`), placementFor(upstream.url))
+    expect(new Set(upstream.received.map((r) => r.path))).toEqual(new Set(["/v1/chat/completions"]))
+    // undici may open a second socket when a call starts before the previous one is marked free.
+    expect(new Set(upstream.received.map((r) => r.connection)).size).toBeLessThanOrEqual(2)
+  })
+
+  it("turns a 429 with retry-after into a retryable rate limit, without the upstream model name", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "7" })
+      res.end(JSON.stringify({ error: { message: "Rate limit reached for up-model-x", type: "requests", code: "rate_limit_exceeded" } }))
+    }
+    const { events, error } = await runToFailure(ask("hi"))
+    expect(events).toEqual([])
+    expect(error).toMatchObject({ _tag: "BackendError", status: 429, type: "rate_limit_error", retryable: true, retryAfterSeconds: 7 })
+    expect(error.message).toBe("Rate limit reached for svc-up")
+  })
+
+  it("turns a 400 into a non-retryable invalid request with the upstream's message", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(400, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: { message: "Invalid value for 'temperature'", type: "invalid_request_error", param: "temperature" } }))
+    }
+    const { error } = await runToFailure(ask("hi"))
+    expect(error).toMatchObject({ status: 400, type: "invalid_request_error", retryable: false, message: "Invalid value for 'temperature'" })
+  })
+
+  it("treats a refused credential as the gateway's problem: retryable 502, not the client's 4xx", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(401, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: { message: "Incorrect API key provided" } }))
+    }
+    const { error } = await runToFailure(ask("hi"))
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+  })
+
+  it("fails the stream on a mid-stream error chunk, after the events already sent", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(upstreamChunk({ role: "assistant", content: "" }), upstreamChunk({ content: "Partial" }), { error: { message: "The server had an error", type: "server_error" } }))
+    }
+    const { events, error } = await runToFailure(ask("hi"))
+    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true, message: "The server had an error" })
+  })
+
+  it("fails retryably when the body ends before the answer is complete, or the upstream is unreachable", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(upstreamChunk({ content: "cut" })))
+    }
+    expect((await runToFailure(ask("hi"))).error).toMatchObject({ status: 502, retryable: true })
+    const closed = createServer()
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve))
+    const port = (closed.address() as { port: number }).port
+    await new Promise<void>((resolve) => closed.close(() => resolve()))
+    const { error } = await runToFailure(ask("hi"), placementFor(`http://127.0.0.1:${port}/v1`))
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+    expect(error.message).not.toContain("127.0.0.1")
+  })
+
+  it("releases the upstream response when the consumer stops early", async () => {
+    let closedByClient: () => void = () => {}
+    const closed = new Promise<void>((resolve) => (closedByClient = resolve))
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.write(sse(upstreamChunk({ role: "assistant", content: "" }), upstreamChunk({ content: "first" })))
+      res.on("close", () => closedByClient()) // never ends on its own
+    }
+    const events = await Effect.runPromise(Stream.runCollect(Stream.take(backend.stream(ask("hi"), placement()), 2)))
+    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start"])
+    await closed
+  })
+
+  it("answers a document URL with a non-retryable 400 before calling the upstream", async () => {
+    const request = makeRequest({ model: "svc-up", messages: [userMessage([{ type: "document", source: { kind: "url", url: "https://x/a.pdf" } }])] })
+    const { error } = await runToFailure(request)
+    expect(error).toMatchObject({ status: 400, retryable: false })
+    expect(upstream.received).toEqual([])
+  })
+})

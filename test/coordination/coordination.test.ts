@@ -1,0 +1,141 @@
+/**
+ * The store's primitives, with explicit times, against the in-process store and Redis alike:
+ * both must answer the same numbers.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { Coordination } from "../../src/coordination/coordination.ts"
+import { stores } from "./support.ts"
+
+const MINUTE = 60_000
+const rpm = (capacity: number, cost = 1) => ({ name: "rpm", capacity, periodMs: MINUTE, cost })
+const tpm = (capacity: number, cost: number) => ({ name: "tpm", capacity, periodMs: MINUTE, cost })
+const T0 = 1_767_225_600_000
+
+for (const store of stores()) {
+  describe(`coordination (${store.name})`, () => {
+    const run = <A, E>(effect: Effect.Effect<A, E, Coordination>) => effect.pipe(Effect.provide(store.fresh().layer))
+
+    it.live("a bucket admits its capacity, then says when the next token arrives", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const gate = (now: number) => c.gate({ scope: "k1", buckets: [rpm(3)], now })
+        for (let i = 0; i < 3; i++) expect((yield* gate(T0)).admitted).toBe(true)
+        const refused = yield* gate(T0 + 1_000)
+        expect(refused.admitted).toBe(false)
+        // 3 per minute refills one token per 20 s; 1 s has passed.
+        expect(refused.buckets[0]).toEqual({ name: "rpm", capacity: 3, remaining: 0, resetMs: 59_000, retryAfterMs: 19_000 })
+        const later = yield* gate(T0 + 20_000)
+        expect(later.admitted).toBe(true)
+        expect(later.buckets[0]).toMatchObject({ remaining: 0, resetMs: 60_000, retryAfterMs: 0 })
+      })))
+
+    it.live("buckets and lease are taken all or nothing", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const first = yield* c.gate({ scope: "k2", buckets: [rpm(10), tpm(1_000, 900)], now: T0 })
+        expect(first.buckets.map((b) => b.remaining)).toEqual([9, 100])
+        const refused = yield* c.gate({ scope: "k2", buckets: [rpm(10), tpm(1_000, 500)], now: T0 })
+        expect(refused.admitted).toBe(false)
+        expect(refused.buckets[0].retryAfterMs).toBe(0)
+        expect(refused.buckets[1].retryAfterMs).toBe(24_000)
+        // The refused request took no request token.
+        const small = yield* c.gate({ scope: "k2", buckets: [rpm(10), tpm(1_000, 100)], now: T0 })
+        expect(small.buckets.map((b) => b.remaining)).toEqual([8, 0])
+        // A cost above the capacity is clamped: it waits for a full bucket instead of never passing.
+        const huge = yield* c.gate({ scope: "k3", buckets: [tpm(1_000, 5_000)], now: T0 })
+        expect(huge.admitted).toBe(true)
+        const next = yield* c.gate({ scope: "k3", buckets: [tpm(1_000, 5_000)], now: T0 + 30_000 })
+        expect(next.buckets[0].retryAfterMs).toBe(30_000)
+      })))
+
+    it.live("leases cap concurrency, are released, and lapse when not renewed", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const take = (id: string, now: number) => c.gate({ scope: "k4", buckets: [], lease: { limit: 2, id, ttlMs: 10_000 }, now })
+        expect((yield* take("a", T0)).leasesInUse).toBe(1)
+        expect((yield* take("b", T0)).leasesInUse).toBe(2)
+        const third = yield* take("c", T0)
+        expect(third).toMatchObject({ admitted: false, leaseRefused: true, leasesInUse: 2 })
+        yield* c.releaseLease({ scope: "k4", id: "a" })
+        expect((yield* take("c", T0 + 1)).admitted).toBe(true)
+        // "b" is renewed, "c" is not: only "c" lapses.
+        yield* c.renewLeases([{ scope: "k4", id: "b" }], 10_000, T0 + 8_000)
+        const after = yield* take("d", T0 + 12_000)
+        expect(after).toMatchObject({ admitted: true, leasesInUse: 2 })
+        // Renewing a lapsed lease does not bring it back.
+        yield* c.renewLeases([{ scope: "k4", id: "c" }], 10_000, T0 + 12_001)
+        expect((yield* take("e", T0 + 12_002)).admitted).toBe(false)
+      })))
+
+    it.live("a budget is unseeded until seeded, then caps reservations", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const reserve = (id: string, amount: number, now = T0) =>
+          c.budgetReserve({ budget: "a:k5", cap: 1_000, amount, id, ttlMs: 30_000, now, expireAt: 0 })
+        expect(yield* reserve("r0", 10)).toEqual({ _tag: "Unseeded" })
+        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 200, granted: 0, grantIds: [], expireAt: 0 })).toBe(true)
+        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 999, granted: 0, grantIds: [], expireAt: 0 })).toBe(false)
+        expect(yield* reserve("r1", 500)).toEqual({ _tag: "Reserved", state: { spent: 200, reserved: 500, granted: 0 } })
+        expect((yield* reserve("r2", 301))._tag).toBe("Refused")
+        expect((yield* reserve("r1", 500))._tag).toBe("Reserved") // idempotent per id
+        // Settle charges the actual cost, clamped to the reservation, and only once.
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
+        yield* reserve("r3", 100)
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r3", amount: 100, actual: 10_000, now: T0 })).toMatchObject({ spent: 420 })
+        yield* reserve("r4", 580)
+        expect((yield* reserve("r5", 1))._tag).toBe("Refused") // at the cap: even the smallest call
+        expect(yield* c.budgetRelease({ budget: "a:k5", id: "r4" }, T0)).toEqual({ spent: 420, reserved: 0, granted: 0 })
+        expect(yield* c.budgetRelease({ budget: "a:k5", id: "r4" }, T0)).toEqual({ spent: 420, reserved: 0, granted: 0 })
+      })))
+
+    it.live("holds lapse unless renewed; a renewed lost hold counts again", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        yield* c.budgetSeed({ budget: "a:k6", spent: 0, granted: 0, grantIds: [], expireAt: 0 })
+        const reserve = (id: string, amount: number, now: number) =>
+          c.budgetReserve({ budget: "a:k6", cap: 1_000, amount, id, ttlMs: 10_000, now, expireAt: 0 })
+        yield* reserve("live", 400, T0)
+        yield* reserve("dead", 400, T0)
+        yield* c.budgetRenew([{ budget: "a:k6", id: "live", amount: 400 }], 10_000, T0 + 9_000)
+        expect(yield* c.budgetState("a:k6", T0 + 11_000)).toEqual({ spent: 0, reserved: 400, granted: 0 })
+        // The store forgot "live" (it lapsed during a stall); the running call's renewal restores it.
+        expect(yield* c.budgetState("a:k6", T0 + 30_000)).toMatchObject({ reserved: 0 })
+        yield* c.budgetRenew([{ budget: "a:k6", id: "live", amount: 400 }], 10_000, T0 + 30_000)
+        expect(yield* c.budgetState("a:k6", T0 + 30_001)).toMatchObject({ reserved: 400 })
+        // A settle of a hold that is gone still charges (the call did run).
+        expect(yield* c.budgetSettle({ budget: "a:k6", id: "dead", amount: 400, actual: 50, now: T0 + 30_002 })).toEqual({ spent: 50, reserved: 400, granted: 0 })
+        // A renewal after the settle never resurrects it.
+        yield* c.budgetRenew([{ budget: "a:k6", id: "dead", amount: 400 }], 10_000, T0 + 30_003)
+        expect(yield* c.budgetState("a:k6", T0 + 30_004)).toEqual({ spent: 50, reserved: 400, granted: 0 })
+      })))
+
+    it.live("credits: the cap is the granted total; each grant applies once", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const reserve = (id: string, amount: number) =>
+          c.budgetReserve({ budget: "c:k7", cap: null, amount, id, ttlMs: 30_000, now: T0, expireAt: 0 })
+        expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g0", amount: 5 })).toBe(false) // unseeded
+        yield* c.budgetSeed({ budget: "c:k7", spent: 100, granted: 300, grantIds: ["g1"], expireAt: 0 })
+        expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g1", amount: 300 })).toBe(false)
+        expect((yield* reserve("r1", 201))._tag).toBe("Refused")
+        expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g2", amount: 1_000 })).toBe(true)
+        expect(yield* reserve("r1", 201)).toEqual({ _tag: "Reserved", state: { spent: 100, reserved: 201, granted: 1_300 } })
+      })))
+
+    it.live("200 concurrent reservations never pass the cap", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        yield* c.budgetSeed({ budget: "a:k8", spent: 0, granted: 0, grantIds: [], expireAt: 0 })
+        const answers = yield* Effect.forEach(Array.from({ length: 200 }, (_, i) => i), (i) =>
+          c.budgetReserve({ budget: "a:k8", cap: 10_000, amount: 100 + (i % 7) * 50, id: `r${i}`, ttlMs: 30_000, now: T0, expireAt: 0 }),
+        { concurrency: "unbounded" })
+        const granted = answers.flatMap((a, i) => (a._tag === "Reserved" ? [100 + (i % 7) * 50] : []))
+        const total = granted.reduce((sum, n) => sum + n, 0)
+        expect(total).toBeLessThanOrEqual(10_000)
+        expect(total).toBeGreaterThan(10_000 - 400)
+        expect((yield* c.budgetState("a:k8", T0))?.reserved).toBe(total)
+      })))
+  })
+}

@@ -1,0 +1,144 @@
+/**
+ * Stored responses through the `openai` SDK and raw HTTP, on every storage engine: `store: true`
+ * replays the exact bytes, `previous_response_id` continues the stored conversation with only the
+ * new items, and unstored, unknown or another key's ids are 404s that name only the id sent.
+ */
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { engines } from "../../support/engines.ts"
+import { fastConfigEnv } from "../../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+
+const weatherTool = {
+  type: "function" as const,
+  name: "get_weather",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  strict: true
+}
+
+describe.each(engines())("stored responses and chaining ($name)", (engine) => {
+  let gw: GatewayProcess
+  let cleanup: () => void
+  let client: OpenAI
+  let other: OpenAI
+  beforeAll(async () => {
+    const setup = engine.setup()
+    cleanup = setup.cleanup
+    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
+    client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const second = await (await gw.admin("POST", "/admin/v1/keys", { name: "other" })).json() as { key: string }
+    other = new OpenAI({ apiKey: second.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    cleanup?.()
+  })
+
+  const raw = (method: string, path: string, body?: unknown) =>
+    fetch(`${gw.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+
+  it("store: true, then retrieve gives the same object and a raw GET the same bytes", async () => {
+    const created = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: keep me", store: true })
+    const createdBytes = await created.text()
+    const id = JSON.parse(createdBytes).id as string
+    expect(JSON.parse(createdBytes)).toMatchObject({ store: true, output: [{ content: [{ text: "keep me" }] }] })
+
+    const again = await raw("GET", `/v1/responses/${id}`)
+    expect(again.status).toBe(200)
+    expect(again.headers.get("content-type")).toContain("application/json")
+    expect(await again.text()).toBe(createdBytes)
+
+    const viaSdk = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: sdk copy", store: true })
+    expect(await client.responses.retrieve(viaSdk.id)).toEqual(viaSdk)
+  })
+
+  it("a stored streamed response retrieves as exactly the response.completed envelope", async () => {
+    const res = await raw("POST", "/v1/responses", { model: "svc-orion-2", input: "say exactly: streamed and kept", store: true, stream: true, reasoning: { effort: "low" } })
+    const sse = await res.text()
+    const completed = JSON.parse(/event: response\.completed\ndata: (.+)\n/.exec(sse)![1])
+    const stored = await (await raw("GET", `/v1/responses/${completed.response.id}`)).text()
+    expect(stored).toBe(JSON.stringify(completed.response))
+    expect(completed.response.output.map((item: any) => item.type)).toEqual(["reasoning", "message"])
+
+    const helper = await client.responses.stream({ model: "svc-lyra-3", input: "say exactly: helper kept", store: true }).finalResponse()
+    // The helper adds its parse results (`output_parsed`, `parsed`); everything else is the same.
+    expect(helper).toMatchObject(await client.responses.retrieve(helper.id))
+  })
+
+  it("without store nothing is kept: retrieve and chaining on that id are 404s naming only the id (rules 1, 2)", async () => {
+    const unstored = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: forget me" })
+    expect(unstored).toMatchObject({ store: false })
+    const retrieve = await client.responses.retrieve(unstored.id).catch((e) => e)
+    expect(retrieve).toBeInstanceOf(OpenAI.NotFoundError)
+    expect(retrieve.type).toBe("not_found")
+
+    const chain = await client.responses.create({ model: "svc-atlas-1", input: "next", previous_response_id: unstored.id }).catch((e) => e)
+    expect(chain).toBeInstanceOf(OpenAI.NotFoundError)
+    expect(chain.type).toBe("invalid_request_error")
+    expect(chain.param).toBe("previous_response_id")
+    expect(chain.error.message).toBe(`Previous response with id '${unstored.id}' not found.`)
+  })
+
+  it("another key's stored id is a 404 on retrieve and on chaining, worded as for an unknown id", async () => {
+    const mine = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: private", store: true })
+    const retrieve = await other.responses.retrieve(mine.id).catch((e) => e)
+    expect(retrieve.status).toBe(404)
+    expect(retrieve.type).toBe("not_found")
+    const chain = await other.responses.create({ model: "svc-atlas-1", input: "x", previous_response_id: mine.id }).catch((e) => e)
+    expect(chain.status).toBe(404)
+    expect(chain.type).toBe("invalid_request_error")
+    expect(chain.error.message).toBe(`Previous response with id '${mine.id}' not found.`)
+    // The owner still sees it.
+    expect((await client.responses.retrieve(mine.id)).id).toBe(mine.id)
+  })
+
+  it("chaining sends only the new item: the stored tool call names the tool the result answers", async () => {
+    const first = await client.responses.create({ model: "svc-atlas-1", input: "Use get_weather for Oslo.", tools: [weatherTool], store: true })
+    const call = first.output.find((item) => item.type === "function_call")!
+    expect(call.name).toBe("get_weather")
+
+    const result = { type: "function_call_output" as const, call_id: call.call_id, output: "snow" }
+    const second = await client.responses.create({ model: "svc-atlas-1", input: [result], tools: [weatherTool], previous_response_id: first.id, store: true })
+    expect(second.previous_response_id).toBe(first.id)
+    // The simulator names the tool only if it finds the call in the conversation it was given.
+    expect(second.output_text).toContain("The get_weather tool returned: snow.")
+    const alone = await client.responses.create({ model: "svc-atlas-1", input: [result], tools: [weatherTool] })
+    expect(alone.output_text).toContain("The requested tool returned: snow.")
+  })
+
+  it("a chain of three turns carries every earlier turn, and instructions do not carry over", async () => {
+    const first = await client.responses.create({ model: "svc-pico-1", input: "say exactly: alpha", instructions: "Long instructions ".repeat(20), store: true })
+    const second = await client.responses.create({ model: "svc-pico-1", input: "say exactly: beta", previous_response_id: first.id, store: true })
+    const third = await client.responses.create({ model: "svc-pico-1", input: "say exactly: gamma", previous_response_id: second.id })
+    expect([first.output_text, second.output_text, third.output_text]).toEqual(["alpha", "beta", "gamma"])
+    expect(third.instructions).toBeNull()
+
+    // The same last turn without the chain, and with the full transcript re-sent by hand (rule 2).
+    const alone = await client.responses.create({ model: "svc-pico-1", input: "say exactly: gamma" })
+    const resent = await client.responses.create({
+      model: "svc-pico-1",
+      input: [
+        { role: "user", content: "say exactly: alpha" },
+        { role: "assistant", content: "alpha" },
+        { role: "user", content: "say exactly: beta" },
+        { role: "assistant", content: "beta" },
+        { role: "user", content: "say exactly: gamma" }
+      ]
+    })
+    expect(third.usage!.input_tokens).toBeGreaterThan(alone.usage!.input_tokens)
+    // Without the first turn's instructions the chained prompt is exactly the re-sent transcript.
+    expect(third.usage!.input_tokens).toBe(resent.usage!.input_tokens)
+  })
+
+  it("an unknown id is a 404 on GET; GET needs a key", async () => {
+    const missing = await raw("GET", "/v1/responses/resp_doesnotexist")
+    expect(missing.status).toBe(404)
+    expect((await missing.json() as any).error.type).toBe("not_found")
+    const anonymous = await fetch(`${gw.baseUrl}/v1/responses/resp_doesnotexist`)
+    expect(anonymous.status).toBe(401)
+  })
+})

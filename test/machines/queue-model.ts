@@ -1,0 +1,38 @@
+/**
+ * The bounded event sets that the model-based tests walk the queue machine with. Waiters are
+ * numbered in arrival order (`w1`, `w2`, …) and each arrives once, so the state space is finite.
+ */
+import type { QueueEvent, QueueSnapshot } from "../../machines/queue.ts"
+
+export interface QueueModelBounds {
+  readonly waiters: number
+  readonly keys: ReadonlyArray<string>
+  readonly capacities: ReadonlyArray<number>
+}
+
+export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueSnapshot): Array<QueueEvent> => {
+  const { context } = snapshot
+  const events: Array<QueueEvent> = []
+  if (context.stats.enqueued < bounds.waiters) {
+    const waiterId = `w${context.stats.enqueued + 1}`
+    for (const keyId of bounds.keys) events.push({ type: "ENQUEUE", waiterId, keyId })
+  }
+  for (const lane of context.lanes) for (const waiterId of lane.waiterIds) events.push({ type: "CANCEL", waiterId })
+  for (const waiterId of context.holders) {
+    events.push(
+      { type: "RELEASE", waiterId, outcome: "success" },
+      { type: "RELEASE", waiterId, outcome: "failure" },
+      { type: "CANCEL", waiterId }
+    )
+  }
+  for (const capacity of bounds.capacities) if (capacity !== context.capacity) events.push({ type: "CAPACITY", capacity })
+  events.push({ type: "CIRCUIT_PROBE_DUE" })
+  return events
+}
+
+/** States are compared by value and context only (not by the event that reached them). */
+export const serializeQueue = (snapshot: QueueSnapshot) => JSON.stringify({ value: snapshot.value, context: snapshot.context })
+
+export const waitingIds = (snapshot: QueueSnapshot) => snapshot.context.lanes.flatMap((lane) => lane.waiterIds)
+export const keyOf = (snapshot: QueueSnapshot, waiterId: string) =>
+  snapshot.context.lanes.find((lane) => lane.waiterIds.includes(waiterId))?.keyId

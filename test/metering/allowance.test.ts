@@ -1,0 +1,181 @@
+/**
+ * The hard allowance through the real services (Allowance, UsageLedger on embedded PGlite, the
+ * coordination store in process and on Redis), with TestClock for months.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { inject } from "vitest"
+import type { Plan } from "../../src/config/schema.ts"
+import { Coordination } from "../../src/coordination/coordination.ts"
+import { newId } from "../../src/keys/secrets.ts"
+import { Allowance } from "../../src/metering/allowance.ts"
+import { UsageLedger } from "../../src/metering/usage-ledger.ts"
+import { makeUsage } from "../../src/model/usage.ts"
+import { dropPrefix, uniquePrefix } from "../coordination/support.ts"
+import { embeddedDatabase, storeKinds } from "./support.ts"
+
+const plan = (allowanceUsd: number, prepaid = false): Plan => ({ allowanceUsd, rpm: 1_000, tpm: 1_000_000, concurrency: 100, prepaid })
+const MAY_15_2030 = Date.UTC(2030, 4, 15, 12)
+const usage = makeUsage({ inputTokens: 10, outputTokens: 10 })
+
+for (const store of storeKinds()) {
+  describe(`allowance (${store.name})`, () => {
+    // The ledger never flushes on its own here: tests flush when they mean to.
+    const services = () => Allowance.layer.pipe(
+      Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+      Layer.provideMerge(store.layer())
+    )
+
+    // The database is built on the live clock (its connection timers); each test has its own TestClock.
+    /**
+     * Runs `body` with the services, on a TestClock set to `start` before they are built: moving
+     * the clock later replays every tick of their background loops, which from 1970 takes forever.
+     */
+    const at = <A, E, R>(start: number, body: Effect.Effect<A, E, R>) =>
+      Effect.andThen(TestClock.setTime(start), body).pipe(Effect.provide(TestClock.layer()))
+
+    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+      it.effect("200 concurrent reservations never pass the allowance, nor do settles racing new ones", () =>
+        at(MAY_15_2030, Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          const cap = plan(0.01) // 10,000 µ$
+          const amountOf = (i: number) => 100 + (i % 9) * 50
+          const first = yield* Effect.forEach(Array.from({ length: 200 }, (_, i) => i), (i) =>
+            Effect.result(allowance.reserve({ keyId, plan: cap, maxCostMicros: amountOf(i) })), { concurrency: "unbounded" })
+          const held = first.flatMap((r) => (r._tag === "Success" ? [r.success] : []))
+          const heldTotal = held.reduce((sum, r) => sum + r.amountMicros, 0)
+          expect(heldTotal).toBeLessThanOrEqual(10_000)
+          expect(heldTotal).toBeGreaterThan(10_000 - 100)
+          for (const r of first) if (r._tag === "Failure") expect(r.failure).toMatchObject({ _tag: "LimitExceeded", kind: "allowance_exhausted" })
+          // Settle every hold at half its price while 200 more reservations race for the freed room.
+          const second = yield* Effect.forEach([
+            ...held.map((r) => Effect.as(allowance.settle(r, Math.floor(r.amountMicros / 2)), undefined)),
+            ...Array.from({ length: 200 }, (_, i) => Effect.result(allowance.reserve({ keyId, plan: cap, maxCostMicros: amountOf(i) })))
+          ], (e) => e, { concurrency: "unbounded" })
+          const spent = held.reduce((sum, r) => sum + Math.floor(r.amountMicros / 2), 0)
+          const reservedAgain = second.reduce((sum, r) => (r?._tag === "Success" ? sum + r.success.amountMicros : sum), 0)
+          expect(spent + reservedAgain).toBeLessThanOrEqual(10_000)
+          expect(yield* allowance.remaining(keyId, cap)).toBe(10_000 - spent - reservedAgain)
+        }).pipe(Effect.provide(services()))), 60_000)
+
+      it.effect("settle charges the actual cost (clamped to the reservation); release returns it", () =>
+        at(MAY_15_2030, Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          const dollar = plan(1)
+          const r1 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 300_000 })
+          expect(r1.remainingMicros).toBe(700_000)
+          expect(yield* allowance.settle(r1, 100_000)).toBe(900_000)
+          expect(yield* allowance.settle(r1, 100_000)).toBe(900_000) // a repeated settle charges nothing
+          const r2 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 500_000 })
+          expect(yield* allowance.remaining(keyId, dollar)).toBe(400_000)
+          expect(yield* allowance.release(r2)).toBe(900_000)
+          const r3 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 50_000 })
+          expect(yield* allowance.settle(r3, 80_000)).toBe(850_000) // never more than reserved
+        }).pipe(Effect.provide(services()))))
+
+      it.effect("exhaustion lasts until the first instant of next month (UTC), then lifts", () =>
+        at(Date.UTC(2030, 0, 31, 23, 59, 0), Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          const tiny = plan(0.001)
+          yield* allowance.settle(yield* allowance.reserve({ keyId, plan: tiny, maxCostMicros: 1_000 }), 1_000)
+          const refused = yield* Effect.flip(allowance.reserve({ keyId, plan: tiny, maxCostMicros: 1 }))
+          expect(refused).toMatchObject({ _tag: "LimitExceeded", kind: "allowance_exhausted", retryAfterSeconds: 60 })
+          yield* TestClock.adjust(59_500)
+          expect(yield* Effect.flip(allowance.reserve({ keyId, plan: tiny, maxCostMicros: 1 }))).toMatchObject({ retryAfterSeconds: 1 })
+          yield* TestClock.adjust(500) // 2030-02-01T00:00:00Z
+          const february = yield* allowance.reserve({ keyId, plan: tiny, maxCostMicros: 1_000 })
+          expect(february.remainingMicros).toBe(0)
+        }).pipe(Effect.provide(services()))))
+
+      it.effect("a 28-day February resets on March 1st", () =>
+        at(Date.UTC(2030, 1, 28, 0, 0, 0), Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          const failure = yield* Effect.flip(allowance.reserve({ keyId, plan: plan(0), maxCostMicros: 1 }))
+          expect(failure.retryAfterSeconds).toBe(86_400)
+        }).pipe(Effect.provide(services()))))
+
+      it.effect("a plan upgrade lifts exhaustion at once", () =>
+        at(MAY_15_2030, Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          yield* allowance.settle(yield* allowance.reserve({ keyId, plan: plan(0.5), maxCostMicros: 500_000 }), 500_000)
+          expect(yield* Effect.flip(allowance.reserve({ keyId, plan: plan(0.5), maxCostMicros: 10 }))).toMatchObject({ kind: "allowance_exhausted" })
+          const upgraded = yield* allowance.reserve({ keyId, plan: plan(5), maxCostMicros: 10 })
+          expect(upgraded.remainingMicros).toBe(5_000_000 - 500_000 - 10)
+        }).pipe(Effect.provide(services()))))
+
+      it.effect("prepaid: credits_exhausted without retry-after until a top-up", () =>
+        at(MAY_15_2030, Effect.gen(function*() {
+          const allowance = yield* Allowance
+          const keyId = newId("key")
+          const prepaid = plan(0, true)
+          const empty = yield* Effect.flip(allowance.reserve({ keyId, plan: prepaid, maxCostMicros: 10 }))
+          expect(empty).toMatchObject({ _tag: "LimitExceeded", kind: "credits_exhausted" })
+          expect(empty.retryAfterSeconds).toBeUndefined()
+          expect((yield* allowance.addCredits(keyId, 0.5)).balanceMicros).toBe(500_000)
+          const r = yield* allowance.reserve({ keyId, plan: prepaid, maxCostMicros: 400_000 })
+          expect(yield* Effect.flip(allowance.reserve({ keyId, plan: prepaid, maxCostMicros: 200_000 }))).toMatchObject({ kind: "credits_exhausted" })
+          expect(yield* allowance.settle(r, 100_000)).toBe(400_000)
+          expect((yield* allowance.addCredits(keyId, 1)).balanceMicros).toBe(1_400_000)
+          expect((yield* Effect.flip(allowance.addCredits(keyId, -1)))._tag).toBe("InvalidRequest")
+        }).pipe(Effect.provide(services()))))
+
+      it.effect("an empty store is rebuilt from the SQL ledger and the credit grants", () =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(MAY_15_2030)
+          const keyId = newId("key")
+          const entry = (costMicros: number, at: number, funding: "allowance" | "credits") =>
+            ({ keyId, model: "svc-pico-1", requestId: newId("call"), usage, costMicros, at: new Date(at), funding })
+          // Written by an earlier life of the gateway: two this month, one last month, one on credits.
+          yield* Effect.gen(function*() {
+            const ledger = yield* UsageLedger
+            yield* ledger.record(entry(200_000, MAY_15_2030 - 1_000, "allowance"))
+            yield* ledger.record(entry(50_000, Date.UTC(2030, 4, 1), "allowance"))
+            yield* ledger.record(entry(700_000, Date.UTC(2030, 3, 30, 23, 59), "allowance"))
+            yield* ledger.record(entry(30_000, MAY_15_2030 - 1_000, "credits"))
+            yield* (yield* Allowance).addCredits(keyId, 0.1)
+          }).pipe(Effect.provide(services()))
+          // A new life on an empty store: spend comes back from SQL.
+          yield* Effect.gen(function*() {
+            const allowance = yield* Allowance
+            expect(yield* allowance.remaining(keyId, plan(1))).toBe(750_000)
+            expect(yield* allowance.remaining(keyId, plan(0, true))).toBe(70_000)
+            const r = yield* allowance.reserve({ keyId, plan: plan(1), maxCostMicros: 750_000 })
+            expect(r.remainingMicros).toBe(0)
+          }).pipe(Effect.provide(services()))
+        }).pipe(Effect.provide(TestClock.layer())))
+    })
+  })
+}
+
+const { redisUrl } = inject("services")
+describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
+  layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    it.effect("a dead instance's reservations lapse; a live one's are renewed", () => {
+      const prefix = uniquePrefix()
+      const instance = () => Allowance.layerWith({ holdTtlMs: 600, renewEveryMs: 100 }).pipe(
+        Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+        Layer.provideMerge(Coordination.layerRedis(redisUrl!, { prefix }))
+      )
+      const keyId = newId("key")
+      const tryReserve = Effect.gen(function*() {
+        return yield* Effect.result((yield* Allowance).reserve({ keyId, plan: plan(0.001), maxCostMicros: 1_000 }))
+      })
+      return Effect.gen(function*() {
+        yield* Effect.gen(function*() {
+          expect((yield* tryReserve)._tag).toBe("Success")
+          // Instance A is alive and renewing: B stays refused well past the hold's ttl.
+          yield* Effect.sleep(1_200)
+          expect((yield* tryReserve.pipe(Effect.provide(instance())))._tag).toBe("Failure")
+        }).pipe(Effect.provide(instance())) // A closes here without settling: it "dies"
+        yield* Effect.sleep(900)
+        expect((yield* tryReserve.pipe(Effect.provide(instance())))._tag).toBe("Success")
+      }).pipe(Effect.ensuring(dropPrefix(redisUrl!, prefix)))
+    }, 30_000)
+  })
+})

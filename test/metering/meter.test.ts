@@ -1,0 +1,120 @@
+/** The Meter façade as the request path will use it, over the real services on both stores. */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { ConfigFile } from "../../src/config/config-file.ts"
+import { defaultConfig } from "../../src/config/default-config.ts"
+import type { GatewayConfig } from "../../src/config/schema.ts"
+import { Coordination } from "../../src/coordination/coordination.ts"
+import type { KeyRecord } from "../../src/keys/keys-repo.ts"
+import { allPermissions } from "../../src/keys/permissions.ts"
+import { newId } from "../../src/keys/secrets.ts"
+import { Allowance } from "../../src/metering/allowance.ts"
+import { Meter } from "../../src/metering/meter.ts"
+import { RateLimits } from "../../src/metering/rate-limits.ts"
+import { UsageLedger } from "../../src/metering/usage-ledger.ts"
+import { makeUsage } from "../../src/model/usage.ts"
+import { uniquePrefix } from "../coordination/support.ts"
+import { embeddedDatabase, storeKinds } from "./support.ts"
+
+const config: GatewayConfig = {
+  ...defaultConfig,
+  plans: { ...defaultConfig.plans, single: { allowanceUsd: 1, rpm: 1_000, tpm: 10_000_000, concurrency: 1 } }
+}
+const chat = (id: string) => defaultConfig.models.find((m) => m.id === id)!
+const atlas = chat("svc-atlas-1")
+const pico = chat("svc-pico-1")
+const keyOn = (plan: string): KeyRecord =>
+  ({ id: newId("key"), name: null, hint: "svc_…", plan, permissions: allPermissions, createdAt: new Date(), revokedAt: null })
+
+const services = (store: Layer.Layer<Coordination>) => Meter.layer.pipe(
+  Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+  Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+  Layer.provideMerge(store),
+  Layer.provideMerge(ConfigFile.layerWith(config))
+)
+
+for (const store of storeKinds()) {
+  describe(`meter (${store.name})`, () => {
+    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+      it.effect("begin reserves the worst case and sends headers; settle charges the real cost and records it", () =>
+        Effect.gen(function*() {
+          const meter = yield* Meter
+          const key = keyOn("free") // $5, 60 rpm, 200k tpm
+          const call = yield* meter.begin({ key, model: atlas, inputTokens: 1_000, maxOutputTokens: 2_000 })
+          expect(call.maxOutputTokens).toBe(2_000)
+          expect(call.reservedMicros).toBe(3_000 + 30_000) // 1,000 × $3 + 2,000 × $15 per million
+          expect(call.headers()).toEqual({
+            "x-ratelimit-limit-requests": "60",
+            "x-ratelimit-remaining-requests": "59",
+            "x-ratelimit-reset-requests": "1s",
+            "x-ratelimit-limit-tokens": "200000",
+            "x-ratelimit-remaining-tokens": "197000",
+            "x-ratelimit-reset-tokens": "900ms",
+            "xsvc-allowance-remaining": "4.967000"
+          })
+          const usage = makeUsage({ inputTokens: 1_000, outputTokens: 100 })
+          expect(yield* call.settle(usage)).toEqual({ costMicros: 4_500, chargedMicros: 4_500 })
+          expect(yield* call.settle(usage)).toEqual({ costMicros: 4_500, chargedMicros: 4_500 }) // once only
+          expect(call.headers()["xsvc-allowance-remaining"]).toBe("4.995500")
+          const ledger = yield* UsageLedger
+          const now = Date.now()
+          const summary = yield* ledger.summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) })
+          expect(summary).toEqual([{ model: "svc-atlas-1", requests: 1, inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 0, reasoningTokens: 0, costMicros: 4_500 }])
+        }).pipe(Effect.provide(services(store.layer()))))
+
+      it.effect("without a request ceiling: the model's maxOutput, else the documented default", () =>
+        Effect.gen(function*() {
+          const meter = yield* Meter
+          const key = keyOn("pro")
+          const a = yield* meter.begin({ key, model: atlas, inputTokens: 10 })
+          expect(a.maxOutputTokens).toBe(32_000)
+          const p = yield* meter.begin({ key, model: pico, inputTokens: 10 })
+          expect(p.maxOutputTokens).toBe(4_096)
+          yield* a.fail()
+          yield* p.fail()
+        }).pipe(Effect.provide(services(store.layer()))))
+
+      it.effect("fail returns the reservation and the slot; an allowance refusal frees the slot too", () =>
+        Effect.gen(function*() {
+          const meter = yield* Meter
+          const key = keyOn("single") // $1, one call at a time
+          const big = yield* meter.begin({ key, model: atlas, inputTokens: 100_000, maxOutputTokens: 30_000 })
+          expect(big.headers()["xsvc-allowance-remaining"]).toBe("0.250000")
+          expect(yield* Effect.flip(meter.begin({ key, model: pico, inputTokens: 1 }))).toMatchObject({ kind: "rate_limit_error" })
+          yield* big.fail()
+          yield* big.settle(makeUsage({ outputTokens: 1_000 })) // after fail: no charge
+          expect(big.headers()["xsvc-allowance-remaining"]).toBe("1.000000")
+          // Too expensive for the allowance: refused, and the concurrency slot is not kept.
+          const refused = yield* Effect.flip(meter.begin({ key, model: atlas, inputTokens: 400_000, maxOutputTokens: 32_000 }))
+          expect(refused).toMatchObject({ _tag: "LimitExceeded", kind: "allowance_exhausted" })
+          const small = yield* meter.begin({ key, model: pico, inputTokens: 1, maxOutputTokens: 1 })
+          yield* small.settle(makeUsage({ inputTokens: 1, outputTokens: 1 }))
+        }).pipe(Effect.provide(services(store.layer()))))
+
+      it.effect("beginScoped fails a call its scope closes on (interrupted requests leak nothing)", () =>
+        Effect.gen(function*() {
+          const meter = yield* Meter
+          const key = keyOn("single")
+          yield* Effect.scoped(Effect.asVoid(meter.beginScoped({ key, model: atlas, inputTokens: 100_000, maxOutputTokens: 30_000 })))
+          const next = yield* meter.begin({ key, model: atlas, inputTokens: 100_000, maxOutputTokens: 30_000 })
+          expect(next.headers()["xsvc-allowance-remaining"]).toBe("0.250000")
+          yield* next.fail()
+        }).pipe(Effect.provide(services(store.layer()))))
+
+      it.effect("an unknown plan name meters on the default plan", () =>
+        Effect.gen(function*() {
+          expect((yield* Meter).planOf(keyOn("gone"))).toEqual(config.plans.free)
+        }).pipe(Effect.provide(services(store.layer()))))
+    })
+  })
+}
+
+describe("meter when the store is unreachable", () => {
+  layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    it.effect("fails closed with a retryable 503: no allowance check, no call", () =>
+      Effect.gen(function*() {
+        const failure = yield* Effect.flip((yield* Meter).begin({ key: keyOn("free"), model: pico, inputTokens: 1 }))
+        expect(failure).toMatchObject({ _tag: "ServiceUnavailable", status: 503, retryAfterSeconds: 1 })
+      }).pipe(Effect.provide(services(Coordination.layerRedis("redis://127.0.0.1:1", { connectTimeoutMs: 200, prefix: uniquePrefix() })))))
+  })
+})

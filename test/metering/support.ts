@@ -1,0 +1,60 @@
+/**
+ * Real layers for metering suites: a migrated database (embedded PGlite in a temp dir, or a fresh
+ * PostgreSQL database when reachable), dropped when the layer closes, and the coordination stores.
+ */
+import { Effect, Layer, Redacted } from "effect"
+import type { SqlClient } from "effect/sql"
+import { rmSync } from "node:fs"
+import { inject } from "vitest"
+import { Settings } from "../../src/config/settings.ts"
+import { Coordination } from "../../src/coordination/coordination.ts"
+import { DatabaseLive } from "../../src/storage/database.ts"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { redisLayer } from "../coordination/support.ts"
+
+export interface Database {
+  readonly name: "embedded" | "postgres"
+  readonly layer: () => Layer.Layer<SqlClient.SqlClient, unknown>
+}
+
+const embedded: Database = {
+  name: "embedded",
+  layer: () => {
+    const dir = freshDataDir()
+    return Layer.unwrap(Effect.acquireRelease(
+      Effect.succeed(DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir: dir, databaseUrl: undefined, redisUrl: undefined })))),
+      () => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    ))
+  }
+}
+
+const postgres = (adminUrl: string): Database => ({
+  name: "postgres",
+  layer: () =>
+    Layer.unwrap(Effect.acquireRelease(
+      Effect.sync(() => freshPostgresDatabase(adminUrl)),
+      (db) => Effect.sync(db.drop)
+    ).pipe(Effect.map((db) =>
+      DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined })))
+    )))
+})
+
+export const databases = (): ReadonlyArray<Database> => {
+  const { postgresUrl } = inject("services")
+  return postgresUrl === null ? [embedded] : [embedded, postgres(postgresUrl)]
+}
+
+export const embeddedDatabase = embedded
+
+export interface StoreKind {
+  readonly name: "in-process" | "redis"
+  /** A fresh, empty store (Redis: under a key prefix of its own). */
+  readonly layer: () => Layer.Layer<Coordination>
+}
+
+export const storeKinds = (): ReadonlyArray<StoreKind> => {
+  const { redisUrl } = inject("services")
+  const inProcess: StoreKind = { name: "in-process", layer: () => Coordination.layerInProcess }
+  if (redisUrl === null) return [inProcess]
+  return [inProcess, { name: "redis", layer: () => redisLayer(redisUrl) }]
+}
