@@ -8,6 +8,8 @@ import { Context, Effect, Layer, Stream } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import type { Placement } from "../config/schema.ts"
 import type { Backend, BackendError, EmbedResult, PlacementRuntime } from "../backends/backend.ts"
+import { makeAnthropicBackend } from "../backends/anthropic/index.ts"
+import { makeOpenAICompatibleBackend } from "../backends/openai-compatible/index.ts"
 import { makeSimulatorBackend } from "../backends/simulator/simulator.ts"
 import { NotImplemented } from "../errors.ts"
 import type { CanonicalEvent } from "../model/events.ts"
@@ -29,7 +31,10 @@ export class ModelCaller extends Context.Service<ModelCaller, {
   static readonly layer = Layer.effect(ModelCaller, Effect.gen(function*() {
     const catalog = yield* Catalog
     const simulator = makeSimulatorBackend()
-    const backends: Record<string, Backend | undefined> = { simulator }
+    // Upstream adapters keep undici pools; close them when the gateway stops.
+    const anthropic = yield* Effect.acquireRelease(Effect.sync(makeAnthropicBackend), (b) => Effect.promise(() => Promise.resolve(b.close())).pipe(Effect.ignore))
+    const openai = yield* Effect.acquireRelease(Effect.sync(makeOpenAICompatibleBackend), (b) => Effect.promise(() => Promise.resolve(b.close())).pipe(Effect.ignore))
+    const backends: Record<string, Backend | undefined> = { simulator, anthropic, "openai-compatible": openai }
     const placements = new Map<string, PlacementRuntime>()
     const byModel = new Map<string, Array<PlacementRuntime>>()
     const toRuntime = (placement: Placement, modelId: string, reasoning: boolean): PlacementRuntime => ({

@@ -3,8 +3,6 @@
  * separate process serving Chat Completions with the gateway's dialect): text, tool calls, usage,
  * credentials, and an injected mid-stream break.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { join } from "node:path"
 import { Cause, Effect, Exit, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { PlacementRuntime } from "../../../src/backends/backend.ts"
@@ -15,36 +13,19 @@ import type { CanonicalEvent } from "../../../src/model/events.ts"
 import { collect } from "../../../src/model/events.ts"
 import type { CanonicalRequest } from "../../../src/model/request.ts"
 import { makeRequest } from "../../../src/model/request.ts"
+import { type SimulateUpstream, startSimulateUpstream } from "../../support/simulate-process.ts"
 
-const MAIN = join(import.meta.dirname, "..", "..", "..", "src", "main.ts")
 const API_KEY = "sim-secret"
-
-const startSimulator = () =>
-  new Promise<{ child: ChildProcess; url: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, "simulate", "--port", "0", "--api-key", API_KEY], { stdio: ["ignore", "pipe", "pipe"] })
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`simulator did not start:\n${output}`)), 30_000)
-    const onData = (data: Buffer) => {
-      output += data
-      const m = /simulator listening on (http:\/\/\S+)/.exec(output)
-      if (m) {
-        clearTimeout(timer)
-        resolve({ child, url: m[1] })
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-  })
 
 describe("openai-compatible backend against `gateway simulate`", () => {
   const backend = makeOpenAICompatibleBackend()
-  let simulator: { child: ChildProcess; url: string }
+  let simulator: SimulateUpstream
   beforeAll(async () => {
-    simulator = await startSimulator()
+    simulator = await startSimulateUpstream(API_KEY)
   })
   afterAll(async () => {
     await backend.close()
-    simulator?.child.kill("SIGTERM")
+    await simulator?.stop()
   })
 
   const placement = (apiKey = API_KEY): PlacementRuntime => ({
@@ -52,13 +33,13 @@ describe("openai-compatible backend against `gateway simulate`", () => {
     modelId: "svc-remote",
     upstreamModel: "remote-model-7",
     reasoning: false,
-    upstream: { baseUrl: `${simulator.url}/v1`, apiKey },
+    upstream: { baseUrl: `${simulator.baseUrl}/v1`, apiKey },
     faults: { mode: "none" }
   })
   const ask = (text: string, init: Partial<CanonicalRequest> = {}) => makeRequest({ model: "svc-remote", messages: [userMessage(text)], ...init })
   const run = (request: CanonicalRequest, at = placement()) => Effect.runPromise(Stream.runCollect(backend.stream(request, at)))
   const setFaults = (body: unknown) =>
-    fetch(`${simulator.url}/_simulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+    fetch(`${simulator.baseUrl}/_simulator/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
 
   it("streams text and usage under the catalog model's name", async () => {
     const events = await run(ask("say exactly: from the other process"))
