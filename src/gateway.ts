@@ -28,6 +28,29 @@ export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, S
 /** The HTTP app as an Effect, for `toWebHandler` or any Effect HTTP server. */
 export const gatewayHttpApp = makeHttpApp(allRoutes)
 
+/**
+ * The Node server. No request timeout: requests may wait in a capacity queue and stream for
+ * minutes. Once a shutdown starts, each finished response closes its (keep-alive) connection, so
+ * a graceful stop ends when the last in-flight request does, not when the grace period runs out.
+ */
+const makeNodeServer = () => {
+  const server = createServer({ requestTimeout: 0, keepAliveTimeout: 65_000 })
+  let closing = false
+  const close = server.close.bind(server)
+  server.close = (callback?: (error?: Error) => void) => {
+    closing = true
+    server.closeIdleConnections()
+    return close(callback)
+  }
+  server.on("request", (_request, response) => {
+    if (closing) response.setHeader("connection", "close")
+    response.once("finish", () => {
+      if (closing) setImmediate(() => server.closeIdleConnections())
+    })
+  })
+  return server
+}
+
 /** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
 export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
@@ -38,8 +61,7 @@ export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
     Layer.provide(NodeHttpServer.layer(
-      // No request timeout: requests may wait in a capacity queue and stream for minutes.
-      () => createServer({ requestTimeout: 0, keepAliveTimeout: 65_000 }),
+      makeNodeServer,
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
     ))
   )

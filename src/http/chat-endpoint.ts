@@ -87,16 +87,22 @@ export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestCo
     const decoded = yield* dialect.decode(body)
     const model = yield* resolveChatModel(ctx, decoded.request.model)
     const request = yield* prepareRequest(model, decoded.request)
-    const caller = yield* ModelCaller
-    const call = yield* caller.call(request)
+    const { call, context, headers } = yield* startCall(dialect, request, decoded.echo)
+    return yield* encodeAnswer(dialect, context, call.events, headers)
+  })
+
+/** Calls the model for a prepared request and builds what the dialect's encoder needs. */
+export const startCall = <Echo>(dialect: ChatDialect<Echo>, request: CanonicalRequest, echo: Echo) =>
+  Effect.gen(function*() {
+    const call = yield* (yield* ModelCaller).call(request)
     const context: EncodeContext<Echo> = {
       id: dialect.newId(),
       model: call.servedModel,
       createdAt: Math.floor((yield* Clock.currentTimeMillis) / 1000),
       request,
-      echo: decoded.echo
+      echo
     }
-    return yield* encodeAnswer(dialect, context, call.events, { "xsvc-model": call.servedModel })
+    return { call, context, headers: { "xsvc-model": call.servedModel } }
   })
 
 /**

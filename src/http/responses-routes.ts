@@ -7,19 +7,17 @@
  * saved before the client sees its end, so a retrieve right after the answer always finds it.
  * Without `store` nothing is written (spec rule 2) and the hot path stays free of SQL writes.
  */
-import { Clock, Effect, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import type { SqlError } from "effect/sql"
 import { BackendError } from "../backends/backend.ts"
-import type { EncodeContext } from "../dialects/dialect.ts"
-import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
+import { responsesDialect } from "../dialects/responses/index.ts"
 import { InvalidRequest, NotFound, Unauthenticated, Unprocessable } from "../errors.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream, makeResponseBuilder } from "../model/events.ts"
 import { ResponsesRepo } from "../responses/responses-repo.ts"
 import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../responses/transcript.ts"
-import { ModelCaller } from "../runtime/model-caller.ts"
 import { readJson } from "./body.ts"
-import { backendFailureToApiError, encodeAnswer, prepareRequest, resolveChatModel } from "./chat-endpoint.ts"
+import { backendFailureToApiError, encodeAnswer, prepareRequest, resolveChatModel, startCall } from "./chat-endpoint.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
@@ -77,15 +75,7 @@ const createResponse = (ctx: RequestContext) =>
     const { request: wanted, conversation } = continueConversation(previous, decoded)
     const model = yield* resolveChatModel(ctx, wanted.model)
     const request = yield* prepareRequest(model, wanted).pipe(Effect.mapError(renameParam))
-    const call = yield* (yield* ModelCaller).call(request)
-    const context: EncodeContext<ResponsesEcho> = {
-      id: responsesDialect.newId(),
-      model: call.servedModel,
-      createdAt: Math.floor((yield* Clock.currentTimeMillis) / 1000),
-      request,
-      echo: decoded.echo
-    }
-    const headers = { "xsvc-model": call.servedModel }
+    const { call, context, headers } = yield* startCall(responsesDialect, request, decoded.echo)
     const envelopeBytes = (response: CanonicalResponse) => JSON.stringify(responsesDialect.encodeResponse(response, context))
     const save = (response: CanonicalResponse, body: string) =>
       repo.save({ id: context.id, keyId, model: call.servedModel, body, transcript: withAnswer(conversation, response) })

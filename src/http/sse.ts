@@ -17,3 +17,9 @@ export const SSE_HEADERS = {
   "cache-control": "no-cache",
   "x-accel-buffering": "no"
 } as const
+
+/** Keepalives and switch-over markers as comments: what the OpenAI-shaped dialects send. */
+export const commentSignals = {
+  keepalive: () => commentFrame("keepalive"),
+  switchover: (note: string) => commentFrame(note)
+}

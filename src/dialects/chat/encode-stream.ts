@@ -15,7 +15,7 @@
  * throws on the error chunk either way).
  */
 import type { CanonicalEvent } from "../../model/events.ts"
-import { commentFrame, dataFrame } from "../../http/sse.ts"
+import { commentSignals, dataFrame } from "../../http/sse.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ChatEcho } from "./decode.ts"
 import { chatUsage, finishReason } from "./encode-body.ts"
@@ -88,7 +88,6 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
   return {
     event,
     error: errorFrame,
-    keepalive: () => commentFrame("keepalive"),
-    switchover: (note) => commentFrame(note)
+    ...commentSignals
   }
 }

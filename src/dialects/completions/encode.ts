@@ -5,7 +5,7 @@
  */
 import type { CanonicalEvent, CanonicalResponse } from "../../model/events.ts"
 import { totalTokens, type Usage } from "../../model/usage.ts"
-import { commentFrame, dataFrame } from "../../http/sse.ts"
+import { commentSignals, dataFrame } from "../../http/sse.ts"
 import { finishReason } from "../chat/encode-body.ts"
 import { DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
 import type { EncodeContext, StreamEncoder } from "../dialect.ts"
@@ -66,7 +66,6 @@ export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsE
   return {
     event,
     error: errorFrame,
-    keepalive: () => commentFrame("keepalive"),
-    switchover: (note) => commentFrame(note)
+    ...commentSignals
   }
 }
