@@ -4,6 +4,7 @@ import { embeddingsRoutes } from "./embeddings-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
+import { placementsRoutes } from "./placements-routes.ts"
 import { responsesRoutes } from "./responses-routes.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RouteDef } from "./route.ts"
@@ -18,5 +19,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...responsesRoutes,
   ...embeddingsRoutes,
   ...statesRoutes,
-  ...adminRoutes
+  ...adminRoutes,
+  ...placementsRoutes
 ]
