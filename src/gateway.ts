@@ -15,11 +15,13 @@ import { AdminToken } from "./keys/admin-token.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
 import { ResponsesRepo } from "./responses/responses-repo.ts"
 import { ModelCaller } from "./runtime/model-caller.ts"
+import { RunsLive } from "./runs/runs-layer.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 
 /** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, ModelCaller.layer).pipe(
+export const GatewayServices = RunsLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, ModelCaller.layer)),
   Layer.provideMerge(Catalog.layer),
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(ConfigFile.layer)

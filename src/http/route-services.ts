@@ -3,6 +3,10 @@ import type { Catalog } from "../catalog/catalog.ts"
 import type { ApiKeys } from "../keys/api-keys.ts"
 import type { ResponsesRepo } from "../responses/responses-repo.ts"
 import type { ModelCaller } from "../runtime/model-caller.ts"
+import type { RunSignals } from "../coordination/run-signals.ts"
+import type { RunExecutor } from "../runs/run-executor.ts"
+import type { RunLog } from "../runs/run-log.ts"
+import type { RunsRepo } from "../runs/runs-repo.ts"
 import type { StatesRepo } from "../states/states-repo.ts"
 
-export type RouteServices = Catalog | ApiKeys | StatesRepo | ModelCaller | ResponsesRepo
+export type RouteServices = Catalog | ApiKeys | StatesRepo | ModelCaller | ResponsesRepo | RunsRepo | RunLog | RunExecutor | RunSignals

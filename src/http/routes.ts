@@ -8,6 +8,7 @@ import { placementsRoutes } from "./placements-routes.ts"
 import { responsesRoutes } from "./responses-routes.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RouteDef } from "./route.ts"
+import { runsRoutes } from "./runs-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
 
 export type { RouteServices }
@@ -19,6 +20,7 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...responsesRoutes,
   ...embeddingsRoutes,
   ...statesRoutes,
+  ...runsRoutes,
   ...adminRoutes,
   ...placementsRoutes
 ]

@@ -70,5 +70,69 @@ export const migrations = {
       created_at timestamptz NOT NULL DEFAULT now()
     )`
     yield* sql`CREATE INDEX credit_grants_key_idx ON credit_grants (key_id)`
+  }),
+  "0005_runs": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // `machine` is the run machine's persisted state (machines/run.ts), folded in the same
+    // transaction as every append, so `status` never disagrees with the log. The budget check keeps
+    // spend + holds under the ceiling even if a bug tried otherwise.
+    yield* sql`CREATE TABLE runs (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      parent_run_id text,
+      status text NOT NULL,
+      executable boolean NOT NULL,
+      model text,
+      input jsonb,
+      tools jsonb NOT NULL,
+      optimization jsonb NOT NULL,
+      metadata jsonb NOT NULL,
+      node_ids jsonb NOT NULL,
+      machine jsonb NOT NULL,
+      last_seq bigint NOT NULL DEFAULT 0,
+      budget_micros bigint,
+      spent_micros bigint NOT NULL DEFAULT 0,
+      reserved_micros bigint NOT NULL DEFAULT 0,
+      input_tokens bigint NOT NULL DEFAULT 0,
+      output_tokens bigint NOT NULL DEFAULT 0,
+      lease_owner text,
+      lease_expires_at timestamptz,
+      attempt integer NOT NULL DEFAULT 0,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now(),
+      finished_at timestamptz,
+      CHECK (budget_micros IS NULL OR spent_micros + reserved_micros <= budget_micros)
+    )`
+    yield* sql`CREATE INDEX runs_key_created_idx ON runs (key_id, created_at DESC, id DESC)`
+    yield* sql`CREATE INDEX runs_parent_idx ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL`
+    yield* sql`CREATE INDEX runs_lease_idx ON runs (lease_expires_at) WHERE executable AND finished_at IS NULL`
+    yield* sql`CREATE INDEX runs_finished_idx ON runs (finished_at) WHERE finished_at IS NOT NULL`
+    yield* sql`CREATE TABLE run_events (
+      run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+      seq bigint NOT NULL,
+      type text NOT NULL,
+      data jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (run_id, seq)
+    )`
+    // One row per step: its budget hold, then its settled cost (once, whatever the retries).
+    yield* sql`CREATE TABLE run_charges (
+      node_id text PRIMARY KEY,
+      run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+      reserved_micros bigint NOT NULL,
+      cost_micros bigint,
+      settled_at timestamptz
+    )`
+    yield* sql`CREATE TABLE run_idempotency (
+      key_id text NOT NULL,
+      idempotency_key text NOT NULL,
+      request_hash text NOT NULL,
+      run_id text NOT NULL,
+      status integer NOT NULL,
+      response jsonb NOT NULL,
+      expires_at timestamptz NOT NULL,
+      PRIMARY KEY (key_id, idempotency_key)
+    )`
+    yield* sql`CREATE INDEX run_idempotency_expires_idx ON run_idempotency (expires_at)`
   })
 }

@@ -1,0 +1,136 @@
+/**
+ * Wake-up signals for run logs: "run X's log reached seq N". Only the signal travels, never the
+ * events — readers then read `seq > cursor` from SQL, which stays the truth. A lost signal
+ * (Redis pub/sub drops messages for slow or reconnecting subscribers) only adds latency, because
+ * every waiter also polls.
+ *
+ * `REDIS_URL` set → published on one Redis channel that every instance subscribes to, so a
+ * subscriber on instance A wakes when instance B appends; always also delivered in process.
+ */
+import { Context, Effect, Layer, type Scope } from "effect"
+import { Redis } from "ioredis"
+import { Settings } from "../config/settings.ts"
+import { KEY_PREFIX } from "./types.ts"
+
+export interface RunSignal {
+  readonly runId: string
+  readonly lastSeq: number
+}
+
+export interface SignalSubscription {
+  /** Resolves true at the next signal for the run (or one that arrived since the last wait), false after `timeoutMs`. */
+  wait(timeoutMs: number): Effect.Effect<boolean>
+}
+
+const CHANNEL = `${KEY_PREFIX}run-signals`
+
+/** In-process fan-out: one listener set per run. */
+const makeLocalBus = () => {
+  const listeners = new Map<string, Set<() => void>>()
+  const deliver = (signal: RunSignal) => {
+    for (const listener of listeners.get(signal.runId) ?? []) listener()
+  }
+  const subscribe = (runId: string): Effect.Effect<SignalSubscription, never, Scope.Scope> =>
+    Effect.gen(function*() {
+      let pending = false
+      let wake: (() => void) | undefined
+      const listener = () => {
+        pending = true
+        wake?.()
+      }
+      yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const set = listeners.get(runId) ?? new Set()
+          set.add(listener)
+          listeners.set(runId, set)
+        }),
+        () =>
+          Effect.sync(() => {
+            const set = listeners.get(runId)
+            set?.delete(listener)
+            if (set?.size === 0) listeners.delete(runId)
+          })
+      )
+      const wait = (timeoutMs: number) =>
+        Effect.callback<boolean>((resume) => {
+          if (pending) {
+            pending = false
+            return resume(Effect.succeed(true))
+          }
+          const timer = setTimeout(() => {
+            wake = undefined
+            resume(Effect.succeed(false))
+          }, timeoutMs)
+          wake = () => {
+            clearTimeout(timer)
+            wake = undefined
+            pending = false
+            resume(Effect.succeed(true))
+          }
+          return Effect.sync(() => {
+            clearTimeout(timer)
+            wake = undefined
+          })
+        })
+      return { wait }
+    })
+  return { deliver, subscribe }
+}
+
+export class RunSignals extends Context.Service<RunSignals, {
+  readonly kind: "in-process" | "redis"
+  /** Best effort; never fails. */
+  publish(signal: RunSignal): Effect.Effect<void>
+  subscribe(runId: string): Effect.Effect<SignalSubscription, never, Scope.Scope>
+}>()("gateway/coordination/RunSignals") {
+  static readonly layerInProcess = Layer.sync(RunSignals, () => {
+    const bus = makeLocalBus()
+    return RunSignals.of({ kind: "in-process", publish: (signal) => Effect.sync(() => bus.deliver(signal)), subscribe: bus.subscribe })
+  })
+
+  static readonly layerRedis = (url: string) =>
+    Layer.effect(RunSignals, Effect.gen(function*() {
+      const bus = makeLocalBus()
+      const connect = (role: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            const redis = new Redis(url, { maxRetriesPerRequest: 1, retryStrategy: (attempt) => Math.min(attempt * 200, 2_000) })
+            let lastLog = 0
+            redis.on("error", (error: Error) => {
+              if (Date.now() - lastLog < 10_000) return
+              lastLog = Date.now()
+              console.warn(`run signals (${role}): redis error: ${error.message}`)
+            })
+            return redis
+          }),
+          (redis) => Effect.promise(() => redis.quit().catch(() => redis.disconnect())).pipe(Effect.ignore)
+        )
+      const subscriber = yield* connect("subscriber")
+      const publisher = yield* connect("publisher")
+      subscriber.on("message", (_channel: string, message: string) => {
+        try {
+          const signal = JSON.parse(message) as RunSignal
+          if (typeof signal.runId === "string") bus.deliver(signal)
+        } catch {
+          // a malformed message wakes nobody
+        }
+      })
+      // ioredis re-subscribes by itself after a reconnect; a failure here only leaves polling.
+      yield* Effect.tryPromise(() => subscriber.subscribe(CHANNEL)).pipe(
+        Effect.timeout(5_000),
+        Effect.catchCause((cause) => Effect.logWarning("run signals: cannot subscribe; subscribers will poll", cause))
+      )
+      const publish = (signal: RunSignal) =>
+        Effect.sync(() => {
+          bus.deliver(signal)
+          publisher.publish(CHANNEL, JSON.stringify(signal)).catch(() => undefined)
+        })
+      return RunSignals.of({ kind: "redis", publish, subscribe: bus.subscribe })
+    }))
+
+  /** Redis when `REDIS_URL` is set, in process otherwise. */
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { redisUrl } = yield* Settings
+    return redisUrl === undefined ? RunSignals.layerInProcess : RunSignals.layerRedis(redisUrl)
+  }))
+}

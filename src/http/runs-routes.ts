@@ -1,0 +1,207 @@
+/**
+ * Agent runs (flat surface, Bearer auth, permission surface `runs`): create, list, read, the event
+ * log (SSE read, append) and cancel. Every id is scoped to the key: another key's run is 404.
+ */
+import { Effect, Schema, Stream } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
+import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
+import { Catalog } from "../catalog/catalog.ts"
+import type { RunSignals } from "../coordination/run-signals.ts"
+import { InvalidRequest, PermissionDenied } from "../errors.ts"
+import { allowsModel } from "../keys/permissions.ts"
+import { sha256Hex } from "../keys/secrets.ts"
+import { usdToMicros } from "../model/money.ts"
+import { runEventFrames } from "../runs/event-stream.ts"
+import { RunExecutor } from "../runs/run-executor.ts"
+import { baseRequest, isUsableInput } from "../runs/run-input.ts"
+import { type NewEvent, RunLog } from "../runs/run-log.ts"
+import type { Json, RunView } from "../runs/run-record.ts"
+import { RunsRepo } from "../runs/runs-repo.ts"
+import { decodeWith, readJson } from "./body.ts"
+import { jsonResponse } from "./json.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
+import { SSE_HEADERS } from "./sse.ts"
+
+const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
+
+const CreateBody = Schema.Struct({
+  model: Schema.optional(Schema.NonEmptyString),
+  input: Schema.optional(Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])),
+  tools: Schema.optional(Schema.Array(JsonObject)),
+  optimization: Schema.optional(Schema.Struct({
+    mode: Schema.optional(Schema.Literals(["exact", "auto"])),
+    allow: Schema.optional(JsonObject)
+  })),
+  budgetUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  metadata: Schema.optional(JsonObject),
+  parentRunId: Schema.optional(Schema.NonEmptyString)
+})
+const CancelBody = Schema.Struct({ reason: Schema.optional(Schema.String) })
+const decodeCreate = decodeWith(CreateBody)
+const decodeCancel = decodeWith(CancelBody)
+
+export const MAX_IDEMPOTENCY_KEY = 200
+export const MAX_EVENTS_PER_APPEND = 1_000
+const LIST_LIMIT = { default: 20, max: 100 }
+
+const keyOf = (ctx: RequestContext) => ctx.key!
+
+/** JSON with object keys sorted, so the same body hashes the same whatever its key order. */
+const canonicalJson = (value: unknown): string =>
+  Array.isArray(value)
+    ? `[${value.map(canonicalJson).join(",")}]`
+    : typeof value === "object" && value !== null
+    ? `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`
+    : JSON.stringify(value)
+
+const idempotencyKey = (ctx: RequestContext) => {
+  const key = ctx.request.headers["idempotency-key"]
+  if (key === undefined) return Effect.succeed(undefined)
+  return key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY
+    ? Effect.fail(new InvalidRequest({ message: `Idempotency-Key: must be 1 to ${MAX_IDEMPOTENCY_KEY} characters`, param: "Idempotency-Key" }))
+    : Effect.succeed(key)
+}
+
+const create = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const raw = (yield* readJson(ctx, { optional: true })) ?? {}
+    const idempotency = yield* idempotencyKey(ctx)
+    const body = yield* decodeCreate(raw)
+    const key = keyOf(ctx)
+    const model = body.model === undefined ? undefined : (yield* Catalog).resolveChat(body.model)
+    if (body.model !== undefined && model === undefined) {
+      return yield* new InvalidRequest({ message: `model: the model '${body.model}' does not exist`, param: "model" })
+    }
+    if (model !== undefined && !allowsModel(key.permissions, model.id)) {
+      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+    }
+    const tools = (body.tools ?? []) as ReadonlyArray<Json>
+    const input = (body.input ?? null) as Json
+    const executable = model !== undefined && isUsableInput(input)
+    if (model !== undefined && executable) yield* baseRequest(model, input, tools)
+    const executor = yield* RunExecutor
+    const render = (run: RunView) =>
+      executable ? { status: 202, body: { run, execution: "started" } } : { status: 201, body: { run } }
+    const created = yield* (yield* RunsRepo).create(key.id, {
+      executable,
+      model: model?.id ?? null,
+      input,
+      tools,
+      optimization: { mode: body.optimization?.mode ?? "auto", allow: (body.optimization?.allow ?? {}) as { [key: string]: Json } },
+      metadata: (body.metadata ?? {}) as { [key: string]: Json },
+      parentRunId: body.parentRunId ?? null,
+      budgetMicros: body.budgetUsd === undefined ? null : usdToMicros(body.budgetUsd),
+      ...(executable ? { lease: { owner: executor.instanceId, ttlMs: executor.leaseMs } } : {})
+    }, render, idempotency === undefined ? undefined : { key: idempotency, requestHash: sha256Hex(canonicalJson(raw)) })
+    if (created._tag === "Replayed") {
+      return jsonResponse(created.response.body, { status: 200, headers: { "idempotency-replayed": "true" } })
+    }
+    if (executable) yield* executor.start(created.run.id, 1)
+    return jsonResponse(created.response.body, { status: created.response.status })
+  })
+
+const list = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const status = ctx.query.get("status") ?? undefined
+    if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
+      return yield* new InvalidRequest({
+        message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`,
+        param: "status"
+      })
+    }
+    const limitText = ctx.query.get("limit")
+    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
+      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
+    }
+    const parentRunId = ctx.query.get("parentRunId") ?? undefined
+    const after = ctx.query.get("after") ?? undefined
+    const page = yield* (yield* RunsRepo).list(keyOf(ctx).id, {
+      limit,
+      ...(status === undefined ? {} : { status }),
+      ...(parentRunId === undefined ? {} : { parentRunId }),
+      ...(after === undefined ? {} : { after })
+    })
+    return jsonResponse({ object: "list", ...page })
+  })
+
+const get = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    return jsonResponse({ run: yield* (yield* RunsRepo).get(keyOf(ctx).id, ctx.params.id) })
+  })
+
+/** Where a reader resumes: `Last-Event-ID` (what EventSource sends on reconnect), else `?after=`. */
+const resumeCursor = (ctx: RequestContext) => {
+  const header = ctx.request.headers["last-event-id"]
+  const value = header ?? ctx.query.get("after") ?? undefined
+  if (value === undefined || value.trim() === "") return Effect.succeed(0)
+  return /^\d+$/.test(value.trim())
+    ? Effect.succeed(Number(value.trim()))
+    : Effect.fail(new InvalidRequest({
+      message: `${header !== undefined ? "Last-Event-ID" : "after"}: expected an event seq (a non-negative integer)`,
+      param: header !== undefined ? "Last-Event-ID" : "after"
+    }))
+}
+
+const readEvents = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    yield* (yield* RunsRepo).get(keyOf(ctx).id, ctx.params.id)
+    const after = yield* resumeCursor(ctx)
+    const executor = yield* RunExecutor
+    const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
+    const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.encodeText, Stream.provideContext(services))
+    return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+  })
+
+/** Each event: an object with a non-empty single-line `type` (it becomes the SSE `event:` line). */
+const validEvents = (body: unknown) => {
+  const events = typeof body === "object" && body !== null ? (body as { events?: unknown }).events : undefined
+  if (!Array.isArray(events) || events.length < 1 || events.length > MAX_EVENTS_PER_APPEND) {
+    return Effect.fail(new InvalidRequest({ message: `events: expected an array of 1 to ${MAX_EVENTS_PER_APPEND} events`, param: "events" }))
+  }
+  for (const [i, event] of events.entries()) {
+    if (typeof event !== "object" || event === null || Array.isArray(event)) {
+      return Effect.fail(new InvalidRequest({ message: `events[${i}]: expected an object with a string type`, param: `events[${i}]` }))
+    }
+    const type = (event as { type?: unknown }).type
+    if (typeof type !== "string" || type === "" || type.length > 200 || /[\r\n]/.test(type)) {
+      return Effect.fail(new InvalidRequest({ message: `events[${i}].type: expected a non-empty string of at most 200 characters on one line`, param: `events[${i}].type` }))
+    }
+  }
+  return Effect.succeed(events as ReadonlyArray<NewEvent>)
+}
+
+const appendEvents = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const events = yield* validEvents(yield* readJson(ctx))
+    const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: keyOf(ctx).id }).pipe(
+      Effect.catchTag("LeaseLost", () => Effect.die("a caller append carries no fence"))
+    )
+    return jsonResponse({ appended: appended.appended, lastSeq: appended.lastSeq })
+  })
+
+const cancel = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const body = yield* decodeCancel((yield* readJson(ctx, { optional: true })) ?? {})
+    return jsonResponse({ run: yield* (yield* RunsRepo).cancel(keyOf(ctx).id, ctx.params.id, body.reason ?? null) })
+  })
+
+type RunsServices = RunsRepo | RunLog | RunExecutor | Catalog | RunSignals
+
+const route = (method: "GET" | "POST", path: string, handler: RouteDef<RunsServices>["handler"]): RouteDef<RunsServices> => ({
+  method,
+  path,
+  shape: "flat",
+  auth: "bearer",
+  surface: "runs",
+  handler
+})
+
+export const runsRoutes: ReadonlyArray<RouteDef<RunsServices>> = [
+  route("POST", "/v1/agent-runs", create),
+  route("GET", "/v1/agent-runs", list),
+  route("GET", "/v1/agent-runs/{id}", get),
+  route("GET", "/v1/agent-runs/{id}/events", readEvents),
+  route("POST", "/v1/agent-runs/{id}/events", appendEvents),
+  route("POST", "/v1/agent-runs/{id}/cancel", cancel)
+]

@@ -1,0 +1,58 @@
+/**
+ * A run's log as SSE frames: `id: <seq>`, `event: <type>`, `data: <event JSON with seq>`, from
+ * `after` on, then live; a final `event: done` with `{}` once the run is finished and every event
+ * was sent. It subscribes to the run's wake-up signal before the first read (so no append between
+ * the read and the wait is missed), reads `seq > cursor` from SQL after each signal — or every
+ * `POLL_MS` when signals are lost — and sends a heartbeat comment when nothing was sent for
+ * `heartbeatMs`. Every frame comes from SQL, so instances can write and read the same run.
+ */
+import { Cause, Clock, Effect, Queue, Stream } from "effect"
+import { RunSignals } from "../coordination/run-signals.ts"
+import { commentFrame } from "../http/sse.ts"
+import { POLL_MS } from "./run-actor.ts"
+import { RunLog } from "./run-log.ts"
+import type { LogEvent } from "./run-record.ts"
+import { RunsRepo } from "./runs-repo.ts"
+
+const PAGE = 500
+
+export const eventFrame = (event: LogEvent) => `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
+export const DONE_FRAME = "event: done\ndata: {}\n\n"
+
+export const runEventFrames = (runId: string, after: number, heartbeatMs: number) =>
+  Stream.callback<string, never, RunSignals | RunLog | RunsRepo>((queue) =>
+    Effect.gen(function*() {
+      const signals = yield* RunSignals
+      const log = yield* RunLog
+      const repo = yield* RunsRepo
+      const subscription = yield* signals.subscribe(runId)
+      let cursor = after
+      let lastSent = yield* Clock.currentTimeMillis
+      while (true) {
+        const events = yield* log.read(runId, cursor, PAGE)
+        for (const event of events) {
+          yield* Queue.offer(queue, eventFrame(event))
+          cursor = event.seq
+        }
+        if (events.length > 0) lastSent = yield* Clock.currentTimeMillis
+        if (events.length === PAGE) continue
+        const row = yield* repo.row(runId)
+        if (row === undefined || (row.finished_at !== null && cursor >= Number(row.last_seq))) {
+          yield* Queue.offer(queue, DONE_FRAME)
+          return yield* Queue.end(queue)
+        }
+        yield* subscription.wait(Math.min(POLL_MS, heartbeatMs))
+        const now = yield* Clock.currentTimeMillis
+        if (now - lastSent >= heartbeatMs) {
+          yield* Queue.offer(queue, commentFrame("heartbeat"))
+          lastSent = now
+        }
+      }
+    }).pipe(
+      // A storage failure mid-stream closes the connection; the client resumes with Last-Event-ID.
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.interrupt
+          : Effect.logWarning(`event stream of ${runId} ended`, cause).pipe(Effect.andThen(Queue.end(queue)))
+      )
+    ), { bufferSize: 64 })

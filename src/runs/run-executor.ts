@@ -1,0 +1,102 @@
+/**
+ * The run actor host of one instance. It runs one actor (src/runs/run-actor.ts) per run whose
+ * lease it holds, and three loops:
+ *  - heartbeat (every lease/3): extends its leases; an actor whose run is no longer ours (lease
+ *    taken over after a stall, run finished) is stopped;
+ *  - reaper (at start, then every lease/2): claims runs whose lease lapsed — their instance died
+ *    or stopped — and resumes them from the log; a run claimed more than `maxAttempts` times ends
+ *    `failed` with reason `max_attempts` (a run that crashes its instance must not crash them all);
+ *  - retention (hourly): prunes runs finished more than `retentionDays` ago.
+ * On a graceful stop the actors are interrupted first, then the leases are let go, so another
+ * instance resumes the runs at once instead of after the lease time.
+ */
+import { Config, Context, Effect, FiberMap, Layer, Schedule } from "effect"
+import type { Catalog } from "../catalog/catalog.ts"
+import type { RunSignals } from "../coordination/run-signals.ts"
+import type { KeysRepo } from "../keys/keys-repo.ts"
+import { newId } from "../keys/secrets.ts"
+import type { ModelCaller } from "../runtime/model-caller.ts"
+import { runActor } from "./run-actor.ts"
+import type { RunBudget } from "./run-budget.ts"
+import { RunLeases } from "./run-leases.ts"
+import { RunLog } from "./run-log.ts"
+import type { RunsRepo } from "./runs-repo.ts"
+
+export const runSettingsConfig = Config.all({
+  leaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
+  maxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+  retentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  heartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000))
+})
+
+type ActorServices = RunsRepo | RunLog | RunBudget | RunSignals | Catalog | ModelCaller | KeysRepo
+
+export class RunExecutor extends Context.Service<RunExecutor, {
+  /** This process's lease owner id. */
+  readonly instanceId: string
+  readonly leaseMs: number
+  /** How often an idle event stream sends a heartbeat comment. */
+  readonly heartbeatMs: number
+  /** Starts the actor of a run this instance just leased (attempt 1 at create). */
+  start(runId: string, attempt: number): Effect.Effect<void>
+}>()("gateway/runs/RunExecutor") {
+  static readonly layer = Layer.effect(RunExecutor, Effect.gen(function*() {
+    const settings = yield* runSettingsConfig
+    const leases = yield* RunLeases
+    const log = yield* RunLog
+    const services = yield* Effect.context<ActorServices>()
+    const instanceId = newId("inst")
+
+    // Registered before the actors' FiberMap, so it runs after they are interrupted.
+    yield* Effect.addFinalizer(() => leases.release(instanceId).pipe(Effect.ignore))
+    const actors = yield* FiberMap.make<string>()
+    const attempts = new Map<string, number>()
+
+    const start = (runId: string, attempt: number) =>
+      Effect.gen(function*() {
+        attempts.set(runId, attempt)
+        yield* FiberMap.run(
+          actors,
+          runId,
+          runActor(runId, { owner: instanceId, attempt }).pipe(
+            Effect.ensuring(Effect.sync(() => attempts.delete(runId))),
+            Effect.provideContext(services)
+          )
+        )
+      })
+
+    const heartbeat = Effect.gen(function*() {
+      const held = new Map((yield* leases.renew(instanceId, settings.leaseMs)).map((claim) => [claim.runId, claim.attempt]))
+      for (const [runId, attempt] of attempts) {
+        if (held.get(runId) !== attempt) yield* FiberMap.remove(actors, runId)
+      }
+    })
+
+    const reap = Effect.gen(function*() {
+      const claims = yield* leases.claimExpired(instanceId, settings.leaseMs, 16)
+      for (const claim of claims) {
+        if (claim.attempt > settings.maxAttempts) {
+          yield* log.append(claim.runId, [{ type: "outcome", status: "failed", reason: "max_attempts", attempts: claim.attempt - 1 }], {
+            fence: { owner: instanceId, attempt: claim.attempt }
+          }).pipe(Effect.ignore)
+        } else {
+          yield* log.append(claim.runId, [{ type: "run.resumed", attempt: claim.attempt }], { fence: { owner: instanceId, attempt: claim.attempt } }).pipe(Effect.ignore)
+          yield* start(claim.runId, claim.attempt)
+        }
+      }
+    })
+
+    const loop = (name: string, every: number, effect: Effect.Effect<unknown, unknown>) =>
+      Effect.forkScoped(
+        effect.pipe(
+          Effect.catchCause((cause) => Effect.logWarning(`runs: ${name} failed; retrying`, cause)),
+          Effect.repeat(Schedule.spaced(`${every} millis`))
+        )
+      )
+    yield* loop("heartbeat", Math.max(100, Math.floor(settings.leaseMs / 3)), heartbeat)
+    yield* loop("reaper", Math.max(200, Math.floor(settings.leaseMs / 2)), reap)
+    yield* loop("retention", 3_600_000, leases.prune(settings.retentionDays))
+
+    return RunExecutor.of({ instanceId, leaseMs: settings.leaseMs, heartbeatMs: settings.heartbeatMs, start })
+  }))
+}

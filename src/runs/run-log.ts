@@ -1,0 +1,161 @@
+/**
+ * The run event log in SQL. One append is one transaction: lock the run row, fold the events
+ * through the run machine (machines/run.ts), allocate their `seq`s gap-free after `last_seq`,
+ * insert them and store the new status and machine state — all or nothing. A finished run refuses
+ * appends (409), so the `outcome` is written exactly once. After the commit a wake-up signal goes
+ * to every subscriber (SSE readers, the run's actor), on this instance or another.
+ *
+ * Service writes carry a fence (the lease owner and attempt that wrote them): an instance that
+ * lost its lease to another cannot write into the run any more.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { isTerminal, type RunSnapshot, restoreRun, statusOf, stepRun, toRunEvent } from "../../machines/run.ts"
+import { RunSignals } from "../coordination/run-signals.ts"
+import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
+import type { Usage } from "../model/usage.ts"
+import { type EventRow, type LogEvent, type RunRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
+
+/** The instance no longer holds the run's lease (another instance took it over). */
+export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", { runId: Schema.String }) {}
+
+export interface Fence {
+  readonly owner: string
+  readonly attempt: number
+}
+
+/** A step's cost, settled in the same transaction as its `node.completed` (once per node id). */
+export interface Settle {
+  readonly nodeId: string
+  readonly costMicros: number
+  readonly usage: Usage
+}
+
+export interface AppendOptions {
+  /** Caller appends name the key (tenant scope) and may not write service event types on executable runs. */
+  readonly keyId?: string
+  readonly fence?: Fence
+  readonly settle?: Settle
+}
+
+export interface Appended {
+  readonly appended: number
+  readonly lastSeq: number
+  readonly snapshot: RunSnapshot
+}
+
+export type NewEvent = { readonly type: string; readonly [field: string]: unknown }
+
+const notFound = (id: string) => new NotFound({ kind: "resource", message: `No run with id ${id}` })
+
+/** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
+export const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
+  Effect.gen(function*() {
+    const charged = yield* sql<{ reserved_micros: string | number; cost_micros: string | number }>`UPDATE run_charges
+      SET cost_micros = LEAST(${settle.costMicros}, reserved_micros), settled_at = now()
+      WHERE node_id = ${settle.nodeId} AND run_id = ${runId} AND cost_micros IS NULL
+      RETURNING reserved_micros, cost_micros`
+    if (charged.length === 0) return false
+    yield* sql`UPDATE runs SET
+        spent_micros = spent_micros + ${Number(charged[0].cost_micros)},
+        reserved_micros = reserved_micros - ${Number(charged[0].reserved_micros)},
+        input_tokens = input_tokens + ${settle.usage.inputTokens},
+        output_tokens = output_tokens + ${settle.usage.outputTokens}
+      WHERE id = ${runId}`
+    return true
+  })
+
+export class RunLog extends Context.Service<RunLog, {
+  append(runId: string, events: ReadonlyArray<NewEvent>, options?: AppendOptions): Effect.Effect<Appended, NotFound | Conflict | InvalidRequest | LeaseLost | SqlError.SqlError>
+  /** Settles a step's cost on its own (when the run ended before its `node.completed` could be written). */
+  settle(runId: string, settle: Settle): Effect.Effect<boolean, SqlError.SqlError>
+  /** Events with `seq > after`, oldest first, at most `limit`. */
+  read(runId: string, after: number, limit: number): Effect.Effect<ReadonlyArray<LogEvent>, SqlError.SqlError>
+}>()("gateway/runs/RunLog") {
+  static readonly layer = Layer.effect(RunLog, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const signals = yield* RunSignals
+
+    /** Folds a batch through the machine; the first event it cannot take fails the whole batch. */
+    const fold = (row: RunRow, events: ReadonlyArray<NewEvent>, callerWrite: boolean) =>
+      Effect.gen(function*() {
+        let snapshot = restoreRun(row.machine)
+        const nodeIds = [...row.node_ids]
+        for (const [i, event] of events.entries()) {
+          if (snapshot.status === "done") {
+            return yield* new InvalidRequest({ message: `events[${i}]: the run ends with the outcome before it; nothing may follow an outcome`, param: `events[${i}]` })
+          }
+          if (callerWrite && row.executable) {
+            if (SERVICE_EVENT_TYPES.has(event.type)) {
+              return yield* new InvalidRequest({
+                message: `events[${i}].type: '${event.type}' is written by the service on an executable run (end it with POST …/cancel)`,
+                param: `events[${i}].type`
+              })
+            }
+            if (event.type === "tool.result" && !snapshot.context.pending.some((call) => call.id === event.toolUseId)) {
+              return yield* new InvalidRequest({
+                message: `events[${i}].toolUseId: the run is not waiting for a result of tool call ${String(event.toolUseId)}`,
+                param: `events[${i}].toolUseId`
+              })
+            }
+          }
+          const machineEvent = toRunEvent(event)
+          if (machineEvent !== undefined) snapshot = stepRun(snapshot, machineEvent)
+          if (row.executable && machineEvent?.type === "node.started" && !nodeIds.includes(machineEvent.nodeId)) nodeIds.push(machineEvent.nodeId)
+        }
+        return { snapshot, nodeIds }
+      })
+
+    const append = (runId: string, events: ReadonlyArray<NewEvent>, options: AppendOptions = {}) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${runId} FOR UPDATE`
+        const row = rows[0]
+        if (row === undefined || (options.keyId !== undefined && row.key_id !== options.keyId)) return yield* notFound(runId)
+        if (options.fence !== undefined && (row.lease_owner !== options.fence.owner || row.attempt !== options.fence.attempt)) {
+          return yield* new LeaseLost({ runId })
+        }
+        if (options.settle !== undefined) yield* settleCharge(sql, runId, options.settle)
+        if (isTerminal(row.status)) {
+          return yield* new Conflict({ message: `The run ${runId} is ${row.status}; its log takes no more events` })
+        }
+        const { snapshot, nodeIds } = yield* fold(row, events, options.keyId !== undefined)
+        const first = Number(row.last_seq) + 1
+        const lastSeq = Number(row.last_seq) + events.length
+        const status = statusOf(snapshot)
+        const finished = isTerminal(status)
+        if (events.length > 0) {
+          yield* sql`INSERT INTO run_events ${
+            sql.insert(events.map((event, i): Record<string, unknown> => ({
+              run_id: runId,
+              seq: first + i,
+              type: event.type,
+              data: JSON.stringify({ ...event, seq: undefined })
+            })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
+          }`
+        }
+        yield* sql`UPDATE runs SET
+            last_seq = ${lastSeq},
+            status = ${status},
+            machine = ${JSON.stringify({ value: snapshot.value, context: snapshot.context })}::jsonb,
+            node_ids = ${JSON.stringify(nodeIds)}::jsonb,
+            updated_at = now(),
+            finished_at = CASE WHEN ${finished} THEN now() ELSE NULL END,
+            lease_owner = CASE WHEN ${finished} THEN NULL ELSE lease_owner END
+          WHERE id = ${runId}`
+        return { appended: events.length, lastSeq, snapshot }
+      })).pipe(
+        Effect.tap(({ lastSeq }) => signals.publish({ runId, lastSeq })),
+        Effect.withSpan("RunLog.append")
+      )
+
+    const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
+      const rows = yield* sql<EventRow>`SELECT seq, type, data FROM run_events
+        WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`
+      return rows.map(toLogEvent)
+    })
+
+    const settle = (runId: string, charge: Settle) => sql.withTransaction(settleCharge(sql, runId, charge)).pipe(Effect.withSpan("RunLog.settle"))
+
+    return RunLog.of({ append, settle, read })
+  }))
+}

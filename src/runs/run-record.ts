@@ -1,0 +1,112 @@
+/**
+ * The run as stored (a `runs` row) and as shown (`{run}` in every response). Pure mapping: the
+ * repositories read rows, the routes render records.
+ */
+import { type PersistedRun, type RunStatus } from "../../machines/run.ts"
+import { microsToUsd } from "../model/money.ts"
+
+export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+
+export interface Optimization {
+  readonly mode: "exact" | "auto"
+  readonly allow: { readonly [key: string]: Json }
+}
+
+export interface RunRow {
+  readonly id: string
+  readonly key_id: string
+  readonly parent_run_id: string | null
+  readonly status: string
+  readonly executable: boolean
+  readonly model: string | null
+  readonly input: Json
+  readonly tools: ReadonlyArray<Json>
+  readonly optimization: Optimization
+  readonly metadata: { readonly [key: string]: Json }
+  readonly node_ids: ReadonlyArray<string>
+  readonly machine: PersistedRun
+  readonly last_seq: string | number
+  readonly budget_micros: string | number | null
+  readonly spent_micros: string | number
+  readonly reserved_micros: string | number
+  readonly input_tokens: string | number
+  readonly output_tokens: string | number
+  readonly lease_owner: string | null
+  readonly attempt: number
+  readonly created_at: Date | string
+  readonly updated_at: Date | string
+  readonly finished_at: Date | string | null
+}
+
+/** The `{run}` object of every run response. */
+export interface RunView {
+  readonly id: string
+  readonly object: "agent_run"
+  readonly status: RunStatus
+  readonly executable: boolean
+  readonly model: string | null
+  readonly nodeIds?: ReadonlyArray<string>
+  readonly metadata: { readonly [key: string]: Json }
+  readonly parentRunId: string | null
+  readonly budgetUsd: number | null
+  readonly optimization: Optimization
+  readonly tools: ReadonlyArray<Json>
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number; readonly costUsd: number }
+  readonly lastSeq: number
+  /** Set while `requires_action`: the tool calls the caller must answer with `tool.result` events. */
+  readonly requiredAction: { readonly type: "tool_results"; readonly toolCalls: ReadonlyArray<unknown> } | null
+  readonly outcome: { readonly status: string; readonly reason: string | null } | null
+  readonly attempt: number
+  readonly createdAt: string
+  readonly updatedAt: string
+  readonly finishedAt: string | null
+}
+
+const iso = (d: Date | string) => new Date(d).toISOString()
+
+export const toRunView = (row: RunRow): RunView => {
+  const context = row.machine.context
+  return {
+    id: row.id,
+    object: "agent_run",
+    status: row.status as RunStatus,
+    executable: row.executable,
+    model: row.model,
+    ...(row.executable ? { nodeIds: row.node_ids } : {}),
+    metadata: row.metadata,
+    parentRunId: row.parent_run_id,
+    budgetUsd: row.budget_micros === null ? null : microsToUsd(Number(row.budget_micros)),
+    optimization: row.optimization,
+    tools: row.tools,
+    usage: {
+      inputTokens: Number(row.input_tokens),
+      outputTokens: Number(row.output_tokens),
+      costUsd: microsToUsd(Number(row.spent_micros))
+    },
+    lastSeq: Number(row.last_seq),
+    requiredAction: row.status === "requires_action" ? { type: "tool_results", toolCalls: context.pending } : null,
+    outcome: context.outcome,
+    attempt: row.attempt,
+    createdAt: iso(row.created_at),
+    updatedAt: iso(row.updated_at),
+    finishedAt: row.finished_at === null ? null : iso(row.finished_at)
+  }
+}
+
+/** A stored log event as every reader sees it: its fields, its `type`, its `seq`. */
+export interface LogEvent {
+  readonly type: string
+  readonly seq: number
+  readonly [field: string]: unknown
+}
+
+export interface EventRow {
+  readonly seq: string | number
+  readonly type: string
+  readonly data: { readonly [key: string]: unknown }
+}
+
+export const toLogEvent = (row: EventRow): LogEvent => ({ ...row.data, type: row.type, seq: Number(row.seq) })
+
+/** Event types only the service writes on executable runs. */
+export const SERVICE_EVENT_TYPES: ReadonlySet<string> = new Set(["node.started", "node.completed", "outcome", "run.resumed"])

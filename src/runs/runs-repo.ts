@@ -1,0 +1,173 @@
+/**
+ * Runs in SQL: create (with its idempotency key in the same transaction), read, list, cancel.
+ * Every method takes the key id: another key's run does not exist (404).
+ */
+import { Context, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { isTerminal, persistRun, startRun } from "../../machines/run.ts"
+import { NotFound, Unprocessable } from "../errors.ts"
+import { newId } from "../keys/secrets.ts"
+import { RunLog } from "./run-log.ts"
+import { type Json, type Optimization, type RunRow, type RunView, toRunView } from "./run-record.ts"
+
+/** How long an idempotency key is remembered (spec: 24 hours). */
+export const IDEMPOTENCY_TTL_HOURS = 24
+
+export interface NewRun {
+  readonly executable: boolean
+  readonly model: string | null
+  readonly input: Json
+  readonly tools: ReadonlyArray<Json>
+  readonly optimization: Optimization
+  readonly metadata: { readonly [key: string]: Json }
+  readonly parentRunId: string | null
+  readonly budgetMicros: number | null
+  /** Executable runs start leased by the instance that will execute them. */
+  readonly lease?: { readonly owner: string; readonly ttlMs: number }
+}
+
+export interface Idempotency {
+  readonly key: string
+  /** Hash of the request body: the same key with another body is refused (422). */
+  readonly requestHash: string
+}
+
+export interface Rendered {
+  readonly status: number
+  readonly body: unknown
+}
+
+export type Created =
+  | { readonly _tag: "Created"; readonly run: RunView; readonly response: Rendered }
+  | { readonly _tag: "Replayed"; readonly response: Rendered }
+
+export interface ListQuery {
+  readonly status?: string
+  readonly parentRunId?: string
+  readonly limit: number
+  /** A run id: list runs created before it (the `nextCursor` of the previous page). */
+  readonly after?: string
+}
+
+export interface RunPage {
+  readonly data: ReadonlyArray<RunView>
+  readonly hasMore: boolean
+  readonly nextCursor: string | null
+}
+
+const notFound = (id: string, param?: string) =>
+  new NotFound({ kind: "resource", message: `No run with id ${id}`, ...(param === undefined ? {} : { param }) })
+
+export class RunsRepo extends Context.Service<RunsRepo, {
+  create(keyId: string, run: NewRun, render: (run: RunView) => Rendered, idempotency?: Idempotency): Effect.Effect<Created, NotFound | Unprocessable | SqlError.SqlError>
+  get(keyId: string, id: string): Effect.Effect<RunView, NotFound | SqlError.SqlError>
+  list(keyId: string, query: ListQuery): Effect.Effect<RunPage, NotFound | SqlError.SqlError>
+  /** Ends a live run `cancelled` (an `outcome` event) and asks its live children to cancel too. */
+  cancel(keyId: string, id: string, reason: string | null): Effect.Effect<RunView, NotFound | SqlError.SqlError>
+  /** The whole row, for the run's actor (no tenant check: the actor already owns the run). */
+  row(id: string): Effect.Effect<RunRow | undefined, SqlError.SqlError>
+}>()("gateway/runs/RunsRepo") {
+  static readonly layer = Layer.effect(RunsRepo, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* RunLog
+
+    const findRow = (keyId: string, id: string) =>
+      Effect.map(sql<RunRow>`SELECT * FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
+
+    const insertRun = (keyId: string, run: NewRun) =>
+      Effect.gen(function*() {
+        if (run.parentRunId !== null && (yield* findRow(keyId, run.parentRunId)) === undefined) {
+          return yield* notFound(run.parentRunId, "parentRunId")
+        }
+        const machine = persistRun(startRun({ executable: run.executable }))
+        const rows = yield* sql<RunRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
+            optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt)
+          VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
+            ${JSON.stringify(run.input)}::jsonb, ${JSON.stringify(run.tools)}::jsonb, ${JSON.stringify(run.optimization)}::jsonb,
+            ${JSON.stringify(run.metadata)}::jsonb, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
+            ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
+            now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1})
+          RETURNING *`
+        return rows[0]
+      })
+
+    const create = (keyId: string, run: NewRun, render: (run: RunView) => Rendered, idempotency?: Idempotency) =>
+      sql.withTransaction(Effect.gen(function*() {
+        if (idempotency !== undefined) {
+          // A concurrent duplicate blocks on the primary key until the first create commits, then
+          // finds its row: one run per key, whatever the timing.
+          yield* sql`DELETE FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key} AND expires_at < now()`
+          const claimed = yield* sql`INSERT INTO run_idempotency (key_id, idempotency_key, request_hash, run_id, status, response, expires_at)
+            VALUES (${keyId}, ${idempotency.key}, ${idempotency.requestHash}, '', 0, 'null'::jsonb, now() + ${`${IDEMPOTENCY_TTL_HOURS} hours`}::interval)
+            ON CONFLICT (key_id, idempotency_key) DO NOTHING RETURNING key_id`
+          if (claimed.length === 0) {
+            const rows = yield* sql<{ request_hash: string; status: number; response: unknown }>`SELECT request_hash, status, response
+              FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
+            if (rows[0].request_hash !== idempotency.requestHash) {
+              return yield* new Unprocessable({
+                message: "Idempotency-Key: this key was used with a different request body in the last 24 hours",
+                param: "Idempotency-Key"
+              })
+            }
+            return { _tag: "Replayed", response: { status: rows[0].status, body: rows[0].response } } satisfies Created
+          }
+        }
+        const view = toRunView(yield* insertRun(keyId, run))
+        const response = render(view)
+        if (idempotency !== undefined) {
+          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${JSON.stringify(response.body)}::jsonb
+            WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
+        }
+        return { _tag: "Created", run: view, response } satisfies Created
+      })).pipe(Effect.withSpan("RunsRepo.create"))
+
+    const get = Effect.fn("RunsRepo.get")(function*(keyId: string, id: string) {
+      const row = yield* findRow(keyId, id)
+      if (row === undefined) return yield* notFound(id)
+      return toRunView(row)
+    })
+
+    const list = Effect.fn("RunsRepo.list")(function*(keyId: string, query: ListQuery) {
+      let before: { created_at: Date; id: string } | undefined
+      if (query.after !== undefined) {
+        const rows = yield* sql<{ created_at: Date; id: string }>`SELECT created_at, id FROM runs WHERE id = ${query.after} AND key_id = ${keyId}`
+        if (rows.length === 0) return yield* notFound(query.after, "after")
+        before = rows[0]
+      }
+      const rows = yield* sql<RunRow>`SELECT * FROM runs WHERE key_id = ${keyId}
+        AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+        AND (${query.parentRunId ?? null}::text IS NULL OR parent_run_id = ${query.parentRunId ?? null})
+        AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
+        ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
+      const page = rows.slice(0, query.limit).map(toRunView)
+      const hasMore = rows.length > query.limit
+      return { data: page, hasMore, nextCursor: hasMore ? page[page.length - 1].id : null }
+    })
+
+    const endCancelled = (id: string, reason: string | null) =>
+      log.append(id, [{ type: "outcome", status: "cancelled", reason: reason ?? "cancelled by the caller" }]).pipe(
+        // Finished meanwhile (or a lease fence that cannot apply here): the run stays as it ended.
+        Effect.catchTags({ Conflict: () => Effect.void, InvalidRequest: () => Effect.void, LeaseLost: () => Effect.void }),
+        Effect.asVoid
+      )
+
+    const cancelTree = (keyId: string, id: string, reason: string | null, depth: number): Effect.Effect<void, NotFound | SqlError.SqlError> =>
+      Effect.gen(function*() {
+        const row = yield* findRow(keyId, id)
+        if (row === undefined) return yield* notFound(id)
+        if (!isTerminal(row.status)) yield* endCancelled(id, reason)
+        if (depth > 32) return // a tree deeper than this is a loop someone built by hand
+        const children = yield* sql<{ id: string }>`SELECT id FROM runs WHERE parent_run_id = ${id} AND key_id = ${keyId} AND finished_at IS NULL`
+        yield* Effect.forEach(children, (child) => cancelTree(keyId, child.id, `parent run ${id} was cancelled`, depth + 1), { discard: true })
+      })
+
+    const cancel = (keyId: string, id: string, reason: string | null) =>
+      Effect.andThen(cancelTree(keyId, id, reason, 0), get(keyId, id)).pipe(Effect.withSpan("RunsRepo.cancel"))
+
+    const row = Effect.fn("RunsRepo.row")(function*(id: string) {
+      return (yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${id}`)[0]
+    })
+
+    return RunsRepo.of({ create, get, list, cancel, row })
+  }))
+}
