@@ -18,6 +18,7 @@ export const client = (baseUrl: string, key: string) => {
     return { status: res.status, body: text === "" ? undefined : JSON.parse(text), headers: res.headers }
   }
   return {
+    key,
     call,
     create: (body: unknown, headers?: Record<string, string>) => call("POST", "/v1/agent-runs", body, headers),
     get: (id: string) => call("GET", `/v1/agent-runs/${id}`),
