@@ -8,6 +8,7 @@ import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { NodeServices } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { rmSync } from "node:fs"
 import { join } from "node:path"
 import { Settings } from "../config/settings.ts"
 import { lockDataDir } from "./data-dir.ts"
@@ -35,6 +36,9 @@ const embeddedClient = (dataDir: string) =>
     // Unix socket paths are limited to ~107 bytes; fall back to loopback TCP on a random port.
     const socketPath = join(dataDir, ".pg.sock")
     const useSocket = Buffer.byteLength(socketPath) < 100
+    // A process killed with SIGKILL leaves its socket file behind; we hold the data dir's lock,
+    // so no live process can be using it.
+    if (useSocket) rmSync(socketPath, { force: true })
     const server = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () => {
