@@ -14,12 +14,25 @@ import { allRoutes } from "./http/routes.ts"
 import { AdminToken } from "./keys/admin-token.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
 import { ResponsesRepo } from "./responses/responses-repo.ts"
+import { Meter } from "./metering/meter.ts"
+import { CapacityQueues } from "./runtime/capacity-queues.ts"
+import { Dispatcher } from "./runtime/dispatcher.ts"
 import { ModelCaller } from "./runtime/model-caller.ts"
+import { Placements } from "./runtime/placements.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 
+/**
+ * The actor runtime: placements and their backends, one capacity queue per placement (in process,
+ * or shared through Redis), the dispatcher, metering, and the ModelCaller that ties them together.
+ */
+export const RuntimeLive = ModelCaller.layer.pipe(
+  Layer.provideMerge(Dispatcher.layer),
+  Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
+)
+
 /** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, ModelCaller.layer).pipe(
+export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, RuntimeLive).pipe(
   Layer.provideMerge(Catalog.layer),
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(ConfigFile.layer)

@@ -18,6 +18,12 @@ export interface SettingsShape {
   readonly maxBodyBytes: number
   /** How long a graceful shutdown waits for in-flight requests. */
   readonly shutdownGraceMs: number
+  /** The longest a request waits in a capacity queue before a 503 (default 10 minutes). */
+  readonly queueMaxWaitMs: number
+  /** Interval of SSE keepalives while a streaming request waits for capacity. */
+  readonly keepaliveMs: number
+  /** First retry backoff (doubling: 1, 2, 4, 8 s by default); shorter for tests and demos. */
+  readonly retryBaseMs: number
 }
 
 const optionalString = (name: string) =>
@@ -32,7 +38,10 @@ export const settingsConfig = Config.all({
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
   maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
-  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000))
+  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
+  queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
+  keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
+  retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

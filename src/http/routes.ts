@@ -8,6 +8,7 @@ import { placementsRoutes } from "./placements-routes.ts"
 import { responsesRoutes } from "./responses-routes.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RouteDef } from "./route.ts"
+import { runtimeAdminRoutes } from "./runtime-admin-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
 
 export type { RouteServices }
@@ -20,5 +21,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...embeddingsRoutes,
   ...statesRoutes,
   ...adminRoutes,
-  ...placementsRoutes
+  ...placementsRoutes,
+  ...runtimeAdminRoutes
 ]
