@@ -8,6 +8,7 @@ import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import { Catalog } from "./catalog/catalog.ts"
 import { ConfigFile } from "./config/config-file.ts"
+import type { GatewayConfig } from "./config/schema.ts"
 import { Settings } from "./config/settings.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { allRoutes } from "./http/routes.ts"
@@ -31,12 +32,19 @@ export const RuntimeLive = ModelCaller.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
 
+/** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
+const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
+  Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, RuntimeLive).pipe(
+    Layer.provideMerge(Catalog.layer),
+    Layer.provideMerge(DatabaseLive),
+    Layer.provideMerge(config)
+  )
+
 /** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, RuntimeLive).pipe(
-  Layer.provideMerge(Catalog.layer),
-  Layer.provideMerge(DatabaseLive),
-  Layer.provideMerge(ConfigFile.layer)
-)
+export const GatewayServices = servicesOn(ConfigFile.layer)
+
+/** The same services on a config given by a program instead of `GATEWAY_CONFIG`. */
+export const gatewayServicesFor = (config: GatewayConfig) => servicesOn(ConfigFile.layerWith(config))
 
 /** The HTTP app as an Effect, for `toWebHandler` or any Effect HTTP server. */
 export const gatewayHttpApp = makeHttpApp(allRoutes)
