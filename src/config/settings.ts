@@ -12,6 +12,8 @@ export interface SettingsShape {
   /** A PostgreSQL URL; absent → the embedded PGlite database under `dataDir`. */
   readonly databaseUrl: Redacted.Redacted<string> | undefined
   readonly redisUrl: string | undefined
+  /** Prefix of every Redis key (default `gw:`): gateways that share a prefix share their state. */
+  readonly redisPrefix: string
   /** Path of the JSON config file; absent → the built-in simulator catalog. */
   readonly configPath: string | undefined
   readonly adminToken: Redacted.Redacted<string> | undefined
@@ -35,6 +37,7 @@ export const settingsConfig = Config.all({
   dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
   databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
   redisUrl: optionalString("REDIS_URL"),
+  redisPrefix: Config.String("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gw:")),
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
   maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
