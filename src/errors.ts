@@ -58,7 +58,9 @@ export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unproces
 export class LimitExceeded extends Schema.TaggedError<LimitExceeded>()("LimitExceeded", {
   kind: Schema.Literals(["rate_limit_error", "allowance_exhausted", "credits_exhausted"]),
   message: Schema.String,
-  retryAfterSeconds: Schema.optional(Schema.Int)
+  retryAfterSeconds: Schema.optional(Schema.Int),
+  /** Extra response headers, e.g. the `x-ratelimit-*` state that refused the request. */
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String))
 }) {}
 
 /** 5xx `api_error`: the model did not answer (transient), or the service is briefly unavailable. */

@@ -8,24 +8,45 @@ import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import { Catalog } from "./catalog/catalog.ts"
 import { ConfigFile } from "./config/config-file.ts"
+import type { GatewayConfig } from "./config/schema.ts"
 import { Settings } from "./config/settings.ts"
 import { makeHttpApp } from "./http/app.ts"
 import { allRoutes } from "./http/routes.ts"
 import { AdminToken } from "./keys/admin-token.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
 import { ResponsesRepo } from "./responses/responses-repo.ts"
+import { Meter } from "./metering/meter.ts"
+import { CapacityQueues } from "./runtime/capacity-queues.ts"
+import { Dispatcher } from "./runtime/dispatcher.ts"
 import { ModelCaller } from "./runtime/model-caller.ts"
+import { Placements } from "./runtime/placements.ts"
 import { RunsLive } from "./runs/runs-layer.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 
-/** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
-export const GatewayServices = RunsLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, ModelCaller.layer)),
-  Layer.provideMerge(Catalog.layer),
-  Layer.provideMerge(DatabaseLive),
-  Layer.provideMerge(ConfigFile.layer)
+/**
+ * The actor runtime: placements and their backends, one capacity queue per placement (in process,
+ * or shared through Redis), the dispatcher, metering, and the ModelCaller that ties them together.
+ */
+export const RuntimeLive = ModelCaller.layer.pipe(
+  Layer.provideMerge(Dispatcher.layer),
+  Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
+
+/** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
+const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
+  RunsLive.pipe(
+    Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, RuntimeLive)),
+    Layer.provideMerge(Catalog.layer),
+    Layer.provideMerge(DatabaseLive),
+    Layer.provideMerge(config)
+  )
+
+/** Config, storage and domain services; requires `Settings`. The config is validated before storage opens. */
+export const GatewayServices = servicesOn(ConfigFile.layer)
+
+/** The same services on a config given by a program instead of `GATEWAY_CONFIG`. */
+export const gatewayServicesFor = (config: GatewayConfig) => servicesOn(ConfigFile.layerWith(config))
 
 /** The HTTP app as an Effect, for `toWebHandler` or any Effect HTTP server. */
 export const gatewayHttpApp = makeHttpApp(allRoutes)

@@ -2,8 +2,9 @@
  * The public embedding API — the only module other programs import.
  *
  * ```ts
- * import { createWebHandler } from "svc-gateway"
- * const gateway = createWebHandler({ dataDir: "./.data" })
+ * import { createGateway } from "svc-gateway"
+ * const gateway = await createGateway({ config, dataDir: "./.data" })   // or createWebHandler(settings)
+ * const answer = await gateway.call(await gateway.decode("messages", body))
  * const response = await gateway.handler(new Request("http://x/v1/models"))
  * await gateway.dispose()
  * ```
@@ -20,6 +21,11 @@ export { Settings, type SettingsShape } from "./config/settings.ts"
 export { Catalog } from "./catalog/catalog.ts"
 export { ApiKeys } from "./keys/api-keys.ts"
 export { GatewayServices, gatewayHttpApp, ServerLive }
+export { createGateway, dialects } from "./embedded.ts"
+export type { Answer, CallOptions, DialectName, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
+export type { CanonicalEvent, CanonicalResponse } from "./model/events.ts"
+export type { CanonicalRequest } from "./model/request.ts"
+export type { PlacementQueueView } from "./runtime/capacity-queues.ts"
 
 /** The gateway's services on the given settings (environment for the rest). */
 export const gatewayLayer = (settings: Partial<SettingsShape> = {}) =>

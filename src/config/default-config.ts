@@ -112,7 +112,7 @@ export const defaultConfig: GatewayConfig = {
     "text-embedding-ada-002": "svc-embed-small"
   },
   plans: {
-    free: { allowanceUsd: 5, rpm: 60, tpm: 200000, concurrency: 8 },
+    free: { allowanceUsd: 5, rpm: 60, tpm: 1000000, concurrency: 8 },
     pro: { allowanceUsd: 100, rpm: 600, tpm: 2000000, concurrency: 64 },
     prepaid: { allowanceUsd: 0, rpm: 600, tpm: 2000000, concurrency: 64, prepaid: true }
   },

@@ -12,12 +12,20 @@ export interface SettingsShape {
   /** A PostgreSQL URL; absent → the embedded PGlite database under `dataDir`. */
   readonly databaseUrl: Redacted.Redacted<string> | undefined
   readonly redisUrl: string | undefined
+  /** Prefix of every Redis key (default `gw:`): gateways that share a prefix share their state. */
+  readonly redisPrefix: string
   /** Path of the JSON config file; absent → the built-in simulator catalog. */
   readonly configPath: string | undefined
   readonly adminToken: Redacted.Redacted<string> | undefined
   readonly maxBodyBytes: number
   /** How long a graceful shutdown waits for in-flight requests. */
   readonly shutdownGraceMs: number
+  /** The longest a request waits in a capacity queue before a 503 (default 10 minutes). */
+  readonly queueMaxWaitMs: number
+  /** Interval of SSE keepalives while a streaming request waits for capacity. */
+  readonly keepaliveMs: number
+  /** First retry backoff (doubling: 1, 2, 4, 8 s by default); shorter for tests and demos. */
+  readonly retryBaseMs: number
 }
 
 const optionalString = (name: string) =>
@@ -29,10 +37,14 @@ export const settingsConfig = Config.all({
   dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
   databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
   redisUrl: optionalString("REDIS_URL"),
+  redisPrefix: Config.String("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gw:")),
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
   maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
-  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000))
+  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
+  queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
+  keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
+  retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

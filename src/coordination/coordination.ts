@@ -59,8 +59,8 @@ export class Coordination extends Context.Service<Coordination, CoordinationShap
   static readonly layerRedis = (url: string, options?: RedisOptions) => Layer.effect(Coordination, makeRedis(url, options))
   /** Redis when `REDIS_URL` is set, in-process otherwise. */
   static readonly layer = Layer.unwrap(Effect.gen(function*() {
-    const { redisUrl } = yield* Settings
-    return redisUrl === undefined ? Coordination.layerInProcess : Coordination.layerRedis(redisUrl)
+    const { redisUrl, redisPrefix } = yield* Settings
+    return redisUrl === undefined ? Coordination.layerInProcess : Coordination.layerRedis(redisUrl, { prefix: redisPrefix })
   }))
   static readonly layerTest = Coordination.layerInProcess
 }

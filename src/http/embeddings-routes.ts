@@ -7,11 +7,11 @@
 import { Effect, Schema } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { shorten, toBase64Float32 } from "../embeddings/vectors.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { InvalidRequest, NotFound, PermissionDenied, Unauthenticated } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { readBody } from "./body.ts"
-import { backendFailureToApiError } from "./chat-endpoint.ts"
+import { callFailureToApiError } from "./chat-answer.ts"
 import { jsonResponse } from "./json.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
@@ -47,9 +47,13 @@ const create = (ctx: RequestContext) =>
       return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
     }
     const texts = typeof body.input === "string" ? [body.input] : body.input
+    if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
     const caller = yield* ModelCaller
-    const result = yield* caller.embed(model.id, texts, model.dimensions).pipe(
-      Effect.catchTag("BackendError", (error) => Effect.fail(backendFailureToApiError(error)))
+    const result = yield* caller.embed(model, texts, { key: ctx.key }).pipe(
+      Effect.catchTags({
+        BackendError: (error) => Effect.fail(callFailureToApiError(error)),
+        QueueTimeout: (error) => Effect.fail(callFailureToApiError(error))
+      })
     )
     const base64 = body.encoding_format === "base64"
     const data = result.vectors.map((vector, index) => {
@@ -58,7 +62,7 @@ const create = (ctx: RequestContext) =>
     })
     return jsonResponse(
       { object: "list", data, model: model.id, usage: { prompt_tokens: result.inputTokens, total_tokens: result.inputTokens } },
-      { headers: { "xsvc-model": result.servedModel } }
+      { headers: { "xsvc-model": result.servedModel, ...result.headers } }
     )
   })
 

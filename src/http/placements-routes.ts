@@ -6,7 +6,7 @@
 import { Effect, Schema } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
-import { ModelCaller } from "../runtime/model-caller.ts"
+import { Placements } from "../runtime/placements.ts"
 import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
@@ -24,7 +24,7 @@ const setFaults = (ctx: RequestContext) =>
     const body = yield* readFaults(ctx)
     const catalog = yield* Catalog
     const entry = catalog.placements.get(ctx.params.id)
-    const runtime = (yield* ModelCaller).placements.get(ctx.params.id)
+    const runtime = (yield* Placements).byId.get(ctx.params.id)?.runtime
     if (entry === undefined || runtime === undefined) {
       return yield* new NotFound({ kind: "resource", message: `No placement with id ${ctx.params.id}` })
     }

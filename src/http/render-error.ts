@@ -61,6 +61,7 @@ const describe = (error: ApiError): Rendered => {
         flatType: error.kind,
         message: error.message,
         headers: {
+          ...error.headers,
           ...(error.retryAfterSeconds === undefined ? {} : { "retry-after": String(error.retryAfterSeconds) }),
           // The spec forbids retrying a spent allowance or empty credits; the SDKs obey this header.
           ...(error.kind === "rate_limit_error" ? {} : { "x-should-retry": "false" })

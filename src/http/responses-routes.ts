@@ -9,15 +9,17 @@
  */
 import { Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
+import type { EncodeContext } from "../dialects/dialect.ts"
 import type { SqlError } from "effect/sql"
 import { BackendError } from "../backends/backend.ts"
-import { responsesDialect } from "../dialects/responses/index.ts"
+import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
 import { InvalidRequest, NotFound, Unauthenticated, Unprocessable } from "../errors.ts"
-import { type CanonicalEvent, type CanonicalResponse, collectStream, makeResponseBuilder } from "../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../model/events.ts"
 import { ResponsesRepo } from "../responses/responses-repo.ts"
 import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../responses/transcript.ts"
 import { readJson } from "./body.ts"
-import { backendFailureToApiError, encodeAnswer, prepareRequest, resolveChatModel, startCall } from "./chat-endpoint.ts"
+import { answerChat, type CallFailure } from "./chat-answer.ts"
+import { prepareRequest, resolveChatModel } from "./chat-endpoint.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
@@ -49,11 +51,11 @@ const renameParam = (error: InvalidRequest | Unprocessable) => {
  * stream with the error event instead: the client asked for storage and did not get it.
  */
 const saveOnStop = (
-  events: Stream.Stream<CanonicalEvent, BackendError>,
+  events: Stream.Stream<CanonicalEvent, CallFailure>,
   save: (response: CanonicalResponse) => Effect.Effect<void, SqlError.SqlError>
 ) => {
   const builder = makeResponseBuilder()
-  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, BackendError> => {
+  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure> => {
     builder.add(event)
     if (event.type !== "message_stop") return Effect.succeed(event)
     return save(builder.finish()).pipe(
@@ -75,21 +77,16 @@ const createResponse = (ctx: RequestContext) =>
     const { request: wanted, conversation } = continueConversation(previous, decoded)
     const model = yield* resolveChatModel(ctx, wanted.model)
     const request = yield* prepareRequest(model, wanted).pipe(Effect.mapError(renameParam))
-    const { call, context, headers } = yield* startCall(responsesDialect, request, decoded.echo)
-    const envelopeBytes = (response: CanonicalResponse) => JSON.stringify(responsesDialect.encodeResponse(response, context))
-    const save = (response: CanonicalResponse, body: string) =>
-      repo.save({ id: context.id, keyId, model: call.servedModel, body, transcript: withAnswer(conversation, response) })
-
-    if (!request.stream) {
-      const response = yield* collectStream(call.events).pipe(Effect.mapError(backendFailureToApiError))
-      const body = envelopeBytes(response)
-      if (decoded.echo.store) yield* save(response, body)
-      return HttpServerResponse.text(body, { contentType: "application/json", headers })
-    }
-    // The terminal event holds encodeResponse of the same collected events, so these bytes are
-    // exactly the `response` inside `response.completed`.
-    const events = decoded.echo.store ? saveOnStop(call.events, (response) => save(response, envelopeBytes(response))) : call.events
-    return yield* encodeAnswer(responsesDialect, context, events, headers)
+    if (!decoded.echo.store) return yield* answerChat(responsesDialect, ctx, request, decoded.echo)
+    const save = (response: CanonicalResponse, context: EncodeContext<ResponsesEcho>, body: string) =>
+      repo.save({ id: context.id, keyId, model: context.model, body, transcript: withAnswer(conversation, response) })
+    // The terminal stream event holds encodeResponse of the same collected events, so the stored
+    // bytes are exactly the `response` inside `response.completed`.
+    return yield* answerChat(responsesDialect, ctx, request, decoded.echo, {
+      collected: save,
+      events: (events, context) =>
+        saveOnStop(events, (response) => save(response, context, JSON.stringify(responsesDialect.encodeResponse(response, context))))
+    })
   })
 
 const retrieveResponse = (ctx: RequestContext) =>

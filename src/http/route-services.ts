@@ -2,11 +2,30 @@
 import type { Catalog } from "../catalog/catalog.ts"
 import type { ApiKeys } from "../keys/api-keys.ts"
 import type { ResponsesRepo } from "../responses/responses-repo.ts"
+import type { CapacityQueues } from "../runtime/capacity-queues.ts"
 import type { ModelCaller } from "../runtime/model-caller.ts"
+import type { Placements } from "../runtime/placements.ts"
+import type { Settings } from "../config/settings.ts"
+import type { Allowance } from "../metering/allowance.ts"
+import type { UsageLedger } from "../metering/usage-ledger.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
 import type { RunExecutor } from "../runs/run-executor.ts"
 import type { RunLog } from "../runs/run-log.ts"
 import type { RunsRepo } from "../runs/runs-repo.ts"
 import type { StatesRepo } from "../states/states-repo.ts"
 
-export type RouteServices = Catalog | ApiKeys | StatesRepo | ModelCaller | ResponsesRepo | RunsRepo | RunLog | RunExecutor | RunSignals
+export type RouteServices =
+  | Catalog
+  | ApiKeys
+  | StatesRepo
+  | ModelCaller
+  | ResponsesRepo
+  | Placements
+  | CapacityQueues
+  | Settings
+  | Allowance
+  | UsageLedger
+  | RunsRepo
+  | RunLog
+  | RunExecutor
+  | RunSignals

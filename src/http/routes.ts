@@ -9,6 +9,7 @@ import { responsesRoutes } from "./responses-routes.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RouteDef } from "./route.ts"
 import { runsRoutes } from "./runs-routes.ts"
+import { runtimeAdminRoutes } from "./runtime-admin-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
 
 export type { RouteServices }
@@ -22,5 +23,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...statesRoutes,
   ...runsRoutes,
   ...adminRoutes,
-  ...placementsRoutes
+  ...placementsRoutes,
+  ...runtimeAdminRoutes
 ]

@@ -137,9 +137,14 @@ function make(options: AllowanceOptions) {
         if (answer._tag === "Refused") {
           const left = formatUsd(remainingOf(answer.state, t.cap))
           return yield* t.funding === "credits"
-            ? new LimitExceeded({ kind: "credits_exhausted", message: `Prepaid credits are exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); add credits to continue` })
+            ? new LimitExceeded({
+              kind: "credits_exhausted",
+              message: `Prepaid credits are exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); add credits to continue`,
+              headers: { "xsvc-allowance-remaining": left }
+            })
             : new LimitExceeded({
               kind: "allowance_exhausted",
+              headers: { "xsvc-allowance-remaining": left },
               message: `Monthly allowance exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); it resets at the start of next month (UTC)`,
               retryAfterSeconds: secondsUntilNextMonth(now)
             })

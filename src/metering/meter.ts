@@ -25,9 +25,17 @@ import { callCostMicros, outputCeiling, worstCaseMicros } from "./pricing.ts"
 import { RateLimits } from "./rate-limits.ts"
 import { UsageLedger } from "./usage-ledger.ts"
 
+/** What metering needs of a model: its list rates and output limits (chat and embedding models). */
+export type MeteredModel = Pick<ChatModel, "id" | "pricing" | "maxOutput" | "contextWindow">
+
 export interface BeginRequest {
   readonly key: KeyRecord
-  readonly model: ChatModel
+  readonly model: MeteredModel
+  /**
+   * Other models that may serve the call (continuity equivalents): the reservation covers the
+   * most expensive of them, so a failover can never be charged past what was held.
+   */
+  readonly alternatives?: ReadonlyArray<Pick<ChatModel, "pricing">> | undefined
   /** The input estimate (model/tokens.ts `countRequestInputTokens`). */
   readonly inputTokens: number
   /** The request's own output limit (`max_tokens`, `max_output_tokens`…), when it sets one. */
@@ -41,8 +49,11 @@ export interface MeteredCall {
   /** The output ceiling the reservation covers: send it upstream as the output limit. */
   readonly maxOutputTokens: number
   readonly reservedMicros: Micros
-  /** Charges the real cost (at most the reservation), records it, frees the slot. First call wins. */
-  settle(usage: Usage): Effect.Effect<{ readonly costMicros: Micros; readonly chargedMicros: Micros }>
+  /**
+   * Charges the real cost at the rates of the model that served (default: the requested one), at
+   * most the reservation; records it, frees the slot. First call wins.
+   */
+  settle(usage: Usage, servedBy?: Pick<ChatModel, "id" | "pricing">): Effect.Effect<{ readonly costMicros: Micros; readonly chargedMicros: Micros }>
   /** For a call that produced no output: returns the reservation. A no-op after settle. */
   fail(): Effect.Effect<void>
   /** x-ratelimit-* and `xsvc-allowance-remaining` (decimal USD), as of the latest step. */
@@ -70,14 +81,15 @@ export class Meter extends Context.Service<Meter, {
       const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
       const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
       const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
-      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros: worstCaseMicros(model, inputTokens, maxOutputTokens) })
+      const maxCostMicros = Math.max(...[model, ...(request.alternatives ?? [])].map((m) => worstCaseMicros(m, inputTokens, maxOutputTokens)))
+      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros })
         .pipe(Effect.tapError(() => admission.release))
       const requestId = request.requestId ?? newId("call")
       let remaining: Micros | undefined = reservation.remainingMicros
       let finished = false
 
-      const settle = Effect.fn("MeteredCall.settle")(function*(usage: Usage) {
-        const costMicros = callCostMicros(usage, model)
+      const settle = Effect.fn("MeteredCall.settle")(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
+        const costMicros = callCostMicros(usage, servedBy)
         const chargedMicros = Math.min(costMicros, reservation.amountMicros)
         if (finished) return { costMicros, chargedMicros }
         finished = true
@@ -87,7 +99,7 @@ export class Meter extends Context.Service<Meter, {
         if (after !== undefined) remaining = after
         yield* ledger.record({
           keyId: key.id,
-          model: model.id,
+          model: servedBy.id,
           requestId,
           usage,
           costMicros: chargedMicros,

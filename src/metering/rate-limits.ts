@@ -102,7 +102,13 @@ function make(options: RateLimitOptions) {
       ].filter((s) => s !== undefined).join(" and ")
       // A concurrency refusal has no known end: one second is the shortest honest wait.
       const retryAfterSeconds = Math.max(1, Math.ceil(waitMs / 1_000))
-      return new LimitExceeded({ kind: "rate_limit_error", message: `Rate limit reached for ${which}; retry in ${retryAfterSeconds}s`, retryAfterSeconds })
+      const state = buckets.length >= 2 ? { requests: windowOf(buckets[0]), tokens: windowOf(buckets[1]) } : undefined
+      return new LimitExceeded({
+        kind: "rate_limit_error",
+        message: `Rate limit reached for ${which}; retry in ${retryAfterSeconds}s`,
+        retryAfterSeconds,
+        headers: headers(state)
+      })
     }
 
     const admit = Effect.fn("RateLimits.admit")(function*(request: { keyId: string; plan: Plan; tokens: number }) {

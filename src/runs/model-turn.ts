@@ -6,20 +6,16 @@
  * `quote` gives the worst-case cost the run's budget must hold before the turn; the request is sent
  * with that quote's output ceiling, so the real cost can never exceed the hold.
  */
-import { Deferred, Effect, Exit, type Scope, Stream } from "effect"
+import { Effect, type Scope } from "effect"
 import type { BackendError } from "../backends/backend.ts"
-import { Catalog } from "../catalog/catalog.ts"
-import type { NotImplemented } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
-import { callCostMicros, outputCeiling, worstCaseMicros } from "../metering/pricing.ts"
-import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../model/events.ts"
+import { type CanonicalResponse, collectStream } from "../model/events.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import { countRequestInputTokens } from "../model/tokens.ts"
-import { emptyUsage, type Usage } from "../model/usage.ts"
-import { ModelCaller } from "../runtime/model-caller.ts"
+import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import { type Continuity, ModelCaller, type PrepareError, type Settlement } from "../runtime/model-caller.ts"
 
-export type Continuity = "auto" | "exact"
+export type { Continuity }
 
 export interface TurnQuote {
   /** The request as it must be sent: its output ceiling is the quoted one. */
@@ -27,57 +23,25 @@ export interface TurnQuote {
   readonly worstCaseMicros: Micros
 }
 
-export interface TurnSettlement {
-  readonly model: string
-  readonly usage: Usage
-  readonly costMicros: Micros
-}
-
 export interface Turn {
   readonly servedModel: string
   /** The whole answer; fails when the model fails midway. */
-  readonly response: Effect.Effect<CanonicalResponse, BackendError>
+  readonly response: Effect.Effect<CanonicalResponse, BackendError | QueueTimeout>
   /** What the turn was charged; resolves once the answer ended, failed or was abandoned. */
-  readonly settled: Effect.Effect<TurnSettlement>
+  readonly settled: Effect.Effect<Settlement>
 }
 
-export type TurnError = BackendError | NotImplemented
+export type TurnError = BackendError | QueueTimeout | PrepareError
 
-export const quoteTurn = (request: CanonicalRequest, _continuity: Continuity) =>
+export const quoteTurn = (request: CanonicalRequest, continuity: Continuity) =>
   Effect.gen(function*() {
-    const model = (yield* Catalog).chatModel(request.model)
-    const inputTokens = countRequestInputTokens(request)
-    const maxOutputTokens = model === undefined ? request.maxOutputTokens ?? 1 : outputCeiling(model, inputTokens, request.maxOutputTokens)
-    return {
-      request: { ...request, maxOutputTokens },
-      worstCaseMicros: model === undefined ? 0 : worstCaseMicros(model, inputTokens, maxOutputTokens)
-    } satisfies TurnQuote
+    const quote = yield* (yield* ModelCaller).quote(request, continuity)
+    return { request: { ...request, maxOutputTokens: quote.maxOutputTokens }, worstCaseMicros: quote.worstCaseMicros } satisfies TurnQuote
   })
 
-/**
- * Starts the turn. The answer is folded as it streams, so a turn cut short (cancel, failure) is
- * still settled at what it delivered.
- */
-export const startTurn = (quote: TurnQuote, _options: { readonly key: KeyRecord | undefined; readonly continuity: Continuity }): Effect.Effect<Turn, TurnError, Catalog | ModelCaller | Scope.Scope> =>
+/** Starts the turn (waiting for capacity like any request); resolves at its first event. */
+export const startTurn = (quote: TurnQuote, options: { readonly key: KeyRecord; readonly continuity: Continuity }): Effect.Effect<Turn, TurnError, ModelCaller | Scope.Scope> =>
   Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const call = yield* (yield* ModelCaller).call(quote.request)
-    const settledWith = yield* Deferred.make<TurnSettlement>()
-    const builder = makeResponseBuilder()
-    let usage = emptyUsage
-    const settle = (final: Usage) => {
-      const model = catalog.chatModel(call.servedModel)
-      const costMicros = model === undefined ? 0 : Math.min(callCostMicros(final, model), quote.worstCaseMicros)
-      return Deferred.succeed(settledWith, { model: call.servedModel, usage: final, costMicros })
-    }
-    const response = Stream.runForEach(call.events, (event: CanonicalEvent) =>
-      Effect.sync(() => {
-        builder.add(event)
-        if (event.type === "message_start" && event.usage !== undefined) usage = event.usage
-        if (event.type === "message_stop") usage = event.usage
-      })).pipe(
-        Effect.flatMap(() => Effect.sync(() => builder.finish())),
-        Effect.onExit((exit) => settle(Exit.isSuccess(exit) ? exit.value.usage : usage))
-      )
-    return { servedModel: call.servedModel, response, settled: Deferred.await(settledWith) }
+    const call = yield* (yield* ModelCaller).call(quote.request, { key: options.key, continuity: options.continuity })
+    return { servedModel: call.servedModel, response: collectStream(call.events), settled: call.settled }
   })

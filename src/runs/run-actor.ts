@@ -82,6 +82,7 @@ export const runActor = (runId: string, fence: Fence) =>
         }
         if (snapshot.value === "ready") yield* write([{ type: "node.started", nodeId, model: model.id, turn: snapshot.context.nodes + 1 }])
         const key = yield* keys.findById(row.key_id)
+        if (key === undefined) return yield* outcome({ status: "failed", reason: "key_deleted" })
         return yield* Effect.scoped(Effect.gen(function*() {
           const started = yield* Effect.result(startTurn(quote, { key, continuity }))
           if (Result.isFailure(started)) {

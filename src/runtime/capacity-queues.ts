@@ -17,6 +17,8 @@ import { Clock, Context, Deferred, Effect, Exit, Layer, Schema } from "effect"
 import { createActor } from "xstate"
 import { positionOf, queueMachine, queueView, type QueueView, type ReleaseOutcome } from "../../machines/queue.ts"
 import { Catalog } from "../catalog/catalog.ts"
+import { Settings } from "../config/settings.ts"
+import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "./redis-capacity-queues.ts"
 
 /** No slot came free on any candidate before the deadline. */
 export class QueueTimeout extends Schema.TaggedError<QueueTimeout>()("QueueTimeout", {
@@ -198,24 +200,24 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
 })
 
 export class CapacityQueues extends Context.Service<CapacityQueues, CapacityQueuesShape>()("gateway/runtime/CapacityQueues") {
-  /** One queue per catalog placement, sized by its configured `capacity`. */
+  /**
+   * One queue per catalog placement, sized by its configured `capacity`: shared by every instance
+   * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts), in process otherwise.
+   */
   static readonly layer = Layer.effect(CapacityQueues, Effect.gen(function*() {
     const catalog = yield* Catalog
+    const { redisUrl } = yield* Settings
     const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
-    return CapacityQueues.of(yield* makeCapacityQueues({ placements }))
+    return CapacityQueues.of(yield* (redisUrl === undefined ? makeCapacityQueues({ placements }) : makeRedisCapacityQueues(redisUrl, { placements })))
   }))
+
+  /** On Redis at `url`, shared with every instance using the same Redis and key prefix; the connections close with the layer. */
+  static readonly layerRedis = (url: string, options: RedisCapacityQueuesOptions) =>
+    Layer.effect(CapacityQueues, Effect.map(makeRedisCapacityQueues(url, options), (queues) => CapacityQueues.of(queues)))
 
   /** Explicit placements and timings, for tests and embedders. */
   static readonly layerTest = (options: CapacityQueuesOptions) =>
     Layer.effect(CapacityQueues, Effect.map(makeCapacityQueues(options), (queues) => CapacityQueues.of(queues)))
 }
 
-/*
- * A Redis-backed layer (several instances) would implement the same shape:
- * - per placement, a hash of holders (waiterId → lease expiry), one list per key of waiters and
- *   a ring (list) of keys, and the circuit (state, failures, openedUntil), all changed by Lua
- *   scripts that run this file's machine rules atomically (enqueue / cancel / release / grant);
- * - grants announced on a pub/sub channel per waiter; each instance resolves its own waiters;
- * - leases carry an expiry refreshed while the call runs, so a dead instance's slots come back;
- * - the probe timer becomes `openedUntil`, checked by the grant script.
- */
+/* The Redis-backed host (several instances) is redis-capacity-queues.ts, its scripts queue-lua.ts. */

@@ -22,6 +22,7 @@ import { BackendError } from "../backends/backend.ts"
 import type { CanonicalEvent } from "../model/events.ts"
 import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
+import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
 
 export interface DispatchCandidate {
@@ -65,7 +66,12 @@ const emptyStream = (placementId: string) =>
 
 const outcomeOf = (error: BackendError): LeaseOutcome => (error.retryable ? "failure" : "success")
 
-export const makeDispatcher = (queues: CapacityQueues["Service"]) => {
+export interface DispatcherOptions {
+  /** First backoff delay (doubling per round); the spec's 1 s unless a test or demo shortens it. */
+  readonly retryBaseMs?: number | undefined
+}
+
+export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
   const dispatch = Effect.fn("Dispatcher.dispatch")(function*(options: DispatchOptions) {
     const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
     const actor = createActor(dispatchMachine, {
@@ -101,7 +107,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"]) => {
           if (snapshot.value === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           if (snapshot.value === "retryWait") {
             const random = yield* Random.next
-            yield* Effect.sleep(nextDelay(snapshot.context.attempts, lastError!, () => random) ?? 0)
+            yield* Effect.sleep(nextDelay(snapshot.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)
             actor.send({ type: "RETRY_DUE" })
             continue
           }
@@ -198,6 +204,13 @@ export class Dispatcher extends Context.Service<Dispatcher, {
   dispatch(options: DispatchOptions): Effect.Effect<Dispatched, BackendError | QueueTimeout>
 }>()("gateway/runtime/Dispatcher") {
   static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
-    return Dispatcher.of(makeDispatcher(yield* CapacityQueues))
+    const { retryBaseMs } = yield* Settings
+    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs }))
   }))
+
+  /** With explicit options instead of Settings (tests, embedders). */
+  static readonly layerWith = (options: DispatcherOptions) =>
+    Layer.effect(Dispatcher, Effect.gen(function*() {
+      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, options))
+    }))
 }

@@ -1,83 +1,253 @@
 /**
- * Calls a catalog model: picks a placement, hands the canonical request to its backend, and says
- * which model served. This first version spreads requests round-robin over the model's placements;
- * the actor runtime (capacity queues, continuity failover, retries) replaces the choice, not the
- * interface.
+ * Calls a catalog model the way every surface (chat dialects, agent runs, embedders) must:
+ *
+ *   prepare: rate limits + allowance reservation (429s here, before any waiting)
+ *   start:   dispatch over the candidates — the model's placements, then (continuity "auto") its
+ *            equivalents that can serve the request — waiting in their capacity queues, retrying
+ *            and failing over (Dispatcher); resolves at the first event, naming what served
+ *   events:  the answer; when it ends, the real usage is settled at the serving model's list
+ *            rates (a broken or abandoned stream is charged what it delivered)
+ *
+ * The request sent upstream carries the reserved output ceiling as its output limit, so usage can
+ * never outgrow the reservation. Everything is tied to the caller's Scope: a call abandoned before
+ * it settles returns its reservation and its slot.
  */
-import { Context, Effect, Layer, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Layer, type Scope, Stream } from "effect"
+import { type BackendError } from "../backends/backend.ts"
 import { Catalog } from "../catalog/catalog.ts"
-import type { Placement } from "../config/schema.ts"
-import type { Backend, BackendError, EmbedResult, PlacementRuntime } from "../backends/backend.ts"
-import { makeAnthropicBackend } from "../backends/anthropic/index.ts"
-import { makeOpenAICompatibleBackend } from "../backends/openai-compatible/index.ts"
-import { makeSimulatorBackend } from "../backends/simulator/simulator.ts"
-import { NotImplemented } from "../errors.ts"
+import { unmetRequirement } from "../catalog/requirements.ts"
+import type { ChatModel, EmbeddingModel } from "../config/schema.ts"
+import { Settings } from "../config/settings.ts"
+import { type LimitExceeded, NotImplemented, type ServiceUnavailable } from "../errors.ts"
+import type { KeyRecord } from "../keys/keys-repo.ts"
+import { Meter, type MeteredModel } from "../metering/meter.ts"
+import { outputCeiling, worstCaseMicros } from "../metering/pricing.ts"
+import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
+import { countRequestInputTokens, countTextTokens } from "../model/tokens.ts"
+import { makeUsage, type Usage } from "../model/usage.ts"
+import { CapacityQueues, type QueueTimeout } from "./capacity-queues.ts"
+import { type DispatchCandidate, Dispatcher } from "./dispatcher.ts"
+import { canResumeFromPrefix, Placements } from "./placements.ts"
+import { makeUsageTracker } from "./usage-tracker.ts"
+
+/** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
+export type Continuity = "auto" | "exact"
+
+export interface CallOptions {
+  /** Whose call: fairness in the queues, the plan's rate limits, the allowance charged. */
+  readonly key: KeyRecord
+  readonly continuity?: Continuity | undefined
+  /** Longest wait for a slot (default: the gateway's `GATEWAY_QUEUE_MAX_WAIT_MS`). */
+  readonly deadlineMs?: number | undefined
+  /** Runs once if the call has to wait for capacity (e.g. commit SSE headers, start keepalives). */
+  readonly onQueued?: Effect.Effect<void> | undefined
+  /** Runs when a broken text stream continues on another placement. */
+  readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
+}
+
+/** What a finished (or abandoned) call was charged. */
+export interface Settlement {
+  readonly model: string
+  readonly usage: Usage
+  readonly costMicros: Micros
+}
 
 export interface ModelCall {
-  /** Canonical id of the model that serves this call (`xsvc-model`). */
+  /** Canonical id of the model that produced the first event (`xsvc-model`). */
   readonly servedModel: string
-  readonly events: Stream.Stream<CanonicalEvent, BackendError>
+  readonly placementId: string
+  /** The answer; run it once. Settles when it ends, fails or is interrupted. */
+  readonly events: Stream.Stream<CanonicalEvent, BackendError | QueueTimeout>
+  /** `x-ratelimit-*` and `xsvc-allowance-remaining`, as of the latest step. */
+  headers(): Record<string, string>
+  /** Resolves once the call is settled. */
+  readonly settled: Effect.Effect<Settlement>
 }
+
+export interface PreparedCall {
+  /** The request as it goes upstream: the reserved output ceiling is its output limit. */
+  readonly request: CanonicalRequest
+  headers(): Record<string, string>
+  /** Dispatches; resolves at the first event. Call at most once. */
+  readonly start: Effect.Effect<ModelCall, BackendError | QueueTimeout>
+}
+
+export interface Quote {
+  readonly inputTokens: number
+  readonly maxOutputTokens: number
+  /** The reservation a call of this request takes: the worst case over the models that may serve. */
+  readonly worstCaseMicros: Micros
+}
+
+export type PrepareError = LimitExceeded | ServiceUnavailable | NotImplemented
 
 export class ModelCaller extends Context.Service<ModelCaller, {
-  /** Starts a chat call on `request.model` (a canonical id). */
-  call(request: CanonicalRequest): Effect.Effect<ModelCall, NotImplemented>
-  embed(model: string, texts: ReadonlyArray<string>, dimensions: number): Effect.Effect<EmbedResult & { servedModel: string }, BackendError | NotImplemented>
-  /** Live placement state (faults are mutable), by placement id. */
-  readonly placements: ReadonlyMap<string, PlacementRuntime>
+  /** Meters and readies a call of `request.model` (a canonical id); nothing is dispatched yet. */
+  prepare(request: CanonicalRequest, options: CallOptions): Effect.Effect<PreparedCall, PrepareError, Scope.Scope>
+  /** `prepare` then `start`. */
+  call(request: CanonicalRequest, options: CallOptions): Effect.Effect<ModelCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
+  /** What a call of this request would reserve (for budgets kept beside the allowance). */
+  quote(request: CanonicalRequest, continuity?: Continuity): Effect.Effect<Quote, NotImplemented>
+  /** Metered, queued embedding call. */
+  embed(
+    model: EmbeddingModel,
+    texts: ReadonlyArray<string>,
+    options: CallOptions
+  ): Effect.Effect<{ vectors: ReadonlyArray<ReadonlyArray<number>>; inputTokens: number; servedModel: string; headers: Record<string, string> }, PrepareError | BackendError | QueueTimeout, Scope.Scope>
 }>()("gateway/runtime/ModelCaller") {
+  /** Needs Catalog, Placements, Dispatcher, CapacityQueues, Meter, Settings. */
   static readonly layer = Layer.effect(ModelCaller, Effect.gen(function*() {
     const catalog = yield* Catalog
-    const simulator = makeSimulatorBackend()
-    // Upstream adapters keep undici pools; close them when the gateway stops.
-    const anthropic = yield* Effect.acquireRelease(Effect.sync(makeAnthropicBackend), (b) => Effect.promise(() => Promise.resolve(b.close())).pipe(Effect.ignore))
-    const openai = yield* Effect.acquireRelease(Effect.sync(makeOpenAICompatibleBackend), (b) => Effect.promise(() => Promise.resolve(b.close())).pipe(Effect.ignore))
-    const backends: Record<string, Backend | undefined> = { simulator, anthropic, "openai-compatible": openai }
-    const placements = new Map<string, PlacementRuntime>()
-    const byModel = new Map<string, Array<PlacementRuntime>>()
-    const toRuntime = (placement: Placement, modelId: string, reasoning: boolean): PlacementRuntime => ({
-      id: placement.id,
-      modelId,
-      upstreamModel: placement.upstreamModel ?? modelId,
-      reasoning,
-      simulator: placement.simulator,
-      upstream: placement.baseUrl === undefined
-        ? undefined
-        : { baseUrl: placement.baseUrl, apiKey: placement.apiKeyEnv === undefined ? undefined : process.env[placement.apiKeyEnv] },
-      faults: { mode: "none" }
-    })
-    for (const { placement, modelId } of catalog.placements.values()) {
-      const reasoning = catalog.chatModel(modelId)?.capabilities.reasoning ?? false
-      const runtime = toRuntime(placement, modelId, reasoning)
-      placements.set(placement.id, runtime)
-      byModel.set(modelId, [...(byModel.get(modelId) ?? []), runtime])
-    }
-    const kinds = new Map([...catalog.placements.values()].map(({ placement }) => [placement.id, placement.backend]))
-    let turn = 0
+    const placements = yield* Placements
+    const dispatcher = yield* Dispatcher
+    const queues = yield* CapacityQueues
+    const meter = yield* Meter
+    const settings = yield* Settings
 
-    const pick = (model: string) => {
-      const candidates = (byModel.get(model) ?? []).filter((p) => backends[kinds.get(p.id)!] !== undefined)
+    /** The models that may serve, in preference order: the model, then its capable equivalents. */
+    const servingModels = (request: CanonicalRequest, continuity: Continuity): ReadonlyArray<ChatModel> => {
+      const model = catalog.chatModel(request.model)
+      if (model === undefined) return []
+      if (continuity === "exact") return [model]
+      const equivalents = (model.equivalents ?? [])
+        .map((id) => catalog.chatModel(id))
+        .filter((m): m is ChatModel => m !== undefined && unmetRequirement(m, { ...request, model: m.id }) === undefined)
+      return [model, ...equivalents]
+    }
+
+    const candidatesFor = (request: CanonicalRequest, models: ReadonlyArray<ChatModel>): ReadonlyArray<DispatchCandidate> =>
+      models.flatMap((model) =>
+        placements.ofModel(model.id).map(({ runtime, backend }): DispatchCandidate => {
+          const forModel = { ...request, model: model.id }
+          return {
+            placementId: runtime.id,
+            modelId: model.id,
+            run: () => backend.stream(forModel, runtime),
+            resume: canResumeFromPrefix(backend)
+              ? (textSoFar) =>
+                backend.stream({ ...forModel, messages: [...forModel.messages, { role: "assistant", content: [{ type: "text", text: textSoFar }] }] }, runtime)
+              : undefined
+          }
+        })
+      )
+
+    const quote = Effect.fn("ModelCaller.quote")(function*(request: CanonicalRequest, continuity: Continuity = "auto") {
+      const models = servingModels(request, continuity)
+      if (models.length === 0) return yield* new NotImplemented({ message: `The model ${request.model} has no placement that can serve` })
+      const inputTokens = countRequestInputTokens(request)
+      const maxOutputTokens = outputCeiling(models[0], inputTokens, request.maxOutputTokens)
+      const worst = Math.max(...models.map((m) => worstCaseMicros(m, inputTokens, maxOutputTokens)))
+      return { inputTokens, maxOutputTokens, worstCaseMicros: worst }
+    })
+
+    const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
+      const models = servingModels(request, options.continuity ?? "auto")
+      const candidates = candidatesFor(request, models)
       if (candidates.length === 0) {
-        return Effect.fail(new NotImplemented({ message: `No placement of ${model} has an available backend` }))
+        return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
-      const placement = candidates[turn++ % candidates.length]
-      return Effect.succeed({ placement, backend: backends[kinds.get(placement.id)!]! })
-    }
+      const inputTokens = countRequestInputTokens(request)
+      const metered = yield* meter.beginScoped({
+        key: options.key,
+        model: models[0],
+        alternatives: models.slice(1),
+        inputTokens,
+        maxOutputTokens: request.maxOutputTokens
+      })
+      const sent: CanonicalRequest = { ...request, maxOutputTokens: metered.maxOutputTokens }
+      const upstream = candidatesFor(sent, models)
+      const modelById = new Map(models.map((m) => [m.id, m]))
+      const settledSignal = Deferred.makeUnsafe<Settlement>()
 
-    const call = Effect.fn("ModelCaller.call")(function*(request: CanonicalRequest) {
-      const { placement, backend } = yield* pick(request.model)
-      return { servedModel: placement.modelId, events: backend.stream(request, placement) }
+      const start = Effect.gen(function*() {
+        let servingModel = models[0]
+        const dispatched = yield* dispatcher.dispatch({
+          candidates: upstream,
+          keyId: options.key.id,
+          deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+          onQueued: options.onQueued,
+          onContinue: (to) =>
+            Effect.suspend(() => {
+              servingModel = modelById.get(to.modelId) ?? servingModel
+              return options.onContinue === undefined ? Effect.void : options.onContinue(to)
+            })
+        }).pipe(Effect.tapError(() => metered.fail()))
+        servingModel = modelById.get(dispatched.servedModel) ?? servingModel
+        const usage = makeUsageTracker(inputTokens)
+
+        /** Settles exactly once, whatever ended the stream. */
+        const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>) =>
+          Effect.gen(function*() {
+            const completed = Exit.isSuccess(exit)
+            if (!completed && !usage.produced) {
+              yield* metered.fail()
+              Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: makeUsage({}), costMicros: 0 }))
+              return
+            }
+            const used = usage.usage()
+            const { chargedMicros } = yield* metered.settle(used, servingModel)
+            Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
+          })
+
+        const events = dispatched.events.pipe(
+          Stream.tap((event) => Effect.sync(() => usage.add(event))),
+          Stream.onExit(finish)
+        )
+        return {
+          servedModel: dispatched.servedModel,
+          placementId: dispatched.placementId,
+          events,
+          headers: metered.headers,
+          settled: Deferred.await(settledSignal)
+        } satisfies ModelCall
+      })
+      return { request: sent, headers: metered.headers, start } satisfies PreparedCall
     })
 
-    const embed = Effect.fn("ModelCaller.embed")(function*(model: string, texts: ReadonlyArray<string>, dimensions: number) {
-      const { placement, backend } = yield* pick(model)
-      if (backend.embed === undefined) return yield* new NotImplemented({ message: `The backend of ${model} cannot embed` })
-      const result = yield* backend.embed({ model, texts, dimensions }, placement)
-      return { ...result, servedModel: placement.modelId }
+    const call = Effect.fn("ModelCaller.call")(function*(request: CanonicalRequest, options: CallOptions) {
+      const prepared = yield* prepare(request, options)
+      return yield* prepared.start
     })
 
-    return ModelCaller.of({ call, embed, placements })
+    const embed = Effect.fn("ModelCaller.embed")(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: CallOptions) {
+      const serving = placements.ofModel(model.id)
+      if (serving.length === 0) return yield* new NotImplemented({ message: `No placement of ${model.id} has an available backend` })
+      // An embedding call has no output: it is metered as input at the model's input rate.
+      const priced: MeteredModel = {
+        id: model.id,
+        pricing: { input: model.pricing.input, output: 0, cachedInput: null },
+        maxOutput: 1,
+        contextWindow: Number.MAX_SAFE_INTEGER
+      }
+      const inputTokens = texts.reduce((sum, text) => sum + countTextTokens(text), 0)
+      const metered = yield* meter.beginScoped({ key: options.key, model: priced, inputTokens, maxOutputTokens: 1 })
+      const lease = yield* queues.acquire({
+        candidates: serving.map((p) => p.runtime.id),
+        keyId: options.key.id,
+        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+        onQueued: options.onQueued
+      }).pipe(Effect.tapError(() => metered.fail()))
+      const placement = serving.find((p) => p.runtime.id === lease.placementId)!
+      if (placement.backend.embed === undefined) {
+        yield* lease.release("success")
+        yield* metered.fail()
+        return yield* new NotImplemented({ message: `The backend of ${model.id} cannot embed` })
+      }
+      const result = yield* placement.backend.embed({ model: model.id, texts, dimensions: model.dimensions }, placement.runtime).pipe(
+        Effect.onExit((exit) =>
+          lease.release(isRetryableExit(exit) ? "failure" : "success")
+        ),
+        Effect.tapError(() => metered.fail())
+      )
+      yield* metered.settle(makeUsage({ inputTokens: result.inputTokens }), priced)
+      return { ...result, servedModel: model.id, headers: metered.headers() }
+    })
+
+    return ModelCaller.of({ prepare, call, quote, embed })
   }))
 }
+
+const isRetryableExit = (exit: Exit.Exit<unknown, BackendError>) =>
+  Exit.isFailure(exit) && exit.cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error.retryable)

@@ -27,11 +27,16 @@ const retryAfterMs = (error: AttemptError): number | undefined =>
  * Milliseconds to wait after failed attempt number `attempt` (1-based) before the next one, or
  * `undefined` when the rules say not to retry. `random` returns a number in [0, 1).
  */
-export const nextDelay = (attempt: number, error: AttemptError, random: () => number = Math.random): number | undefined => {
+export const nextDelay = (
+  attempt: number,
+  error: AttemptError,
+  random: () => number = Math.random,
+  baseMs: number = BASE_DELAY_MS
+): number | undefined => {
   if (!error.retryable || attempt >= MAX_ATTEMPTS) return undefined
   const exact = retryAfterMs(error)
   if (exact !== undefined) return exact
-  return BASE_DELAY_MS * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
+  return baseMs * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
 }
 
 /**

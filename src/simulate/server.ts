@@ -18,7 +18,7 @@ import { messagesDialect } from "../dialects/messages/index.ts"
 import { type ApiError, MethodNotAllowed, NotFound, Unauthenticated } from "../errors.ts"
 import { countTextTokens } from "../model/tokens.ts"
 import { decodeWith, readJson } from "../http/body.ts"
-import { encodeAnswer } from "../http/chat-endpoint.ts"
+import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
 import { renderDefect, renderError } from "../http/render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "../http/route.ts"
@@ -67,7 +67,7 @@ export const makeSimulateApp = (options: SimulateOptions) => {
         request: decoded.request,
         echo: decoded.echo
       }
-      return yield* encodeAnswer(dialect, context, backend.stream(decoded.request, placement), {})
+      return yield* encodeDirect(dialect, context, backend.stream(decoded.request, placement))
     })
 
   const embed = (ctx: RequestContext) =>

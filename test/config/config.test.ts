@@ -38,7 +38,7 @@ describe("built-in default config", () => {
     for (const handle of ["text-embedding-3-small", "text-embedding-3-large"]) {
       expect(catalog.resolveEmbedding(handle), handle).toBeDefined()
     }
-    expect(config.plans.free).toEqual({ allowanceUsd: 5, rpm: 60, tpm: 200000, concurrency: 8 })
+    expect(config.plans.free).toEqual({ allowanceUsd: 5, rpm: 60, tpm: 1000000, concurrency: 8 })
     expect(config.plans.pro).toEqual({ allowanceUsd: 100, rpm: 600, tpm: 2000000, concurrency: 64 })
     for (const m of config.models) expect(m.displayName).toMatch(/simulated/)
   })

@@ -33,11 +33,12 @@ describe.each(engines())("upstream placements through gateway simulate ($name)",
       const point = (id: string, backend: string, baseUrl: string) => {
         const model = config.models.find((m: { id: string }) => m.id === id)
         model.placements = [{ id: `${id}-up`, backend, capacity: 8, baseUrl, apiKeyEnv: "UPSTREAM_KEY", upstreamModel: HIDDEN }]
+        model.equivalents = [] // failures must reach the client here, not fail over to a simulator
       }
       point("svc-atlas-1", "anthropic", upstream.baseUrl)
       point("svc-nova-mini", "openai-compatible", `${upstream.baseUrl}/v1`)
     })
-    gw = await startGateway({ ...setup.env, ...env, UPSTREAM_KEY })
+    gw = await startGateway({ ...setup.env, ...env, UPSTREAM_KEY, GATEWAY_RETRY_BASE_MS: "10" })
   })
   afterAll(async () => {
     await gw?.stop()

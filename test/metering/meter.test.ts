@@ -39,7 +39,7 @@ for (const store of storeKinds()) {
       it.effect("begin reserves the worst case and sends headers; settle charges the real cost and records it", () =>
         Effect.gen(function*() {
           const meter = yield* Meter
-          const key = keyOn("free") // $5, 60 rpm, 200k tpm
+          const key = keyOn("free") // $5, 60 rpm, 1M tpm
           const call = yield* meter.begin({ key, model: atlas, inputTokens: 1_000, maxOutputTokens: 2_000 })
           expect(call.maxOutputTokens).toBe(2_000)
           expect(call.reservedMicros).toBe(3_000 + 30_000) // 1,000 × $3 + 2,000 × $15 per million
@@ -47,9 +47,9 @@ for (const store of storeKinds()) {
             "x-ratelimit-limit-requests": "60",
             "x-ratelimit-remaining-requests": "59",
             "x-ratelimit-reset-requests": "1s",
-            "x-ratelimit-limit-tokens": "200000",
-            "x-ratelimit-remaining-tokens": "197000",
-            "x-ratelimit-reset-tokens": "900ms",
+            "x-ratelimit-limit-tokens": "1000000",
+            "x-ratelimit-remaining-tokens": "997000",
+            "x-ratelimit-reset-tokens": "180ms",
             "xsvc-allowance-remaining": "4.967000"
           })
           const usage = makeUsage({ inputTokens: 1_000, outputTokens: 100 })

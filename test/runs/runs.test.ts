@@ -125,8 +125,9 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(stopped).toMatchObject({ status: "incomplete", outcome: { status: "incomplete", reason: "budget" }, usage: { costUsd: 0 } })
     expect((await runs.events(none.id)).events.map((e) => e.type)).toEqual(["outcome"])
 
-    // atlas holds ~$0.48 per step (32k output ceiling): this budget fits one step and not a second
-    const one = (await runs.create({ model: "atlas", input: "use lookup", tools: [lookupTool], budgetUsd: 0.4806 })).body.run
+    // pinned to atlas (no pricier equivalent may serve), a step holds ~$0.48 (32k output ceiling at
+    // $15/Mtok): this budget fits one step and not a second
+    const one = (await runs.create({ model: "atlas", input: "use lookup", tools: [lookupTool], budgetUsd: 0.4806, optimization: { mode: "exact" } })).body.run
     const waiting = await runs.waitFor(one.id, (r) => r.status === "requires_action")
     await runs.append(one.id, [{ type: "tool.result", toolUseId: waiting.requiredAction.toolCalls[0].id, content: "ok" }])
     const ended = await runs.waitFor(one.id, (r) => r.status !== "running" && r.status !== "requires_action")

@@ -74,7 +74,7 @@ const scriptOf = (events: ReadonlyArray<DispatchEvent>) => {
   return { plays, expectedCalls, text: sent + "world", servedModel }
 }
 
-const layer = Dispatcher.layer.pipe(Layer.provideMerge(CapacityQueues.layerTest({
+const layer = Dispatcher.layerWith({}).pipe(Layer.provideMerge(CapacityQueues.layerTest({
   placements: candidates.map(({ placementId }) => ({ placementId, capacity: 1 })),
   failureThreshold: 100 // keep the circuit out of these paths (tested on its own)
 })))

@@ -13,7 +13,7 @@ const queuesLayer = CapacityQueues.layerTest({
   probeCooldownMs: 30_000
 })
 const withDispatcher = <A, E>(effect: Effect.Effect<A, E, Dispatcher | CapacityQueues>) =>
-  Effect.provide(effect, Dispatcher.layer.pipe(Layer.provideMerge(queuesLayer)))
+  Effect.provide(effect, Dispatcher.layerWith({}).pipe(Layer.provideMerge(queuesLayer)))
 
 const two = (p1: ReadonlyArray<Play>, p2: ReadonlyArray<Play>, resume?: ReadonlyArray<Play>) =>
   scripted([

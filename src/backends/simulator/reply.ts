@@ -84,7 +84,26 @@ const compose = (request: CanonicalRequest, prng: Prng, lead: string): Reply => 
   return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
 }
 
+/**
+ * A trailing assistant message of plain text is a prefill: the answer must continue it (the
+ * runtime resumes a broken stream this way). The reply is then the reply to the conversation
+ * without it, minus the prefilled text when it is a prefix of that reply.
+ */
+export const splitPrefill = (request: CanonicalRequest): { readonly request: CanonicalRequest; readonly prefill: string | undefined } => {
+  const last = request.messages.at(-1)
+  if (last?.role !== "assistant" || !last.content.every((block) => block.type === "text")) return { request, prefill: undefined }
+  return { request: { ...request, messages: request.messages.slice(0, -1) }, prefill: joinText(last.content) }
+}
+
 export const decideReply = (request: CanonicalRequest, prng: Prng): Reply => {
+  const { request: base, prefill } = splitPrefill(request)
+  if (prefill === undefined) return decideFreshReply(request, prng)
+  const reply = decideFreshReply(base, prng)
+  if (reply.kind !== "text") return reply
+  return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
+}
+
+const decideFreshReply = (request: CanonicalRequest, prng: Prng): Reply => {
   const last = request.messages.at(-1)
   const fromUser = last?.role === "user"
   const userText = fromUser ? joinText(last.content) : ""

@@ -29,6 +29,7 @@ import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { hashingEmbedding } from "./embeddings.ts"
 import { hashString, makePrng, seedFrom } from "./prng.ts"
 import { makePromptCache, promptPrefixes } from "./prompt-cache.ts"
+import { splitPrefill } from "./reply.ts"
 import type { ScriptStep } from "./script.ts"
 import { writeScript } from "./script.ts"
 
@@ -83,14 +84,16 @@ const faultError = (faults: FaultSettings, what: string): BackendError => {
 }
 
 /** Seeds the reply: model, conversation content, temperature and seeds; not the ceiling or stops. */
-const replySeed = (request: CanonicalRequest, placement: PlacementRuntime): number =>
-  seedFrom([
+const replySeed = (whole: CanonicalRequest, placement: PlacementRuntime): number => {
+  const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
+  return seedFrom([
     request.model,
     hashString(JSON.stringify([request.system, request.messages, request.tools, request.responseFormat])),
     request.temperature,
     request.seed,
     placement.simulator?.seed
   ])
+}
 
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)

@@ -1,0 +1,174 @@
+/**
+ * Answers a prepared chat request in the client's dialect: meters it (429s), dispatches it through
+ * the runtime (capacity queues, failover), and encodes the events as one JSON body or as SSE.
+ *
+ * Streams:
+ * - when a slot is free, the response commits to 200 only once the first event exists, so every
+ *   failure before that (a queue timeout, an upstream error after all retries) is a proper non-2xx
+ *   error with the dialect's body;
+ * - when the request has to wait for capacity, the response commits at once: headers go out and
+ *   keepalives follow every `GATEWAY_KEEPALIVE_MS`, so clients and proxies do not time out. Then a
+ *   later failure (e.g. the maximum wait passing) can only be the dialect's error event. The
+ *   `xsvc-model` header names the requested model in that case; the body names what served;
+ * - after the first event, a break ends with the dialect's error event, or — plain text only —
+ *   continues on another placement, marked by an SSE comment (`switchover`).
+ * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
+ */
+import { Clock, Deferred, Effect, Fiber, Option, Pull, Stream } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
+import type { SqlError } from "effect/sql"
+import type { BackendError } from "../backends/backend.ts"
+import { Settings } from "../config/settings.ts"
+import type { ChatDialect, EncodeContext, StreamFailure } from "../dialects/dialect.ts"
+import { type ApiError, InvalidRequest, ServiceUnavailable, Unauthenticated } from "../errors.ts"
+import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import { ModelCaller } from "../runtime/model-caller.ts"
+import type { RequestContext } from "./route.ts"
+import { SSE_HEADERS } from "./sse.ts"
+
+export type CallFailure = BackendError | QueueTimeout
+
+/** How a failed call reaches the client before any byte was sent. */
+export const callFailureToApiError = (error: CallFailure): ApiError => {
+  if (error._tag === "QueueTimeout") {
+    return new ServiceUnavailable({ status: 503, message: error.message, retryAfterSeconds: error.retryAfterSeconds })
+  }
+  return error.status >= 400 && error.status < 500 && error.status !== 429
+    ? new InvalidRequest({ message: error.message })
+    : new ServiceUnavailable({
+      status: error.type === "overloaded_error" || error.status === 429 ? 503 : 502,
+      message: `The model did not return a response: ${error.message}`,
+      ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: Math.ceil(error.retryAfterSeconds) })
+    })
+}
+
+/** How a failed call ends a stream that already started. */
+export const callFailureToStreamFailure = (error: CallFailure): StreamFailure =>
+  error._tag === "QueueTimeout"
+    ? { status: 503, type: "api_error", message: error.message }
+    : { status: error.status, type: error.type, message: error.message }
+
+export interface AnswerHooks<Echo> {
+  /** Non-streaming: runs on the collected answer and its exact body bytes before they are sent. */
+  readonly collected?: (response: CanonicalResponse, context: EncodeContext<Echo>, body: string) => Effect.Effect<void, ApiError | SqlError.SqlError>
+  /** Streaming: wraps the events before they are encoded (e.g. to store the answer at its end). */
+  readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, CallFailure>
+}
+
+const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
+  HttpEffect.scopeTransferToStream(
+    HttpServerResponse.stream(Stream.encodeText(body.pipe(Stream.filter((text) => text !== ""))), {
+      contentType: "text/event-stream",
+      headers: { ...SSE_HEADERS, ...headers }
+    })
+  )
+
+export const answerChat = <Echo>(
+  dialect: ChatDialect<Echo>,
+  ctx: RequestContext,
+  request: CanonicalRequest,
+  echo: Echo,
+  hooks: AnswerHooks<Echo> = {}
+) =>
+  Effect.gen(function*() {
+    if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
+    const settings = yield* Settings
+    const caller = yield* ModelCaller
+    const queued = Deferred.makeUnsafe<void>()
+    let switchNote: string | undefined
+    const prepared = yield* caller.prepare(request, {
+      key: ctx.key,
+      ...(request.stream ? { onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid) } : {}),
+      onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
+    })
+    const id = dialect.newId()
+    const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+    const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
+
+    if (!request.stream) {
+      const call = yield* prepared.start.pipe(Effect.mapError(callFailureToApiError))
+      const context = contextFor(call.servedModel)
+      const response = yield* collectStream(call.events).pipe(Effect.mapError(callFailureToApiError))
+      yield* call.settled
+      const body = JSON.stringify(dialect.encodeResponse(response, context))
+      if (hooks.collected !== undefined) yield* hooks.collected(response, context, body)
+      return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers() } })
+    }
+
+    // The stream's encoded frames for one started call; the dialect's error event ends a failure.
+    const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }) => {
+      const context = contextFor(call.servedModel)
+      const encoder = dialect.streamEncoder(context)
+      const events = hooks.events === undefined ? call.events : hooks.events(call.events, context)
+      return events.pipe(
+        Stream.map((event) => {
+          const note = switchNote
+          switchNote = undefined
+          return (note === undefined ? "" : encoder.switchover(note)) + encoder.event(event)
+        }),
+        Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+      )
+    }
+
+    const starting = yield* Effect.forkScoped(prepared.start)
+    const first = yield* Effect.raceFirst(
+      Fiber.await(starting).pipe(Effect.map(() => "started" as const)),
+      Deferred.await(queued).pipe(Effect.as("queued" as const))
+    )
+    if (first === "started") {
+      const call = yield* Fiber.join(starting).pipe(Effect.mapError(callFailureToApiError))
+      return sseResponse(encodeCall(call), { "xsvc-model": call.servedModel, ...call.headers() })
+    }
+
+    // Waiting for capacity: commit now, keep the connection alive until a slot is granted.
+    const waiting = dialect.streamEncoder(contextFor(request.model))
+    const keepalives = Stream.tick(`${settings.keepaliveMs} millis`).pipe(
+      Stream.map(() => waiting.keepalive()),
+      Stream.interruptWhen(Fiber.await(starting))
+    )
+    const rest = Stream.unwrap(
+      Fiber.join(starting).pipe(
+        Effect.map(encodeCall),
+        Effect.catch((error: CallFailure) => Effect.succeed(Stream.succeed(waiting.error(callFailureToStreamFailure(error)))))
+      )
+    )
+    return sseResponse(Stream.concat(keepalives, rest), { "xsvc-model": request.model, ...prepared.headers() })
+  })
+
+/**
+ * Waits for the first chunk of a stream and returns a stream that replays it and continues, so the
+ * caller can still choose the HTTP status. Runs in the request's scope.
+ */
+const startStream = <A, E>(stream: Stream.Stream<A, E>) =>
+  Effect.gen(function*() {
+    const pull = yield* Stream.toPull(stream)
+    const first = yield* pull.pipe(
+      Effect.map(Option.some),
+      Pull.catchDone(() => Effect.succeed(Option.none<ReadonlyArray<A>>()))
+    )
+    const rest = Stream.fromPull(Effect.succeed(pull))
+    return Option.isSome(first) ? Stream.concat(Stream.fromArray(first.value), rest) : rest
+  })
+
+/**
+ * Encodes a backend's events with no runtime in between (the standalone simulator upstream): one
+ * JSON body, or SSE that commits to 200 at the first event.
+ */
+export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeContext<Echo>, events: Stream.Stream<CanonicalEvent, BackendError>) =>
+  Effect.gen(function*() {
+    if (!context.request.stream) {
+      const response = yield* collectStream(events).pipe(Effect.mapError(callFailureToApiError))
+      return HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
+    }
+    const started = yield* startStream(events).pipe(Effect.mapError(callFailureToApiError))
+    const encoder = dialect.streamEncoder(context)
+    return sseResponse(
+      started.pipe(
+        Stream.map((event) => encoder.event(event)),
+        Stream.catch((error: BackendError) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+      ),
+      {}
+    )
+  })

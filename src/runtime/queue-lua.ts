@@ -1,0 +1,216 @@
+/**
+ * Lua scripts of the Redis capacity queues (`redis-capacity-queues.ts`). Each one runs atomically
+ * on the server and applies the rules of `machines/queue.ts` to one placement, so the instances
+ * sharing a Redis can never grant more slots than the placement's capacity between them.
+ *
+ * Keys of placement P, all with the hash tag `{P}` (one slot per placement):
+ *   M    …cq:{P}:meta     hash: capacity, circuit (closed|open|halfOpen), failures, openedUntil,
+ *                        probe (the half-open probe's waiter id, '' when none), hold (mean ms a
+ *                        slot is held, for retry hints), opened (times the circuit opened)
+ *   H    …cq:{P}:holders  zset waiterId → lease expiry (epoch ms): the slots in use
+ *   R    …cq:{P}:ring     list of keyIds that have waiters; the head is served next
+ *   W    …cq:{P}:waiters  hash waiterId → keyId
+ *   A    …cq:{P}:alive    zset waiterId → liveness expiry, renewed by the waiter's instance
+ *   L(k) …cq:{P}:lane:k   list of the waiterIds of key k, oldest first
+ * Lane names are built in Lua from ARGV[1] (one list per key cannot be declared up front); they
+ * share the `{P}` tag, so they live in the same slot as the declared keys.
+ *
+ * Holders and waiters carry expiries instead of key TTLs: every script first sweeps lapsed leases
+ * and dead waiters (a crashed instance's), so they vanish at the next touch of the placement, and
+ * Redis deletes a list, hash or zset once it is empty. M has no TTL: a few fields per configured
+ * placement, rewritten at every start.
+ *
+ * Waiter ids are `<instanceId>/<n>`; a grant is published on `<channelPrefix><instanceId>` as
+ * `<placementId>\n<waiterId>`.
+ *
+ * Common ARGV: lanePrefix, channelPrefix, placementId, now (epoch ms), leaseTtlMs.
+ * A script's own arguments start at ARGV[6].
+ */
+
+const PRELUDE = `
+local M, H, R, W, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lanePrefix, channelPrefix, placement = ARGV[1], ARGV[2], ARGV[3]
+local now, leaseTtl = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+local function dropWaiter(w)
+  local k = redis.call('HGET', W, w)
+  if not k then return false end
+  local lane = lanePrefix .. k
+  redis.call('LREM', lane, 1, w)
+  if redis.call('LLEN', lane) == 0 then redis.call('LREM', R, 0, k) end
+  redis.call('HDEL', W, w)
+  redis.call('ZREM', A, w)
+  return true
+end
+
+local function dropHolder(w)
+  if redis.call('ZREM', H, w) == 0 then return false end
+  if redis.call('HGET', M, 'probe') == w then redis.call('HSET', M, 'probe', '') end
+  return true
+end
+
+local function openCircuit(cooldown)
+  redis.call('HSET', M, 'circuit', 'open', 'openedUntil', now + cooldown, 'probe', '', 'failures', 0)
+  redis.call('HINCRBY', M, 'opened', 1)
+end
+
+-- The circuit now. An open circuit whose cooldown is over turns half-open here: this replaces
+-- the in-process host's probe timer, and every instance sees the same moment.
+local function circuit()
+  local st = redis.call('HMGET', M, 'circuit', 'openedUntil')
+  if st[1] == 'open' and now >= tonumber(st[2] or 0) then
+    redis.call('HSET', M, 'circuit', 'halfOpen', 'probe', '')
+    return 'halfOpen'
+  end
+  return st[1] or 'closed'
+end
+
+-- Lapsed leases give their slot back (a lapsed probe is replaced); dead waiters leave their lane.
+local function sweep()
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now)) do dropHolder(w) end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', A, '-inf', now)) do dropWaiter(w) end
+end
+
+-- Grants the free slots (half-open: one probe) round-robin between keys, FIFO within a key, and
+-- announces each grant on the waiter's instance channel.
+local function grant()
+  local c = circuit()
+  if c == 'open' then return 0 end
+  local free = tonumber(redis.call('HGET', M, 'capacity') or 0) - redis.call('ZCARD', H)
+  if c == 'halfOpen' then
+    if (redis.call('HGET', M, 'probe') or '') ~= '' then return 0 end
+    free = math.min(free, 1)
+  end
+  local n = 0
+  while n < free do
+    local k = redis.call('LPOP', R)
+    if not k then break end
+    local lane = lanePrefix .. k
+    local w = redis.call('LPOP', lane)
+    if w then
+      if redis.call('LLEN', lane) > 0 then redis.call('RPUSH', R, k) end
+      redis.call('HDEL', W, w)
+      redis.call('ZREM', A, w)
+      redis.call('ZADD', H, now + leaseTtl, w)
+      if c == 'halfOpen' then redis.call('HSET', M, 'probe', w) end
+      redis.call('PUBLISH', channelPrefix .. string.match(w, '^(.*)/'), placement .. '\\n' .. w)
+      n = n + 1
+    end
+  end
+  return n
+end
+`
+
+/** ARGV: capacity. Stores the capacity (config at start, or a change) and grants what it frees. */
+export const SET_CAPACITY = PRELUDE + `
+redis.call('HSET', M, 'capacity', ARGV[6])
+redis.call('HSETNX', M, 'circuit', 'closed')
+sweep()
+grant()
+return 1
+`
+
+/** ARGV: waiterId, keyId, waiterTtlMs. Joins the back of the key's lane. 1 = holds a slot now. */
+export const ENQUEUE = PRELUDE + `
+local w, k = ARGV[6], ARGV[7]
+sweep()
+if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
+  if redis.call('RPUSH', lanePrefix .. k, w) == 1 then redis.call('RPUSH', R, k) end
+  redis.call('HSET', W, w, k)
+  redis.call('ZADD', A, now + tonumber(ARGV[8]), w)
+end
+grant()
+if redis.call('ZSCORE', H, w) then return 1 end
+return 0
+`
+
+/** ARGV: waiterId. Removes a waiter, or frees its slot without a health verdict. */
+export const CANCEL = PRELUDE + `
+sweep()
+if not dropWaiter(ARGV[6]) then dropHolder(ARGV[6]) end
+grant()
+return 1
+`
+
+/**
+ * ARGV: waiterId, outcome (success|failure), failureThreshold, cooldownMs, heldMs.
+ * Frees the slot and judges health as the machine does: counted while closed, the probe's
+ * verdict while half-open, uncounted otherwise. 0 = not a holder (released already or lapsed).
+ */
+export const RELEASE = PRELUDE + `
+local w, success = ARGV[6], ARGV[7] == 'success'
+sweep()
+local c = circuit()
+if not redis.call('ZSCORE', H, w) then
+  grant()
+  return 0
+end
+local wasProbe = redis.call('HGET', M, 'probe') == w
+dropHolder(w)
+local held = tonumber(ARGV[10])
+local hold = tonumber(redis.call('HGET', M, 'hold') or held)
+redis.call('HSET', M, 'hold', math.floor(0.8 * hold + 0.2 * held))
+if c == 'closed' then
+  if success then redis.call('HSET', M, 'failures', 0)
+  elseif redis.call('HINCRBY', M, 'failures', 1) >= tonumber(ARGV[8]) then openCircuit(tonumber(ARGV[9])) end
+elseif c == 'halfOpen' and wasProbe then
+  if success then redis.call('HSET', M, 'circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[9])) end
+end
+grant()
+return 1
+`
+
+/**
+ * ARGV: waiterTtlMs, n, then n waiting ids, then the ids of leases to renew.
+ * The instance's heartbeat and its guard against lost announcements. Renewal comes before the
+ * sweep: an entry that lapsed during a stall but was not swept yet has not been given to anyone,
+ * so keeping it is safe; XX never brings back an entry that is gone.
+ * Returns one status per id: 1 holds a slot, 0 waiting, 2 unknown (gone or lapsed).
+ */
+export const SYNC = PRELUDE + `
+local ttl, n = tonumber(ARGV[6]), tonumber(ARGV[7])
+for i = 8, 7 + n do redis.call('ZADD', A, 'XX', now + ttl, ARGV[i]) end
+for i = 8 + n, #ARGV do redis.call('ZADD', H, 'XX', now + leaseTtl, ARGV[i]) end
+sweep()
+grant()
+local out = {}
+for i = 8, #ARGV do
+  if redis.call('ZSCORE', H, ARGV[i]) then out[#out + 1] = 1
+  elseif redis.call('HEXISTS', W, ARGV[i]) == 1 then out[#out + 1] = 0
+  else out[#out + 1] = 2 end
+end
+return out
+`
+
+/** Returns {capacity, inUse, circuit, then keyId, waiting per key in ring order}, after a sweep. */
+export const VIEW = PRELUDE + `
+sweep()
+grant()
+local out = { tonumber(redis.call('HGET', M, 'capacity') or 0), redis.call('ZCARD', H), circuit() }
+for _, k in ipairs(redis.call('LRANGE', R, 0, -1)) do
+  out[#out + 1] = k
+  out[#out + 1] = redis.call('LLEN', lanePrefix .. k)
+end
+return out
+`
+
+/**
+ * ARGV: waiterId. Read-only. {ahead, capacity, holdMs}: grants that go to others before the
+ * waiter (machines/queue.ts `positionOf`; -1 when not waiting) and the mean hold (-1: unknown).
+ */
+export const POSITION = PRELUDE + `
+local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
+local hold = tonumber(redis.call('HGET', M, 'hold') or -1)
+local k = redis.call('HGET', W, ARGV[6])
+if not k then return { -1, cap, hold } end
+local round = redis.call('LPOS', lanePrefix .. k, ARGV[6])
+if not round then return { -1, cap, hold } end
+local ahead, before = 0, true
+for _, key in ipairs(redis.call('LRANGE', R, 0, -1)) do
+  if key == k then before = false end
+  local len = redis.call('LLEN', lanePrefix .. key)
+  ahead = ahead + math.min(len, round)
+  if before and len > round then ahead = ahead + 1 end
+end
+return { ahead, cap, hold }
+`

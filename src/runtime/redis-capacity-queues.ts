@@ -1,0 +1,384 @@
+/**
+ * The capacity queues on Redis, for several gateway instances: the same `CapacityQueuesShape` as
+ * the in-process host (capacity-queues.ts), but a placement's slots, waiters and circuit live in
+ * Redis and are changed only by the Lua scripts of queue-lua.ts, so capacity is global (never more
+ * holders than capacity across instances) and waiters of every instance are served fairly.
+ *
+ * - Slots are leases with an expiry (`leaseTtlMs`) that the holding instance renews while the call
+ *   runs; a crashed instance's slots come back when they lapse. Waiters carry a liveness expiry
+ *   (`waiterTtlMs`) renewed the same way, so a dead instance's waiters are skipped.
+ * - Grants reach instances over pub/sub, one channel per instance, on a subscriber connection of
+ *   its own. Every `pollIntervalMs` the instance also runs SYNC for the placements it waits on or
+ *   holds: it renews, sweeps, turns a cooled-down circuit half-open, grants, and reports which of
+ *   its waiters hold a slot, so a lost message costs at most one interval. A waiter Redis forgot
+ *   (a stall longer than its TTL, a Redis restart) is enqueued again.
+ * - A grant for a waiter that was served elsewhere or is gone is cancelled at once, and a grant
+ *   that is announced twice (message + SYNC + the enqueue's own answer) is handled once.
+ * - The circuit lives in Redis (failures, state, openedUntil, probe), so every instance agrees on
+ *   it and exactly one probe runs per placement, whichever instance sends it.
+ * - Times are epoch ms from the Effect Clock of the caller (as in coordination/types.ts); a few ms
+ *   of skew between instances only moves expiries that are seconds long.
+ * - A Redis outage: waits go on (their deadline still ends them), releases and cancels are
+ *   logged and lapse by TTL, `isOpen` answers false, `view` and `setCapacity` die.
+ * - Capacity comes from the config, written at start by every instance (the config is the same
+ *   everywhere); a `setCapacity` lasts until the next instance starts.
+ */
+import { Clock, Deferred, Effect, Exit, Fiber, Queue, Schedule } from "effect"
+import { Redis } from "ioredis"
+import { randomBytes } from "node:crypto"
+import { type CircuitState, DEFAULT_FAILURE_THRESHOLD } from "../../machines/queue.ts"
+import { CoordinationError, KEY_PREFIX } from "../coordination/types.ts"
+import {
+  type AcquireOptions,
+  type CapacityQueuesOptions,
+  type CapacityQueuesShape,
+  DEFAULT_DEADLINE_MS,
+  DEFAULT_PROBE_COOLDOWN_MS,
+  type Lease,
+  type LeaseOutcome,
+  type PlacementQueueView,
+  QueueTimeout
+} from "./capacity-queues.ts"
+import * as Lua from "./queue-lua.ts"
+
+export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
+  /** Prefix of every key and channel (default `gw:`); tests use a unique one. */
+  readonly prefix?: string | undefined
+  /** A slot not renewed for this long is given back (default 20 s). */
+  readonly leaseTtlMs?: number | undefined
+  /** How often held slots are renewed (default 5 s); keep it well under `leaseTtlMs`. */
+  readonly leaseRenewMs?: number | undefined
+  /** A waiter not renewed for this long is dropped (default 15 s). */
+  readonly waiterTtlMs?: number | undefined
+  /** Heartbeat of waiters and the fallback poll for lost grants (default 1 s). */
+  readonly pollIntervalMs?: number | undefined
+  readonly commandTimeoutMs?: number | undefined
+  readonly connectTimeoutMs?: number | undefined
+}
+
+export const DEFAULT_LEASE_TTL_MS = 20_000
+export const DEFAULT_LEASE_RENEW_MS = 5_000
+export const DEFAULT_WAITER_TTL_MS = 15_000
+export const DEFAULT_POLL_INTERVAL_MS = 1_000
+
+const scriptSources = {
+  cqSetCapacity: Lua.SET_CAPACITY,
+  cqEnqueue: Lua.ENQUEUE,
+  cqCancel: Lua.CANCEL,
+  cqRelease: Lua.RELEASE,
+  cqSync: Lua.SYNC,
+  cqView: Lua.VIEW,
+  cqPosition: Lua.POSITION
+}
+type ScriptName = keyof typeof scriptSources
+type Scripts = Record<ScriptName, (numKeys: number, ...args: Array<string | number>) => Promise<unknown>>
+
+interface Waiter {
+  readonly keyId: string
+  readonly deferred: Deferred.Deferred<Lease>
+  /** Placements where it was (or is being) enqueued. */
+  readonly enqueued: Set<string>
+  lease: Lease | undefined
+}
+
+const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+/** Opens an ioredis connection that closes with the scope; one warning per 10 s on errors. */
+const connect = (url: string, role: string, options: RedisCapacityQueuesOptions, commands: boolean) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      let lastErrorLog = 0
+      const redis = new Redis(url, {
+        // Commands fail fast while Redis is down (callers log, TTLs clean up); the subscriber
+        // keeps its offline queue so that SUBSCRIBE waits for the connection.
+        ...(commands ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs ?? 1_000 } : {}),
+        connectTimeout: options.connectTimeoutMs ?? 5_000,
+        retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
+      })
+      redis.on("error", (error: Error) => {
+        if (Date.now() - lastErrorLog < 10_000) return
+        lastErrorLog = Date.now()
+        console.warn(`capacity queues: redis ${role} error: ${error.message}`)
+      })
+      if (commands) for (const [name, lua] of Object.entries(scriptSources)) redis.defineCommand(name, { lua })
+      return redis
+    }),
+    (redis) => Effect.promise(() => redis.quit().catch(() => redis.disconnect())).pipe(Effect.ignore)
+  )
+
+export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, options: RedisCapacityQueuesOptions) {
+  const scope = yield* Effect.scope
+  const clock = yield* Clock.Clock
+  const prefix = options.prefix ?? KEY_PREFIX
+  const failureThreshold = options.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD
+  const cooldownMs = options.probeCooldownMs ?? DEFAULT_PROBE_COOLDOWN_MS
+  const defaultDeadlineMs = options.defaultDeadlineMs ?? DEFAULT_DEADLINE_MS
+  const leaseTtlMs = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS
+  const leaseRenewMs = options.leaseRenewMs ?? DEFAULT_LEASE_RENEW_MS
+  const waiterTtlMs = options.waiterTtlMs ?? DEFAULT_WAITER_TTL_MS
+  const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const instanceId = randomBytes(6).toString("hex")
+  const channelPrefix = `${prefix}cq:grants:`
+
+  const capacities = new Map(options.placements.map(({ placementId, capacity }) => [placementId, capacity]))
+  const keysOf = new Map([...capacities.keys()].map((placementId) => {
+    const base = `${prefix}cq:{${placementId}}:`
+    return [placementId, { keys: ["meta", "holders", "ring", "waiters", "alive"].map((k) => base + k), lanePrefix: `${base}lane:` }]
+  }))
+
+  const client = yield* connect(url, "commands", options, true)
+  const subscriber = yield* connect(url, "subscriber", options, false)
+  const scripts = client as unknown as Scripts
+
+  const call = <A>(name: string, run: () => Promise<A>) =>
+    Effect.tryPromise({ try: run, catch: (cause) => new CoordinationError({ message: `redis ${name}: ${message(cause)}` }) })
+  /** Runs a queue script on one placement with the common arguments (see queue-lua.ts). */
+  const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { keys, lanePrefix } = keysOf.get(placementId)!
+      return call(name, () => scripts[name](keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, ...args))
+    })
+  const warnOnError = (what: string) => Effect.catch((error: CoordinationError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
+
+  // waiterId → a request of this instance that is still waiting (or was just granted)
+  const waiters = new Map<string, Waiter>()
+  // waiterId → placement, for the leases this instance holds and renews
+  const held = new Map<string, string>()
+  let nextWaiter = 0
+
+  const cancelOn = (placementId: string, waiterId: string) =>
+    run("cqCancel", placementId, waiterId).pipe(Effect.asVoid, warnOnError(`cancel on ${placementId} (it lapses after its TTL)`))
+
+  const makeLease = (placementId: string, waiterId: string): Lease => {
+    const grantedAt = clock.currentTimeMillisUnsafe()
+    let released = false
+    return {
+      placementId,
+      release: (outcome: LeaseOutcome) =>
+        Effect.suspend(() => {
+          if (released) return Effect.void
+          released = true
+          held.delete(waiterId)
+          if (outcome === "cancelled") return cancelOn(placementId, waiterId)
+          const heldMs = clock.currentTimeMillisUnsafe() - grantedAt
+          return run("cqRelease", placementId, waiterId, outcome, failureThreshold, cooldownMs, heldMs).pipe(
+            Effect.asVoid,
+            warnOnError(`release on ${placementId} (the slot lapses after its TTL)`)
+          )
+        })
+    }
+  }
+
+  /**
+   * `waiterId` holds a slot on `placementId` (announced, found by SYNC, or answered by ENQUEUE).
+   * The first grant of a waiting request resolves it, synchronously, so no second grant can slip
+   * in between; any other grant is freed unless it is the same one announced again.
+   */
+  const onGranted = (placementId: string, waiterId: string) =>
+    Effect.suspend(() => {
+      const waiter = waiters.get(waiterId)
+      if (waiter !== undefined && waiter.lease === undefined) {
+        waiter.lease = makeLease(placementId, waiterId)
+        held.set(waiterId, placementId)
+        Deferred.doneUnsafe(waiter.deferred, Effect.succeed(waiter.lease))
+        return Effect.void
+      }
+      return cancelOn(placementId, waiterId)
+    })
+
+  /** Enqueues (again) unless the request was served or left meanwhile; false when Redis failed. */
+  const enqueueOn = (placementId: string, waiterId: string) =>
+    Effect.suspend(() => {
+      const waiter = waiters.get(waiterId)
+      if (waiter === undefined || waiter.lease !== undefined) return Effect.void
+      waiter.enqueued.add(placementId)
+      return run("cqEnqueue", placementId, waiterId, waiter.keyId, waiterTtlMs).pipe(
+        Effect.flatMap((granted) => (granted === 1 ? onGranted(placementId, waiterId) : Effect.void)),
+        // SYNC finds it missing and enqueues it again
+        warnOnError(`enqueue on ${placementId}`)
+      )
+    })
+
+  const openNow = (placementIds: ReadonlyArray<string>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      call("circuit", () => {
+        const pipeline = client.pipeline()
+        for (const id of placementIds) pipeline.hmget(keysOf.get(id)!.keys[0], "circuit", "openedUntil")
+        return pipeline.exec()
+      }).pipe(
+        Effect.map((replies) =>
+          placementIds.map((_, i) => {
+            const [error, reply] = replies?.[i] ?? [null, null]
+            const [circuit, openedUntil] = (error === null ? reply : null) as [string | null, string | null] | null ?? [null, null]
+            return circuit === "open" && now < Number(openedUntil ?? 0)
+          })
+        ),
+        // Unknown health is treated as healthy: the wait itself still goes through Redis.
+        Effect.catch(() => Effect.succeed(placementIds.map(() => false)))
+      ))
+
+  /** Estimated seconds until `waiterId` would be served on its best target (machines/queue.ts positionOf). */
+  const retryHint = (targets: ReadonlyArray<string>, waiterId: string) =>
+    Effect.forEach(targets, (placementId) =>
+      run("cqPosition", placementId, waiterId).pipe(
+        Effect.map((reply) => {
+          const [ahead, capacity, holdMs] = reply as [number, number, number]
+          const rounds = Math.ceil((Math.max(0, ahead) + 1) / Math.max(1, capacity))
+          return (rounds * (holdMs > 0 ? holdMs : 1_000)) / 1_000
+        }),
+        Effect.catch(() => Effect.succeed(Number.POSITIVE_INFINITY))
+      )).pipe(Effect.map((estimates) => {
+        const best = Math.min(...estimates)
+        return Number.isFinite(best) ? Math.min(600, Math.max(1, Math.ceil(best))) : 1
+      }))
+
+  const acquire = Effect.fn("CapacityQueues.acquire")(function*(request: AcquireOptions) {
+    const known = request.candidates.filter((id) => keysOf.has(id))
+    if (known.length === 0) return yield* Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
+    const open = yield* openNow(known)
+    const healthy = known.filter((_, i) => !open[i])
+    const targets = healthy.length > 0 ? healthy : known
+    const waiterId = `${instanceId}/${++nextWaiter}`
+    const waiter: Waiter = { keyId: request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined }
+    waiters.set(waiterId, waiter)
+    const startedAt = clock.currentTimeMillisUnsafe()
+    const deadlineMs = request.deadlineMs ?? defaultDeadlineMs
+
+    // Leaves every other queue it joined; a lease it got but never handed out goes back.
+    const cleanup = (exit: Exit.Exit<Lease, QueueTimeout>) =>
+      Effect.suspend(() => {
+        waiters.delete(waiterId)
+        const others = [...waiter.enqueued].filter((id) => id !== waiter.lease?.placementId)
+        return Effect.forEach(others, (id) => cancelOn(id, waiterId), { concurrency: "unbounded", discard: true }).pipe(
+          Effect.andThen(Exit.isFailure(exit) && waiter.lease !== undefined ? waiter.lease.release("cancelled") : Effect.void)
+        )
+      })
+
+    const wait = Effect.gen(function*() {
+      for (const id of targets) {
+        if (waiter.lease !== undefined) break // granted at once by an earlier target
+        yield* enqueueOn(id, waiterId)
+      }
+      if (waiter.lease === undefined && request.onQueued !== undefined) yield* request.onQueued
+      return yield* Deferred.await(waiter.deferred)
+    })
+    return yield* wait.pipe(
+      Effect.timeoutOrElse({
+        duration: deadlineMs,
+        orElse: () =>
+          Effect.flatMap(retryHint(targets, waiterId), (retryAfterSeconds) =>
+            Effect.fail(new QueueTimeout({
+              message: `No capacity on ${targets.join(", ")} within ${Math.round(deadlineMs / 1000)} s`,
+              waitedMs: clock.currentTimeMillisUnsafe() - startedAt,
+              retryAfterSeconds
+            })))
+      }),
+      Effect.onExit(cleanup)
+    )
+  })
+
+  // ---- heartbeat: renew waiters (every tick) and leases (every leaseRenewMs), catch lost grants ----
+
+  const sync = (placementId: string, waiting: ReadonlyArray<string>, leases: ReadonlyArray<string>) =>
+    run("cqSync", placementId, waiterTtlMs, waiting.length, ...waiting, ...leases).pipe(
+      Effect.flatMap((reply) =>
+        Effect.forEach(reply as Array<number>, (status, i) => {
+          if (i >= waiting.length) {
+            const waiterId = leases[i - waiting.length]
+            if (status === 1 || held.get(waiterId) !== placementId) return Effect.void
+            held.delete(waiterId) // lapsed during a stall, or Redis lost it: nothing left to renew
+            return Effect.logWarning(`capacity queues: lease ${waiterId} on ${placementId} was lost; the call goes on uncounted`)
+          }
+          if (status === 1) return onGranted(placementId, waiting[i])
+          return status === 2 ? enqueueOn(placementId, waiting[i]) : Effect.void
+        }, { discard: true })
+      ),
+      warnOnError(`heartbeat on ${placementId}`)
+    )
+
+  const uninitialized = new Set(capacities.keys())
+  const initialize = Effect.forEach([...uninitialized], (placementId) =>
+    run("cqSetCapacity", placementId, capacities.get(placementId)!).pipe(
+      Effect.tap(() => Effect.sync(() => uninitialized.delete(placementId))),
+      warnOnError(`storing the capacity of ${placementId}`)
+    ), { concurrency: "unbounded", discard: true })
+
+  let lastRenew = clock.currentTimeMillisUnsafe()
+  const tick = Effect.gen(function*() {
+    if (uninitialized.size > 0) yield* initialize
+    const now = clock.currentTimeMillisUnsafe()
+    const renewLeases = now - lastRenew >= leaseRenewMs
+    if (renewLeases) lastRenew = now
+    const work = new Map<string, { waiting: Array<string>; leases: Array<string> }>()
+    const entry = (placementId: string) => work.get(placementId) ?? work.set(placementId, { waiting: [], leases: [] }).get(placementId)!
+    for (const [waiterId, waiter] of waiters) {
+      if (waiter.lease === undefined) for (const placementId of waiter.enqueued) entry(placementId).waiting.push(waiterId)
+    }
+    if (renewLeases) for (const [waiterId, placementId] of held) entry(placementId).leases.push(waiterId)
+    yield* Effect.forEach(work, ([placementId, { waiting, leases }]) => sync(placementId, waiting, leases), { concurrency: "unbounded", discard: true })
+  })
+
+  // ---- start: wait for Redis, store the capacities, subscribe, start the heartbeat ----
+
+  yield* Effect.callback<void>((resume) => {
+    if (client.status === "ready") return resume(Effect.void)
+    const ready = () => resume(Effect.void)
+    client.once("ready", ready)
+    return Effect.sync(() => client.off("ready", ready))
+  }).pipe(
+    Effect.timeoutOption(connectTimeoutMs),
+    Effect.tap((connected) => connected._tag === "None" ? Effect.logWarning(`capacity queues: redis not ready at start (${url})`) : Effect.void)
+  )
+  yield* initialize
+
+  const announcements = yield* Queue.unbounded<readonly [string, string]>()
+  subscriber.on("message", (_channel: string, text: string) => {
+    const at = text.indexOf("\n")
+    if (at > 0) Queue.offerUnsafe(announcements, [text.slice(0, at), text.slice(at + 1)] as const)
+  })
+  yield* Queue.take(announcements).pipe(
+    Effect.flatMap(([placementId, waiterId]) => (keysOf.has(placementId) ? onGranted(placementId, waiterId) : Effect.void)),
+    Effect.forever,
+    Effect.forkIn(scope)
+  )
+  // Until SUBSCRIBE succeeds grants arrive by the heartbeat only; ioredis resubscribes after reconnects.
+  const subscribed = yield* call("subscribe", () => subscriber.subscribe(`${channelPrefix}${instanceId}`)).pipe(
+    Effect.retry(Schedule.spaced(1_000)),
+    Effect.forkIn(scope)
+  )
+  yield* Fiber.join(subscribed).pipe(
+    Effect.timeoutOption(connectTimeoutMs),
+    Effect.tap((done) => done._tag === "None" ? Effect.logWarning("capacity queues: grant channel not subscribed yet") : Effect.void)
+  )
+  yield* tick.pipe(
+    Effect.catchCause((cause) => Effect.logWarning("capacity queues: heartbeat failed", cause)),
+    Effect.repeat(Schedule.spaced(pollIntervalMs)),
+    Effect.forkIn(scope)
+  )
+
+  // ---- the read side and config changes ----
+
+  const viewOf = (placementId: string) =>
+    run("cqView", placementId).pipe(Effect.map((reply): PlacementQueueView => {
+      const [capacity, inUse, circuit, ...byKey] = reply as [number, number, CircuitState, ...Array<string | number>]
+      const waitingByKey: Record<string, number> = {}
+      for (let i = 0; i + 1 < byKey.length; i += 2) waitingByKey[String(byKey[i])] = Number(byKey[i + 1])
+      const waiting = Object.values(waitingByKey).reduce((sum, n) => sum + n, 0)
+      return { placementId, capacity, inUse, waiting, waitingByKey, circuit }
+    }))
+
+  const view = Effect.fn("CapacityQueues.view")(function*() {
+    return yield* Effect.forEach([...keysOf.keys()], viewOf, { concurrency: "unbounded" }).pipe(Effect.orDie)
+  })
+  const isOpen = Effect.fn("CapacityQueues.isOpen")(function*(placementId: string) {
+    return keysOf.has(placementId) && (yield* openNow([placementId]))[0]
+  })
+  const setCapacity = Effect.fn("CapacityQueues.setCapacity")(function*(placementId: string, capacity: number) {
+    // The machine ignores a capacity that is not a whole number ≥ 0; so do we.
+    if (!keysOf.has(placementId) || !Number.isInteger(capacity) || capacity < 0) return
+    capacities.set(placementId, capacity)
+    yield* run("cqSetCapacity", placementId, capacity).pipe(Effect.orDie)
+  })
+  return { acquire, view, isOpen, setCapacity } satisfies CapacityQueuesShape
+})

@@ -1,0 +1,103 @@
+/** Shared helpers for the runtime's HTTP suites: a gateway on a tailored catalog, raw SSE reads. */
+import { rmSync } from "node:fs"
+import { freshDataDir } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+
+/** A deep-mutable config, as fastConfig hands it to `mutate`. */
+type Editable = any
+
+/** Replaces a model's placements (and drops its equivalents unless given). */
+export const placeModel = (
+  config: Editable,
+  modelId: string,
+  placements: ReadonlyArray<{ id: string; capacity: number; ttftMs?: number; tokensPerSecond?: number }>,
+  equivalents: ReadonlyArray<string> = []
+) => {
+  const model = config.models.find((m: Editable) => m.id === modelId)
+  model.placements = placements.map((p) => ({
+    id: p.id,
+    backend: "simulator",
+    capacity: p.capacity,
+    simulator: { ttftMs: p.ttftMs ?? 0, tokensPerSecond: p.tokensPerSecond ?? 0 }
+  }))
+  model.equivalents = [...equivalents]
+}
+
+export interface TestGateway extends GatewayProcess {
+  close(): Promise<void>
+}
+
+/** A gateway on the embedded engine with a config edited by `mutate` and extra environment. */
+export const gatewayWith = async (mutate: (config: Editable) => void, env: Record<string, string> = {}): Promise<TestGateway> => {
+  const dir = freshDataDir()
+  const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), ...env })
+  return Object.assign(gw, {
+    close: async () => {
+      await gw.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+}
+
+/** Creates a key through the admin API and returns its secret and id. */
+export const createKey = async (gw: GatewayProcess, plan?: string) => {
+  const res = await gw.admin("POST", "/admin/v1/keys", plan === undefined ? {} : { plan })
+  if (res.status !== 201) throw new Error(`key create failed: ${res.status} ${await res.text()}`)
+  const body = (await res.json()) as { id: string; key: string }
+  return { id: body.id, secret: body.key }
+}
+
+export interface QueueRow {
+  readonly placementId: string
+  readonly modelId: string | null
+  readonly capacity: number
+  readonly inUse: number
+  readonly waiting: number
+  readonly circuit: string
+}
+
+export const queues = async (gw: GatewayProcess): Promise<ReadonlyArray<QueueRow>> =>
+  ((await (await gw.admin("GET", "/admin/v1/queues")).json()) as { data: ReadonlyArray<QueueRow> }).data
+
+export const queueOf = async (gw: GatewayProcess, placementId: string) => (await queues(gw)).find((q) => q.placementId === placementId)!
+
+/** Polls the queue view until `stop` resolves; returns the most in use and waiting seen. */
+export const watchQueue = (gw: GatewayProcess, placementId: string) => {
+  let maxInUse = 0
+  let maxWaiting = 0
+  let running = true
+  const loop = (async () => {
+    while (running) {
+      const q = await queueOf(gw, placementId)
+      maxInUse = Math.max(maxInUse, q.inUse)
+      maxWaiting = Math.max(maxWaiting, q.waiting)
+      await new Promise((r) => setTimeout(r, 15))
+    }
+  })()
+  return async () => {
+    running = false
+    await loop
+    return { maxInUse, maxWaiting }
+  }
+}
+
+/** POSTs JSON with a Bearer key and returns the raw response. */
+export const post = (gw: GatewayProcess, path: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${gw.baseUrl}${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },
+    body: JSON.stringify(body)
+  })
+
+/** Reads an SSE body to its end, recording each chunk's arrival order. */
+export const readChunks = async (response: Response): Promise<Array<string>> => {
+  const chunks: Array<string> = []
+  const decoder = new TextDecoder()
+  for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) chunks.push(decoder.decode(chunk, { stream: true }))
+  return chunks
+}
+
+/** `data:` payloads of an SSE text (comments and `event:` lines skipped). */
+export const dataPayloads = (text: string) =>
+  text.split("\n\n").flatMap((frame) => frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)))
