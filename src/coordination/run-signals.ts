@@ -4,7 +4,7 @@
  * (Redis pub/sub drops messages for slow or reconnecting subscribers) only adds latency, because
  * every waiter also polls.
  *
- * `REDIS_URL` set → published on one Redis channel that every instance subscribes to, so a
+ * `REDIS_URL` set → published on one Redis channel (`<GATEWAY_REDIS_PREFIX>run-signals`) that every instance subscribes to, so a
  * subscriber on instance A wakes when instance B appends; always also delivered in process.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
@@ -22,7 +22,7 @@ export interface SignalSubscription {
   wait(timeoutMs: number): Effect.Effect<boolean>
 }
 
-const CHANNEL = `${KEY_PREFIX}run-signals`
+const channelFor = (prefix: string) => `${prefix}run-signals`
 
 /** In-process fan-out: one listener set per run. */
 const makeLocalBus = () => {
@@ -88,7 +88,7 @@ export class RunSignals extends Context.Service<RunSignals, {
     return RunSignals.of({ kind: "in-process", publish: (signal) => Effect.sync(() => bus.deliver(signal)), subscribe: bus.subscribe })
   })
 
-  static readonly layerRedis = (url: string) =>
+  static readonly layerRedis = (url: string, prefix: string = KEY_PREFIX) =>
     Layer.effect(RunSignals, Effect.gen(function*() {
       const bus = makeLocalBus()
       const connect = (role: string) =>
@@ -116,21 +116,21 @@ export class RunSignals extends Context.Service<RunSignals, {
         }
       })
       // ioredis re-subscribes by itself after a reconnect; a failure here only leaves polling.
-      yield* Effect.tryPromise(() => subscriber.subscribe(CHANNEL)).pipe(
+      yield* Effect.tryPromise(() => subscriber.subscribe(channelFor(prefix))).pipe(
         Effect.timeout(5_000),
         Effect.catchCause((cause) => Effect.logWarning("run signals: cannot subscribe; subscribers will poll", cause))
       )
       const publish = (signal: RunSignal) =>
         Effect.sync(() => {
           bus.deliver(signal)
-          publisher.publish(CHANNEL, JSON.stringify(signal)).catch(() => undefined)
+          publisher.publish(channelFor(prefix), JSON.stringify(signal)).catch(() => undefined)
         })
       return RunSignals.of({ kind: "redis", publish, subscribe: bus.subscribe })
     }))
 
   /** Redis when `REDIS_URL` is set, in process otherwise. */
   static readonly layer = Layer.unwrap(Effect.gen(function*() {
-    const { redisUrl } = yield* Settings
-    return redisUrl === undefined ? RunSignals.layerInProcess : RunSignals.layerRedis(redisUrl)
+    const { redisUrl, redisPrefix } = yield* Settings
+    return redisUrl === undefined ? RunSignals.layerInProcess : RunSignals.layerRedis(redisUrl, redisPrefix)
   }))
 }
