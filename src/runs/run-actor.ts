@@ -22,6 +22,7 @@ import { Catalog } from "../catalog/catalog.ts"
 import { RunSignals, type SignalSubscription } from "../coordination/run-signals.ts"
 import { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../keys/secrets.ts"
+import { type ContentBlock, joinText } from "../model/content.ts"
 import { microsToUsd } from "../model/money.ts"
 import { emptyUsage } from "../model/usage.ts"
 import { type Fence, type NewEvent, RunLog, type Settle } from "./run-log.ts"
@@ -116,7 +117,10 @@ export const runActor = (runId: string, fence: Fence) =>
             toolCalls,
             usage: settlement.usage,
             costUsd: microsToUsd(settlement.costMicros)
-          }], settle)
+          }], settle).pipe(
+            // Cancelled between the answer and this write: the step is still charged to the run.
+            Effect.catchTag("Conflict", () => log.settle(runId, settle).pipe(Effect.as("finished" as const)))
+          )
           return undefined
         }))
       })
@@ -139,7 +143,10 @@ export const runActor = (runId: string, fence: Fence) =>
           return undefined
         case "finishing": {
           const decided = snapshot.context.decided!
-          return yield* outcome({ status: decided.status, reason: decided.reason })
+          // The answer's text rides on the outcome, so a caller that only waits for it needs nothing else.
+          const steps = (yield* log.read(runId, 0, 100_000)).filter((event) => event.type === "node.completed")
+          const last = steps[steps.length - 1]?.output
+          return yield* outcome({ status: decided.status, reason: decided.reason, text: Array.isArray(last) ? joinText(last as ReadonlyArray<ContentBlock>) : "" })
         }
         default:
           return "finished" as const

@@ -111,13 +111,13 @@ export class RunLog extends Context.Service<RunLog, {
         const rows = yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${runId} FOR UPDATE`
         const row = rows[0]
         if (row === undefined || (options.keyId !== undefined && row.key_id !== options.keyId)) return yield* notFound(runId)
+        if (isTerminal(row.status)) {
+          return yield* new Conflict({ message: `The run ${runId} is ${row.status}; its log takes no more events` })
+        }
         if (options.fence !== undefined && (row.lease_owner !== options.fence.owner || row.attempt !== options.fence.attempt)) {
           return yield* new LeaseLost({ runId })
         }
         if (options.settle !== undefined) yield* settleCharge(sql, runId, options.settle)
-        if (isTerminal(row.status)) {
-          return yield* new Conflict({ message: `The run ${runId} is ${row.status}; its log takes no more events` })
-        }
         const { snapshot, nodeIds } = yield* fold(row, events, options.keyId !== undefined)
         const first = Number(row.last_seq) + 1
         const lastSeq = Number(row.last_seq) + events.length

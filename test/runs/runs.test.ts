@@ -66,7 +66,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(completed.usage.outputTokens).toBeGreaterThan(0)
     expect(completed.costUsd).toBeGreaterThan(0)
     expect(completed.output[0].type).toBe("text")
-    expect(outcome).toMatchObject({ status: "completed" })
+    expect(outcome).toMatchObject({ status: "completed", text: completed.output[0].text })
 
     const done = (await runs.get(run.id)).body.run
     expect(done).toMatchObject({ status: "completed", lastSeq: 3, outcome: { status: "completed" } })

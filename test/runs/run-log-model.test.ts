@@ -1,0 +1,90 @@
+/**
+ * The run machine's generated paths replayed against the real SQL log (RunLog) on every engine:
+ * after each append the stored status is what the pure machine says, seqs stay gap-free, a path
+ * appended as one batch ends in the same state, and a finished run refuses every further append.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { rmSync } from "node:fs"
+import { inject } from "vitest"
+import { createTestModel } from "xstate/graph"
+import { runMachine, type RunEvent, type RunSnapshot, startRun, statusOf, stepRun } from "../../machines/run.ts"
+import { ConfigFile } from "../../src/config/config-file.ts"
+import { defaultConfig } from "../../src/config/default-config.ts"
+import { Settings } from "../../src/config/settings.ts"
+import { RunSignals } from "../../src/coordination/run-signals.ts"
+import { RunLog } from "../../src/runs/run-log.ts"
+import { RunsRepo } from "../../src/runs/runs-repo.ts"
+import { DatabaseLive } from "../../src/storage/database.ts"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { input, runEvents, serialize } from "../machines/run-model.ts"
+
+const paths = createTestModel(runMachine, { events: runEvents, serializeState: serialize, input }).getShortestPaths()
+const fence = { owner: "inst_test", attempt: 1 }
+
+const { postgresUrl } = inject("services")
+const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
+  { name: "embedded", make: () => { const dir = freshDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
+  ...(postgresUrl === null ? [] : [{ name: "postgres", make: () => { const db = freshPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop } } }])
+]
+
+const newRun = (repo: RunsRepo["Service"]) =>
+  Effect.map(
+    repo.create("key_model", {
+      executable: true, model: "svc-pico-1", input: "x", tools: [], optimization: { mode: "auto", allow: {} },
+      metadata: {}, parentRunId: null, budgetMicros: null, lease: { owner: fence.owner, ttlMs: 600_000 }
+    }, () => ({ status: 202, body: null })),
+    (created) => (created as { run: { id: string } }).run.id
+  )
+
+for (const target of targets) {
+  describe(`run log follows the run machine (${target.name})`, () => {
+    it.effect("every generated path, appended event by event and as one batch", () =>
+      Effect.acquireUseRelease(
+        Effect.sync(target.make),
+        ({ settings }) =>
+          Effect.gen(function*() {
+            assert.isAbove(paths.length, 15)
+            const repo = yield* RunsRepo
+            const log = yield* RunLog
+            for (const path of paths) {
+              const events = path.steps.map((s) => s.event as RunEvent).filter((e) => (e.type as string) !== "xstate.init")
+              const description = events.map((e) => e.type).join(" → ")
+              const runId = yield* newRun(repo)
+              let expected: RunSnapshot = startRun({ executable: true })
+              for (const [i, event] of events.entries()) {
+                const appended = yield* log.append(runId, [event], { fence })
+                expected = stepRun(expected, event)
+                assert.strictEqual(appended.lastSeq, i + 1, description)
+                assert.strictEqual(statusOf(appended.snapshot), statusOf(expected), description)
+                assert.strictEqual((yield* repo.get("key_model", runId)).status, statusOf(expected), description)
+              }
+              if (expected.status === "done") {
+                const refused = yield* Effect.flip(log.append(runId, [{ type: "note" }], { fence }))
+                assert.strictEqual(refused._tag, "Conflict", description)
+                assert.strictEqual((yield* repo.get("key_model", runId)).lastSeq, events.length)
+              }
+              const batchRun = yield* newRun(repo)
+              const batch = yield* log.append(batchRun, events, { fence })
+              assert.strictEqual(batch.snapshot.value, expected.value, description)
+              assert.deepStrictEqual(batch.snapshot.context, expected.context, description)
+              const read = yield* log.read(batchRun, 0, 1_000)
+              assert.deepStrictEqual(read.map((e) => e.seq), events.map((_, i) => i + 1))
+            }
+            // a stale fence (another attempt) writes nothing
+            const runId = yield* newRun(repo)
+            const stale = yield* Effect.flip(log.append(runId, [{ type: "node.started", nodeId: "n1" }], { fence: { ...fence, attempt: 2 } }))
+            assert.strictEqual(stale._tag, "LeaseLost")
+          }).pipe(Effect.provide(
+            Layer.mergeAll(RunsRepo.layer).pipe(
+              Layer.provideMerge(RunLog.layer),
+              Layer.provideMerge(RunSignals.layerInProcess),
+              Layer.provideMerge(DatabaseLive),
+              Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
+              Layer.provide(Settings.layerWith(settings))
+            )
+          )),
+        ({ cleanup }) => Effect.sync(cleanup)
+      ), 120_000)
+  })
+}
