@@ -202,13 +202,16 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
 export class CapacityQueues extends Context.Service<CapacityQueues, CapacityQueuesShape>()("gateway/runtime/CapacityQueues") {
   /**
    * One queue per catalog placement, sized by its configured `capacity`: shared by every instance
-   * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts), in process otherwise.
+   * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts, keys under `GATEWAY_REDIS_PREFIX`),
+   * in process otherwise.
    */
   static readonly layer = Layer.effect(CapacityQueues, Effect.gen(function*() {
     const catalog = yield* Catalog
-    const { redisUrl } = yield* Settings
+    const { redisUrl, redisPrefix } = yield* Settings
     const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
-    return CapacityQueues.of(yield* (redisUrl === undefined ? makeCapacityQueues({ placements }) : makeRedisCapacityQueues(redisUrl, { placements })))
+    return CapacityQueues.of(yield* (redisUrl === undefined
+      ? makeCapacityQueues({ placements })
+      : makeRedisCapacityQueues(redisUrl, { placements, prefix: redisPrefix })))
   }))
 
   /** On Redis at `url`, shared with every instance using the same Redis and key prefix; the connections close with the layer. */
