@@ -26,6 +26,8 @@ export interface SettingsShape {
   readonly keepaliveMs: number
   /** First retry backoff (doubling: 1, 2, 4, 8 s by default); shorter for tests and demos. */
   readonly retryBaseMs: number
+  /** How long an open circuit waits before a half-open probe. */
+  readonly circuitCooldownMs: number
 }
 
 const optionalString = (name: string) =>
@@ -44,7 +46,8 @@ export const settingsConfig = Config.all({
   shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
   queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
   keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
-  retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000))
+  retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
+  circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

@@ -13,7 +13,7 @@
  * The interface is all Effects and leases so that a Redis-backed layer can implement it for
  * several instances (see the note at the end of this file).
  */
-import { Clock, Context, Deferred, Effect, Exit, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer, Schema } from "effect"
 import { createActor } from "xstate"
 import { positionOf, queueMachine, queueView, type QueueView, type ReleaseOutcome } from "../../machines/queue.ts"
 import { Catalog } from "../catalog/catalog.ts"
@@ -75,7 +75,6 @@ export interface CapacityQueuesShape {
 
 /** Builds the in-process queues; the actors stop when the enclosing scope closes. */
 export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQueuesOptions) {
-  const scope = yield* Effect.scope
   const clock = yield* Clock.Clock
   const cooldownMs = options.probeCooldownMs ?? DEFAULT_PROBE_COOLDOWN_MS
   const defaultDeadlineMs = options.defaultDeadlineMs ?? DEFAULT_DEADLINE_MS
@@ -98,15 +97,22 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
   }))
   yield* Effect.addFinalizer(() => Effect.sync(() => actors.forEach((actor) => actor.stop())))
 
-  const circuitOf = (placementId: string) => queueView(actors.get(placementId)!.getSnapshot()).circuit
+  // The host's half of the circuit: each time a queue opens, let it probe after the cooldown.
+  // Watched on the actor rather than after our own sends, because a send made while the actor
+  // is still processing another event (a grant's handler releasing at once) is queued by XState
+  // and its transition lands after `send` returns.
+  const runFork = yield* FiberSet.makeRuntime<never>()
+  for (const [placementId, actor] of actors) {
+    let previous = actor.getSnapshot().value
+    actor.subscribe((snapshot) => {
+      if (snapshot.value === "open" && previous !== "open") {
+        runFork(Effect.sleep(cooldownMs).pipe(Effect.andThen(Effect.sync(() => actors.get(placementId)!.send({ type: "CIRCUIT_PROBE_DUE" })))))
+      }
+      previous = snapshot.value
+    })
+  }
 
-  /** The host's half of the circuit: after the cooldown, let the queue probe. */
-  const scheduleProbe = (placementId: string) =>
-    Effect.sleep(cooldownMs).pipe(
-      Effect.andThen(Effect.sync(() => actors.get(placementId)!.send({ type: "CIRCUIT_PROBE_DUE" }))),
-      Effect.forkIn(scope),
-      Effect.asVoid
-    )
+  const circuitOf = (placementId: string) => queueView(actors.get(placementId)!.getSnapshot()).circuit
 
   const makeLease = (placementId: string, waiterId: string): Lease => {
     const grantedAt = clock.currentTimeMillisUnsafe()
@@ -118,14 +124,13 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
           if (released) return Effect.void
           released = true
           const actor = actors.get(placementId)!
-          const wasOpen = circuitOf(placementId) === "open"
           if (outcome === "cancelled") actor.send({ type: "CANCEL", waiterId })
           else {
             const held = clock.currentTimeMillisUnsafe() - grantedAt
             meanHoldMs.set(placementId, 0.8 * (meanHoldMs.get(placementId) ?? held) + 0.2 * held)
             actor.send({ type: "RELEASE", waiterId, outcome })
           }
-          return !wasOpen && circuitOf(placementId) === "open" ? scheduleProbe(placementId) : Effect.void
+          return Effect.void
         })
     }
   }
@@ -202,13 +207,17 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
 export class CapacityQueues extends Context.Service<CapacityQueues, CapacityQueuesShape>()("gateway/runtime/CapacityQueues") {
   /**
    * One queue per catalog placement, sized by its configured `capacity`: shared by every instance
-   * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts), in process otherwise.
+   * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts, keys under `GATEWAY_REDIS_PREFIX`),
+   * in process otherwise.
    */
   static readonly layer = Layer.effect(CapacityQueues, Effect.gen(function*() {
     const catalog = yield* Catalog
-    const { redisUrl } = yield* Settings
+    const { redisUrl, redisPrefix, circuitCooldownMs, queueMaxWaitMs } = yield* Settings
     const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
-    return CapacityQueues.of(yield* (redisUrl === undefined ? makeCapacityQueues({ placements }) : makeRedisCapacityQueues(redisUrl, { placements })))
+    const options = { placements, probeCooldownMs: circuitCooldownMs, defaultDeadlineMs: queueMaxWaitMs }
+    return CapacityQueues.of(yield* (redisUrl === undefined
+      ? makeCapacityQueues(options)
+      : makeRedisCapacityQueues(redisUrl, { ...options, prefix: redisPrefix })))
   }))
 
   /** On Redis at `url`, shared with every instance using the same Redis and key prefix; the connections close with the layer. */

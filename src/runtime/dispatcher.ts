@@ -114,6 +114,13 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           const eligible = eligibleCandidates(snapshot).map((c) => byId.get(c.placementId)!)
             .filter((c) => !continuing || c.resume !== undefined)
           if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
+          // Every candidate already failed us and is now marked sick: waiting for a half-open
+          // probe (up to the cooldown) would only delay the same answer, so give it now. A request
+          // that has not failed yet does wait for the probes.
+          if (lastError !== undefined) {
+            const open = yield* Effect.forEach(eligible, (c) => queues.isOpen(c.placementId))
+            if (open.every(Boolean)) return yield* Effect.fail(lastError)
+          }
           const scope = yield* Scope.make()
           let outcome: LeaseOutcome = "cancelled"
           const end = (result: LeaseOutcome) =>

@@ -18,19 +18,22 @@
  * Holders and waiters carry expiries instead of key TTLs: every script first sweeps lapsed leases
  * and dead waiters (a crashed instance's), so they vanish at the next touch of the placement, and
  * Redis deletes a list, hash or zset once it is empty. M has no TTL: a few fields per configured
- * placement, rewritten at every start.
+ * placement, rewritten at every start and re-seeded by any script if Redis lost it.
  *
  * Waiter ids are `<instanceId>/<n>`; a grant is published on `<channelPrefix><instanceId>` as
  * `<placementId>\n<waiterId>`.
  *
- * Common ARGV: lanePrefix, channelPrefix, placementId, now (epoch ms), leaseTtlMs.
- * A script's own arguments start at ARGV[6].
+ * Common ARGV: lanePrefix, channelPrefix, placementId, now (epoch ms), leaseTtlMs, the configured
+ * capacity. A script's own arguments start at ARGV[7].
  */
 
 const PRELUDE = `
 local M, H, R, W, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lanePrefix, channelPrefix, placement = ARGV[1], ARGV[2], ARGV[3]
 local now, leaseTtl = tonumber(ARGV[4]), tonumber(ARGV[5])
+-- The configured capacity seeds a placement Redis has forgotten (a restart without persistence);
+-- it never overrides a stored one (a later config or setCapacity).
+if redis.call('HSETNX', M, 'capacity', ARGV[6]) == 1 then redis.call('HSETNX', M, 'circuit', 'closed') end
 
 local function dropWaiter(w)
   local k = redis.call('HGET', W, w)
@@ -103,7 +106,7 @@ end
 
 /** ARGV: capacity. Stores the capacity (config at start, or a change) and grants what it frees. */
 export const SET_CAPACITY = PRELUDE + `
-redis.call('HSET', M, 'capacity', ARGV[6])
+redis.call('HSET', M, 'capacity', ARGV[7])
 redis.call('HSETNX', M, 'circuit', 'closed')
 sweep()
 grant()
@@ -112,12 +115,12 @@ return 1
 
 /** ARGV: waiterId, keyId, waiterTtlMs. Joins the back of the key's lane. 1 = holds a slot now. */
 export const ENQUEUE = PRELUDE + `
-local w, k = ARGV[6], ARGV[7]
+local w, k = ARGV[7], ARGV[8]
 sweep()
 if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
   if redis.call('RPUSH', lanePrefix .. k, w) == 1 then redis.call('RPUSH', R, k) end
   redis.call('HSET', W, w, k)
-  redis.call('ZADD', A, now + tonumber(ARGV[8]), w)
+  redis.call('ZADD', A, now + tonumber(ARGV[9]), w)
 end
 grant()
 if redis.call('ZSCORE', H, w) then return 1 end
@@ -127,7 +130,7 @@ return 0
 /** ARGV: waiterId. Removes a waiter, or frees its slot without a health verdict. */
 export const CANCEL = PRELUDE + `
 sweep()
-if not dropWaiter(ARGV[6]) then dropHolder(ARGV[6]) end
+if not dropWaiter(ARGV[7]) then dropHolder(ARGV[7]) end
 grant()
 return 1
 `
@@ -138,7 +141,7 @@ return 1
  * verdict while half-open, uncounted otherwise. 0 = not a holder (released already or lapsed).
  */
 export const RELEASE = PRELUDE + `
-local w, success = ARGV[6], ARGV[7] == 'success'
+local w, success = ARGV[7], ARGV[8] == 'success'
 sweep()
 local c = circuit()
 if not redis.call('ZSCORE', H, w) then
@@ -147,14 +150,14 @@ if not redis.call('ZSCORE', H, w) then
 end
 local wasProbe = redis.call('HGET', M, 'probe') == w
 dropHolder(w)
-local held = tonumber(ARGV[10])
+local held = tonumber(ARGV[11])
 local hold = tonumber(redis.call('HGET', M, 'hold') or held)
 redis.call('HSET', M, 'hold', math.floor(0.8 * hold + 0.2 * held))
 if c == 'closed' then
   if success then redis.call('HSET', M, 'failures', 0)
-  elseif redis.call('HINCRBY', M, 'failures', 1) >= tonumber(ARGV[8]) then openCircuit(tonumber(ARGV[9])) end
+  elseif redis.call('HINCRBY', M, 'failures', 1) >= tonumber(ARGV[9]) then openCircuit(tonumber(ARGV[10])) end
 elseif c == 'halfOpen' and wasProbe then
-  if success then redis.call('HSET', M, 'circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[9])) end
+  if success then redis.call('HSET', M, 'circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[10])) end
 end
 grant()
 return 1
@@ -168,13 +171,13 @@ return 1
  * Returns one status per id: 1 holds a slot, 0 waiting, 2 unknown (gone or lapsed).
  */
 export const SYNC = PRELUDE + `
-local ttl, n = tonumber(ARGV[6]), tonumber(ARGV[7])
-for i = 8, 7 + n do redis.call('ZADD', A, 'XX', now + ttl, ARGV[i]) end
-for i = 8 + n, #ARGV do redis.call('ZADD', H, 'XX', now + leaseTtl, ARGV[i]) end
+local ttl, n = tonumber(ARGV[7]), tonumber(ARGV[8])
+for i = 9, 8 + n do redis.call('ZADD', A, 'XX', now + ttl, ARGV[i]) end
+for i = 9 + n, #ARGV do redis.call('ZADD', H, 'XX', now + leaseTtl, ARGV[i]) end
 sweep()
 grant()
 local out = {}
-for i = 8, #ARGV do
+for i = 9, #ARGV do
   if redis.call('ZSCORE', H, ARGV[i]) then out[#out + 1] = 1
   elseif redis.call('HEXISTS', W, ARGV[i]) == 1 then out[#out + 1] = 0
   else out[#out + 1] = 2 end
@@ -195,15 +198,15 @@ return out
 `
 
 /**
- * ARGV: waiterId. Read-only. {ahead, capacity, holdMs}: grants that go to others before the
+ * ARGV: waiterId. Changes nothing (but the seed). {ahead, capacity, holdMs}: grants that go to others before the
  * waiter (machines/queue.ts `positionOf`; -1 when not waiting) and the mean hold (-1: unknown).
  */
 export const POSITION = PRELUDE + `
 local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
 local hold = tonumber(redis.call('HGET', M, 'hold') or -1)
-local k = redis.call('HGET', W, ARGV[6])
+local k = redis.call('HGET', W, ARGV[7])
 if not k then return { -1, cap, hold } end
-local round = redis.call('LPOS', lanePrefix .. k, ARGV[6])
+local round = redis.call('LPOS', lanePrefix .. k, ARGV[7])
 if not round then return { -1, cap, hold } end
 local ahead, before = 0, true
 for _, key in ipairs(redis.call('LRANGE', R, 0, -1)) do

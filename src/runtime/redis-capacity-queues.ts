@@ -118,6 +118,10 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
   const waiterTtlMs = options.waiterTtlMs ?? DEFAULT_WAITER_TTL_MS
   const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  // Renewals happen on the heartbeat's ticks; leave room for one late tick before anything lapses.
+  if (Math.max(leaseRenewMs, pollIntervalMs) * 2 > leaseTtlMs || pollIntervalMs * 2 > waiterTtlMs) {
+    return yield* Effect.die(new Error("capacity queues: leaseTtlMs must be ≥ 2 × the renewal interval, waiterTtlMs ≥ 2 × pollIntervalMs"))
+  }
   const instanceId = randomBytes(6).toString("hex")
   const channelPrefix = `${prefix}cq:grants:`
 
@@ -137,7 +141,8 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const { keys, lanePrefix } = keysOf.get(placementId)!
-      return call(name, () => scripts[name](keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, ...args))
+      const configured = capacities.get(placementId)!
+      return call(name, () => scripts[name](keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, configured, ...args))
     })
   const warnOnError = (what: string) => Effect.catch((error: CoordinationError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
@@ -184,7 +189,7 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
         Deferred.doneUnsafe(waiter.deferred, Effect.succeed(waiter.lease))
         return Effect.void
       }
-      return cancelOn(placementId, waiterId)
+      return held.get(waiterId) === placementId ? Effect.void : cancelOn(placementId, waiterId)
     })
 
   /** Enqueues (again) unless the request was served or left meanwhile; false when Redis failed. */

@@ -38,7 +38,7 @@ describe.each(engines())("upstream placements through gateway simulate ($name)",
       point("svc-atlas-1", "anthropic", upstream.baseUrl)
       point("svc-nova-mini", "openai-compatible", `${upstream.baseUrl}/v1`)
     })
-    gw = await startGateway({ ...setup.env, ...env, UPSTREAM_KEY, GATEWAY_RETRY_BASE_MS: "10" })
+    gw = await startGateway({ ...setup.env, ...env, UPSTREAM_KEY, GATEWAY_RETRY_BASE_MS: "10", GATEWAY_CIRCUIT_COOLDOWN_MS: "50" })
   })
   afterAll(async () => {
     await gw?.stop()

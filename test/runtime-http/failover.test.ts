@@ -21,12 +21,13 @@ describe("continuity failover", () => {
   beforeAll(async () => {
     gw = await gatewayWith((config) => {
       placeModel(config, "svc-lyra-3", [{ id: "lyra-a", capacity: 4 }]) // no equivalents: nowhere to go
-    }, { GATEWAY_RETRY_BASE_MS: "10" })
+    }, { GATEWAY_RETRY_BASE_MS: "10", GATEWAY_CIRCUIT_COOLDOWN_MS: "100" })
     openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 })
   })
   afterEach(async () => {
     for (const id of ["atlas-a", "atlas-b", "pico-a", "lyra-a", "nova-a", "nova-b"]) await fault(id, { mode: "none" })
+    await new Promise((r) => setTimeout(r, 150)) // open circuits reach their half-open probe
   })
   afterAll(async () => {
     await gw?.close()
@@ -68,6 +69,7 @@ describe("continuity failover", () => {
     expect(error).toBeInstanceOf(OpenAI.APIError)
     expect(error.status).toBe(502)
     expect(error.error.type).toBe("api_error")
+    await new Promise((r) => setTimeout(r, 150)) // the open circuit reaches its half-open probe
     const streamed = await post(gw, "/v1/messages", gw.apiKey!, { model: "svc-lyra-3", max_tokens: 50, stream: true, messages: [{ role: "user", content: "hi" }] })
     expect(streamed.status).toBe(502) // nothing was sent yet: a proper status, not a 200 with an error event
     expect(((await streamed.json()) as { type: string; error: { type: string } })).toMatchObject({ type: "error", error: { type: "api_error" } })
@@ -105,6 +107,7 @@ describe("continuity failover", () => {
     expect(text).toContain('"tool_calls"')
     expect(text).toContain('data: {"error":')
     expect(text).not.toContain("[DONE]")
+    await new Promise((r) => setTimeout(r, 150)) // the probe that failed re-opened the circuit
     const stream = await openai.chat.completions.create({
       model: "svc-pico-1", stream: true, tools, tool_choice: { type: "function", function: { name: "lookup" } },
       messages: [{ role: "user", content: "look it up" }]

@@ -6,6 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Redis } from "ioredis"
 import { inject } from "vitest"
 import { CapacityQueues, type CapacityQueuesShape, type Lease, QueueTimeout } from "../../src/runtime/capacity-queues.ts"
 import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "../../src/runtime/redis-capacity-queues.ts"
@@ -39,6 +40,9 @@ const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean,
     }
     return yield* Effect.die(new Error(`gave up waiting for: ${what}`))
   })
+
+/** A raw connection, to play the part of a lost or stray announcement. */
+const rawRedis = Effect.acquireRelease(Effect.sync(() => new Redis(url, { maxRetriesPerRequest: 1 })), (redis) => Effect.sync(() => redis.disconnect()))
 
 const p1 = (capacity: number) => [{ placementId: "p1", capacity }]
 const p1p2 = [{ placementId: "p1", capacity: 1 }, { placementId: "p2", capacity: 1 }]
@@ -132,6 +136,51 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       yield* lease.release("success")
       yield* lease.release("failure") // idempotent: neither a second release nor a failure counts
       assert.deepStrictEqual((yield* a.view()).map((v) => [v.inUse, v.circuit]), [[0, "closed"], [0, "closed"]])
+    }))
+
+  it.live("a grant whose announcement was lost is found by the heartbeat; a stray grant is released at once", () =>
+    Effect.gen(function*() {
+      const prefix = yield* freshPrefix
+      const a = yield* instance(prefix, { placements: p1(1) })
+      const redis = yield* rawRedis
+      const base = `${prefix}cq:{p1}:`
+      const holder = yield* a.acquire({ candidates: ["p1"], keyId: "k" })
+      const waiter = yield* Effect.forkChild(a.acquire({ candidates: ["p1"], keyId: "k" }))
+      yield* until(viewOf(a, "p1"), (v) => v.waiting === 1, "one waiter")
+      // Hand the slot over by hand, as the scripts do, but announce nothing.
+      const [holderId] = yield* Effect.promise(() => redis.zrange(`${base}holders`, "0", "-1"))
+      const [waiterId] = yield* Effect.promise(() => redis.lrange(`${base}lane:k`, 0, -1))
+      yield* Effect.promise(() =>
+        redis.multi().zrem(`${base}holders`, holderId).del(`${base}lane:k`, `${base}ring`).hdel(`${base}waiters`, waiterId)
+          .zrem(`${base}alive`, waiterId).zadd(`${base}holders`, String(Date.now() + 20_000), waiterId).exec()
+      )
+      // Bounded well below the 20 s lease given by hand, after which a re-enqueue would also serve it.
+      const lease = yield* Fiber.join(waiter).pipe(Effect.timeoutOrElse({ duration: "8 seconds", orElse: () => Effect.die(new Error("the heartbeat did not find the grant")) }))
+      assert.strictEqual(lease.placementId, "p1")
+      yield* holder.release("failure") // its slot was taken away: nothing to free, nothing counted
+      assert.deepInclude(yield* viewOf(a, "p1"), { inUse: 1, waiting: 0, circuit: "closed" })
+
+      // A grant for a waiter of this instance that does not wait (any more) is given back.
+      yield* lease.release("success")
+      const instanceId = waiterId.slice(0, waiterId.indexOf("/"))
+      const stray = `${instanceId}/999999`
+      yield* Effect.promise(() => redis.zadd(`${base}holders`, String(Date.now() + 20_000), stray))
+      assert.strictEqual((yield* viewOf(a, "p1")).inUse, 1)
+      yield* Effect.promise(() => redis.publish(`${prefix}cq:grants:${instanceId}`, `p1\n${stray}`))
+      yield* until(viewOf(a, "p1"), (v) => v.inUse === 0, "the stray slot is freed")
+    }))
+
+  it.live("a placement Redis forgot is seeded again from the configured capacity", () =>
+    Effect.gen(function*() {
+      const prefix = yield* freshPrefix
+      const a = yield* instance(prefix, { placements: p1(2) })
+      const redis = yield* rawRedis
+      yield* Effect.promise(() => redis.del(`${prefix}cq:{p1}:meta`))
+      const both = yield* Effect.all([a.acquire({ candidates: ["p1"], keyId: "k" }), a.acquire({ candidates: ["p1"], keyId: "k" })]).pipe(
+        Effect.timeoutOrElse({ duration: "8 seconds", orElse: () => Effect.die(new Error("no slot after the loss")) })
+      )
+      assert.deepInclude(yield* viewOf(a, "p1"), { capacity: 2, inUse: 2, circuit: "closed" })
+      for (const lease of both) yield* lease.release("success")
     }))
 
   it.live("an interrupted waiter leaves at once; the deadline fails with QueueTimeout; onQueued runs once", () =>
