@@ -45,6 +45,22 @@ const scriptSources: Record<keyof Scripts, string> = {
 
 const toState = (reply: Reply): BudgetState => ({ spent: reply[1], reserved: reply[2], granted: reply[3] })
 
+/**
+ * Waits for a connection's first "ready", at most `timeoutMs`; then goes on with a warning: a Redis
+ * down at start is an outage like any later one, not a crash.
+ */
+export const awaitReady = (client: Redis, timeoutMs: number, warning: string) =>
+  Effect.callback<void>((resume) => {
+    if (client.status === "ready") return resume(Effect.void)
+    const ready = () => resume(Effect.void)
+    client.once("ready", ready)
+    return Effect.sync(() => client.off("ready", ready))
+  }).pipe(
+    Effect.timeoutOption(timeoutMs),
+    Effect.tap((connected) => (connected._tag === "None" ? Effect.logWarning(warning) : Effect.void)),
+    Effect.asVoid
+  )
+
 export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effect<CoordinationShape, never, Scope.Scope> =>
   Effect.gen(function*() {
     const prefix = options.prefix ?? KEY_PREFIX
@@ -71,15 +87,7 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
     )
     // Wait for the first connection so early requests do not fail for nothing; a Redis down at
     // start is an outage like any later one (callers fail open/closed), not a crash.
-    yield* Effect.callback<void>((resume) => {
-      if (client.status === "ready") return resume(Effect.void)
-      const ready = () => resume(Effect.void)
-      client.once("ready", ready)
-      return Effect.sync(() => client.off("ready", ready))
-    }).pipe(
-      Effect.timeoutOption(options.connectTimeoutMs ?? 5_000),
-      Effect.tap((connected) => connected._tag === "None" ? Effect.logWarning(`coordination: redis not ready at start (${url})`) : Effect.void)
-    )
+    yield* awaitReady(client, options.connectTimeoutMs ?? 5_000, `coordination: redis not ready at start (${url})`)
     const scripts = client as unknown as Scripts
 
     const call = <A>(name: string, run: () => Promise<A>) =>

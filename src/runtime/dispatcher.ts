@@ -34,16 +34,20 @@ export interface DispatchCandidate {
   readonly resume?: ((textSoFar: string) => Stream.Stream<CanonicalEvent, BackendError>) | undefined
 }
 
-export interface DispatchOptions {
-  /** In preference order: the model's placements, then its equivalents'. */
-  readonly candidates: ReadonlyArray<DispatchCandidate>
-  readonly keyId: string
+/** What a caller may ask of one dispatch besides its candidates. */
+export interface DispatchHooks {
   /** The longest one wait for a slot may take (see CapacityQueues.acquire). */
   readonly deadlineMs?: number | undefined
   /** Runs once, the first time the request has to wait for a slot. */
   readonly onQueued?: Effect.Effect<void> | undefined
   /** Runs when a broken text stream continues on another candidate. */
   readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
+}
+
+export interface DispatchOptions extends DispatchHooks {
+  /** In preference order: the model's placements, then its equivalents'. */
+  readonly candidates: ReadonlyArray<DispatchCandidate>
+  readonly keyId: string
 }
 
 export interface Dispatched {

@@ -28,23 +28,18 @@ import type { CanonicalRequest } from "../model/request.ts"
 import { countRequestInputTokens, countTextTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 import { CapacityQueues, type QueueTimeout } from "./capacity-queues.ts"
-import { type DispatchCandidate, Dispatcher } from "./dispatcher.ts"
+import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
 import { makeUsageTracker } from "./usage-tracker.ts"
 
 /** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
 export type Continuity = "auto" | "exact"
 
-export interface CallOptions {
+/** `deadlineMs` defaults to `GATEWAY_QUEUE_MAX_WAIT_MS`; `onQueued` e.g. commits SSE headers. */
+export interface CallOptions extends DispatchHooks {
   /** Whose call: fairness in the queues, the plan's rate limits, the allowance charged. */
   readonly key: KeyRecord
   readonly continuity?: Continuity | undefined
-  /** Longest wait for a slot (default: the gateway's `GATEWAY_QUEUE_MAX_WAIT_MS`). */
-  readonly deadlineMs?: number | undefined
-  /** Runs once if the call has to wait for capacity (e.g. commit SSE headers, start keepalives). */
-  readonly onQueued?: Effect.Effect<void> | undefined
-  /** Runs when a broken text stream continues on another placement. */
-  readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
 }
 
 /** What a finished (or abandoned) call was charged. */

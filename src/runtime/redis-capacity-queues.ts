@@ -28,6 +28,7 @@ import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
 import { type CircuitState, DEFAULT_FAILURE_THRESHOLD } from "../../machines/queue.ts"
 import { CoordinationError, KEY_PREFIX } from "../coordination/types.ts"
+import { awaitReady } from "../coordination/redis.ts"
 import {
   type AcquireOptions,
   type CapacityQueuesOptions,
@@ -326,15 +327,7 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
 
   // ---- start: wait for Redis, store the capacities, subscribe, start the heartbeat ----
 
-  yield* Effect.callback<void>((resume) => {
-    if (client.status === "ready") return resume(Effect.void)
-    const ready = () => resume(Effect.void)
-    client.once("ready", ready)
-    return Effect.sync(() => client.off("ready", ready))
-  }).pipe(
-    Effect.timeoutOption(connectTimeoutMs),
-    Effect.tap((connected) => connected._tag === "None" ? Effect.logWarning(`capacity queues: redis not ready at start (${url})`) : Effect.void)
-  )
+  yield* awaitReady(client, connectTimeoutMs, `capacity queues: redis not ready at start (${url})`)
   yield* initialize
 
   const announcements = yield* Queue.unbounded<readonly [string, string]>()

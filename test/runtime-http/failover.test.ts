@@ -140,7 +140,8 @@ describe("continuity failover", () => {
       const { response } = await openai.chat.completions.create({ model: "svc-atlas-1", messages: [{ role: "user", content: "hi" }] }).withResponse()
       expect(response.headers.get("xsvc-model")).toBe("svc-orion-2") // atlas's equivalent
     }
-    expect((await queueOf(gw, "atlas-b")).circuit).toBe("open")
-    expect((await queueOf(gw, "atlas-a")).circuit).toBe("open")
+    // Tripped: open, or already half-open once the (short, 100 ms) cooldown passed.
+    expect(["open", "halfOpen"]).toContain((await queueOf(gw, "atlas-b")).circuit)
+    expect(["open", "halfOpen"]).toContain((await queueOf(gw, "atlas-a")).circuit)
   })
 })
