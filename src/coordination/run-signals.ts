@@ -10,6 +10,7 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
+import { awaitReady } from "./redis.ts"
 import { KEY_PREFIX } from "./types.ts"
 
 export interface RunSignal {
@@ -107,6 +108,7 @@ export class RunSignals extends Context.Service<RunSignals, {
         )
       const subscriber = yield* connect("subscriber")
       const publisher = yield* connect("publisher")
+      yield* awaitReady(subscriber, 5_000, `run signals: redis not ready at start (${url}); subscribers will poll`)
       subscriber.on("message", (_channel: string, message: string) => {
         try {
           const signal = JSON.parse(message) as RunSignal
