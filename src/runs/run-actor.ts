@@ -78,12 +78,12 @@ export const runActor = (runId: string, fence: Fence) =>
         const request = turnRequest(base, yield* log.read(runId, 0, 100_000))
         const continuity = row.optimization.mode === "exact" ? "exact" : "auto"
         const quote = yield* quoteTurn(request, continuity)
+        const key = yield* keys.findById(row.key_id)
+        if (key === undefined || key.revokedAt !== null) return yield* outcome({ status: "failed", reason: "key_revoked" })
         if ((yield* budget.hold(runId, nodeId, quote.worstCaseMicros)) === "refused") {
           return yield* outcome({ status: "incomplete", reason: "budget", budgetUsd: row.budget_micros === null ? null : microsToUsd(Number(row.budget_micros)) })
         }
         if (snapshot.value === "ready") yield* write([{ type: "node.started", nodeId, model: model.id, turn: snapshot.context.nodes + 1 }])
-        const key = yield* keys.findById(row.key_id)
-        if (key === undefined) return yield* outcome({ status: "failed", reason: "key_deleted" })
         return yield* Effect.scoped(Effect.gen(function*() {
           const started = yield* Effect.result(startTurn(quote, { key, continuity }))
           if (Result.isFailure(started)) {

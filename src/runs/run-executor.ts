@@ -61,7 +61,8 @@ export class RunExecutor extends Context.Service<RunExecutor, {
           runActor(runId, { owner: instanceId, attempt }).pipe(
             Effect.ensuring(Effect.sync(() => attempts.delete(runId))),
             Effect.provideContext(services)
-          )
+          ),
+          { onlyIfMissing: true }
         )
       })
 
@@ -69,6 +70,11 @@ export class RunExecutor extends Context.Service<RunExecutor, {
       const held = new Map((yield* leases.renew(instanceId, settings.leaseMs)).map((claim) => [claim.runId, claim.attempt]))
       for (const [runId, attempt] of attempts) {
         if (held.get(runId) !== attempt) yield* FiberMap.remove(actors, runId)
+      }
+      // A run we hold without a live actor (its actor gave up on a storage outage) is started
+      // again, so no leased run is left without an executor.
+      for (const [runId, attempt] of held) {
+        if (!attempts.has(runId)) yield* start(runId, attempt)
       }
     })
 
