@@ -2,6 +2,7 @@
  * The run machine's generated paths replayed against the real SQL log (RunLog) on every engine:
  * after each append the stored status is what the pure machine says, seqs stay gap-free, a path
  * appended as one batch ends in the same state, and a finished run refuses every further append.
+ * Also: a stale lease fence writes nothing, and retention prunes only finished runs.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
@@ -13,6 +14,7 @@ import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { RunSignals } from "../../src/coordination/run-signals.ts"
+import { RunLeases } from "../../src/runs/run-leases.ts"
 import { RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
@@ -75,8 +77,16 @@ for (const target of targets) {
             const runId = yield* newRun(repo)
             const stale = yield* Effect.flip(log.append(runId, [{ type: "node.started", nodeId: "n1" }], { fence: { ...fence, attempt: 2 } }))
             assert.strictEqual(stale._tag, "LeaseLost")
+
+            // retention: finished runs go (with their events), live ones stay
+            const finished = yield* newRun(repo)
+            yield* log.append(finished, [{ type: "outcome", status: "failed" }], { fence })
+            assert.isAtLeast(yield* (yield* RunLeases).prune(0), 1)
+            assert.strictEqual((yield* Effect.flip(repo.get("key_model", finished)))._tag, "NotFound")
+            assert.lengthOf(yield* log.read(finished, 0, 10), 0)
+            assert.strictEqual((yield* repo.get("key_model", runId)).status, "running")
           }).pipe(Effect.provide(
-            Layer.mergeAll(RunsRepo.layer).pipe(
+            Layer.mergeAll(RunsRepo.layer, RunLeases.layer).pipe(
               Layer.provideMerge(RunLog.layer),
               Layer.provideMerge(RunSignals.layerInProcess),
               Layer.provideMerge(DatabaseLive),
