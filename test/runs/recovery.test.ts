@@ -72,6 +72,32 @@ describe("kill -9 and restart on the same data dir (embedded)", () => {
   }, 90_000)
 })
 
+describe("a run that keeps losing its instance (embedded)", () => {
+  const dir = freshDataDir()
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it("ends failed with reason max_attempts once it was taken over more than GATEWAY_RUN_MAX_ATTEMPTS times", async () => {
+    const env = { GATEWAY_DATA_DIR: dir, ...slowEnv(dir), GATEWAY_RUN_MAX_ATTEMPTS: "1" }
+    const first = await startGateway(env)
+    const runs = client(first.baseUrl, first.apiKey!)
+    const run = (await runs.create({ model: "pico", input: "hello" })).body.run
+    await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
+    first.child.kill("SIGKILL")
+    await first.stop()
+    const second = await startGateway(env)
+    try {
+      const again = client(second.baseUrl, first.apiKey!)
+      const failed = await again.waitFor(run.id, (r) => r.status !== "running", 40_000)
+      expect(failed.outcome).toEqual({ status: "failed", reason: "max_attempts" })
+      const sse = await again.events(run.id)
+      expect(sse.events.map((e) => e.type)).toEqual(["node.started", "outcome"])
+      expect(checkLog(sse.events).gapFree).toBe(true)
+    } finally {
+      await second.stop()
+    }
+  }, 90_000)
+})
+
 const { postgresUrl, redisUrl } = inject("services")
 
 describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on PostgreSQL + Redis", () => {
