@@ -65,6 +65,11 @@ const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string
     })
   )
 
+/**
+ * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an
+ * interruptible region lets a client that disconnects (while waiting for a slot, or during a
+ * non-streaming answer) interrupt it, so its waiter leaves the queue and its slot comes back.
+ */
 export const answerChat = <Echo>(
   dialect: ChatDialect<Echo>,
   ctx: RequestContext,
@@ -72,7 +77,7 @@ export const answerChat = <Echo>(
   echo: Echo,
   hooks: AnswerHooks<Echo> = {}
 ) =>
-  Effect.gen(function*() {
+  Effect.interruptible(Effect.gen(function*() {
     if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
     const settings = yield* Settings
     const caller = yield* ModelCaller
@@ -135,7 +140,7 @@ export const answerChat = <Echo>(
       )
     )
     return sseResponse(Stream.concat(keepalives, rest), { "xsvc-model": request.model, ...prepared.headers() })
-  })
+  }))
 
 /**
  * Waits for the first chunk of a stream and returns a stream that replays it and continues, so the

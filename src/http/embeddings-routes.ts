@@ -49,7 +49,9 @@ const create = (ctx: RequestContext) =>
     const texts = typeof body.input === "string" ? [body.input] : body.input
     if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
     const caller = yield* ModelCaller
+    // Interruptible, like chat answers: a client that leaves gives its queue place back.
     const result = yield* caller.embed(model, texts, { key: ctx.key }).pipe(
+      Effect.interruptible,
       Effect.catchTags({
         BackendError: (error) => Effect.fail(callFailureToApiError(error)),
         QueueTimeout: (error) => Effect.fail(callFailureToApiError(error))

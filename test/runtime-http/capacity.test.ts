@@ -72,6 +72,29 @@ describe("capacity queues over HTTP", () => {
     expect((await holder).status).toBe(200)
   })
 
+  it("drops a waiter at once when its client disconnects (streaming or not)", async () => {
+    const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold" }] })
+    await new Promise((r) => setTimeout(r, 100))
+    const aborts = [new AbortController(), new AbortController()]
+    const waiting = aborts.map((abort, i) =>
+      fetch(`${gw.baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        signal: abort.signal,
+        headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "svc-lyra-3", stream: i === 1, messages: [{ role: "user", content: "wait" }] })
+      }).then((r) => r.text()).catch((e: Error) => e.name))
+    for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).waiting < 2; i++) await new Promise((r) => setTimeout(r, 20))
+    expect((await queueOf(gw, "lyra-a")).waiting).toBe(2)
+    for (const abort of aborts) abort.abort()
+    expect(await Promise.all(waiting)).toEqual(["AbortError", "AbortError"])
+    for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).waiting > 0; i++) await new Promise((r) => setTimeout(r, 20))
+    const after = await queueOf(gw, "lyra-a")
+    expect(after.waiting).toBe(0)
+    expect(after.inUse).toBe(1) // only the holder: the slot was not given to a gone client
+    expect((await holder).status).toBe(200)
+    expect((await queueOf(gw, "lyra-a")).inUse).toBe(0)
+  })
+
   it("a waiting Messages stream gets ping events and the SDK reads the whole message", async () => {
     const anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 })
     const holder = anthropic.messages.create({ model: "svc-lyra-3", max_tokens: 100, messages: [{ role: "user", content: "hold" }] })
