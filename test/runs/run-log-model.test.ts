@@ -2,7 +2,8 @@
  * The run machine's generated paths replayed against the real SQL log (RunLog) on every engine:
  * after each append the stored status is what the pure machine says, seqs stay gap-free, a path
  * appended as one batch ends in the same state, and a finished run refuses every further append.
- * Also: a stale lease fence writes nothing, and retention prunes only finished runs.
+ * Also: a stale lease fence writes nothing, budget holds never overshoot and are charged once,
+ * and retention prunes only finished runs.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
@@ -14,6 +15,7 @@ import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { RunSignals } from "../../src/coordination/run-signals.ts"
+import { RunBudget } from "../../src/runs/run-budget.ts"
 import { RunLeases } from "../../src/runs/run-leases.ts"
 import { RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
@@ -30,11 +32,11 @@ const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<
   ...(postgresUrl === null ? [] : [{ name: "postgres", make: () => { const db = freshPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop } } }])
 ]
 
-const newRun = (repo: RunsRepo["Service"]) =>
+const newRun = (repo: RunsRepo["Service"], budgetMicros: number | null = null) =>
   Effect.map(
     repo.create("key_model", {
       executable: true, model: "svc-pico-1", input: "x", tools: [], optimization: { mode: "auto", allow: {} },
-      metadata: {}, parentRunId: null, budgetMicros: null, lease: { owner: fence.owner, ttlMs: 600_000 }
+      metadata: {}, parentRunId: null, budgetMicros, lease: { owner: fence.owner, ttlMs: 600_000 }
     }, () => ({ status: 202, body: null })),
     (created) => (created as { run: { id: string } }).run.id
   )
@@ -78,6 +80,23 @@ for (const target of targets) {
             const stale = yield* Effect.flip(log.append(runId, [{ type: "node.started", nodeId: "n1" }], { fence: { ...fence, attempt: 2 } }))
             assert.strictEqual(stale._tag, "LeaseLost")
 
+            // budget holds: idempotent per node; an orphaned hold (its attempt died before
+            // node.started) is given back when the next step takes its own (else 1,200 > 1,000)
+            const budget = yield* RunBudget
+            const budgeted = yield* newRun(repo, 1_000)
+            assert.strictEqual(yield* budget.hold(budgeted, "node_a", 600), "held")
+            assert.strictEqual(yield* budget.hold(budgeted, "node_a", 600), "held")
+            assert.strictEqual(yield* budget.hold(budgeted, "node_b", 600), "held")
+            yield* log.append(budgeted, [{ type: "node.started", nodeId: "node_b" }, { type: "node.completed", nodeId: "node_b", stopReason: "end_turn" }], {
+              fence,
+              settle: { nodeId: "node_b", costMicros: 700, usage: { inputTokens: 1, outputTokens: 2, cachedInputTokens: 0, reasoningTokens: 0 } }
+            })
+            const charged = yield* repo.get("key_model", budgeted)
+            assert.deepStrictEqual(charged.usage, { inputTokens: 1, outputTokens: 2, costUsd: 0.0006 }) // never above the hold
+            assert.strictEqual(yield* log.settle(budgeted, { nodeId: "node_b", costMicros: 700, usage: charged.usage as never }), false) // charged once
+            assert.strictEqual(yield* budget.hold(budgeted, "node_c", 401), "refused") // 600 spent + 401 > 1,000
+            assert.strictEqual(yield* budget.hold(budgeted, "node_d", 400), "held")
+
             // retention: finished runs go (with their events), live ones stay
             const finished = yield* newRun(repo)
             yield* log.append(finished, [{ type: "outcome", status: "failed" }], { fence })
@@ -86,7 +105,7 @@ for (const target of targets) {
             assert.lengthOf(yield* log.read(finished, 0, 10), 0)
             assert.strictEqual((yield* repo.get("key_model", runId)).status, "running")
           }).pipe(Effect.provide(
-            Layer.mergeAll(RunsRepo.layer, RunLeases.layer).pipe(
+            Layer.mergeAll(RunsRepo.layer, RunLeases.layer, RunBudget.layer).pipe(
               Layer.provideMerge(RunLog.layer),
               Layer.provideMerge(RunSignals.layerInProcess),
               Layer.provideMerge(DatabaseLive),
