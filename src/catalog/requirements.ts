@@ -5,6 +5,7 @@
  *   schema) → 422;
  * - an output ceiling above the model's published `maxOutput` → 400.
  */
+import { Effect } from "effect"
 import type { ChatModel, Placement } from "../config/schema.ts"
 import { InvalidRequest, Unprocessable } from "../errors.ts"
 import type { CanonicalRequest } from "../model/request.ts"
@@ -54,4 +55,17 @@ export const unmetRequirement = (model: ChatModel, request: CanonicalRequest): I
     return new Unprocessable({ message: `The model ${model.id} cannot guarantee output matching a strict JSON schema`, param: "response_format" })
   }
   return undefined
+}
+
+/**
+ * The request as dispatched: the canonical model id, hidden reasoning on reasoning models that
+ * were not asked to show it (it still counts against the ceiling), and the model's requirements met.
+ */
+export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest) => {
+  const reasoning = model.capabilities.reasoning && !decoded.reasoning.enabled
+    ? { ...decoded.reasoning, enabled: true, visible: false }
+    : decoded.reasoning
+  const request: CanonicalRequest = { ...decoded, model: model.id, reasoning }
+  const unmet = unmetRequirement(model, request)
+  return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
 }

@@ -5,12 +5,10 @@
  */
 import { Effect } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
-import { unmetRequirement } from "../catalog/requirements.ts"
-import type { ChatModel } from "../config/schema.ts"
+import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatDialect } from "../dialects/dialect.ts"
 import { NotFound, PermissionDenied } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
-import type { CanonicalRequest } from "../model/request.ts"
 import { readJson } from "./body.ts"
 import { answerChat } from "./chat-answer.ts"
 import type { RouteServices } from "./route-services.ts"
@@ -29,19 +27,6 @@ export const resolveChatModel = (ctx: RequestContext, name: string) =>
     }
     return model
   })
-
-/**
- * The request as dispatched: the canonical model id, hidden reasoning on reasoning models that
- * were not asked to show it (it still counts against the ceiling), and the model's requirements met.
- */
-export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest) => {
-  const reasoning = model.capabilities.reasoning && !decoded.reasoning.enabled
-    ? { ...decoded.reasoning, enabled: true, visible: false }
-    : decoded.reasoning
-  const request: CanonicalRequest = { ...decoded, model: model.id, reasoning }
-  const unmet = unmetRequirement(model, request)
-  return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
-}
 
 export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestContext) =>
   Effect.gen(function*() {

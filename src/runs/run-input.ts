@@ -11,7 +11,7 @@
 import { Effect } from "effect"
 import { decodeCountTokens } from "../dialects/messages/index.ts"
 import { InvalidRequest } from "../errors.ts"
-import { prepareRequest } from "../http/chat-endpoint.ts"
+import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatModel } from "../config/schema.ts"
 import type { ContentBlock, Message, OutputBlock, TextBlock, ToolResultBlock } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
