@@ -19,7 +19,8 @@ export interface UsageTracker {
 
 export const makeUsageTracker = (inputEstimate: number): UsageTracker => {
   let input = inputEstimate
-  let output = 0
+  // The output is only tokenized if the stream ends without exact usage: keep the pieces until then.
+  const pieces: Array<string> = []
   let exact: Usage | undefined
   let produced = false
   return {
@@ -32,16 +33,17 @@ export const makeUsageTracker = (inputEstimate: number): UsageTracker => {
           produced = true
           return
         case "text_delta":
-          output += countTextTokens(event.text)
+          if (exact === undefined) pieces.push(event.text)
           return
         case "thinking_delta":
-          output += countTextTokens(event.thinking)
+          if (exact === undefined) pieces.push(event.thinking)
           return
         case "tool_input_delta":
-          output += countTextTokens(event.partialJson)
+          if (exact === undefined) pieces.push(event.partialJson)
           return
         case "message_stop":
           exact = event.usage
+          pieces.length = 0
           return
         default:
           return
@@ -50,6 +52,6 @@ export const makeUsageTracker = (inputEstimate: number): UsageTracker => {
     get produced() {
       return produced
     },
-    usage: () => exact ?? makeUsage({ inputTokens: input, outputTokens: output })
+    usage: () => exact ?? makeUsage({ inputTokens: input, outputTokens: pieces.reduce((sum, piece) => sum + countTextTokens(piece), 0) })
   }
 }

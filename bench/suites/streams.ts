@@ -1,0 +1,161 @@
+/**
+ * Item 3: streams and memory. A fresh gateway (embedded database, metering in process) proxies
+ * streamed Chat Completions to a paced `gateway simulate` upstream; its model's capacity and the
+ * plan's limits are raised so every stream runs at once. Per run, `count` streams are opened over
+ * `rampMs` (open loop) and each lasts several seconds, so all of them are open together. The
+ * gateway's RSS (/proc/<pid>/status VmRSS) is read idle, every 100 ms under load and `settleMs`
+ * after the last stream ended; CPU time per request is the growth of utime + stime
+ * (/proc/<pid>/stat) over the run ÷ streams.
+ */
+import { makePool, openLoop, sequential, summarize, type LatencySummary, type Tracker } from "../lib/load.ts"
+import { cpuMicros, randomToken, rssBytes, startGateway, startSimulate } from "../lib/procs.ts"
+import type { Profile } from "../lib/profile.ts"
+import { median } from "../lib/stats.ts"
+import { sleep, stamp } from "./overhead.ts"
+
+const log = (line: string) => console.log(`${stamp()} [streams] ${line}`)
+const MiB = 1024 * 1024
+
+export interface StreamsRun {
+  readonly rssBeforeMiB: number
+  readonly rssPeakMiB: number
+  /** RSS sampled while the most streams were open. */
+  readonly rssAtPeakStreamsMiB: number
+  readonly rssAfterMiB: number
+  readonly maxOpenStreams: number
+  readonly maxInFlight: number
+  readonly cpuUsPerRequest: number
+  readonly cpuCoreShare: number
+  readonly summary: LatencySummary
+}
+
+export interface StreamsResult {
+  readonly count: number
+  readonly upstream: { ttftMs: number; tokensPerSecond: number; maxTokens: number }
+  /** Right after start, before any request. */
+  readonly rssFreshMiB: number
+  /** After a warm-up of 22 short streams, settled. */
+  readonly rssIdleMiB: number
+  readonly runs: StreamsRun[]
+  readonly median: {
+    readonly rssPeakMiB: number
+    readonly rssAtPeakStreamsMiB: number
+    readonly rssAfterMiB: number
+    readonly maxOpenStreams: number
+    readonly cpuUsPerRequest: number
+    readonly non200: number
+    readonly streamSeconds: number
+  }
+}
+
+export const runStreams = async (profile: Profile, logDir: string): Promise<StreamsResult> => {
+  const p = profile.streams
+  const upstream = await startSimulate(logDir, "upstream-streams", p.ttftMs, p.tokensPerSecond, 1)
+  const config = {
+    models: [{
+      id: "svc-stream",
+      displayName: "Streams benchmark",
+      ownedBy: "svc",
+      created: 1767225600,
+      tier: "workhorse",
+      contextWindow: 128000,
+      maxOutput: 4096,
+      capabilities: { tools: false, reasoning: false, vision: false, documents: false },
+      pricing: { input: 0.1, output: 0.4, cachedInput: null },
+      supportedParameters: ["messages", "max_tokens", "stream"],
+      nativeWires: ["chat_completions"],
+      placements: [{ id: "stream-up", backend: "openai-compatible", capacity: p.count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }]
+    }],
+    plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: p.count * 4 } },
+    defaultPlan: "bench"
+  }
+  const gateway = await startGateway({ name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0 })
+  try {
+    await sleep(1000)
+    const rssFresh = rssBytes(gateway.pid)
+    const key = await gateway.createKey("bench-streams", "bench")
+    const pool = makePool(gateway.url, p.count + 100)
+    const request = (maxTokens: number) => () => ({
+      pool,
+      path: "/v1/chat/completions",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }] })
+    })
+    const spec = request(p.maxTokens)
+    // Warm-up with one-delta streams, so it does not take a full stream's time.
+    log("warm-up: 22 short streams")
+    const warm = await sequential(2, request(3), true)
+    if (warm.some((s) => s.status !== 200)) throw new Error(`streams warm-up failed: ${JSON.stringify(warm.map((s) => s.status))}`)
+    await openLoop({ rate: 20, durationMs: 1000, pick: request(3), stream: true })
+    await sleep(2000)
+    const rssIdle = rssBytes(gateway.pid)
+    log(`idle RSS ${(rssIdle / MiB).toFixed(1)} MiB; ${p.count} streams over ${p.rampMs} ms per run`)
+
+    const runs: StreamsRun[] = []
+    for (let run = 0; run < profile.runs; run++) {
+      const rssBefore = rssBytes(gateway.pid)
+      const tracker: Tracker = { inFlight: 0, openStreams: 0 }
+      let sampling = true
+      let rssPeak = rssBefore
+      let maxOpen = 0
+      let maxInFlight = 0
+      let rssAtPeakStreams = rssBefore
+      const sampler = (async () => {
+        while (sampling) {
+          const rss = rssBytes(gateway.pid)
+          rssPeak = Math.max(rssPeak, rss)
+          maxInFlight = Math.max(maxInFlight, tracker.inFlight)
+          if (tracker.openStreams > maxOpen) {
+            maxOpen = tracker.openStreams
+            rssAtPeakStreams = rss
+          } else if (tracker.openStreams === maxOpen) {
+            rssAtPeakStreams = Math.max(rssAtPeakStreams, rss)
+          }
+          await sleep(100)
+        }
+      })()
+      const cpu0 = cpuMicros(gateway.pid)
+      const started = performance.now()
+      const result = await openLoop({ rate: (p.count * 1000) / p.rampMs, durationMs: p.rampMs, pick: spec, stream: true, tracker })
+      const cpu1 = cpuMicros(gateway.pid)
+      const elapsed = performance.now() - started
+      sampling = false
+      await sampler
+      await sleep(p.settleMs)
+      const rssAfter = rssBytes(gateway.pid)
+      const summary = summarize(result.samples, result.t0)
+      runs.push({
+        rssBeforeMiB: rssBefore / MiB,
+        rssPeakMiB: rssPeak / MiB,
+        rssAtPeakStreamsMiB: rssAtPeakStreams / MiB,
+        rssAfterMiB: rssAfter / MiB,
+        maxOpenStreams: maxOpen,
+        maxInFlight,
+        cpuUsPerRequest: (cpu1 - cpu0) / result.samples.length,
+        cpuCoreShare: (cpu1 - cpu0) / 1000 / elapsed,
+        summary
+      })
+      const r = runs[runs.length - 1]!
+      log(`run ${run + 1}/${profile.runs}: ${r.maxOpenStreams} open at once, RSS ${r.rssBeforeMiB.toFixed(1)} → peak ${r.rssPeakMiB.toFixed(1)} → after ${r.rssAfterMiB.toFixed(1)} MiB, CPU ${(r.cpuUsPerRequest / 1000).toFixed(2)} ms/stream, ${summary.requests - summary.ok} failed`)
+    }
+    await pool.close()
+    return {
+      count: p.count,
+      upstream: { ttftMs: p.ttftMs, tokensPerSecond: p.tokensPerSecond, maxTokens: p.maxTokens },
+      rssFreshMiB: rssFresh / MiB,
+      rssIdleMiB: rssIdle / MiB,
+      runs,
+      median: {
+        rssPeakMiB: median(runs.map((r) => r.rssPeakMiB)),
+        rssAtPeakStreamsMiB: median(runs.map((r) => r.rssAtPeakStreamsMiB)),
+        rssAfterMiB: median(runs.map((r) => r.rssAfterMiB)),
+        maxOpenStreams: median(runs.map((r) => r.maxOpenStreams)),
+        cpuUsPerRequest: median(runs.map((r) => r.cpuUsPerRequest)),
+        non200: median(runs.map((r) => r.summary.requests - r.summary.ok)),
+        streamSeconds: median(runs.map((r) => r.summary.latencyUs.p50 / 1e6))
+      }
+    }
+  } finally {
+    await Promise.all([gateway.stop(), upstream.stop()])
+  }
+}
