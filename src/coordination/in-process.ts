@@ -24,6 +24,8 @@ interface Budget {
   readonly grants: Set<string>
   readonly holds: Map<string, Hold>
   expireAt: number
+  /** The earliest `expiresAt` among the holds (or earlier): nothing lapses before it. */
+  nextLapse: number
 }
 
 /** Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002). */
@@ -53,16 +55,27 @@ export const makeInProcess = (): CoordinationShape => {
       budgets.delete(name)
       return undefined
     }
+    // Sweeping is O(holds), and settled ids are remembered for minutes (hundreds of thousands at
+    // a high rate): only sweep once something can have lapsed.
+    if (now < budget.nextLapse) return budget
+    let nextLapse = Infinity
     for (const [id, hold] of budget.holds) {
-      if (hold.expiresAt > now) continue
+      if (hold.expiresAt > now) {
+        nextLapse = Math.min(nextLapse, hold.expiresAt)
+        continue
+      }
       if (hold.value !== "done") budget.reserved -= hold.value
       budget.holds.delete(id)
     }
+    budget.nextLapse = nextLapse
     return budget
   }
+  const setHold = (budget: Budget, id: string, hold: Hold) => {
+    budget.holds.set(id, hold)
+    budget.nextLapse = Math.min(budget.nextLapse, hold.expiresAt)
+  }
   const stateOf = (b: Budget): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
-  const finish = (budget: Budget, id: string, now: number) =>
-    budget.holds.set(id, { value: "done", expiresAt: now + SETTLED_MEMORY_MS })
+  const finish = (budget: Budget, id: string, now: number) => setHold(budget, id, { value: "done", expiresAt: now + SETTLED_MEMORY_MS })
 
   return {
     kind: "in-process",
@@ -127,7 +140,7 @@ export const makeInProcess = (): CoordinationShape => {
         return { _tag: "Refused", state: stateOf(budget) }
       }
       budget.reserved += request.amount
-      budget.holds.set(request.id, { value: request.amount, expiresAt: request.now + request.ttlMs })
+      setHold(budget, request.id, { value: request.amount, expiresAt: request.now + request.ttlMs })
       if (request.expireAt > 0) budget.expireAt = request.expireAt
       return { _tag: "Reserved", state: stateOf(budget) }
     }),
@@ -162,7 +175,7 @@ export const makeInProcess = (): CoordinationShape => {
         if (held?.value === "done") continue
         // A hold that lapsed (or was lost with the store) belongs to a call still running: count it again.
         if (held === undefined) budget.reserved += hold.amount
-        budget.holds.set(hold.id, { value: hold.amount, expiresAt: now + ttlMs })
+        setHold(budget, hold.id, { value: hold.amount, expiresAt: now + ttlMs })
       }
     }),
 
@@ -174,7 +187,8 @@ export const makeInProcess = (): CoordinationShape => {
         granted: seed.granted,
         grants: new Set(seed.grantIds),
         holds: new Map(),
-        expireAt: seed.expireAt
+        expireAt: seed.expireAt,
+        nextLapse: Infinity
       })
       return true
     }),

@@ -3,9 +3,23 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+// Ids are minted several times per request: draw them from a pool of CSPRNG bytes refilled 4 KiB
+// at a time instead of one `randomBytes` call (a synchronous fill) per id.
+let pool = Buffer.alloc(0)
+let offset = 0
+const takeRandom = (bytes: number): Buffer => {
+  if (offset + bytes > pool.length) {
+    pool = randomBytes(Math.max(4096, bytes))
+    offset = 0
+  }
+  const out = pool.subarray(offset, offset + bytes)
+  offset += bytes
+  return out
+}
+
 /** `bytes` random bytes written in base62 (no `-`/`_`, so a double-click selects the whole key). */
 export const randomBase62 = (bytes: number): string => {
-  let n = BigInt("0x" + randomBytes(bytes).toString("hex"))
+  let n = BigInt("0x" + takeRandom(bytes).toString("hex"))
   const length = Math.ceil((bytes * 8) / Math.log2(62))
   let out = ""
   for (let i = 0; i < length; i++) {

@@ -93,7 +93,16 @@ function make(options: LedgerOptions) {
         cost_micros: e.costMicros,
         at: e.at.toISOString()
       }))
-      return sql`INSERT INTO usage_ledger ${sql.insert(rows as [typeof rows[0], ...typeof rows])}
+      // One JSON parameter instead of ten placeholders per row: a batch of hundreds of rows costs
+      // the database one small parse instead of thousands of bound values (measured: the embedded
+      // engine spent most of its time binding multi-row VALUES).
+      return sql`INSERT INTO usage_ledger (request_id, key_id, model, funding, input_tokens, output_tokens,
+          cached_input_tokens, reasoning_tokens, cost_micros, at)
+        SELECT request_id, key_id, model, funding, input_tokens, output_tokens, cached_input_tokens,
+          reasoning_tokens, cost_micros, at
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(request_id text, key_id text, model text,
+          funding text, input_tokens bigint, output_tokens bigint, cached_input_tokens bigint,
+          reasoning_tokens bigint, cost_micros bigint, at timestamptz)
         ON CONFLICT (request_id) DO NOTHING`
     }
 
