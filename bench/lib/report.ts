@@ -228,26 +228,27 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
   }
 
   // ── 4. Metering cost ────────────────────────────────────────────────────────────────────────
-  if (o !== null && o.arms.includes("gateway+redis")) {
-    const g = o.median["gateway"]!
-    const gr = o.median["gateway+redis"]!
-    out.push("## 4. Metering cost: in process vs Redis")
+  if (o !== null && o.arms.includes("gateway")) {
+    const names = ["gateway-unmetered", "gateway", "gateway+redis"].filter((name) => o.arms.includes(name))
+    const base = o.median[names[0]!]!
+    out.push("## 4. Metering cost: without checks, in process, on Redis")
     out.push("")
-    out.push("The gateway has no switch that turns metering off (a plan with huge limits still reserves and settles on every call), so this compares where the checks run: in process (`gateway`) against Redis (`gateway+redis`: the rate windows, allowance reservation and capacity lease are Lua scripts on Redis — one or more round trips per call). The in-process arm's overhead over direct (section 1) is the upper bound of what in-process metering costs.")
+    out.push("`gateway-unmetered` runs with `GATEWAY_METERING=off` (no rate-limit admission, no allowance reservation; usage is still priced and recorded in the ledger); `gateway` checks both in process; `gateway+redis` checks them with Lua scripts on Redis (rate windows, allowance reservation, and the capacity lease too). Differences are against the first column.")
     out.push("")
-    const rates = g.rates.map((x) => x.rate).filter((rate) => gr.rates.some((y) => y.rate === rate))
-    out.push(table(["", "gateway (in process)", "gateway+redis", "Redis − in process"], [
-      ["c=1 p50 µs", us(g.c1.p50), us(gr.c1.p50), signedUs(gr.c1.p50 - g.c1.p50)],
-      ["c=1 p99 µs", us(g.c1.p99), us(gr.c1.p99), signedUs(gr.c1.p99 - g.c1.p99)],
-      ["max req/s (closed loop)", us(o.saturation["gateway"]?.rps), us(o.saturation["gateway+redis"]?.rps), signedUs((o.saturation["gateway+redis"]?.rps ?? Number.NaN) - (o.saturation["gateway"]?.rps ?? Number.NaN))],
-      ...rates.flatMap((rate) => {
-        const a = g.rates.find((x) => x.rate === rate)!
-        const b = gr.rates.find((x) => x.rate === rate)!
-        return [
-          [`p99 µs @ ${rate} req/s`, us(a.latencyUs.p99), us(b.latencyUs.p99), signedUs(b.latencyUs.p99 - a.latencyUs.p99)],
-          [`CPU µs/req @ ${rate} req/s`, us(a.cpuUsPerRequest), us(b.cpuUsPerRequest), signedUs(b.cpuUsPerRequest - a.cpuUsPerRequest)]
-        ]
-      })
+    const rates = base.rates.map((x) => x.rate).filter((rate) => names.every((name) => o.median[name]!.rates.some((y) => y.rate === rate)))
+    const cell = (value: number, ref: number, isBase: boolean) => (isBase ? us(value) : `${us(value)} (${signedUs(value - ref)})`)
+    const row = (label: string, pick: (name: string) => number) => {
+      const ref = pick(names[0]!)
+      return [label, ...names.map((name, i) => cell(pick(name), ref, i === 0))]
+    }
+    out.push(table(["", ...names], [
+      row("c=1 p50 µs", (name) => o.median[name]!.c1.p50),
+      row("c=1 p99 µs", (name) => o.median[name]!.c1.p99),
+      row("max req/s (closed loop)", (name) => o.saturation[name]?.rps ?? Number.NaN),
+      ...rates.flatMap((rate) => [
+        row(`p99 µs @ ${rate} req/s`, (name) => o.median[name]!.rates.find((x) => x.rate === rate)!.latencyUs.p99),
+        row(`CPU µs/req @ ${rate} req/s`, (name) => o.median[name]!.rates.find((x) => x.rate === rate)!.cpuUsPerRequest)
+      ])
     ]))
     out.push("")
   }

@@ -5,6 +5,8 @@
  * every server under test runs alone on core 0):
  * - direct: the generator calls the upstream itself (the floor every other arm is compared with);
  * - gateway: our gateway, embedded database, metering and queues in process;
+ * - gateway-unmetered: the same with GATEWAY_METERING=off (no rate limits, no allowance checks;
+ *   usage still recorded) — what the checks cost;
  * - gateway+redis: the same with REDIS_URL — rate windows, allowance reservations and capacity
  *   leases are Lua scripts on Redis (item 4: metering embedded vs Redis);
  * - portkey: Portkey's gateway (`x-portkey-provider: openai`, `x-portkey-custom-host`).
@@ -136,13 +138,14 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     }
   }
   try {
-    const [gateway, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
+    const [gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
       startGateway({ name: "gateway", config, adminToken, logDir, cpu: 0 }),
+      startGateway({ name: "gateway-unmetered", config, adminToken, logDir, cpu: 0, env: { GATEWAY_METERING: "off" } }),
       startRedisGateway(),
       startPortkeyOrNote(logDir, notes, "1"),
       startPortkeyOrNote(logDir, notes, "0")
     ])
-    procs.push(gateway)
+    procs.push(gateway, gatewayUnmetered)
     if (gatewayRedis !== undefined) procs.push(gatewayRedis)
     if (portkey !== undefined) procs.push(portkey)
     if (portkeyStreams !== undefined) procs.push(portkeyStreams)
@@ -161,6 +164,7 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
       return { name, pool, headers, model: "svc-bench", streamModel: "svc-bench-stream", streamPool: pool, streamHeaders: headers, pid: g.pid, streamPid: g.pid }
     }
     arms.push(await gatewayArm("gateway", gateway))
+    arms.push(await gatewayArm("gateway-unmetered", gatewayUnmetered))
     if (gatewayRedis !== undefined) arms.push(await gatewayArm("gateway+redis", gatewayRedis))
     if (portkey !== undefined && portkeyStreams !== undefined) {
       const portkeyHeaders = (up: Proc) => ({ ...json, "x-portkey-provider": "openai", "x-portkey-custom-host": `${up.url}/v1` })

@@ -28,6 +28,8 @@ export interface SettingsShape {
   readonly retryBaseMs: number
   /** How long an open circuit waits before a half-open probe. */
   readonly circuitCooldownMs: number
+  /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
+  readonly metering: boolean
 }
 
 const optionalString = (name: string) =>
@@ -47,7 +49,8 @@ export const settingsConfig = Config.all({
   queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
   keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
   retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
-  circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000))
+  circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
+  metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on"))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

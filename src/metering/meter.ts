@@ -13,6 +13,7 @@
  */
 import { Context, Effect, Layer, type Scope } from "effect"
 import { ConfigFile } from "../config/config-file.ts"
+import { Settings } from "../config/settings.ts"
 import { Coordination } from "../coordination/coordination.ts"
 import type { ChatModel, Plan } from "../config/schema.ts"
 import type { LimitExceeded, ServiceUnavailable } from "../errors.ts"
@@ -67,7 +68,13 @@ export class Meter extends Context.Service<Meter, {
   planOf(key: KeyRecord): Plan
 }>()("gateway/metering/Meter") {
   /** Needs Allowance, RateLimits, UsageLedger and ConfigFile. */
-  static readonly layer = Layer.effect(Meter, Effect.gen(function*() {
+  /**
+   * `enforce: false` (GATEWAY_METERING=off) skips rate limits and the allowance: calls are only
+   * priced and recorded in the ledger. For single-tenant deployments that meter elsewhere, and for
+   * measuring what the checks cost.
+   */
+  static readonly layerWith = (options: { readonly enforce?: boolean }) => Layer.effect(Meter, Effect.gen(function*() {
+    const enforce = options.enforce ?? true
     const config = yield* ConfigFile
     const allowance = yield* Allowance
     const rateLimits = yield* RateLimits
@@ -80,6 +87,7 @@ export class Meter extends Context.Service<Meter, {
       const { key, model } = request
       const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
       const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
+      if (!enforce) return recordOnly(request, maxOutputTokens)
       const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
       const maxCostMicros = Math.max(...[model, ...(request.alternatives ?? [])].map((m) => worstCaseMicros(m, inputTokens, maxOutputTokens)))
       const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros })
@@ -132,6 +140,28 @@ export class Meter extends Context.Service<Meter, {
       return call
     })
 
+    /** Metering off: price and record the call, check nothing, send no limit headers. */
+    const recordOnly = (request: BeginRequest, maxOutputTokens: number): MeteredCall => {
+      const requestId = request.requestId ?? newId("call")
+      const at = new Date()
+      let finished = false
+      return {
+        requestId,
+        maxOutputTokens,
+        reservedMicros: 0,
+        settle: (usage, servedBy = request.model) =>
+          Effect.gen(function*() {
+            const costMicros = callCostMicros(usage, servedBy)
+            if (finished) return { costMicros, chargedMicros: costMicros }
+            finished = true
+            yield* ledger.record({ keyId: request.key.id, model: servedBy.id, requestId, usage, costMicros, at })
+            return { costMicros, chargedMicros: costMicros }
+          }),
+        fail: () => Effect.sync(() => void (finished = true)),
+        headers: () => ({})
+      }
+    }
+
     const beginScoped = (request: BeginRequest) =>
       Effect.acquireRelease(begin(request), (call) => call.fail())
 
@@ -142,7 +172,12 @@ export class Meter extends Context.Service<Meter, {
    * Metering complete but for SQL and config: Meter, Allowance, RateLimits, UsageLedger and the
    * coordination store chosen by `REDIS_URL`. Needs SqlClient (DatabaseLive), ConfigFile, Settings.
    */
-  static readonly layerLive = Meter.layer.pipe(
+  static readonly layer = Meter.layerWith({})
+
+  static readonly layerLive = Layer.unwrap(Effect.gen(function*() {
+    const { metering } = yield* Settings
+    return Meter.layerWith({ enforce: metering })
+  })).pipe(
     Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
     Layer.provideMerge(UsageLedger.layer),
     Layer.provideMerge(Coordination.layer)

@@ -171,3 +171,27 @@ describe("metering over HTTP", () => {
     expect((await gw.admin("GET", `/admin/v1/usage?keyId=key_nope`)).status).toBe(404)
   })
 })
+
+describe("GATEWAY_METERING=off", () => {
+  let gw: TestGateway
+  beforeAll(async () => {
+    gw = await gatewayWith((config) => {
+      config.plans.tiny = { allowanceUsd: 0.000001, rpm: 1, tpm: 10, concurrency: 1 }
+    }, { GATEWAY_METERING: "off" })
+  })
+  afterAll(async () => {
+    await gw?.close()
+  })
+
+  it("checks no limit and sends no limit headers, but still records usage", async () => {
+    const key = await createKey(gw, "tiny")
+    const responses = await Promise.all(Array.from({ length: 5 }, () =>
+      post(gw, "/v1/chat/completions", key.secret, { model: "svc-atlas-1", max_tokens: 100, messages: [{ role: "user", content: "hi" }] })))
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200])
+    expect(responses[0].headers.get("x-ratelimit-limit-requests")).toBeNull()
+    expect(responses[0].headers.get("xsvc-allowance-remaining")).toBeNull()
+    const usage = (await (await gw.admin("GET", `/admin/v1/usage?keyId=${key.id}`)).json()) as { data: Array<{ requests: number }>; totalCostUsd: string }
+    expect(usage.data[0].requests).toBe(5)
+    expect(Number(usage.totalCostUsd)).toBeGreaterThan(0)
+  })
+})
