@@ -20,6 +20,7 @@ import { makePool, openLoop, type RequestSpec, saturate, sequential, summarize, 
 import { clearRedisPrefix, cpuMicros, type Gateway, type Proc, randomToken, startGateway, startPortkey, startSimulate } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
 import { median, medianDistribution, type Distribution } from "../lib/stats.ts"
+import { benchChatModel } from "../lib/catalog.ts"
 
 const PROMPT = "Write two sentences about a quiet harbor at dawn."
 const MAX_TOKENS = 32
@@ -316,20 +317,8 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
   }
 }
 
-const benchModel = (id: string, upstreamModel: string, baseUrl: string) => ({
-  id,
-  displayName: `${id} (benchmark)`,
-  ownedBy: "svc",
-  created: 1767225600,
-  tier: "workhorse",
-  contextWindow: 128000,
-  maxOutput: 4096,
-  capabilities: { tools: false, reasoning: false, vision: false, documents: false },
-  pricing: { input: 0.1, output: 0.4, cachedInput: null },
-  supportedParameters: ["messages", "max_tokens", "stream"],
-  nativeWires: ["chat_completions"],
-  placements: [{ id: `${id}-up`, backend: "openai-compatible", capacity: 100000, baseUrl, upstreamModel }]
-})
+const benchModel = (id: string, upstreamModel: string, baseUrl: string) =>
+  benchChatModel(id, `${id} (benchmark)`, [{ id: `${id}-up`, backend: "openai-compatible", capacity: 100000, baseUrl, upstreamModel }])
 
 /** Portkey; on failure (it cannot start here) the arm is dropped with a note, the rest goes on. */
 const startPortkeyOrNote = async (logDir: string, notes: string[], stockResponse: "0" | "1") => {

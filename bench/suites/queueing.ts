@@ -15,6 +15,7 @@ import { clearRedisPrefix, freshDatabase, type Gateway, randomToken, rssBytes, s
 import type { Profile } from "../lib/profile.ts"
 import { distribution, type Distribution, jain, maxMinFair, median } from "../lib/stats.ts"
 import { sleep, stamp } from "./overhead.ts"
+import { benchChatModel } from "../lib/catalog.ts"
 
 const KEYS = ["key-a", "key-b", "key-c", "key-d"] as const
 const SHARES = [0.7, 0.1, 0.1, 0.1]
@@ -78,20 +79,9 @@ export interface QueueingResult {
 }
 
 const queueConfig = (capacity: number, serviceMs: number) => ({
-  models: [{
-    id: "svc-queue",
-    displayName: "Queue benchmark (simulated)",
-    ownedBy: "svc",
-    created: 1767225600,
-    tier: "workhorse",
-    contextWindow: 128000,
-    maxOutput: 4096,
-    capabilities: { tools: false, reasoning: false, vision: false, documents: false },
-    pricing: { input: 0.1, output: 0.4, cachedInput: null },
-    supportedParameters: ["messages", "max_tokens", "stream"],
-    nativeWires: ["chat_completions"],
-    placements: [{ id: PLACEMENT, backend: "simulator", capacity, simulator: { ttftMs: serviceMs, tokensPerSecond: 0 } }]
-  }],
+  models: [
+    benchChatModel("svc-queue", "Queue benchmark (simulated)", [{ id: PLACEMENT, backend: "simulator", capacity, simulator: { ttftMs: serviceMs, tokensPerSecond: 0 } }])
+  ],
   plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: 100_000 } },
   defaultPlan: "bench"
 })

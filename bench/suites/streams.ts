@@ -12,6 +12,7 @@ import { cpuMicros, randomToken, rssBytes, startGateway, startSimulate } from ".
 import type { Profile } from "../lib/profile.ts"
 import { median } from "../lib/stats.ts"
 import { sleep, stamp } from "./overhead.ts"
+import { benchChatModel } from "../lib/catalog.ts"
 
 const log = (line: string) => console.log(`${stamp()} [streams] ${line}`)
 const MiB = 1024 * 1024
@@ -52,20 +53,11 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
   const p = profile.streams
   const upstream = await startSimulate(logDir, "upstream-streams", p.ttftMs, p.tokensPerSecond, 1)
   const config = {
-    models: [{
-      id: "svc-stream",
-      displayName: "Streams benchmark",
-      ownedBy: "svc",
-      created: 1767225600,
-      tier: "workhorse",
-      contextWindow: 128000,
-      maxOutput: 4096,
-      capabilities: { tools: false, reasoning: false, vision: false, documents: false },
-      pricing: { input: 0.1, output: 0.4, cachedInput: null },
-      supportedParameters: ["messages", "max_tokens", "stream"],
-      nativeWires: ["chat_completions"],
-      placements: [{ id: "stream-up", backend: "openai-compatible", capacity: p.count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }]
-    }],
+    models: [
+      benchChatModel("svc-stream", "Streams benchmark", [
+        { id: "stream-up", backend: "openai-compatible", capacity: p.count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
+      ])
+    ],
     plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: p.count * 4 } },
     defaultPlan: "bench"
   }
