@@ -19,13 +19,13 @@ import { HttpEffect, HttpServerResponse } from "effect/http"
 import type { SqlError } from "effect/sql"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
-import type { ChatDialect, EncodeContext, StreamFailure } from "../dialects/dialect.ts"
-import { type ApiError, InvalidRequest, ServiceUnavailable, Unauthenticated } from "../errors.ts"
+import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from "../dialects/dialect.ts"
+import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queues.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
-import type { RequestContext } from "./route.ts"
+import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
 export type CallFailure = BackendError | QueueTimeout
@@ -57,6 +57,13 @@ export interface AnswerHooks<Echo> {
   readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, CallFailure>
 }
 
+/** SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut. */
+const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, CallFailure>, before: () => string = () => "") =>
+  events.pipe(
+    Stream.map((event) => before() + encoder.event(event)),
+    Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+  )
+
 const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
   HttpEffect.scopeTransferToStream(
     HttpServerResponse.stream(Stream.encodeText(body.pipe(Stream.filter((text) => text !== ""))), {
@@ -78,13 +85,13 @@ export const answerChat = <Echo>(
   hooks: AnswerHooks<Echo> = {}
 ) =>
   Effect.interruptible(Effect.gen(function*() {
-    if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
+    const key = yield* requireKey(ctx)
     const settings = yield* Settings
     const caller = yield* ModelCaller
     const queued = Deferred.makeUnsafe<void>()
     let switchNote: string | undefined
     const prepared = yield* caller.prepare(request, {
-      key: ctx.key,
+      key,
       ...(request.stream ? { onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid) } : {}),
       onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
     })
@@ -107,14 +114,12 @@ export const answerChat = <Echo>(
       const context = contextFor(call.servedModel)
       const encoder = dialect.streamEncoder(context)
       const events = hooks.events === undefined ? call.events : hooks.events(call.events, context)
-      return events.pipe(
-        Stream.map((event) => {
-          const note = switchNote
-          switchNote = undefined
-          return (note === undefined ? "" : encoder.switchover(note)) + encoder.event(event)
-        }),
-        Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
-      )
+      // A continuation's switch-over comment goes just before its first event.
+      return frames(encoder, events, () => {
+        const note = switchNote
+        switchNote = undefined
+        return note === undefined ? "" : encoder.switchover(note)
+      })
     }
 
     const starting = yield* Effect.forkScoped(prepared.start)
@@ -168,12 +173,5 @@ export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeCo
       return HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
     }
     const started = yield* startStream(events).pipe(Effect.mapError(callFailureToApiError))
-    const encoder = dialect.streamEncoder(context)
-    return sseResponse(
-      started.pipe(
-        Stream.map((event) => encoder.event(event)),
-        Stream.catch((error: BackendError) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
-      ),
-      {}
-    )
+    return sseResponse(frames(dialect.streamEncoder(context), started), {})
   })

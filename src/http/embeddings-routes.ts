@@ -7,13 +7,13 @@
 import { Effect, Schema } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { shorten, toBase64Float32 } from "../embeddings/vectors.ts"
-import { InvalidRequest, NotFound, PermissionDenied, Unauthenticated } from "../errors.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { readBody } from "./body.ts"
 import { callFailureToApiError } from "./chat-answer.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
 
 const MAX_INPUTS = 2048
@@ -47,10 +47,10 @@ const create = (ctx: RequestContext) =>
       return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
     }
     const texts = typeof body.input === "string" ? [body.input] : body.input
-    if (ctx.key === undefined) return yield* new Unauthenticated({ message: "Missing API key" })
+    const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
     // Interruptible, like chat answers: a client that leaves gives its queue place back.
-    const result = yield* caller.embed(model, texts, { key: ctx.key }).pipe(
+    const result = yield* caller.embed(model, texts, { key }).pipe(
       Effect.interruptible,
       Effect.catchTags({
         BackendError: (error) => Effect.fail(callFailureToApiError(error)),

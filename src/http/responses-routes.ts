@@ -13,7 +13,7 @@ import type { EncodeContext } from "../dialects/dialect.ts"
 import type { SqlError } from "effect/sql"
 import { BackendError } from "../backends/backend.ts"
 import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
-import { InvalidRequest, NotFound, Unauthenticated, Unprocessable } from "../errors.ts"
+import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
 import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../model/events.ts"
 import { ResponsesRepo } from "../responses/responses-repo.ts"
 import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../responses/transcript.ts"
@@ -22,10 +22,9 @@ import { answerChat, type CallFailure } from "./chat-answer.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
 import { resolveChatModel } from "./chat-endpoint.ts"
 import type { RouteServices } from "./route-services.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 
-const keyIdOf = (ctx: RequestContext) =>
-  ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key.id)
+const keyIdOf = (ctx: RequestContext) => Effect.map(requireKey(ctx), (key) => key.id)
 
 /** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
 const loadPrevious = (repo: ResponsesRepo["Service"], keyId: string, id: string | null) =>

@@ -3,10 +3,10 @@
  * that a known path with the wrong method answers 405 with `Allow`, an unknown one 404 in the shape
  * of the surface the path belongs to, and colon paths like `/v1/states/{id}:append` work.
  */
-import type { Effect, Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import type { SqlError } from "effect/sql"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { ApiError } from "../errors.ts"
+import { type ApiError, Unauthenticated } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import type { Surface } from "../keys/permissions.ts"
 
@@ -114,6 +114,13 @@ export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
     return { _tag: "NoRoute" }
   }
 }
+
+/**
+ * The key of a route with `messages` or `bearer` auth (app.ts has authenticated it); typed as a
+ * failure too, so a handler mounted on a route without auth answers 401 instead of crashing.
+ */
+export const requireKey = (ctx: RequestContext): Effect.Effect<KeyRecord, Unauthenticated> =>
+  ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key)
 
 /** The error shape of a path no route matched: by the family it looks like it belongs to. */
 export const shapeForUnknownPath = (path: string): ErrorShape =>

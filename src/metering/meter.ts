@@ -22,7 +22,7 @@ import { newId } from "../keys/secrets.ts"
 import { formatUsd, type Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
 import { Allowance } from "./allowance.ts"
-import { callCostMicros, outputCeiling, worstCaseMicros } from "./pricing.ts"
+import { callCostMicros, outputCeiling, worstCaseOverMicros } from "./pricing.ts"
 import { RateLimits } from "./rate-limits.ts"
 import { UsageLedger } from "./usage-ledger.ts"
 
@@ -89,7 +89,7 @@ export class Meter extends Context.Service<Meter, {
       const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
       if (!enforce) return recordOnly(request, maxOutputTokens)
       const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
-      const maxCostMicros = Math.max(...[model, ...(request.alternatives ?? [])].map((m) => worstCaseMicros(m, inputTokens, maxOutputTokens)))
+      const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
       const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros })
         .pipe(Effect.tapError(() => admission.release))
       const requestId = request.requestId ?? newId("call")

@@ -31,3 +31,7 @@ export const outputCeiling = (model: Limited, inputTokens: number, requested?: n
 /** The most a call can cost: every input token uncached, plus the whole output ceiling. */
 export const worstCaseMicros = (model: Priced, inputTokens: number, maxOutputTokens: number): Micros =>
   maxCostMicros(inputTokens, maxOutputTokens, model.pricing)
+
+/** The most a call can cost when any of `models` may serve it (continuity): the dearest of them. */
+export const worstCaseOverMicros = (models: ReadonlyArray<Priced>, inputTokens: number, maxOutputTokens: number): Micros =>
+  Math.max(...models.map((model) => worstCaseMicros(model, inputTokens, maxOutputTokens)))

@@ -21,7 +21,7 @@ import { Settings } from "../config/settings.ts"
 import { type LimitExceeded, NotImplemented, type ServiceUnavailable } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { Meter, type MeteredModel } from "../metering/meter.ts"
-import { outputCeiling, worstCaseMicros } from "../metering/pricing.ts"
+import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
@@ -133,14 +133,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       if (models.length === 0) return yield* new NotImplemented({ message: `The model ${request.model} has no placement that can serve` })
       const inputTokens = countRequestInputTokens(request)
       const maxOutputTokens = outputCeiling(models[0], inputTokens, request.maxOutputTokens)
-      const worst = Math.max(...models.map((m) => worstCaseMicros(m, inputTokens, maxOutputTokens)))
-      return { inputTokens, maxOutputTokens, worstCaseMicros: worst }
+      return { inputTokens, maxOutputTokens, worstCaseMicros: worstCaseOverMicros(models, inputTokens, maxOutputTokens) }
     })
 
     const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
       const models = servingModels(request, options.continuity ?? "auto")
-      const candidates = candidatesFor(request, models)
-      if (candidates.length === 0) {
+      if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
       const inputTokens = countRequestInputTokens(request)
