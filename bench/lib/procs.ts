@@ -22,8 +22,24 @@ export interface Proc {
   readonly url: string
   readonly child: ChildProcess
   readonly output: () => string
+  /**
+   * Event-loop delay since the previous call (µs percentiles), when the process was started with
+   * `--import bench/lib/loop-probe.ts`; undefined otherwise.
+   */
+  loopDelay(): Promise<LoopDelay | undefined>
   stop(): Promise<void>
 }
+
+export interface LoopDelay {
+  readonly count: number
+  readonly p50Us: number
+  readonly p99Us: number
+  readonly maxUs: number
+  readonly meanUs: number
+}
+
+/** Node flags that load the event-loop probe (see loop-probe.ts). */
+export const LOOP_PROBE = ["--import", join(ROOT, "bench", "lib", "loop-probe.ts")]
 
 const live = new Set<Proc>()
 
@@ -83,9 +99,16 @@ export const spawnPinned = async (options: SpawnOptions): Promise<Proc> => {
   })
   const logFile = createWriteStream(join(options.logDir, `${options.name}.log`))
   let output = ""
+  let probeWaiter: ((report: LoopDelay) => void) | undefined
   const collect = (d: Buffer) => {
     logFile.write(d)
-    if (output.length < 64_000) output += d.toString()
+    const text = d.toString()
+    if (output.length < 64_000) output += text
+    const probe = /loop-probe (\{.*\})/.exec(text)
+    if (probe !== null && probeWaiter !== undefined) {
+      probeWaiter(JSON.parse(probe[1]!) as LoopDelay)
+      probeWaiter = undefined
+    }
   }
   child.stdout!.on("data", collect)
   child.stderr!.on("data", collect)
@@ -115,6 +138,17 @@ export const spawnPinned = async (options: SpawnOptions): Promise<Proc> => {
     url,
     child,
     output: () => output,
+    loopDelay: () => {
+      if (!options.args.includes(LOOP_PROBE[1]!)) return Promise.resolve(undefined)
+      return new Promise<LoopDelay | undefined>((resolve) => {
+        const timer = setTimeout(() => resolve(undefined), 2_000)
+        probeWaiter = (report) => {
+          clearTimeout(timer)
+          resolve(report)
+        }
+        child.kill("SIGUSR2")
+      })
+    },
     stop: async () => {
       live.delete(proc)
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
@@ -138,6 +172,17 @@ export const startSimulate = (logDir: string, name: string, ttftMs: number, toke
     logDir
   })
 
+/** The fixed-answer upstream (fixed-upstream.ts) as its own pinned process. */
+export const startFixed = (logDir: string, name: string, pacing: { ttftMs: number; gapMs: number }, cpu: number) =>
+  spawnPinned({
+    name,
+    args: [join(ROOT, "bench", "lib", "fixed-upstream.ts"), "0"],
+    env: { FIXED_TTFT_MS: String(pacing.ttftMs), FIXED_GAP_MS: String(pacing.gapMs) },
+    ready: /fixed upstream listening on (http:\/\/\S+)/,
+    cpu,
+    logDir
+  })
+
 export interface GatewayOptions {
   readonly name: string
   readonly config: unknown
@@ -145,6 +190,8 @@ export interface GatewayOptions {
   readonly logDir: string
   readonly cpu: number
   readonly env?: Record<string, string>
+  /** Node flags before the script (e.g. `--cpu-prof`). */
+  readonly nodeArgs?: ReadonlyArray<string>
 }
 
 export interface Gateway extends Proc {
@@ -160,7 +207,7 @@ export const startGateway = async (options: GatewayOptions): Promise<Gateway> =>
   writeFileSync(configFile, JSON.stringify(options.config))
   const proc = await spawnPinned({
     name: options.name,
-    args: [MAIN, "serve", "--host", "127.0.0.1", "--port", "0"],
+    args: [...(options.nodeArgs ?? []), MAIN, "serve", "--host", "127.0.0.1", "--port", "0"],
     env: {
       GATEWAY_CONFIG: configFile,
       GATEWAY_DATA_DIR: join(dir, "data"),

@@ -100,7 +100,7 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
   if (o !== null) {
     out.push("## 1. Overhead: direct vs our gateway vs Portkey")
     out.push("")
-    out.push(`Upstream: \`gateway simulate\` answering at once (ttft 0, no pacing); non-streamed Chat Completions, \`max_tokens\` 32. Latency at concurrency 1 is one request after another (${r.settings.overhead.c1Requests} per run); at fixed rates it is open loop for ${r.settings.overhead.rateMs / 1000} s per rate, measured from each request's scheduled start.`)
+    out.push(`Upstream: a minimal fixed-answer node:http server (\`bench/lib/fixed-upstream.ts\`) answering at once; non-streamed Chat Completions, \`max_tokens\` 32. Latency at concurrency 1 is one request after another (${r.settings.overhead.c1Requests} per run); at fixed rates it is open loop for ${r.settings.overhead.rateMs / 1000} s per rate, measured from each request's scheduled start.`)
     out.push("")
     out.push(table(["arm", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs"], o.arms.map((arm) => {
       const d = o.median[arm]!.c1
@@ -152,7 +152,7 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
     out.push("")
     out.push(table(["offered req/s", ...o.arms], rates.map((rate) => [String(rate), ...o.arms.map((arm) => us(o.median[arm]!.rates.find((y) => y.rate === rate)?.cpuUsPerRequest))])))
     out.push("")
-    out.push(`Streams: upstream first token after ${o.upstream.stream.ttftMs} ms, then a 3-token delta every ${Math.round(3000 / o.upstream.stream.tokensPerSecond)} ms (\`max_tokens\` 48). TTFT = scheduled start → first content delta; gap = time between consecutive content deltas as the client receives them. Concurrency 1 (${r.settings.overhead.streamC1} per run) and open loop at ${r.settings.overhead.streamRate} streams/s.`)
+    out.push(`Streams: upstream first token after ${o.upstream.stream.ttftMs} ms, then a content delta every ${o.upstream.stream.gapMs} ms (16 deltas). TTFT = scheduled start → first content delta; gap = time between consecutive content deltas as the client receives them. Concurrency 1 (${r.settings.overhead.streamC1} per run) and open loop at ${r.settings.overhead.streamRate} streams/s.`)
     out.push("")
     out.push(table(["arm", "TTFT p50 µs", "TTFT p99 µs", "added TTFT p50 / p99", "gap p50 µs", "gap p99 µs", "added gap p50 / p99", `@${r.settings.overhead.streamRate}/s added TTFT p50 / p99`, `@${r.settings.overhead.streamRate}/s added gap p50 / p99`], o.arms.map((arm) => {
       const m = o.median[arm]!

@@ -1,7 +1,7 @@
 /**
  * Items 1 and 4: gateway overhead next to direct calls and Portkey, and the cost of metering.
  *
- * Arms (all on the same `gateway simulate` upstream, which runs on core 1 beside the generator;
+ * Arms (all on the same fixed-answer upstream, lib/fixed-upstream.ts, which runs on core 1 beside the generator;
  * every server under test runs alone on core 0):
  * - direct: the generator calls the upstream itself (the floor every other arm is compared with);
  * - gateway: our gateway, embedded database, metering and queues in process;
@@ -17,7 +17,7 @@
  */
 import type { Pool } from "undici"
 import { makePool, openLoop, type RequestSpec, saturate, sequential, summarize, type LatencySummary } from "../lib/load.ts"
-import { clearRedisPrefix, cpuMicros, type Gateway, type Proc, randomToken, startGateway, startPortkey, startSimulate } from "../lib/procs.ts"
+import { clearRedisPrefix, cpuMicros, type Gateway, LOOP_PROBE, type LoopDelay, type Proc, randomToken, startFixed, startGateway, startPortkey } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
 import { median, medianDistribution, type Distribution } from "../lib/stats.ts"
 import { benchChatModel } from "../lib/catalog.ts"
@@ -25,8 +25,8 @@ import { benchChatModel } from "../lib/catalog.ts"
 const PROMPT = "Write two sentences about a quiet harbor at dawn."
 const MAX_TOKENS = 32
 const STREAM_MAX_TOKENS = 48
-/** Upstream for streams: first token after 20 ms, then a 3-token delta every 5 ms. */
-const STREAM_UPSTREAM = { ttftMs: 20, tokensPerSecond: 600 }
+/** Upstream for streams: first token after 20 ms, then a delta every 5 ms (16 deltas). */
+const STREAM_UPSTREAM = { ttftMs: 20, gapMs: 5 }
 
 export interface ArmTarget {
   readonly name: string
@@ -40,6 +40,8 @@ export interface ArmTarget {
   /** The process whose CPU time is charged to this arm. */
   readonly pid: number
   readonly streamPid: number
+  /** Event-loop delay of the arm's server since the previous call (gateways only). */
+  readonly loopDelay?: () => Promise<LoopDelay | undefined>
 }
 
 interface RatePoint {
@@ -47,6 +49,8 @@ interface RatePoint {
   readonly summary: LatencySummary
   /** CPU time of the arm's server per answered request, µs. */
   readonly cpuUsPerRequest: number
+  /** The server's event-loop delay during the run (gateways only). */
+  readonly loop?: LoopDelay | undefined
 }
 
 interface ArmRun {
@@ -76,13 +80,13 @@ const log = (line: string) => console.log(`${stamp()} [overhead] ${line}`)
 export interface OverheadResult {
   readonly arms: ReadonlyArray<string>
   readonly notes: ReadonlyArray<string>
-  readonly upstream: { readonly json: { ttftMs: number; tokensPerSecond: number }; readonly stream: typeof STREAM_UPSTREAM }
+  readonly upstream: { readonly json: { ttftMs: number; gapMs: number }; readonly stream: typeof STREAM_UPSTREAM }
   readonly saturation: Record<string, { rps: number; ok: number; failed: number; workers: number; seconds: number }>
   readonly rigCheck: Record<string, { directOverArm: number; latencyRatioC1: number; ok: boolean }>
   readonly runs: Record<string, ArmRun[]>
   readonly median: Record<string, {
     c1: Distribution
-    rates: Array<{ rate: number; latencyUs: Distribution; achievedRps: number; sendLagP99Us: number; cpuUsPerRequest: number; non200: number }>
+    rates: Array<{ rate: number; latencyUs: Distribution; achievedRps: number; sendLagP99Us: number; cpuUsPerRequest: number; non200: number; loopP99Us: number | null }>
     streamC1: { firstTokenUs: Distribution | null; gapUs: Distribution | null }
     streamRate: { rate: number; firstTokenUs: Distribution | null; gapUs: Distribution | null; non200: number }
   }>
@@ -112,8 +116,8 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
   const notes: string[] = []
   log("starting the upstreams (core 1), two gateways and Portkey (core 0)")
   const [upstream, streamUpstream] = await Promise.all([
-    startSimulate(logDir, "upstream", 0, 0, 1),
-    startSimulate(logDir, "upstream-stream", STREAM_UPSTREAM.ttftMs, STREAM_UPSTREAM.tokensPerSecond, 1)
+    startFixed(logDir, "upstream", { ttftMs: 0, gapMs: 0 }, 1),
+    startFixed(logDir, "upstream-stream", STREAM_UPSTREAM, 1)
   ])
   const config = {
     models: [
@@ -132,7 +136,7 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
       return undefined
     }
     try {
-      return await startGateway({ name: "gateway-redis", config, adminToken, logDir, cpu: 0, env: { REDIS_URL: redisUrl, GATEWAY_REDIS_PREFIX: redisPrefix } })
+      return await startGateway({ name: "gateway-redis", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE, env: { REDIS_URL: redisUrl, GATEWAY_REDIS_PREFIX: redisPrefix } })
     } catch (error) {
       notes.push(`gateway+redis arm skipped: ${String(error).split("\n")[0]}`)
       return undefined
@@ -140,8 +144,8 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
   }
   try {
     const [gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
-      startGateway({ name: "gateway", config, adminToken, logDir, cpu: 0 }),
-      startGateway({ name: "gateway-unmetered", config, adminToken, logDir, cpu: 0, env: { GATEWAY_METERING: "off" } }),
+      startGateway({ name: "gateway", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE }),
+      startGateway({ name: "gateway-unmetered", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE, env: { GATEWAY_METERING: "off" } }),
       startRedisGateway(),
       startPortkeyOrNote(logDir, notes, "1"),
       startPortkeyOrNote(logDir, notes, "0")
@@ -162,7 +166,7 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
       const key = await g.createKey(`bench-${name}`, "bench")
       const pool = makePool(g.url, connections, 30_000)
       const headers = { "content-type": "application/json", authorization: `Bearer ${key}` }
-      return { name, pool, headers, model: "svc-bench", streamModel: "svc-bench-stream", streamPool: pool, streamHeaders: headers, pid: g.pid, streamPid: g.pid }
+      return { name, pool, headers, model: "svc-bench", streamModel: "svc-bench-stream", streamPool: pool, streamHeaders: headers, pid: g.pid, streamPid: g.pid, loopDelay: g.loopDelay }
     }
     arms.push(await gatewayArm("gateway", gateway))
     arms.push(await gatewayArm("gateway-unmetered", gatewayUnmetered))
@@ -220,11 +224,13 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
         const c1 = summarize(await sequential(p.c1Requests, () => spec(arm, false), false, p.c1MaxMs))
         const rates: RatePoint[] = []
         for (const rate of ratesFor(arm.name)) {
+          await arm.loopDelay?.()
           const cpu0 = cpuMicros(arm.pid)
           const r = await openLoop({ rate, durationMs: p.rateMs, pick: () => spec(arm, false) })
           const cpu1 = cpuMicros(arm.pid)
+          const loop = await arm.loopDelay?.()
           const summary = summarize(r.samples, r.t0)
-          rates.push({ rate, summary, cpuUsPerRequest: (cpu1 - cpu0) / Math.max(1, summary.ok) })
+          rates.push({ rate, summary, cpuUsPerRequest: (cpu1 - cpu0) / Math.max(1, summary.ok), loop })
           log(`  ${rate} req/s → p50 ${(summary.latencyUs.p50 / 1000).toFixed(2)} ms, p99 ${(summary.latencyUs.p99 / 1000).toFixed(2)} ms, ${summary.achievedRps.toFixed(0)} answered/s${non200(summary) > 0 ? `, ${non200(summary)} failed` : ""}`)
           await sleep(300)
         }
@@ -249,7 +255,8 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
             achievedRps: median(points.map((x) => x.summary.achievedRps)),
             sendLagP99Us: median(points.map((x) => x.summary.sendLagUs.p99)),
             cpuUsPerRequest: median(points.map((x) => x.cpuUsPerRequest)),
-            non200: median(points.map((x) => non200(x.summary)))
+            non200: median(points.map((x) => non200(x.summary))),
+            loopP99Us: points.every((x) => x.loop !== undefined) ? median(points.map((x) => x.loop!.p99Us)) : null
           }
         }),
         streamC1: { firstTokenUs: medianOf(rs.map((r) => r.streamC1.firstTokenUs)), gapUs: medianOf(rs.map((r) => r.streamC1.gapUs)) },
@@ -304,7 +311,7 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     return {
       arms: arms.map((a) => a.name),
       notes,
-      upstream: { json: { ttftMs: 0, tokensPerSecond: 0 }, stream: STREAM_UPSTREAM },
+      upstream: { json: { ttftMs: 0, gapMs: 0 }, stream: STREAM_UPSTREAM },
       saturation,
       rigCheck,
       runs,

@@ -1,0 +1,102 @@
+/**
+ * A focused measurement of the request path, for profiling work (the full comparison is
+ * `npm run bench`): one gateway (core 0) in front of the fixed-answer upstream (core 1, in this
+ * process beside the load generator), non-streamed or streamed Chat Completions at a fixed open-loop
+ * rate. Prints CPU µs per request of the gateway process, latency p50/p99 and RSS.
+ *
+ *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
+ *                          [--node-args "--stack-trace-limit=0"]
+ *
+ * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
+ * it stops).
+ */
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import { benchChatModel } from "./lib/catalog.ts"
+import { startFixedUpstream } from "./lib/fixed-upstream.ts"
+import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
+import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, stopAll } from "./lib/procs.ts"
+
+const { values } = parseArgs({
+  options: {
+    rate: { type: "string", default: "200" },
+    seconds: { type: "string", default: "20" },
+    stream: { type: "boolean", default: false },
+    prof: { type: "string" },
+    redis: { type: "boolean", default: false },
+    unmetered: { type: "boolean", default: false },
+    "node-args": { type: "string", default: "" },
+    c1: { type: "string", default: "500" }
+  }
+})
+
+const rate = Number(values.rate)
+const seconds = Number(values.seconds)
+const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
+pin(process.pid, 1)
+const upstream = await startFixedUpstream({ deltas: 16 })
+const config = {
+  models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
+  embeddingModels: [],
+  plans: { bench: { allowanceUsd: 1_000_000, rpm: 10_000_000, tpm: 10_000_000_000, concurrency: 100_000 } },
+  defaultPlan: "bench"
+}
+const nodeArgs = [
+  ...LOOP_PROBE,
+  ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
+  ...values["node-args"].split(" ").filter((a) => a !== "")
+]
+const gateway = await startGateway({
+  name: "gateway",
+  config,
+  adminToken: randomToken(),
+  logDir,
+  cpu: 0,
+  nodeArgs,
+  env: {
+    ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
+    ...(values.unmetered ? { GATEWAY_METERING: "off" } : {})
+  }
+})
+try {
+  const key = await gateway.createKey("bench", "bench")
+  const pool = makePool(gateway.url, 64)
+  const spec = {
+    pool,
+    path: "/v1/chat/completions",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+  }
+  const idleRss = rssBytes(gateway.pid)
+  await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })
+  const c1 = summarize(await sequential(Number(values.c1), () => spec, values.stream))
+  await gateway.loopDelay()
+  const cpu0 = cpuMicros(gateway.pid)
+  const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
+  const cpu1 = cpuMicros(gateway.pid)
+  const loop = await gateway.loopDelay()
+  const s = summarize(run.samples, run.t0)
+  console.log(JSON.stringify({
+    rate,
+    seconds,
+    stream: values.stream,
+    cpuUsPerRequest: Math.round((cpu1 - cpu0) / s.ok),
+    ok: s.ok,
+    requests: s.requests,
+    c1P50Us: Math.round(c1.latencyUs.p50),
+    c1P99Us: Math.round(c1.latencyUs.p99),
+    rateP50Us: Math.round(s.latencyUs.p50),
+    rateP99Us: Math.round(s.latencyUs.p99),
+    loopP99Us: loop?.p99Us,
+    loopMaxUs: loop?.maxUs,
+    idleRssMiB: Math.round(idleRss / 1048576),
+    loadedRssMiB: Math.round(rssBytes(gateway.pid) / 1048576)
+  }))
+  await pool.close()
+} finally {
+  await gateway.stop()
+  await upstream.close()
+  await stopAll()
+}

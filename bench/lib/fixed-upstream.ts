@@ -1,0 +1,107 @@
+/**
+ * The overhead arms' upstream: a minimal node:http server with a fixed answer, so the rig (not the
+ * upstream) is never what limits a proxy arm. It speaks just enough of OpenAI Chat Completions:
+ * `POST …/chat/completions` answers one fixed completion as JSON, or — when the body asks for
+ * `"stream": true` — a fixed SSE stream of `deltas` content chunks (optionally paced) and a usage
+ * chunk. Anything else is a 404. Run standalone: `node bench/lib/fixed-upstream.ts [port]`.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+
+export interface FixedUpstreamOptions {
+  readonly port?: number
+  /** Streams: content chunks per answer (default 16). */
+  readonly deltas?: number
+  /** Streams: delay before the first chunk and between chunks, ms (default 0: all at once). */
+  readonly ttftMs?: number
+  readonly gapMs?: number
+}
+
+const WORDS = "The harbor is quiet at dawn and the boats rest on still water while gulls wait".split(" ")
+
+const completion = (model: string) =>
+  JSON.stringify({
+    id: "chatcmpl-fixed",
+    object: "chat.completion",
+    created: 1767225600,
+    model,
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: WORDS.join(" ") + ".", refusal: null },
+      logprobs: null,
+      finish_reason: "stop"
+    }],
+    usage: { prompt_tokens: 24, completion_tokens: 16, total_tokens: 40 }
+  })
+
+const chunk = (model: string, delta: Record<string, unknown>, finish: string | null) =>
+  `data: ${JSON.stringify({
+    id: "chatcmpl-fixed",
+    object: "chat.completion.chunk",
+    created: 1767225600,
+    model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
+  })}\n\n`
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The model named in a request body, without parsing all of it (the rig must stay cheap). */
+const modelOf = (body: string) => /"model"\s*:\s*"([^"]*)"/.exec(body)?.[1] ?? "fixed"
+
+const stream = async (res: ServerResponse, model: string, options: FixedUpstreamOptions) => {
+  const deltas = options.deltas ?? 16
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+  if ((options.ttftMs ?? 0) > 0) await sleep(options.ttftMs!)
+  res.write(chunk(model, { role: "assistant", content: "" }, null))
+  for (let i = 0; i < deltas; i++) {
+    if (i > 0 && (options.gapMs ?? 0) > 0) await sleep(options.gapMs!)
+    res.write(chunk(model, { content: `${WORDS[i % WORDS.length]} ` }, null))
+  }
+  res.write(chunk(model, {}, "stop"))
+  res.write(`data: ${JSON.stringify({ id: "chatcmpl-fixed", object: "chat.completion.chunk", created: 1767225600, model, choices: [], usage: { prompt_tokens: 24, completion_tokens: deltas, total_tokens: 24 + deltas } })}\n\n`)
+  res.end("data: [DONE]\n\n")
+}
+
+const handle = (options: FixedUpstreamOptions) => (req: IncomingMessage, res: ServerResponse) => {
+  let body = ""
+  req.setEncoding("utf8")
+  req.on("data", (d: string) => (body += d))
+  req.on("end", () => {
+    if (req.method !== "POST" || !(req.url ?? "").endsWith("/chat/completions")) {
+      res.writeHead(404, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: { message: "not found", type: "not_found" } }))
+      return
+    }
+    const model = modelOf(body)
+    if (/"stream"\s*:\s*true/.test(body)) {
+      void stream(res, model, options)
+      return
+    }
+    const answer = completion(model)
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
+    res.end(answer)
+  })
+}
+
+/** Starts the server; resolves with its origin and a stop function. */
+export const startFixedUpstream = (options: FixedUpstreamOptions = {}) =>
+  new Promise<{ url: string; close: () => Promise<void> }>((resolve) => {
+    const server = createServer({ keepAliveTimeout: 65_000 }, handle(options))
+    server.listen(options.port ?? 0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number }
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        close: () => new Promise<void>((done) => {
+          server.closeAllConnections()
+          server.close(() => done())
+        })
+      })
+    })
+  })
+
+if (import.meta.main) {
+  const port = Number(process.argv[2] ?? 0)
+  const ttftMs = Number(process.env.FIXED_TTFT_MS ?? 0)
+  const gapMs = Number(process.env.FIXED_GAP_MS ?? 0)
+  const { url } = await startFixedUpstream({ port, ttftMs, gapMs })
+  console.log(`fixed upstream listening on ${url}`)
+}
