@@ -1,7 +1,7 @@
 /**
  * Runs one request through its candidates: waits for a slot (CapacityQueues), calls, retries and
- * fails over. A dispatch actor (machines/dispatch.ts) decides each next step; this file only
- * performs it and reports what happened.
+ * fails over. The dispatch rules (machines/dispatch.ts, a pure transition function) decide each
+ * next step; this file only performs it and reports what happened.
  *
  * `dispatch` resolves once the first event of some attempt has arrived, so `servedModel` (the
  * `xsvc-model` header) names the model that actually produced it, and every failure before that
@@ -16,8 +16,7 @@
  */
 import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream } from "effect"
 import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Array"
-import { createActor } from "xstate"
-import { dispatchMachine, eligibleCandidates } from "../../machines/dispatch.ts"
+import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
 import type { CanonicalEvent } from "../model/events.ts"
 import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity-queues.ts"
@@ -78,9 +77,14 @@ export interface DispatcherOptions {
 export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
   const dispatch = Effect.fn("Dispatcher.dispatch")(function*(options: DispatchOptions) {
     const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
-    const actor = createActor(dispatchMachine, {
-      input: { candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) }
-    }).start()
+    let state = startDispatch({
+      candidates: options.candidates.map(({ placementId, modelId, resume }) => ({ placementId, modelId, canResume: resume !== undefined }))
+    })
+    const send = (event: DispatchEvent) => {
+      state = stepDispatch(state, event)
+    }
+    /** Read through a function: `send` changes the state behind the type checker's narrowing. */
+    const phase = () => state.value
     const sent = makeSentTracker()
     let lastError: BackendError | undefined
     let queued = false
@@ -103,28 +107,26 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     // The attempt that holds a slot but is not handed over yet: ended on any early exit.
     let pendingEnd: Attempt["end"] | undefined
 
-    /** Drives the machine from `waiting` until an attempt has produced its first chunk. */
-    const connect = (continuing: boolean): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
+    /** Follows the rules from `waiting` until an attempt has produced its first chunk. */
+    const connect = (): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
       Effect.gen(function*() {
         while (true) {
-          const snapshot = actor.getSnapshot()
-          if (snapshot.value === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
-          if (snapshot.value === "retryWait") {
+          if (phase() === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
+          if (phase() === "retryWait") {
             const random = yield* Random.next
-            yield* Effect.sleep(nextDelay(snapshot.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)
-            actor.send({ type: "RETRY_DUE" })
+            yield* Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)
+            send({ type: "RETRY_DUE" })
             continue
           }
-          const eligible = eligibleCandidates(snapshot).map((c) => byId.get(c.placementId)!)
-            .filter((c) => !continuing || c.resume !== undefined)
-          if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
-          // Every candidate already failed us and is now marked sick: waiting for a half-open
-          // probe (up to the cooldown) would only delay the same answer, so give it now. A request
-          // that has not failed yet does wait for the probes.
           if (lastError !== undefined) {
-            const open = yield* Effect.forEach(eligible, (c) => queues.isOpen(c.placementId))
-            if (open.every(Boolean)) return yield* Effect.fail(lastError)
+            // The rules end a request that already failed once every eligible placement is sick.
+            const open: Array<string> = []
+            for (const c of eligibleCandidates(state)) if (yield* queues.isOpen(c.placementId)) open.push(c.placementId)
+            send({ type: "CIRCUITS", open })
+            if (phase() === "failed") return yield* Effect.fail(lastError)
           }
+          const eligible = eligibleCandidates(state).map((c) => byId.get(c.placementId)!)
+          if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           const scope = yield* Scope.make()
           let outcome: LeaseOutcome = "cancelled"
           const end = (result: LeaseOutcome) =>
@@ -137,25 +139,25 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           const lease = yield* Effect.uninterruptibleMask((restore) =>
             restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
-              Effect.tapError(() => Effect.sync(() => actor.send({ type: "QUEUE_TIMEOUT" })))
+              Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" })))
             )
           )
-          actor.send({ type: "GRANTED", placementId: lease.placementId })
+          send({ type: "GRANTED", placementId: lease.placementId })
           const candidate = byId.get(lease.placementId)!
-          const open = continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
+          const open = state.context.continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
           const result = yield* Effect.result(firstChunk(candidate, open, scope))
           if (Result.isSuccess(result)) {
-            actor.send({ type: "FIRST_BYTE" })
+            send({ type: "FIRST_BYTE" })
             pendingEnd = undefined
             return { candidate, end, ...result.success } satisfies Attempt
           }
           lastError = result.failure
           yield* end(outcomeOf(result.failure))
-          actor.send({ type: "FAILED", error: result.failure })
+          send({ type: "FAILED", error: result.failure })
         }
       }).pipe(Effect.onExit((exit) => (Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void)))
 
-    current = yield* connect(false).pipe(Effect.onExit((exit) => Effect.sync(() => Exit.isFailure(exit) && actor.stop())))
+    current = yield* connect()
     const served = current.candidate
 
     let pending: ReadonlyArray<CanonicalEvent> | undefined = current.first
@@ -171,12 +173,10 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       Effect.gen(function*() {
         lastError = error
         yield* current!.end(outcomeOf(error))
-        const resumable = canContinueText(sent.state) &&
-          eligibleCandidates(actor.getSnapshot()).some((c) => c.placementId !== current!.candidate.placementId && byId.get(c.placementId)?.resume !== undefined)
-        actor.send(resumable ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
-        if (actor.getSnapshot().value !== "waiting") return yield* Effect.fail(error)
+        send(canContinueText(sent.state) ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
+        if (phase() !== "waiting") return yield* Effect.fail(error)
         splice = makeSplicer(sent.state)
-        current = yield* connect(true)
+        current = yield* connect()
         pending = current.first
         if (options.onContinue !== undefined) yield* options.onContinue(current.candidate)
       })
@@ -196,7 +196,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
         onFailure: (error) =>
           Cause.isDone(error)
             ? current!.end("success").pipe(
-              Effect.andThen(Effect.sync(() => actor.send({ type: "SUCCEEDED" }))),
+              Effect.andThen(Effect.sync(() => send({ type: "SUCCEEDED" }))),
               Effect.andThen(Effect.fail(error))
             )
             : onBreak(error).pipe(Effect.andThen(pull))
@@ -204,7 +204,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     })
 
     const events = Stream.fromPull(Effect.succeed(pull)).pipe(
-      Stream.ensuring(Effect.suspend(() => current!.end("cancelled")).pipe(Effect.ensuring(Effect.sync(() => actor.stop()))))
+      Stream.ensuring(Effect.suspend(() => current!.end("cancelled")))
     )
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })

@@ -1,9 +1,9 @@
 /** The bounded event set that the model-based tests walk the dispatch machine with. */
-import type { AttemptError, DispatchEvent, DispatchSnapshot } from "../../machines/dispatch.ts"
+import type { AttemptError, DispatchEvent, DispatchState } from "../../machines/dispatch.ts"
 
 export const candidates = [
-  { placementId: "p1", modelId: "svc-one" },
-  { placementId: "p2", modelId: "svc-two" }
+  { placementId: "p1", modelId: "svc-one", canResume: true },
+  { placementId: "p2", modelId: "svc-two", canResume: true }
 ]
 
 export const errors = {
@@ -12,7 +12,7 @@ export const errors = {
   badRequest: { status: 400, retryable: false }
 } satisfies Record<string, AttemptError>
 
-export const dispatchEvents = (_: DispatchSnapshot): Array<DispatchEvent> => [
+export const dispatchEvents = (_: DispatchState): Array<DispatchEvent> => [
   ...candidates.map(({ placementId }) => ({ type: "GRANTED", placementId }) as const),
   { type: "FIRST_BYTE" },
   { type: "SUCCEEDED" },
@@ -20,7 +20,8 @@ export const dispatchEvents = (_: DispatchSnapshot): Array<DispatchEvent> => [
   { type: "CONTINUE_TEXT", error: errors.serverError },
   { type: "CONTINUE_TEXT", error: errors.badRequest },
   { type: "RETRY_DUE" },
-  { type: "QUEUE_TIMEOUT" }
+  { type: "QUEUE_TIMEOUT" },
+  { type: "CIRCUITS", open: candidates.map((c) => c.placementId) }
 ]
 
-export const serializeDispatch = (snapshot: DispatchSnapshot) => JSON.stringify({ value: snapshot.value, context: snapshot.context })
+export const serializeDispatch = (state: DispatchState) => JSON.stringify(state)

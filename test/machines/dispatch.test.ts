@@ -4,17 +4,25 @@
  * test/runtime/dispatcher-model.test.ts replays generated paths against the real Dispatcher.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { createActor } from "xstate"
-import { dispatchMachine, eligibleCandidates, MAX_ATTEMPTS, type DispatchEvent, type DispatchSnapshot } from "../../machines/dispatch.ts"
+import {
+  dispatchLogic,
+  dispatchOutput,
+  type DispatchEvent,
+  type DispatchState,
+  eligibleCandidates,
+  MAX_ATTEMPTS,
+  startDispatch,
+  stepDispatch
+} from "../../machines/dispatch.ts"
 import { candidates, dispatchEvents, errors, serializeDispatch } from "./dispatch-model.ts"
 import { explore } from "./graph.ts"
 
-const { states, edges } = explore<DispatchSnapshot, DispatchEvent>(dispatchMachine, {
+const { states, edges } = explore<DispatchState, DispatchEvent>(dispatchLogic, {
   events: dispatchEvents,
   serialize: serializeDispatch,
   input: { candidates }
 })
-const at = (prev: DispatchSnapshot, event: DispatchEvent) => `${serializeDispatch(prev)} --${JSON.stringify(event)}-->`
+const at = (prev: DispatchState, event: DispatchEvent) => `${serializeDispatch(prev)} --${JSON.stringify(event)}-->`
 const failedWith = (event: DispatchEvent) => (event.type === "FAILED" || event.type === "CONTINUE_TEXT" ? event.error : undefined)
 
 describe("dispatch machine: every reachable state", () => {
@@ -76,18 +84,34 @@ describe("dispatch machine: every reachable state", () => {
   it("no dead ends: waiting always has a candidate, done names who served", () => {
     for (const state of states) {
       if (state.value === "waiting") assert.isAbove(eligibleCandidates(state).length, 0, serializeDispatch(state))
-      if (state.value === "done") assert.isNotNull(state.output?.servedBy)
-      if (state.value === "failed") assert.isNotNull(state.output?.failure)
+      if (state.value === "done") assert.isNotNull(dispatchOutput(state)?.servedBy)
+      if (state.value === "failed") assert.isNotNull(dispatchOutput(state)?.failure)
     }
   })
 })
 
+describe("dispatch machine: circuits and resumes", () => {
+  it("every sick eligible placement ends a request that already failed; one that has not failed waits", () => {
+    for (const { prev, event, next } of edges.filter((e) => e.event.type === "CIRCUITS" && e.prev.value === "waiting")) {
+      const shouldFail = prev.context.lastError !== null
+      assert.strictEqual(next.value, shouldFail ? "failed" : "waiting", at(prev, event))
+    }
+  })
+
+  it("a text break continues only on a candidate that can resume", () => {
+    const resumeless = [{ placementId: "p1", modelId: "svc-one", canResume: true }, { placementId: "p2", modelId: "svc-two", canResume: false }]
+    const broken = [{ type: "GRANTED", placementId: "p1" }, { type: "FIRST_BYTE" }, { type: "CONTINUE_TEXT", error: errors.serverError }] as const
+    assert.strictEqual(run(broken, { candidates: resumeless }).value, "failed")
+    const state = run(broken, { candidates })
+    assert.strictEqual(state.value, "waiting")
+    assert.deepStrictEqual(eligibleCandidates(state).map((c) => c.placementId), ["p2"])
+  })
+})
+
+const run = (events: ReadonlyArray<DispatchEvent>, input: Parameters<typeof startDispatch>[0] = { candidates }) =>
+  events.reduce(stepDispatch, startDispatch(input))
+
 describe("dispatch machine: scenarios", () => {
-  const run = (events: ReadonlyArray<DispatchEvent>, input = { candidates }) => {
-    const actor = createActor(dispatchMachine, { input }).start()
-    for (const event of events) actor.send(event)
-    return actor.getSnapshot()
-  }
 
   it("a 429 on the only candidate backs off and retries it", () => {
     const snapshot = run([{ type: "GRANTED", placementId: "p1" }, { type: "FAILED", error: errors.rateLimited }], { candidates: [candidates[0]] })
@@ -99,10 +123,10 @@ describe("dispatch machine: scenarios", () => {
     const attempt = (placementId: string): Array<DispatchEvent> => [{ type: "GRANTED", placementId }, { type: "FAILED", error: errors.serverError }]
     const snapshot = run([...attempt("p1"), ...attempt("p2"), { type: "RETRY_DUE" }, ...attempt("p1"), ...attempt("p2"), { type: "RETRY_DUE" }, ...attempt("p1")])
     assert.strictEqual(snapshot.value, "failed")
-    assert.deepStrictEqual(snapshot.output, { servedBy: "p1", attempts: 5, failure: "error", error: errors.serverError })
+    assert.deepStrictEqual(dispatchOutput(snapshot), { servedBy: "p1", attempts: 5, failure: "error", error: errors.serverError })
   })
 
   it("no candidates fails at once", () => {
-    assert.strictEqual(run([], { candidates: [] }).output?.failure, "no_candidates")
+    assert.strictEqual(dispatchOutput(run([], { candidates: [] }))?.failure, "no_candidates")
   })
 })

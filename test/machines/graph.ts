@@ -3,7 +3,7 @@
  * under a bounded event set. (The library's types lose the machine's emitted-event type, hence
  * the one cast here.)
  */
-import type { AnyStateMachine } from "xstate"
+import type { AnyActorLogic } from "xstate"
 import { getAdjacencyMap } from "xstate/graph"
 
 export interface Edge<S, E> {
@@ -19,16 +19,26 @@ export interface Graph<S, E> {
   readonly out: (state: S) => ReadonlyArray<Edge<S, E>>
 }
 
-export const explore = <S, E>(machine: AnyStateMachine, options: {
+/**
+ * `logic` is an XState machine (states are its snapshots) or transition logic made with
+ * `fromTransition` (states are the snapshots' `context`, i.e. the reducer's own state).
+ */
+export const explore = <S, E>(logic: AnyActorLogic, options: {
   readonly events: (state: S) => ReadonlyArray<E>
   readonly serialize: (state: S) => string
   readonly input: unknown
 }): Graph<S, E> => {
-  const adjacency = getAdjacencyMap(machine, {
-    events: options.events as never,
-    serializeState: options.serialize as never,
+  const isMachine = "states" in logic
+  const unwrap = (snapshot: any): S => (isMachine ? snapshot : snapshot.context)
+  const raw = getAdjacencyMap(logic, {
+    events: ((snapshot: unknown) => options.events(unwrap(snapshot))) as never,
+    serializeState: ((snapshot: unknown) => options.serialize(unwrap(snapshot))) as never,
     input: options.input
-  }) as unknown as Record<string, { state: S; transitions: Record<string, { event: E; state: S }> }>
+  }) as unknown as Record<string, { state: unknown; transitions: Record<string, { event: E; state: unknown }> }>
+  const adjacency = Object.fromEntries(Object.entries(raw).map(([key, entry]) => [key, {
+    state: unwrap(entry.state),
+    transitions: Object.fromEntries(Object.entries(entry.transitions).map(([k, t]) => [k, { event: t.event, state: unwrap(t.state) }]))
+  }]))
   const outOf = (key: string) =>
     Object.values(adjacency[key].transitions).map(({ event, state }) => ({ prev: adjacency[key].state, event, next: state }))
   return {

@@ -7,8 +7,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Result, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { createTestModel } from "xstate/graph"
-import { dispatchMachine, eligibleCandidates, type AttemptError, type DispatchEvent, type DispatchSnapshot } from "../../machines/dispatch.ts"
+import { TestModel } from "xstate/graph"
+import { dispatchLogic, eligibleCandidates, type AttemptError, type DispatchEvent, type DispatchState } from "../../machines/dispatch.ts"
 import type { BackendError } from "../../src/backends/backend.ts"
 import { eventOrderViolation } from "../../src/model/event-order.ts"
 import type { CanonicalEvent } from "../../src/model/events.ts"
@@ -17,20 +17,21 @@ import { Dispatcher } from "../../src/runtime/dispatcher.ts"
 import { candidates, dispatchEvents, serializeDispatch } from "../machines/dispatch-model.ts"
 import { badRequest, inToolCall, type Play, rateLimited, scripted, serverError, textSoFar } from "./scripted.ts"
 
-// The host grants the first eligible candidate when all are free, never times out here, and
-// never reports success before a first byte: only those paths can be replayed.
-const replayable = (snapshot: DispatchSnapshot, event: DispatchEvent) =>
-  event.type === "GRANTED" ? event.placementId === eligibleCandidates(snapshot)[0]?.placementId
-    : event.type === "SUCCEEDED" ? snapshot.value === "streaming"
-    : event.type !== "QUEUE_TIMEOUT"
+// The host grants the first eligible candidate when all are free, never times out here, never
+// reports success before a first byte, and its circuits stay closed (tested on their own): only
+// those paths can be replayed.
+const replayable = (state: DispatchState, event: DispatchEvent) =>
+  event.type === "GRANTED" ? event.placementId === eligibleCandidates(state)[0]?.placementId
+    : event.type === "SUCCEEDED" ? state.value === "streaming"
+    : event.type !== "QUEUE_TIMEOUT" && event.type !== "CIRCUITS"
 
-const paths = createTestModel(dispatchMachine, {
-  events: dispatchEvents,
-  filterEvents: replayable,
-  serializeState: serializeDispatch,
+const paths = new TestModel(dispatchLogic, {
+  events: (snapshot) => dispatchEvents(snapshot.context),
+  filterEvents: (snapshot, event) => replayable(snapshot.context, event),
+  serializeState: (snapshot) => serializeDispatch(snapshot.context),
   serializeTransition: () => "",
   input: { candidates }
-}).getShortestPaths({ toState: (snapshot) => snapshot.status === "done" })
+}).getShortestPaths({ toState: (snapshot) => snapshot.context.value === "done" || snapshot.context.value === "failed" })
 
 const backendError = (error: AttemptError): BackendError =>
   error.status === 429 ? rateLimited(error.retryAfterSeconds ?? 1) : error.status === 400 ? badRequest : serverError
@@ -84,7 +85,7 @@ describe("Dispatcher follows the dispatch model", () => {
     assert.isAbove(paths.length, 20)
     const events = paths.flatMap((p) => p.steps.map((s) => s.event.type))
     for (const type of ["RETRY_DUE", "CONTINUE_TEXT", "FAILED", "SUCCEEDED"]) assert.include(events, type)
-    assert.sameMembers([...new Set(paths.map((p) => p.state.value as string))], ["done", "failed"])
+    assert.sameMembers([...new Set(paths.map((p) => p.state.context.value as string))], ["done", "failed"])
   })
 
   it.effect("every generated path, replayed against the real dispatcher", () =>
@@ -109,8 +110,8 @@ describe("Dispatcher follows the dispatch model", () => {
           yield* TestClock.adjust("10 minutes")
           const result = yield* Fiber.join(fiber)
           assert.deepStrictEqual(calls, expectedCalls, description)
-          const last = path.state.context.lastError
-          if (path.state.value === "done") {
+          const last = path.state.context.context.lastError
+          if (path.state.context.value === "done") {
             assert.isTrue(Result.isSuccess(result), description)
             const { events: sent, servedModel: served } = (result as Result.Success<{ events: Array<CanonicalEvent>; servedModel: string }, unknown>).success
             assert.strictEqual(served, servedModel, description)
