@@ -1,21 +1,21 @@
 /**
- * Hosts one capacity-queue actor (machines/queue.ts) per placement and turns it into an Effect
- * API: `acquire` waits for a slot (never a 429), `Lease.release` gives it back and reports the
- * call's health, `view` feeds GET /admin/v1/queues.
+ * Hosts the capacity queue of every placement (machines/queue.ts, a pure transition function)
+ * and turns it into an Effect API: `acquire` waits for a slot (never a 429), `Lease.release`
+ * gives it back and reports the call's health, `view` feeds GET /admin/v1/queues.
  *
  * A request waits on all its eligible candidates at once and takes the first slot granted on any
  * of them; it is then cancelled on the others (a grant that still arrives is freed at once).
  * Eligible = candidates whose circuit is not open; when every candidate is open the request waits
- * on all of them, to be served by their half-open probes. The actors are driven synchronously
- * (XState delivers `granted` inside `send`), so there is no window where a slot is granted to a
- * waiter that has already gone.
+ * on all of them, to be served by their half-open probes. Every step is synchronous and its grants
+ * are handed out before it returns, so there is no window where a slot is granted to a waiter
+ * that has already gone. A request that finds a free slot is served at once: no deadline timer,
+ * no Deferred.
  *
  * The interface is all Effects and leases so that a Redis-backed layer can implement it for
  * several instances (see the note at the end of this file).
  */
 import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer, Schema } from "effect"
-import { createActor } from "xstate"
-import { positionOf, queueMachine, queueView, type QueueView, type ReleaseOutcome } from "../../machines/queue.ts"
+import { positionOf, type QueueEvent, type QueueState, queueView, type QueueView, type ReleaseOutcome, startQueue, stepQueue } from "../../machines/queue.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
 import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "./redis-capacity-queues.ts"
@@ -84,35 +84,36 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
   const meanHoldMs = new Map<string, number>()
   let nextWaiter = 0
 
-  const actors = new Map(options.placements.map(({ placementId, capacity }) => {
-    const actor = createActor(queueMachine, {
-      input: { capacity, ...(options.failureThreshold === undefined ? {} : { failureThreshold: options.failureThreshold }) }
-    })
-    actor.on("granted", ({ waiterId }) => {
-      const handler = onGrant.get(waiterId)
-      if (handler === undefined) actor.send({ type: "CANCEL", waiterId }) // nobody listens: free it
-      else handler(placementId)
-    })
-    return [placementId, actor.start()] as const
-  }))
-  yield* Effect.addFinalizer(() => Effect.sync(() => actors.forEach((actor) => actor.stop())))
+  const queues = new Map<string, QueueState>(options.placements.map(({ placementId, capacity }) => [
+    placementId,
+    startQueue({ capacity, ...(options.failureThreshold === undefined ? {} : { failureThreshold: options.failureThreshold }) })
+  ]))
+  let stopped = false
+  yield* Effect.addFinalizer(() => Effect.sync(() => void (stopped = true)))
 
   // The host's half of the circuit: each time a queue opens, let it probe after the cooldown.
-  // Watched on the actor rather than after our own sends, because a send made while the actor
-  // is still processing another event (a grant's handler releasing at once) is queued by XState
-  // and its transition lands after `send` returns.
   const runFork = yield* FiberSet.makeRuntime<never>()
-  for (const [placementId, actor] of actors) {
-    let previous = actor.getSnapshot().value
-    actor.subscribe((snapshot) => {
-      if (snapshot.value === "open" && previous !== "open") {
-        runFork(Effect.sleep(cooldownMs).pipe(Effect.andThen(Effect.sync(() => actors.get(placementId)!.send({ type: "CIRCUIT_PROBE_DUE" })))))
-      }
-      previous = snapshot.value
-    })
+  const scheduleProbe = (placementId: string) =>
+    runFork(Effect.sleep(cooldownMs).pipe(Effect.andThen(Effect.sync(() => send(placementId, { type: "CIRCUIT_PROBE_DUE" })))))
+
+  /**
+   * Applies one event to a placement's queue and hands out its grants. A grant whose waiter is
+   * gone (nobody listens) is freed at once, which may grant the next waiter: hence the loop.
+   */
+  const send = (placementId: string, event: QueueEvent): void => {
+    if (stopped) return
+    const before = queues.get(placementId)!
+    const { state, granted } = stepQueue(before, event)
+    queues.set(placementId, state)
+    if (state.value === "open" && before.value !== "open") scheduleProbe(placementId)
+    for (const waiterId of granted) {
+      const handler = onGrant.get(waiterId)
+      if (handler === undefined) send(placementId, { type: "CANCEL", waiterId })
+      else handler(placementId)
+    }
   }
 
-  const circuitOf = (placementId: string) => queueView(actors.get(placementId)!.getSnapshot()).circuit
+  const circuitOf = (placementId: string) => queues.get(placementId)!.value
 
   const makeLease = (placementId: string, waiterId: string): Lease => {
     const grantedAt = clock.currentTimeMillisUnsafe()
@@ -123,12 +124,11 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
         Effect.suspend(() => {
           if (released) return Effect.void
           released = true
-          const actor = actors.get(placementId)!
-          if (outcome === "cancelled") actor.send({ type: "CANCEL", waiterId })
+          if (outcome === "cancelled") send(placementId, { type: "CANCEL", waiterId })
           else {
             const held = clock.currentTimeMillisUnsafe() - grantedAt
             meanHoldMs.set(placementId, 0.8 * (meanHoldMs.get(placementId) ?? held) + 0.2 * held)
-            actor.send({ type: "RELEASE", waiterId, outcome })
+            send(placementId, { type: "RELEASE", waiterId, outcome })
           }
           return Effect.void
         })
@@ -138,47 +138,53 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
   /** Estimated seconds until `waiterId` would be served on its best target. */
   const retryHint = (targets: ReadonlyArray<string>, waiterId: string) => {
     const estimates = targets.map((placementId) => {
-      const { context } = actors.get(placementId)!.getSnapshot()
+      const { context } = queues.get(placementId)!
       const rounds = Math.ceil(((positionOf(context, waiterId) ?? 0) + 1) / Math.max(1, context.capacity))
       return (rounds * (meanHoldMs.get(placementId) ?? 1_000)) / 1_000
     })
     return Math.min(600, Math.max(1, Math.ceil(Math.min(...estimates))))
   }
 
-  const acquire = Effect.fn("CapacityQueues.acquire")(function*(request: AcquireOptions) {
-    const known = request.candidates.filter((id) => actors.has(id))
-    if (known.length === 0) return yield* Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
+  const acquire = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> => Effect.suspend(() => {
+    const known = request.candidates.filter((id) => queues.has(id))
+    if (known.length === 0) return Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
     const healthy = known.filter((id) => circuitOf(id) !== "open")
     const targets = healthy.length > 0 ? healthy : known
     const waiterId = `w${++nextWaiter}`
-    const granted = Deferred.makeUnsafe<Lease>()
-    const startedAt = clock.currentTimeMillisUnsafe()
-    const deadlineMs = request.deadlineMs ?? defaultDeadlineMs
     let lease: Lease | undefined
+    let granted: Deferred.Deferred<Lease> | undefined
 
     onGrant.set(waiterId, (placementId) => {
-      if (lease !== undefined) return actors.get(placementId)!.send({ type: "CANCEL", waiterId }) // lost the race
+      if (lease !== undefined) return send(placementId, { type: "CANCEL", waiterId }) // lost the race
       lease = makeLease(placementId, waiterId)
-      for (const other of targets) if (other !== placementId) actors.get(other)!.send({ type: "CANCEL", waiterId })
-      Deferred.doneUnsafe(granted, Effect.succeed(lease))
+      for (const other of targets) if (other !== placementId) send(other, { type: "CANCEL", waiterId })
+      if (granted !== undefined) Deferred.doneUnsafe(granted, Effect.succeed(lease))
     })
+    for (const id of targets) {
+      if (lease !== undefined) break // granted at once by an earlier target
+      send(id, { type: "ENQUEUE", waiterId, keyId: request.keyId })
+    }
+    if (lease !== undefined) {
+      // A free slot: served at once, without arming the deadline.
+      onGrant.delete(waiterId)
+      return Effect.succeed(lease)
+    }
+
+    const waiting = Deferred.makeUnsafe<Lease>()
+    granted = waiting
+    const startedAt = clock.currentTimeMillisUnsafe()
+    const deadlineMs = request.deadlineMs ?? defaultDeadlineMs
     const cleanup = (exit: Exit.Exit<Lease, QueueTimeout>) =>
       Effect.suspend(() => {
         onGrant.delete(waiterId)
         if (Exit.isSuccess(exit)) return Effect.void
-        for (const id of targets) if (id !== lease?.placementId) actors.get(id)!.send({ type: "CANCEL", waiterId })
+        for (const id of targets) if (id !== lease?.placementId) send(id, { type: "CANCEL", waiterId })
         return lease === undefined ? Effect.void : lease.release("cancelled") // granted, never handed out
       })
-
-    const wait = Effect.gen(function*() {
-      for (const id of targets) {
-        if (lease !== undefined) break // granted at once by an earlier target
-        actors.get(id)!.send({ type: "ENQUEUE", waiterId, keyId: request.keyId })
-      }
-      if (lease === undefined && request.onQueued !== undefined) yield* request.onQueued
-      return yield* Deferred.await(granted)
-    })
-    return yield* wait.pipe(
+    const wait = request.onQueued === undefined
+      ? Deferred.await(waiting)
+      : Effect.andThen(request.onQueued, Deferred.await(waiting))
+    return wait.pipe(
       Effect.timeoutOrElse({
         duration: deadlineMs,
         orElse: () =>
@@ -193,13 +199,13 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
   })
 
   const view = Effect.fn("CapacityQueues.view")(function*() {
-    return [...actors].map(([placementId, actor]) => ({ placementId, ...queueView(actor.getSnapshot()) }))
+    return [...queues].map(([placementId, state]) => ({ placementId, ...queueView(state) }))
   })
   const isOpen = Effect.fn("CapacityQueues.isOpen")(function*(placementId: string) {
-    return actors.has(placementId) && circuitOf(placementId) === "open"
+    return queues.has(placementId) && circuitOf(placementId) === "open"
   })
   const setCapacity = Effect.fn("CapacityQueues.setCapacity")(function*(placementId: string, capacity: number) {
-    actors.get(placementId)?.send({ type: "CAPACITY", capacity })
+    if (queues.has(placementId)) send(placementId, { type: "CAPACITY", capacity })
   })
   return { acquire, view, isOpen, setCapacity } satisfies CapacityQueuesShape
 })

@@ -2,7 +2,7 @@
  * The bounded event sets that the model-based tests walk the queue machine with. Waiters are
  * numbered in arrival order (`w1`, `w2`, …) and each arrives once, so the state space is finite.
  */
-import type { QueueEvent, QueueSnapshot } from "../../machines/queue.ts"
+import type { QueueEvent, QueueState } from "../../machines/queue.ts"
 
 export interface QueueModelBounds {
   readonly waiters: number
@@ -10,7 +10,7 @@ export interface QueueModelBounds {
   readonly capacities: ReadonlyArray<number>
 }
 
-export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueSnapshot): Array<QueueEvent> => {
+export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueState): Array<QueueEvent> => {
   const { context } = snapshot
   const events: Array<QueueEvent> = []
   if (context.stats.enqueued < bounds.waiters) {
@@ -31,8 +31,8 @@ export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueSnapsho
 }
 
 /** States are compared by value and context only (not by the event that reached them). */
-export const serializeQueue = (snapshot: QueueSnapshot) => JSON.stringify({ value: snapshot.value, context: snapshot.context })
+export const serializeQueue = (state: QueueState) => JSON.stringify(state)
 
-export const waitingIds = (snapshot: QueueSnapshot) => snapshot.context.lanes.flatMap((lane) => lane.waiterIds)
-export const keyOf = (snapshot: QueueSnapshot, waiterId: string) =>
+export const waitingIds = (snapshot: QueueState) => snapshot.context.lanes.flatMap((lane) => lane.waiterIds)
+export const keyOf = (snapshot: QueueState, waiterId: string) =>
   snapshot.context.lanes.find((lane) => lane.waiterIds.includes(waiterId))?.keyId

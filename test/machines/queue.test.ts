@@ -5,30 +5,30 @@
  * test/runtime/capacity-queues-model.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { createActor, transition } from "xstate"
-import { createTestModel } from "xstate/graph"
-import { positionOf, queueMachine, queueView, type QueueEvent, type QueueSnapshot } from "../../machines/queue.ts"
+import { TestModel } from "xstate/graph"
+import { positionOf, queueLogic, type QueueEvent, type QueueState, queueView, startQueue, stepQueue } from "../../machines/queue.ts"
 import { explore } from "./graph.ts"
 import { keyOf, queueEvents, serializeQueue, waitingIds } from "./queue-model.ts"
 
 const bounds = { waiters: 4, keys: ["a", "b", "c"], capacities: [1, 2] }
 const input = { capacity: 1, failureThreshold: 2 }
-const graph = explore<QueueSnapshot, QueueEvent>(queueMachine, { events: queueEvents(bounds), serialize: serializeQueue, input })
+const graph = explore<QueueState, QueueEvent>(queueLogic, { events: queueEvents(bounds), serialize: serializeQueue, input })
 const { states, edges } = graph
-const grantsOf = (prev: QueueSnapshot, next: QueueSnapshot) => next.context.holders.filter((id) => !prev.context.holders.includes(id))
-const emittedGrants = (prev: QueueSnapshot, event: QueueEvent) =>
-  transition(queueMachine, prev, event)[1]
-    .filter((action) => (action.type as string) === "xstate.emit")
-    .map((action) => (action.params as unknown as { event: { waiterId: string } }).event.waiterId)
-const describeEdge = (prev: QueueSnapshot, event: QueueEvent) => `${serializeQueue(prev)} --${JSON.stringify(event)}-->`
+const grantsOf = (prev: QueueState, next: QueueState) => next.context.holders.filter((id) => !prev.context.holders.includes(id))
+const emittedGrants = (prev: QueueState, event: QueueEvent) => stepQueue(prev, event).granted
+const describeEdge = (prev: QueueState, event: QueueEvent) => `${serializeQueue(prev)} --${JSON.stringify(event)}-->`
 
 describe("queue machine: every reachable state", () => {
   it("the state space is explored and non-trivial", () => {
     assert.isAbove(states.length, 1_000)
     assert.includeMembers([...new Set(states.map((s) => s.value as string))], ["closed", "open", "halfOpen"])
-    // createTestModel sees the same graph: one shortest path per state
-    const paths = createTestModel(queueMachine, { events: queueEvents(bounds), serializeState: serializeQueue, serializeTransition: () => "", input })
-      .getShortestPaths({ allowDuplicatePaths: true })
+    // a TestModel sees the same graph: one shortest path per state
+    const paths = new TestModel(queueLogic, {
+      events: (snapshot) => queueEvents(bounds)(snapshot.context),
+      serializeState: (snapshot) => serializeQueue(snapshot.context),
+      serializeTransition: () => "",
+      input
+    }).getShortestPaths({ allowDuplicatePaths: true })
     assert.strictEqual(paths.length, states.length)
   })
 
@@ -88,7 +88,7 @@ describe("queue machine: every reachable state", () => {
     // Walk the product of the graph and, per waiting key, the set of keys served since it was.
     type Served = Record<string, ReadonlyArray<string>>
     const seen = new Set<string>()
-    const stack: Array<{ state: QueueSnapshot; served: Served }> = [{ state: states[0], served: {} }]
+    const stack: Array<{ state: QueueState; served: Served }> = [{ state: states[0], served: {} }]
     while (stack.length > 0) {
       const { state, served } = stack.pop()!
       const id = serializeQueue(state) + JSON.stringify(served)
@@ -119,7 +119,7 @@ describe("queue machine: every reachable state", () => {
       const order: Array<string> = []
       let current = state
       while (current.context.holders.length > 0) {
-        const [next] = transition(queueMachine, current, { type: "RELEASE", waiterId: current.context.holders[0], outcome: "success" })
+        const { state: next } = stepQueue(current, { type: "RELEASE", waiterId: current.context.holders[0], outcome: "success" })
         order.push(...grantsOf(current, next))
         current = next
       }
@@ -128,35 +128,51 @@ describe("queue machine: every reachable state", () => {
   })
 })
 
+/** Drives the pure queue like its host does, collecting the grants. */
+const drive = (input: { capacity: number; failureThreshold?: number }) => {
+  let state = startQueue(input)
+  const grants: Array<string> = []
+  return {
+    grants,
+    send: (event: QueueEvent) => {
+      const step = stepQueue(state, event)
+      state = step.state
+      grants.push(...step.granted)
+    },
+    get state() {
+      return state
+    }
+  }
+}
+
 describe("queue machine: scenarios", () => {
   it("a flooding key cannot starve a light one", () => {
-    const actor = createActor(queueMachine, { input: { capacity: 1 } }).start()
-    const grants: Array<string> = []
-    actor.on("granted", ({ waiterId }) => grants.push(waiterId))
+    const actor = drive({ capacity: 1 })
+    const { grants } = actor
     for (let i = 1; i <= 20; i++) actor.send({ type: "ENQUEUE", waiterId: `a${i}`, keyId: "flood" })
     actor.send({ type: "ENQUEUE", waiterId: "b1", keyId: "light" })
     for (let i = 0; i < 3; i++) actor.send({ type: "RELEASE", waiterId: grants[grants.length - 1], outcome: "success" })
     assert.deepStrictEqual(grants, ["a1", "a2", "b1", "a3"])
-    assert.deepStrictEqual(queueView(actor.getSnapshot()).waitingByKey, { flood: 17 })
+    assert.deepStrictEqual(queueView(actor.state).waitingByKey, { flood: 17 })
   })
 
   it("a cancelled probe is replaced; a failed probe re-opens; a successful one fills every slot", () => {
-    const actor = createActor(queueMachine, { input: { capacity: 2, failureThreshold: 1 } }).start()
+    const actor = drive({ capacity: 2, failureThreshold: 1 })
     for (const id of ["x", "y", "z", "u"]) actor.send({ type: "ENQUEUE", waiterId: id, keyId: "k" })
     actor.send({ type: "RELEASE", waiterId: "x", outcome: "failure" })
-    assert.strictEqual(queueView(actor.getSnapshot()).circuit, "open")
+    assert.strictEqual(queueView(actor.state).circuit, "open")
     actor.send({ type: "RELEASE", waiterId: "y", outcome: "success" }) // granted before opening: not counted
-    assert.strictEqual(queueView(actor.getSnapshot()).circuit, "open")
+    assert.strictEqual(queueView(actor.state).circuit, "open")
     actor.send({ type: "CIRCUIT_PROBE_DUE" })
-    assert.strictEqual(actor.getSnapshot().context.probe, "z")
+    assert.strictEqual(actor.state.context.probe, "z")
     actor.send({ type: "CANCEL", waiterId: "z" })
-    assert.strictEqual(actor.getSnapshot().context.probe, "u")
+    assert.strictEqual(actor.state.context.probe, "u")
     actor.send({ type: "RELEASE", waiterId: "u", outcome: "failure" })
-    assert.strictEqual(queueView(actor.getSnapshot()).circuit, "open")
+    assert.strictEqual(queueView(actor.state).circuit, "open")
     for (const id of ["p", "q", "r"]) actor.send({ type: "ENQUEUE", waiterId: id, keyId: "k" })
     actor.send({ type: "CIRCUIT_PROBE_DUE" })
     actor.send({ type: "RELEASE", waiterId: "p", outcome: "success" })
-    assert.deepStrictEqual(actor.getSnapshot().context.holders, ["q", "r"])
-    assert.strictEqual(queueView(actor.getSnapshot()).circuit, "closed")
+    assert.deepStrictEqual(actor.state.context.holders, ["q", "r"])
+    assert.strictEqual(queueView(actor.state).circuit, "closed")
   })
 })

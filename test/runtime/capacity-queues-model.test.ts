@@ -6,16 +6,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { createTestModel } from "xstate/graph"
-import { queueMachine, queueView, type QueueEvent, type QueueSnapshot } from "../../machines/queue.ts"
+import { TestModel } from "xstate/graph"
+import { queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
 import { CapacityQueues, type Lease, type QueueTimeout } from "../../src/runtime/capacity-queues.ts"
 import { queueEvents, serializeQueue } from "../machines/queue-model.ts"
 
 const cooldownMs = 30_000
 const input = { capacity: 1, failureThreshold: 2 }
-const paths = createTestModel(queueMachine, {
-  events: queueEvents({ waiters: 3, keys: ["a", "b"], capacities: [1, 2] }),
-  serializeState: serializeQueue,
+const events = queueEvents({ waiters: 3, keys: ["a", "b"], capacities: [1, 2] })
+const paths = new TestModel(queueLogic, {
+  events: (snapshot) => events(snapshot.context),
+  serializeState: (snapshot) => serializeQueue(snapshot.context),
   serializeTransition: () => "",
   input
 }).getShortestPaths()
@@ -23,7 +24,7 @@ const paths = createTestModel(queueMachine, {
 const settle = Effect.yieldNow.pipe(Effect.repeat({ times: 10 }))
 
 /** Replays one path; returns how many steps were checked. */
-const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly state: QueueSnapshot }>) =>
+const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly state: QueueState }>) =>
   Effect.gen(function*() {
     const queues = yield* CapacityQueues
     const requests = new Map<string, Fiber.Fiber<Lease, QueueTimeout>>()
@@ -68,16 +69,16 @@ const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly stat
 describe("CapacityQueues follows the queue model", () => {
   it("the generated paths cover the circuit and the fairness ring", () => {
     assert.isAbove(paths.length, 50)
-    const values = new Set(paths.map((path) => path.state.value as string))
+    const values = new Set(paths.map((path) => path.state.context.value as string))
     assert.sameMembers([...values], ["closed", "open", "halfOpen"])
   })
 
-  it.effect("every generated path, replayed against the hosted actor", () =>
+  it.effect("every generated path, replayed against the hosted queues", () =>
     Effect.gen(function*() {
       let checked = 0
       for (const path of paths) {
         const steps = path.steps.filter((step) => !step.event.type.startsWith("xstate."))
-        checked += yield* replay(steps as ReadonlyArray<{ event: QueueEvent; state: QueueSnapshot }>)
+        checked += yield* replay(steps.map((step) => ({ event: step.event as QueueEvent, state: step.state.context })))
       }
       assert.isAbove(checked, paths.length)
     }))
