@@ -5,7 +5,7 @@
  */
 import type { Effect, Stream } from "effect"
 import { Schema } from "effect"
-import type { CanonicalEvent } from "../model/events.ts"
+import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 
 /** Error types a backend reports, named as the spec's dialect error bodies name them. */
@@ -122,6 +122,11 @@ export interface Backend {
   readonly kind: string
   /** The reply as canonical events (see the contract in `model/events.ts`). Lazy: runs per subscription. */
   stream(request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError>
+  /**
+   * The whole reply at once, for a client that did not stream: the upstream is called without
+   * streaming (cheaper for both sides). Absent: the runtime collects `stream`.
+   */
+  readonly complete?: (request: CanonicalRequest, placement: PlacementRuntime) => Effect.Effect<CanonicalResponse, BackendError>
   /** Present on backends that serve embedding models. */
   readonly embed?: (request: EmbedRequest, placement: PlacementRuntime) => Effect.Effect<EmbedResult, BackendError>
 }

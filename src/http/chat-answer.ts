@@ -86,28 +86,30 @@ export const answerChat = <Echo>(
 ) =>
   Effect.interruptible(Effect.gen(function*() {
     const key = yield* requireKey(ctx)
-    const settings = yield* Settings
     const caller = yield* ModelCaller
-    const queued = Deferred.makeUnsafe<void>()
-    let switchNote: string | undefined
-    const prepared = yield* caller.prepare(request, {
-      key,
-      ...(request.stream ? { onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid) } : {}),
-      onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
-    })
     const id = dialect.newId()
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
 
     if (!request.stream) {
-      const call = yield* prepared.start.pipe(Effect.mapError(callFailureToApiError))
+      // The whole answer at once: the upstream is called without streaming.
+      const call = yield* caller.complete(request, { key }).pipe(
+        Effect.catchTags({ BackendError: (e) => Effect.fail(callFailureToApiError(e)), QueueTimeout: (e) => Effect.fail(callFailureToApiError(e)) })
+      )
       const context = contextFor(call.servedModel)
-      const response = yield* collectStream(call.events).pipe(Effect.mapError(callFailureToApiError))
-      yield* call.settled
-      const body = JSON.stringify(dialect.encodeResponse(response, context))
-      if (hooks.collected !== undefined) yield* hooks.collected(response, context, body)
-      return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers() } })
+      const body = JSON.stringify(dialect.encodeResponse(call.response, context))
+      if (hooks.collected !== undefined) yield* hooks.collected(call.response, context, body)
+      return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers } })
     }
+
+    const settings = yield* Settings
+    const queued = Deferred.makeUnsafe<void>()
+    let switchNote: string | undefined
+    const prepared = yield* caller.prepare(request, {
+      key,
+      onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid),
+      onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
+    })
 
     // The stream's encoded frames for one started call; the dialect's error event ends a failure.
     const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }) => {

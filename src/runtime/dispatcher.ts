@@ -18,7 +18,7 @@ import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream } fr
 import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Array"
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
-import type { CanonicalEvent } from "../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
 import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
@@ -29,6 +29,8 @@ export interface DispatchCandidate {
   /** Catalog id of the model this placement serves. */
   readonly modelId: string
   readonly run: (placementId: string) => Stream.Stream<CanonicalEvent, BackendError>
+  /** The whole answer at once (a client that did not stream); absent: `run` is collected. */
+  readonly complete?: (() => Effect.Effect<CanonicalResponse, BackendError>) | undefined
   /** Continues a broken text answer here, from the text already sent (an assistant prefix). */
   readonly resume?: ((textSoFar: string) => Stream.Stream<CanonicalEvent, BackendError>) | undefined
 }
@@ -47,6 +49,13 @@ export interface DispatchOptions extends DispatchHooks {
   /** In preference order: the model's placements, then its equivalents'. */
   readonly candidates: ReadonlyArray<DispatchCandidate>
   readonly keyId: string
+}
+
+/** A non-streamed answer and where it came from. */
+export interface Completed {
+  readonly servedModel: string
+  readonly placementId: string
+  readonly response: CanonicalResponse
 }
 
 export interface Dispatched {
@@ -208,11 +217,100 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     )
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })
-  return { dispatch }
+  /**
+   * The same rules for a client that did not stream: each attempt takes a slot, asks for the whole
+   * answer and gives the slot back; there is no first byte, so every failure can still fail over.
+   */
+  const complete = (options: DispatchOptions): Effect.Effect<Completed, BackendError | QueueTimeout> =>
+    Effect.suspend(() => {
+      const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
+      let state = startDispatch({ candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) })
+      const send = (event: DispatchEvent) => {
+        state = stepDispatch(state, event)
+      }
+      let lastError: BackendError | undefined
+      let queued = false
+      const onQueued = options.onQueued === undefined
+        ? undefined
+        : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
+
+      // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
+      // queue at once); a slot, once granted, is always given back.
+      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) =>
+        Effect.uninterruptibleMask((restore) =>
+          restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" }))),
+            Effect.flatMap((lease) => {
+              send({ type: "GRANTED", placementId: lease.placementId })
+              const candidate = byId.get(lease.placementId)!
+              const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
+              return restore(call).pipe(
+                Effect.onExit((exit) =>
+                  lease.release(Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause))
+                ),
+                Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
+              )
+            })
+          )
+        )
+
+      const loop: Effect.Effect<Completed, BackendError | QueueTimeout> = Effect.suspend(() => {
+        switch (state.value) {
+          case "failed":
+            return Effect.fail(lastError ?? emptyStream("dispatch"))
+          case "retryWait":
+            return Random.next.pipe(
+              Effect.flatMap((random) => Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)),
+              Effect.andThen(Effect.suspend(() => {
+                send({ type: "RETRY_DUE" })
+                return loop
+              }))
+            )
+          default:
+            break
+        }
+        const next = (): Effect.Effect<Completed, BackendError | QueueTimeout> => {
+          const eligible = eligibleCandidates(state).map((c) => byId.get(c.placementId)!)
+          if (eligible.length === 0) return Effect.fail(lastError ?? emptyStream("dispatch"))
+          return Effect.matchEffect(attempt(eligible), {
+            onSuccess: (completed) => {
+              send({ type: "SUCCEEDED" })
+              return Effect.succeed(completed)
+            },
+            onFailure: (error) => {
+              if (error._tag === "QueueTimeout") return Effect.fail(error)
+              lastError = error
+              send({ type: "FAILED", error })
+              return loop
+            }
+          })
+        }
+        if (lastError === undefined) return next()
+        // The rules end a request that already failed once every eligible placement is sick.
+        return Effect.flatMap(
+          Effect.forEach(eligibleCandidates(state), (c) => Effect.map(queues.isOpen(c.placementId), (open) => (open ? [c.placementId] : []))),
+          (open) => {
+            send({ type: "CIRCUITS", open: open.flat() })
+            return state.value === "failed" ? Effect.fail(lastError!) : next()
+          }
+        )
+      })
+      return loop
+    })
+
+  return { dispatch, complete }
+}
+
+/** A failed call's verdict on its placement's health: only a retryable error counts against it. */
+const failureOutcome = (cause: Cause.Cause<BackendError | QueueTimeout>): LeaseOutcome => {
+  const error = cause.reasons.find(Cause.isFailReason)?.error
+  return error !== undefined && error._tag === "BackendError" ? outcomeOf(error) : "failure"
 }
 
 export class Dispatcher extends Context.Service<Dispatcher, {
   dispatch(options: DispatchOptions): Effect.Effect<Dispatched, BackendError | QueueTimeout>
+  /** A client that did not stream: the whole answer, after the same retries and failover. */
+  complete(options: DispatchOptions): Effect.Effect<Completed, BackendError | QueueTimeout>
 }>()("gateway/runtime/Dispatcher") {
   static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
     const { retryBaseMs } = yield* Settings

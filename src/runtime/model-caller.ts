@@ -23,7 +23,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { Meter, type MeteredModel } from "../metering/meter.ts"
 import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
-import type { CanonicalEvent } from "../model/events.ts"
+import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countRequestInputTokens, countTextTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
@@ -61,6 +61,16 @@ export interface ModelCall {
   readonly settled: Effect.Effect<Settlement>
 }
 
+/** A non-streamed call, answered and settled. */
+export interface CompletedCall {
+  readonly servedModel: string
+  readonly placementId: string
+  readonly response: CanonicalResponse
+  /** `x-ratelimit-*` and `xsvc-allowance-remaining` after the settle. */
+  readonly headers: Record<string, string>
+  readonly settlement: Settlement
+}
+
 export interface PreparedCall {
   /** The request as it goes upstream: the reserved output ceiling is its output limit. */
   readonly request: CanonicalRequest
@@ -83,6 +93,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
   prepare(request: CanonicalRequest, options: CallOptions): Effect.Effect<PreparedCall, PrepareError, Scope.Scope>
   /** `prepare` then `start`. */
   call(request: CanonicalRequest, options: CallOptions): Effect.Effect<ModelCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
+  /**
+   * The whole answer at once, for a caller that does not stream: metered like `call`, dispatched
+   * with the same retries and failover, the upstream called without streaming; settled before it
+   * returns.
+   */
+  complete(request: CanonicalRequest, options: CallOptions): Effect.Effect<CompletedCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
   /** What a call of this request would reserve (for budgets kept beside the allowance). */
   quote(request: CanonicalRequest, continuity?: Continuity): Effect.Effect<Quote, NotImplemented>
   /** Metered, queued embedding call. */
@@ -116,10 +132,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       models.flatMap((model) =>
         placements.ofModel(model.id).map(({ runtime, backend }): DispatchCandidate => {
           const forModel = { ...request, model: model.id }
+          const complete = backend.complete
           return {
             placementId: runtime.id,
             modelId: model.id,
             run: () => backend.stream(forModel, runtime),
+            complete: complete === undefined ? undefined : () => complete(forModel, runtime),
             resume: canResumeFromPrefix(backend)
               ? (textSoFar) =>
                 backend.stream({ ...forModel, messages: [...forModel.messages, { role: "assistant", content: [{ type: "text", text: textSoFar }] }] }, runtime)
@@ -136,7 +154,11 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { inputTokens, maxOutputTokens, worstCaseMicros: worstCaseOverMicros(models, inputTokens, maxOutputTokens) }
     })
 
-    const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
+    /**
+     * The models that may serve and the call's metering (429s here): the reservation covers the
+     * worst of them, and the request sent upstream carries the reserved output ceiling.
+     */
+    const meterCall = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
       const models = servingModels(request, options.continuity ?? "auto")
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
@@ -150,6 +172,11 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         maxOutputTokens: request.maxOutputTokens
       })
       const sent: CanonicalRequest = { ...request, maxOutputTokens: metered.maxOutputTokens }
+      return { models, inputTokens, metered, sent }
+    })
+
+    const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
+      const { models, inputTokens, metered, sent } = yield* meterCall(request, options)
       const upstream = candidatesFor(sent, models)
       const modelById = new Map(models.map((m) => [m.id, m]))
       const settledSignal = Deferred.makeUnsafe<Settlement>()
@@ -204,6 +231,25 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return yield* prepared.start
     })
 
+    const complete = (request: CanonicalRequest, options: CallOptions) =>
+      Effect.gen(function*() {
+        const { models, metered, sent } = yield* meterCall(request, options)
+        const completed = yield* dispatcher.complete({
+          candidates: candidatesFor(sent, models),
+          keyId: options.key.id,
+          deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+          onQueued: options.onQueued
+        }).pipe(Effect.tapError(() => metered.fail()))
+        const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
+        const usage = completed.response.usage
+        const { chargedMicros } = yield* metered.settle(usage, servedBy)
+        return {
+          ...completed,
+          headers: metered.headers(),
+          settlement: { model: servedBy.id, usage, costMicros: chargedMicros }
+        } satisfies CompletedCall
+      })
+
     const embed = Effect.fn("ModelCaller.embed")(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: CallOptions) {
       const serving = placements.ofModel(model.id)
       if (serving.length === 0) return yield* new NotImplemented({ message: `No placement of ${model.id} has an available backend` })
@@ -238,7 +284,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { ...result, servedModel: model.id, headers: metered.headers() }
     })
 
-    return ModelCaller.of({ prepare, call, quote, embed })
+    return ModelCaller.of({ prepare, call, complete, quote, embed })
   }))
 }
 

@@ -1,9 +1,8 @@
 /**
  * The Anthropic backend: serves a placement from an upstream that speaks the Messages API.
  *
- * Every call streams upstream (`stream: true`), also for clients that asked for one JSON body: the
- * runtime always consumes a canonical event stream, and streaming lets the first byte decide
- * failover early. Calls go through undici `Pool`s (one per origin, created on first use, kept
+ * `stream` streams upstream; `complete` (a client that asked for one JSON body) calls the upstream
+ * without streaming and runs its message through the same translator. Calls go through undici `Pool`s (one per origin, created on first use, kept
  * alive between calls), never `fetch`, which measured several times slower as a proxy. A client
  * that goes away aborts the upstream request.
  *
@@ -12,7 +11,7 @@
  */
 import { Effect, Stream } from "effect"
 import { Pool } from "undici"
-import type { CanonicalEvent } from "../../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
@@ -20,7 +19,7 @@ import type { SseEvent } from "./sse-parser.ts"
 import { makeSseParser } from "./sse-parser.ts"
 import { connectionError, errorFromResponse } from "./upstream-errors.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
-import { makeUpstreamTranslator } from "./wire-events.ts"
+import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
@@ -87,19 +86,55 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     return pool
   }
 
-  const open = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime) {
+  const target = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean) => {
     const upstream = placement.upstream
     if (upstream === undefined) {
-      return yield* new BackendError({ status: 500, type: "api_error", message: `Placement ${placement.id} has no upstream baseUrl`, retryable: false })
+      return new BackendError({ status: 500, type: "api_error", message: `Placement ${placement.id} has no upstream baseUrl`, retryable: false })
     }
     const url = messagesUrl(upstream.baseUrl)
-    const body = JSON.stringify(toWireRequest(request, placement))
+    const body = JSON.stringify(toWireRequest(request, placement, stream))
     const headers = {
       "content-type": "application/json",
-      accept: "text/event-stream",
+      accept: stream ? "text/event-stream" : "application/json",
       "anthropic-version": ANTHROPIC_VERSION,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
+    return { url, body, headers }
+  }
+
+  const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
+    Effect.suspend(() => {
+      const call = target(request, placement, false)
+      if (call instanceof BackendError) return Effect.fail(call)
+      return Effect.tryPromise({
+        try: async (signal) => {
+          const response = await poolFor(call.url.origin).request({ method: "POST", path: call.url.pathname + call.url.search, headers: call.headers, body: call.body, signal })
+          return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
+        },
+        catch: connectionError
+      }).pipe(Effect.flatMap(({ status, headers, text }) => {
+        if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, text, placement))
+        let body: unknown
+        try {
+          body = JSON.parse(text)
+        } catch {
+          return Effect.fail(new BackendError({ status: 502, type: "api_error", message: "The upstream answered with a body that is not JSON", retryable: true }))
+        }
+        const translator = makeUpstreamTranslator(placement.modelId)
+        const builder = makeResponseBuilder()
+        for (const event of [...messageAsEvents(body), undefined]) {
+          const step = event === undefined ? translator.end() : translator.pushEvent(event)
+          for (const e of step.events) builder.add(e)
+          if (step.error !== undefined) return Effect.fail(step.error)
+        }
+        return Effect.succeed(builder.finish())
+      }))
+    })
+
+  const open = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime) {
+    const call = target(request, placement, true)
+    if (call instanceof BackendError) return yield* call
+    const { url, body, headers } = call
     // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.
     const abort = new AbortController()
     yield* Effect.addFinalizer(() => Effect.sync(() => abort.abort()))
@@ -126,6 +161,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
   return {
     kind: "anthropic",
     stream: (request, placement) => Stream.unwrap(open(request, placement)),
+    complete,
     close: async () => {
       const all = [...pools.values()]
       pools.clear()

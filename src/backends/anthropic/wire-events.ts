@@ -24,6 +24,8 @@ export interface TranslateStep {
 
 export interface UpstreamTranslator {
   push(sse: SseEvent): TranslateStep
+  /** An event already parsed from JSON (a non-streamed message, see `messageAsEvents`). */
+  pushEvent(event: unknown): TranslateStep
   /** The upstream stream ended: fails unless `message_stop` was seen. */
   end(): TranslateStep
 }
@@ -190,7 +192,14 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
     }
   }
 
+  const step = (event: WireEvent): TranslateStep => {
+    const result = translate(event)
+    return result instanceof BackendError ? { events: [], error: result } : { events: result }
+  }
+
   return {
+    pushEvent: (event) =>
+      event === null || typeof event !== "object" ? { events: [], error: protocolError("an event that is not an object") } : step(event as WireEvent),
     push: (sse) => {
       let parsed: WireEvent
       try {
@@ -200,8 +209,7 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
         return { events: [], error: protocolError(`event data is not JSON: ${sse.data.slice(0, 100)}`) }
       }
       // The data's own `type` is authoritative; the SSE name covers frames that omit it.
-      const result = translate({ ...parsed, type: parsed?.type ?? sse.event })
-      return result instanceof BackendError ? { events: [], error: result } : { events: result }
+      return step({ ...parsed, type: parsed?.type ?? sse.event })
     },
     end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") })
   }
@@ -219,4 +227,25 @@ export const translateMessagesSse = (text: string, modelId: string): TranslateSt
   }
   const last = translator.end()
   return last.error === undefined ? { events } : { events, error: last.error }
+}
+
+/**
+ * A non-streamed Messages response as the events a stream of it would carry: each content block
+ * starts holding its whole content (the translator's `initialDeltas` turn that into deltas), so
+ * one translation serves both. An error body becomes an `error` event.
+ */
+export const messageAsEvents = (body: unknown): ReadonlyArray<unknown> => {
+  const message = body as { type?: unknown; content?: unknown; usage?: unknown; stop_reason?: unknown; stop_sequence?: unknown; error?: unknown }
+  if (message === null || typeof message !== "object") return [body]
+  if (message.type === "error") return [message]
+  const content = Array.isArray(message.content) ? message.content : []
+  return [
+    { type: "message_start", message: { usage: message.usage ?? {} } },
+    ...content.flatMap((block, index) => [
+      { type: "content_block_start", index, content_block: block },
+      { type: "content_block_stop", index }
+    ]),
+    { type: "message_delta", delta: { stop_reason: message.stop_reason ?? null, stop_sequence: message.stop_sequence ?? null }, usage: message.usage ?? {} },
+    { type: "message_stop" }
+  ]
 }

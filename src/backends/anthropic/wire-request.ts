@@ -107,7 +107,7 @@ const maxTokensOf = (request: CanonicalRequest): number => {
   return Math.max(DEFAULT_MAX_TOKENS, budget + DEFAULT_MAX_TOKENS)
 }
 
-export const toWireRequest = (request: CanonicalRequest, target: WireTarget): Wire => {
+export const toWireRequest = (request: CanonicalRequest, target: WireTarget, stream = true): Wire => {
   const maxTokens = maxTokensOf(request)
   const budget = thinkingBudget(request, target, maxTokens)
   const instruction = formatInstruction(request)
@@ -140,6 +140,6 @@ export const toWireRequest = (request: CanonicalRequest, target: WireTarget): Wi
     ...(request.stopSequences.length === 0 ? {} : { stop_sequences: request.stopSequences }),
     ...(budget === undefined ? {} : { thinking: { type: "enabled", budget_tokens: budget } }),
     ...(request.cacheAffinity === undefined ? {} : { metadata: { user_id: request.cacheAffinity } }),
-    stream: true
+    stream
   }
 }

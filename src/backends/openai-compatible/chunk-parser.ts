@@ -34,6 +34,8 @@ export interface ChunkParserOptions {
 export interface ChunkParser {
   /** One `data:` payload; returns the events it completes. Throws `BackendError`. */
   push(data: string): Array<CanonicalEvent>
+  /** One chunk already parsed from JSON (a non-streamed completion, see `completionAsChunk`). */
+  pushChunk(chunk: unknown): Array<CanonicalEvent>
   /** The body ended. Throws `BackendError` when the answer was cut short. */
   end(): Array<CanonicalEvent>
 }
@@ -163,13 +165,19 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
       if (!started) throw broken("the upstream ended the stream before sending anything")
       return stop()
     }
-    let chunk: any
+    let chunk: unknown
     try {
       chunk = JSON.parse(data)
     } catch {
       throw broken("the upstream sent a stream chunk that is not JSON")
     }
-    if (chunk === null || typeof chunk !== "object") throw broken("the upstream sent a stream chunk that is not an object")
+    return pushChunk(chunk)
+  }
+
+  const pushChunk = (parsed: unknown): Array<CanonicalEvent> => {
+    if (finished) return []
+    if (parsed === null || typeof parsed !== "object") throw broken("the upstream sent a stream chunk that is not an object")
+    const chunk = parsed as any
     if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(chunk.error)
     const events: Array<CanonicalEvent> = []
     if (!started) {
@@ -194,11 +202,33 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
 
   return {
     push,
+    pushChunk,
     end() {
       if (finished) return []
       if (!started) throw broken("the upstream ended the stream before sending anything")
       if (finish === undefined) throw broken("the upstream stream ended before the answer was complete")
       return stop()
     }
+  }
+}
+
+/**
+ * A non-streamed `chat.completion` body as the one chunk that would carry all of it: its message
+ * becomes the delta (tool calls numbered by position). Fed to `pushChunk` and ended, it yields the
+ * same events a stream of the same answer would — one translation for both.
+ */
+export const completionAsChunk = (body: unknown): unknown => {
+  if (body === null || typeof body !== "object") return body
+  const completion = body as { choices?: unknown; error?: unknown }
+  if (!Array.isArray(completion.choices)) return completion
+  return {
+    ...completion,
+    choices: completion.choices.map((choice: any) => {
+      const message = choice?.message ?? {}
+      const toolCalls = Array.isArray(message.tool_calls)
+        ? message.tool_calls.map((call: any, index: number) => ({ index, ...call }))
+        : undefined
+      return { index: choice?.index ?? 0, delta: { ...message, ...(toolCalls === undefined ? {} : { tool_calls: toolCalls }) }, finish_reason: choice?.finish_reason ?? null }
+    })
   }
 }

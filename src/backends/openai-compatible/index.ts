@@ -1,22 +1,24 @@
 /**
  * The OpenAI-compatible backend: serves a placement by calling an upstream's Chat Completions
- * endpoint (streaming, with usage) and translating its chunks into canonical events.
+ * endpoint and translating its chunks into canonical events.
  *
- *   canonical request ─wire-request.ts─▶ JSON body ─upstream-http.ts─▶ bytes
- *     ─sse-decoder.ts─▶ data payloads ─chunk-parser.ts─▶ canonical events
+ *   stream:   canonical request ─wire-request.ts─▶ JSON body ─upstream-http.ts─▶ bytes
+ *               ─sse-decoder.ts─▶ data payloads ─chunk-parser.ts─▶ canonical events
+ *   complete: canonical request ─▶ JSON body (stream: false) ─▶ one completion
+ *               ─completionAsChunk─▶ the same chunk parser ─▶ events ─▶ one canonical response
  *
  * The upstream's model name never reaches the client: events name the catalog model, and error
  * messages have the upstream model name replaced by the catalog id.
  */
-import { Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { countRequestInputTokens } from "../../model/tokens.ts"
-import type { CanonicalEvent } from "../../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import { makeChunkParser } from "./chunk-parser.ts"
+import { completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
-import { makeUpstreamPools, postForStream } from "./upstream-http.ts"
+import { makeUpstreamPools, postForJson, postForStream } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
@@ -44,13 +46,13 @@ const asBackendError = (error: unknown): BackendError =>
 export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   const pools = makeUpstreamPools()
 
-  const prepare = (request: CanonicalRequest, placement: PlacementRuntime) => {
+  const prepare = (request: CanonicalRequest, placement: PlacementRuntime, stream = true) => {
     if (placement.upstream === undefined) {
       return { error: new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }) }
     }
     try {
       const { origin, path } = chatCompletionsTarget(placement.upstream.baseUrl)
-      return { call: { origin, path, target: placement.upstream, body: JSON.stringify(toWireRequest(request, placement)) } }
+      return { call: { origin, path, target: placement.upstream, body: JSON.stringify(toWireRequest(request, placement, stream)) } }
     } catch (error) {
       if (error instanceof UnsupportedContent) return { error: backendErrorFromStatus(400, error.message) }
       const message = `placement ${placement.id} has an invalid upstream baseUrl`
@@ -58,17 +60,41 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     }
   }
 
+  const parserFor = (request: CanonicalRequest, placement: PlacementRuntime) =>
+    makeChunkParser({
+      modelId: placement.modelId,
+      visibleReasoning: request.reasoning.enabled && request.reasoning.visible,
+      estimateInputTokens: () => countRequestInputTokens(request)
+    })
+
+  const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
+    Effect.suspend(() => {
+      const prepared = prepare(request, placement, false)
+      if (prepared.error !== undefined) return Effect.fail(prepared.error)
+      return postForJson(pools, prepared.call).pipe(
+        Effect.flatMap((body) =>
+          Effect.try({
+            try: () => {
+              const parser = parserFor(request, placement)
+              const builder = makeResponseBuilder()
+              for (const event of parser.pushChunk(completionAsChunk(body))) builder.add(event)
+              for (const event of parser.end()) builder.add(event)
+              return builder.finish()
+            },
+            catch: asBackendError
+          })
+        ),
+        Effect.mapError(scrubber(placement))
+      )
+    })
+
   const stream = (request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError> =>
     Stream.suspend(() => {
       const prepared = prepare(request, placement)
       if (prepared.error !== undefined) return Stream.fail(prepared.error)
       const sse = makeSseDecoder()
       const decoder = new TextDecoder()
-      const parser = makeChunkParser({
-        modelId: placement.modelId,
-        visibleReasoning: request.reasoning.enabled && request.reasoning.visible,
-        estimateInputTokens: () => countRequestInputTokens(request)
-      })
+      const parser = parserFor(request, placement)
       // Events decoded before a failure in the same read are still delivered, then the failure.
       const parse = (text: string, last: boolean): Stream.Stream<CanonicalEvent, BackendError> => {
         const events: Array<CanonicalEvent> = []
@@ -88,5 +114,5 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
       )
     })
 
-  return { kind: "openai-compatible", stream, close: () => pools.close() }
+  return { kind: "openai-compatible", stream, complete, close: () => pools.close() }
 }

@@ -98,17 +98,40 @@ export interface UpstreamCall {
   readonly body: string
 }
 
+const requestHeaders = (call: UpstreamCall, accept: string): Record<string, string> => ({
+  "content-type": "application/json",
+  accept,
+  ...(call.target.apiKey === undefined || call.target.apiKey === "" ? {} : { authorization: `Bearer ${call.target.apiKey}` })
+})
+
+/**
+ * POSTs the body and reads the whole answer as JSON (non-streamed calls). Interrupting the call
+ * (client gone, deadline) aborts the upstream request.
+ */
+export const postForJson = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<unknown, BackendError> =>
+  Effect.tryPromise({
+    try: async (signal) => {
+      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: requestHeaders(call, "application/json"), body: call.body, signal })
+      const text = await response.body.text()
+      return { status: response.statusCode, headers: response.headers, text }
+    },
+    catch: connectionError
+  }).pipe(Effect.flatMap(({ status, headers, text }) => {
+    if (status < 200 || status >= 300) return Effect.fail(httpError(status, text, headers))
+    try {
+      return Effect.succeed(JSON.parse(text) as unknown)
+    } catch {
+      return Effect.fail(backendErrorFromStatus(502, "the upstream answered with a body that is not JSON"))
+    }
+  }))
+
 /**
  * POSTs the body and streams the response bytes. The response is released (its socket destroyed
  * if unread) when the stream ends or is interrupted, e.g. when the client goes away.
  */
 export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.Stream<Uint8Array, BackendError> =>
   Stream.unwrap(Effect.gen(function*() {
-    const headers: Record<string, string> = {
-      "content-type": "application/json",
-      accept: "text/event-stream",
-      ...(call.target.apiKey === undefined || call.target.apiKey === "" ? {} : { authorization: `Bearer ${call.target.apiKey}` })
-    }
+    const headers = requestHeaders(call, "text/event-stream")
     const response = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", headers, body: call.body, signal }),

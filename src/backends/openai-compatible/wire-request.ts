@@ -13,7 +13,8 @@
  * - `max_completion_tokens` (what current OpenAI models require) carries the ceiling;
  * - `reasoning_effort` is sent only to reasoning placements; `metadata` is not sent (OpenAI
  *   refuses it without `store`); `prompt_cache_key` carries the cache affinity;
- * - always `stream: true` with `stream_options.include_usage`, so usage arrives on every call.
+ * - streamed calls send `stream_options.include_usage`, so usage arrives on every call (a
+ *   non-streamed answer always carries its usage).
  */
 import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
 import type { CanonicalRequest, ToolChoice } from "../../model/request.ts"
@@ -163,7 +164,7 @@ const responseFormat = (request: CanonicalRequest) => {
 }
 
 /** The wire body; throws `UnsupportedContent` for content the wire cannot carry. */
-export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime): Record<string, unknown> => {
+export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime, stream = true): Record<string, unknown> => {
   const messages = [
     ...systemMessages(request.system),
     ...request.messages.flatMap((message) => (message.role === "user" ? userMessages(message) : [assistantMessage(message)]))
@@ -185,7 +186,6 @@ export const toWireRequest = (request: CanonicalRequest, placement: PlacementRun
     ...toolFields(request),
     ...responseFormat(request),
     ...Object.fromEntries(Object.entries(optional).filter(([, value]) => value !== undefined)),
-    stream: true,
-    stream_options: { include_usage: true }
+    ...(stream ? { stream: true, stream_options: { include_usage: true } } : { stream: false })
   }
 }

@@ -2,6 +2,7 @@
  * The Anthropic backend over real HTTP against the `gateway simulate` upstream (answers written by
  * the Messages dialect's encoder). Scripted upstream failures are in `scripted.test.ts`.
  */
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeAnthropicBackend } from "../../../src/backends/anthropic/index.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
@@ -110,5 +111,36 @@ describe("Anthropic backend against the simulate upstream", () => {
     const { error } = await call(ask("say exactly: hi"), placementFor("http://127.0.0.1:1"))
     expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
     expect(error!.message).toMatch(/Could not reach the upstream/)
+  })
+})
+
+describe("Anthropic backend, non-streamed (complete), against the simulate upstream", () => {
+  let upstream: SimulateUpstream
+  const whole = makeAnthropicBackend()
+  beforeAll(async () => {
+    upstream = await startSimulateUpstream(UPSTREAM_KEY)
+  })
+  afterAll(async () => {
+    await whole.close()
+    await upstream?.stop()
+  })
+  const complete = (request: ReturnType<typeof ask>) => Effect.runPromise(whole.complete!(request, placementFor(upstream.baseUrl)))
+  const streamed = async (request: ReturnType<typeof ask>) => collect((await runAll(whole.stream(request, placementFor(upstream.baseUrl)))).events)
+
+  it("gives the same answer a stream gives: text, a tool call, a signed thinking block", async () => {
+    const tools = [{ name: "get_weather", inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }]
+    for (const request of [
+      ask("say exactly: hello from upstream"),
+      ask("Use get_weather for Oslo", { tools }),
+      ask("say exactly: thought through", { reasoning: { enabled: true, visible: true, budgetTokens: 1024 } })
+    ]) {
+      const response = await complete(request)
+      const reference = await streamed(request)
+      expect(response.content).toEqual(reference.content)
+      expect(response.stopReason).toBe(reference.stopReason)
+      expect(response.usage).toEqual(reference.usage)
+      expect(response.model).toBe("svc-atlas-1")
+      expect(JSON.stringify(response)).not.toContain(SECRET_MODEL)
+    }
   })
 })

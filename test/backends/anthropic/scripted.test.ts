@@ -127,3 +127,50 @@ describe("Anthropic backend against a scripted upstream", () => {
     await aborted
   })
 })
+
+describe("Anthropic backend, non-streamed (complete), against a scripted upstream", () => {
+  let upstream: ScriptedUpstream
+  const backend = makeAnthropicBackend()
+  beforeAll(async () => {
+    upstream = await startScriptedUpstream()
+  })
+  afterAll(async () => {
+    await backend.close()
+    await upstream.stop()
+  })
+  const complete = () => Effect.runPromiseExit(backend.complete!(request, placementFor(upstream.baseUrl)))
+
+  it("sends stream: false and folds the message's usage like a stream's", async () => {
+    upstream.script = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({
+        id: "msg_upstream_1", type: "message", role: "assistant", model: SECRET_MODEL,
+        content: [{ type: "text", text: "Hello world" }], stop_reason: "max_tokens", stop_sequence: null,
+        usage: { input_tokens: 10, output_tokens: 3, cache_read_input_tokens: 5, cache_creation_input_tokens: 2 }
+      }))
+    }
+    const exit = await complete()
+    expect(exit._tag).toBe("Success")
+    const response = exit._tag === "Success" ? exit.value : undefined
+    expect(upstream.requests.at(-1)!.body).toMatchObject({ model: SECRET_MODEL, stream: false })
+    expect(upstream.requests.at(-1)!.headers.accept).toBe("application/json")
+    expect(response).toMatchObject({ content: [{ type: "text", text: "Hello world" }], stopReason: "max_tokens", model: "svc-atlas-1" })
+    expect(response!.usage).toEqual(makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 3 }))
+  })
+
+  it("a 429 is a retryable rate limit; an error body or a body that is not JSON is an error too", async () => {
+    upstream.script = (_req, res) => {
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "3" })
+      res.end(JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: `slow down, ${SECRET_MODEL}` } }))
+    }
+    const limited = await complete()
+    expect(limited._tag === "Failure" && JSON.stringify(limited.cause)).toContain("rate_limit_error")
+    expect(JSON.stringify(limited)).not.toContain(SECRET_MODEL)
+    upstream.script = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end("not json")
+    }
+    const broken = await complete()
+    expect(broken._tag).toBe("Failure")
+  })
+})

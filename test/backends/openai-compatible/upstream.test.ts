@@ -167,3 +167,94 @@ describe("openai-compatible backend", () => {
     expect(upstream.received).toEqual([])
   })
 })
+
+describe("openai-compatible backend, non-streamed (complete)", () => {
+  const complete = (request: CanonicalRequest, at = placement()) => Effect.runPromise(backend.complete!(request, at))
+  const completeExit = (request: CanonicalRequest, at = placement()) => Effect.runPromiseExit(backend.complete!(request, at))
+  const failureOf = (exit: Exit.Exit<unknown, BackendError>) => {
+    if (!Exit.isFailure(exit)) throw new Error("expected a failure")
+    const error = Cause.findErrorOption(exit.cause)
+    if (error._tag !== "Some") throw new Error(`expected a BackendError, got ${Cause.pretty(exit.cause)}`)
+    return error.value
+  }
+
+  it("calls the upstream without streaming and gives the same answer and usage a stream gives", async () => {
+    const request = ask("Write a few words about boats.", { temperature: 0.7, seed: 9, maxOutputTokens: 40 })
+    const whole = await complete(request)
+    const [sent] = upstream.received
+    expect(sent.body).toMatchObject({ model: "up-model-x", stream: false })
+    expect(sent.body.stream_options).toBeUndefined()
+    expect(sent.headers.accept).toBe("application/json")
+    const streamed = collect(await run(request))
+    expect(whole.content).toEqual(streamed.content)
+    expect(whole.usage).toEqual(streamed.usage)
+    expect(whole.stopReason).toBe(streamed.stopReason)
+    expect(whole.model).toBe("svc-up")
+    expect(JSON.stringify(whole)).not.toContain("up-model-x")
+  })
+
+  it("turns tool calls, reasoning and a length stop into canonical blocks", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({
+        id: "chatcmpl-x",
+        object: "chat.completion",
+        model: "up-model-x",
+        choices: [{
+          index: 0,
+          message: {
+            role: "assistant",
+            content: "Let me look.",
+            reasoning_content: "The user wants weather.",
+            tool_calls: [
+              { id: "call_a", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Oslo\"}" } },
+              { id: "call_b", type: "function", function: { name: "get_time", arguments: "{}" } }
+            ]
+          },
+          finish_reason: "tool_calls"
+        }],
+        usage: { prompt_tokens: 11, completion_tokens: 22, completion_tokens_details: { reasoning_tokens: 5 } }
+      }))
+    }
+    const response = await complete(ask("weather?", { reasoning: { enabled: true, visible: true } }))
+    expect(response.content).toEqual([
+      { type: "thinking", thinking: "The user wants weather.", signature: "" },
+      { type: "text", text: "Let me look." },
+      { type: "tool_use", id: "call_a", name: "get_weather", input: { city: "Oslo" } },
+      { type: "tool_use", id: "call_b", name: "get_time", input: {} }
+    ])
+    expect(response.stopReason).toBe("tool_use")
+    expect(response.usage).toMatchObject({ inputTokens: 11, outputTokens: 22, reasoningTokens: 5 })
+
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ choices: [{ index: 0, message: { role: "assistant", content: "cut" }, finish_reason: "length" }] }))
+    }
+    const cut = await complete(ask("long"))
+    expect(cut.stopReason).toBe("max_tokens")
+    expect(cut.usage.outputTokens).toBeGreaterThan(0) // no usage sent: estimated, never zero
+  })
+
+  it("maps upstream failures like the stream does: 429 with retry-after, 400, a 200 error body, a body that is not JSON", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "7" })
+      res.end(JSON.stringify({ error: { message: "Rate limit reached for up-model-x" } }))
+    }
+    expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 429, retryable: true, retryAfterSeconds: 7, message: "Rate limit reached for svc-up" })
+    upstream.handler = (_req, res) => {
+      res.writeHead(400, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: { message: "Invalid value for 'temperature'" } }))
+    }
+    expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 400, retryable: false })
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ error: { message: "overloaded", type: "server_error" } }))
+    }
+    expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 502, retryable: true })
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end("<html>proxy error</html>")
+    }
+    expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 502, retryable: true })
+  })
+})
