@@ -1,5 +1,5 @@
 /** Random secrets and their hashes. Keys are high-entropy, so one SHA-256 is the right hash (as for GitHub tokens). */
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { createHash, hash, randomBytes, timingSafeEqual } from "node:crypto"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -17,14 +17,19 @@ const takeRandom = (bytes: number): Buffer => {
   return out
 }
 
-/** `bytes` random bytes written in base62 (no `-`/`_`, so a double-click selects the whole key). */
+/**
+ * As many base62 characters as carry `bytes` random bytes (no `-`/`_`, so a double-click selects
+ * the whole key). Each character is drawn uniformly by rejection sampling: a byte of 248 or more
+ * (= 4 × 62) is skipped, so `byte % 62` has no bias.
+ */
 export const randomBase62 = (bytes: number): string => {
-  let n = BigInt("0x" + takeRandom(bytes).toString("hex"))
   const length = Math.ceil((bytes * 8) / Math.log2(62))
   let out = ""
-  for (let i = 0; i < length; i++) {
-    out = BASE62[Number(n % 62n)] + out
-    n /= 62n
+  while (out.length < length) {
+    const chunk = takeRandom(length - out.length + 4)
+    for (let i = 0; i < chunk.length && out.length < length; i++) {
+      if (chunk[i] < 248) out += BASE62[chunk[i] % 62]
+    }
   }
   return out
 }
@@ -34,7 +39,7 @@ export const newApiKeySecret = () => `svc_${randomBase62(32)}`
 export const newAdminToken = () => `svcadm_${randomBase62(32)}`
 export const newId = (prefix: string) => `${prefix}_${randomBase62(12)}`
 
-export const sha256Hex = (secret: string) => createHash("sha256").update(secret).digest("hex")
+export const sha256Hex = (secret: string) => hash("sha256", secret, "hex")
 
 /** Constant-time comparison of a presented secret with a known one. */
 export const secretsEqual = (presented: string, expected: string) =>

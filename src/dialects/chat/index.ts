@@ -2,7 +2,7 @@
  * The Chat Completions dialect (`POST /v1/chat/completions`, OpenAI shape):
  * `decode.ts` (wire → canonical), `encode-body.ts` (one JSON body), `encode-stream.ts` (SSE).
  */
-import { randomBytes } from "node:crypto"
+import { randomBase62 } from "../../keys/secrets.ts"
 import type { ChatDialect } from "../dialect.ts"
 import type { ChatEcho } from "./decode.ts"
 import { decodeChatRequest } from "./decode.ts"
@@ -13,7 +13,7 @@ export type { ChatEcho } from "./decode.ts"
 export { chatUsage, finishReason } from "./encode-body.ts"
 
 /** `chatcmpl-` + 24 random base62-ish characters, like OpenAI's ids. */
-export const newChatId = () => `chatcmpl-${randomBytes(18).toString("base64url")}`
+export const newChatId = () => `chatcmpl-${randomBase62(18)}`
 
 export const chatDialect: ChatDialect<ChatEcho> = {
   surface: "chat",

@@ -1,5 +1,5 @@
 /** The legacy completions dialect (`POST /v1/completions`, OpenAI shape): prompt in, text out. */
-import { randomBytes } from "node:crypto"
+import { randomBase62 } from "../../keys/secrets.ts"
 import type { ChatDialect } from "../dialect.ts"
 import type { CompletionsEcho } from "./decode.ts"
 import { decodeCompletionsRequest } from "./decode.ts"
@@ -10,7 +10,7 @@ export { DEFAULT_MAX_TOKENS } from "./decode.ts"
 
 export const completionsDialect: ChatDialect<CompletionsEcho> = {
   surface: "completions",
-  newId: () => `cmpl-${randomBytes(18).toString("base64url")}`,
+  newId: () => `cmpl-${randomBase62(18)}`,
   decode: decodeCompletionsRequest,
   encodeResponse: encodeCompletionsBody,
   streamEncoder: makeCompletionsStreamEncoder
