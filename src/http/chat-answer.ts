@@ -57,10 +57,17 @@ export interface AnswerHooks<Echo> {
   readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, CallFailure>
 }
 
-/** SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut. */
+/**
+ * SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut.
+ * The frames of one chunk (what one upstream read completed) go out as one write.
+ */
 const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, CallFailure>, before: () => string = () => "") =>
   events.pipe(
-    Stream.map((event) => before() + encoder.event(event)),
+    Stream.mapArray((chunk) => {
+      let text = before()
+      for (const event of chunk) text += encoder.event(event)
+      return [text] as const
+    }),
     Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
   )
 

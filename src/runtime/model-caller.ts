@@ -212,7 +212,11 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           })
 
         const events = dispatched.events.pipe(
-          Stream.tap((event) => Effect.sync(() => usage.add(event))),
+          // Per chunk, not per event: a tap would cut every chunk into one-event chunks.
+          Stream.mapArray((chunk) => {
+            for (const event of chunk) usage.add(event)
+            return chunk
+          }),
           Stream.onExit(finish)
         )
         return {

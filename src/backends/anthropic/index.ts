@@ -17,6 +17,7 @@ import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
 import { makeSseParser } from "./sse-parser.ts"
+import { decodeBody } from "../decode-stream.ts"
 import { connectionError, errorFromResponse } from "./upstream-errors.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
@@ -48,29 +49,22 @@ const translateAll = (translator: UpstreamTranslator, events: ReadonlyArray<SseE
   return { events: out }
 }
 
-/** A step's events, then its error: events decoded before an error in the same chunk still count. */
-const emit = (step: TranslateStep): Stream.Stream<CanonicalEvent, BackendError> => {
-  const events = Stream.fromIterable(step.events)
-  return step.error === undefined ? events : Stream.concat(events, Stream.fail(step.error))
-}
-
-/** The upstream body (bytes of Messages SSE) as canonical events. */
+/** The upstream body (bytes of Messages SSE) as canonical events, one step per read. */
 const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
   Stream.suspend(() => {
     const decoder = new TextDecoder()
     const parser = makeSseParser()
     const translator = makeUpstreamTranslator(modelId)
-    const chunks = Stream.fromAsyncIterable(body, connectionError).pipe(
-      Stream.flatMap((bytes) => emit(translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true })))))
-    )
-    // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
-    const finish = (): TranslateStep => {
-      const last = translateAll(translator, [...parser.feed(decoder.decode()), ...parser.end()])
-      if (last.error !== undefined) return last
-      const end = translator.end()
-      return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }
-    }
-    return Stream.concat(chunks, Stream.suspend(() => emit(finish())))
+    return decodeBody(Stream.fromAsyncIterable(body, connectionError), {
+      feed: (bytes) => translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true }))),
+      // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
+      end: () => {
+        const last = translateAll(translator, [...parser.feed(decoder.decode()), ...parser.end()])
+        if (last.error !== undefined) return last
+        const end = translator.end()
+        return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }
+      }
+    })
   })
 
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))

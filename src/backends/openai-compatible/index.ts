@@ -16,6 +16,7 @@ import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
+import { decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, postForJson, postForStream } from "./upstream-http.ts"
@@ -93,23 +94,25 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
       const prepared = prepare(request, placement)
       if (prepared.error !== undefined) return Stream.fail(prepared.error)
       const sse = makeSseDecoder()
-      const decoder = new TextDecoder()
+      const text = new TextDecoder()
       const parser = parserFor(request, placement)
-      // Events decoded before a failure in the same read are still delivered, then the failure.
-      const parse = (text: string, last: boolean): Stream.Stream<CanonicalEvent, BackendError> => {
+      const parse = (chunk: string, last: boolean): DecodeStep => {
         const events: Array<CanonicalEvent> = []
         try {
-          const payloads = last ? [...sse.feed(text), ...sse.end()] : sse.feed(text)
-          for (const data of payloads) events.push(...parser.push(data))
-          if (last) events.push(...parser.end())
+          for (const data of sse.feed(chunk)) events.push(...parser.push(data))
+          if (last) {
+            for (const data of sse.end()) events.push(...parser.push(data))
+            events.push(...parser.end())
+          }
         } catch (error) {
-          return Stream.concat(Stream.fromIterable(events), Stream.fail(asBackendError(error)))
+          return { events, error: asBackendError(error) }
         }
-        return Stream.fromIterable(events)
+        return { events }
       }
-      return postForStream(pools, prepared.call).pipe(
-        Stream.flatMap((bytes) => parse(decoder.decode(bytes, { stream: true }), false)),
-        Stream.concat(Stream.suspend(() => parse(decoder.decode(), true))),
+      return decodeBody(postForStream(pools, prepared.call), {
+        feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
+        end: () => parse(text.decode(), true)
+      }).pipe(
         Stream.mapError(scrubber(placement))
       )
     })
