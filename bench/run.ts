@@ -5,7 +5,7 @@
  *
  *   npm run bench                  full run (~20–30 min on the 2-core machine)
  *   npm run bench -- --quick       smoke check (< 5 min)
- *   npm run bench -- --only=overhead,queueing,streams   a subset
+ *   npm run bench -- --only=overhead,queueing,streams,soak   a subset
  *   npm run bench -- --runs=5      more runs per point (at least 3)
  *
  * Writes bench/results/<timestamp>.json, <timestamp>.md, <timestamp>-*.svg and latest.md.
@@ -20,6 +20,7 @@ import { FULL, type Profile, QUICK } from "./lib/profile.ts"
 import { writeReport } from "./lib/report.ts"
 import { type OverheadResult, runOverhead } from "./suites/overhead.ts"
 import { type QueueingResult, runQueueing } from "./suites/queueing.ts"
+import { runSoak, type SoakResult } from "./suites/soak.ts"
 import { runStreams, type StreamsResult } from "./suites/streams.ts"
 
 const { values } = parseArgs({
@@ -39,7 +40,7 @@ if (values.help) {
 const base: Profile = values.quick ? QUICK : FULL
 const runs = values.runs === undefined ? base.runs : Math.max(3, Number(values.runs))
 const profile: Profile = { ...base, runs }
-const suites = new Set((values.only ?? "overhead,queueing,streams").split(",").map((s) => s.trim()))
+const suites = new Set((values.only ?? "overhead,queueing,streams,soak").split(",").map((s) => s.trim()))
 const outDir = values.out ?? join(ROOT, "bench", "results")
 mkdirSync(outDir, { recursive: true })
 const logDir = mkdtempSync(join(tmpdir(), "bench-logs-"))
@@ -98,7 +99,7 @@ console.log(`machine: ${machine.nproc} cores (${machine.cpuModel}), load average
 if (machine.loadAverageAtStart[0]! > 0.5) console.log("warning: the machine is not idle; figures will be noisy")
 
 // A benchmark never runs unbounded: past this, everything it started is stopped.
-const WATCHDOG_MS = (profile.name === "quick" ? 15 : 90) * 60_000
+const WATCHDOG_MS = (profile.name === "quick" ? 15 : 150) * 60_000
 setTimeout(() => {
   console.error(`watchdog: still running after ${WATCHDOG_MS / 60_000} min, stopping`)
   void stopAll().finally(() => process.exit(2))
@@ -137,6 +138,7 @@ const queueing: QueueingResult | null = await attempt("queueing", () => {
   return runQueueing(profile, logDir)
 })
 const streams: StreamsResult | null = await attempt("streams", () => runStreams(profile, logDir))
+const soak: SoakResult | null = await attempt("soak", () => runSoak(profile, logDir))
 
 machine.loadAverageAtEnd = loadavg()
 const elapsedS = (Date.now() - started.getTime()) / 1000
@@ -153,7 +155,8 @@ const result = {
   errors,
   overhead,
   queueing,
-  streams
+  streams,
+  soak
 }
 const jsonFile = join(outDir, `${stamp}.json`)
 // JSON has no NaN: a figure that could not be taken (no samples) is written as the string "NaN".

@@ -34,6 +34,11 @@ export interface Profile {
     readonly maxTokens: number
     readonly settleMs: number
   }
+  /** Sustained load: `rate` req/s for `minutes`, one report per minute. */
+  readonly soak: {
+    readonly rate: number
+    readonly minutes: number
+  }
 }
 
 export const FULL: Profile = {
@@ -55,7 +60,9 @@ export const FULL: Profile = {
   queueing: { capacity: 8, serviceMs: 100, offerMs: 20_000, pollMs: 100 },
   // A stream lasts ~24 s (1 s to the first token, then 3 tokens every 1.5 s), far longer than the
   // 5 s ramp, so all 1,000 are open together even if admitting them takes the gateway a while.
-  streams: { count: 1000, rampMs: 5000, ttftMs: 1000, tokensPerSecond: 2, maxTokens: 45, settleMs: 5000 }
+  streams: { count: 1000, rampMs: 5000, ttftMs: 1000, tokensPerSecond: 2, maxTokens: 45, settleMs: 5000 },
+  // Past the 10-minute memory of settled reservations, and long enough to see any drift.
+  soak: { rate: 200, minutes: 30 }
 }
 
 export const QUICK: Profile = {
@@ -75,5 +82,6 @@ export const QUICK: Profile = {
     streamRateMs: 1000
   },
   queueing: { capacity: 8, serviceMs: 100, offerMs: 3000, pollMs: 100 },
-  streams: { count: 1000, rampMs: 4000, ttftMs: 500, tokensPerSecond: 3, maxTokens: 24, settleMs: 2000 }
+  streams: { count: 1000, rampMs: 4000, ttftMs: 500, tokensPerSecond: 3, maxTokens: 24, settleMs: 2000 },
+  soak: { rate: 200, minutes: 2 }
 }

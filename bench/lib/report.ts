@@ -3,6 +3,7 @@ import { writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { OverheadResult } from "../suites/overhead.ts"
 import type { QueueingResult } from "../suites/queueing.ts"
+import type { SoakResult } from "../suites/soak.ts"
 import type { StreamsResult } from "../suites/streams.ts"
 import type { Profile } from "./profile.ts"
 import { median } from "./stats.ts"
@@ -20,6 +21,7 @@ export interface BenchResult {
   readonly overhead: OverheadResult | null
   readonly queueing: QueueingResult | null
   readonly streams: StreamsResult | null
+  readonly soak?: SoakResult | null
 }
 
 const us = (v: number | undefined | null) => (v === undefined || v === null || !Number.isFinite(v) ? "–" : Math.round(v).toLocaleString("en-US"))
@@ -57,6 +59,35 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
     out.push("**Did not run / problems:**")
     for (const n of notes) out.push(`- ${n}`)
     out.push("")
+  }
+
+  // ── Headline: CPU per request at 200 req/s, ours against Portkey ─────────────────────────────
+  if (o !== null) {
+    const at = (arm: string, rate: number) => o.median[arm]?.rates.find((x) => x.rate === rate)
+    const headlineRate = 200
+    const ours = at("gateway", headlineRate)
+    const portkey = at("portkey", headlineRate)
+    out.push(`## Headline: CPU per non-streamed request at ${headlineRate} req/s`)
+    out.push("")
+    out.push(table(
+      ["arm", "CPU µs/req", "× Portkey", "event-loop delay p99 µs", "added p50 µs (c=1)", "added p99 µs (c=1)"],
+      o.arms.filter((arm) => arm !== "direct").map((arm) => {
+        const point = at(arm, headlineRate)
+        return [
+          `**${arm}**`,
+          us(point?.cpuUsPerRequest),
+          portkey === undefined || point === undefined ? "–" : (point.cpuUsPerRequest / portkey.cpuUsPerRequest).toFixed(2),
+          us(point?.loopP99Us),
+          signedUs(o.added[arm]?.c1P50Us),
+          signedUs(o.added[arm]?.c1P99Us)
+        ]
+      })
+    ))
+    out.push("")
+    if (ours !== undefined && portkey !== undefined) {
+      out.push(`Our gateway spends **${us(ours.cpuUsPerRequest)} µs** of CPU per request against Portkey's ${us(portkey.cpuUsPerRequest)} (${(ours.cpuUsPerRequest / portkey.cpuUsPerRequest).toFixed(2)}×), metering on, embedded database; the direct arm's figure is the fixed-answer upstream's own cost.`)
+      out.push("")
+    }
   }
 
   // ── Comparison table ────────────────────────────────────────────────────────────────────────
@@ -250,6 +281,20 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
         row(`CPU µs/req @ ${rate} req/s`, (name) => o.median[name]!.rates.find((x) => x.rate === rate)!.cpuUsPerRequest)
       ])
     ]))
+    out.push("")
+  }
+
+  // ── Soak ──────────────────────────────────────────────────────────────────────────────────
+  const soak = r.soak
+  if (soak !== undefined && soak !== null) {
+    out.push(`## Sustained load: ${soak.rate} req/s for ${soak.minutes.length} min`)
+    out.push("")
+    out.push(`One gateway (embedded database, metering on) against the fixed-answer upstream, one row per minute. Last minute ÷ first: CPU ${soak.drift.cpu.toFixed(2)}×, p99 ${soak.drift.p99.toFixed(2)}×, RSS ${soak.drift.rss.toFixed(2)}×.`)
+    out.push("")
+    out.push(table(
+      ["minute", "answered", "failed", "CPU µs/req", "p50 µs", "p99 µs", "loop delay p99 µs", "RSS MiB"],
+      soak.minutes.map((m) => [String(m.minute), us(m.answered), us(m.failed), us(m.cpuUsPerRequest), us(m.p50Us), us(m.p99Us), us(m.loopP99Us), us(m.rssMiB)])
+    ))
     out.push("")
   }
 
