@@ -7,10 +7,9 @@
  * that goes away aborts the upstream request.
  *
  * The pure halves live beside this file: `wire-request.ts` (canonical → Messages request),
- * `sse-parser.ts` + `wire-events.ts` (Messages SSE → canonical events), `upstream-errors.ts`.
+ * `sse-parser.ts` + `wire-events.ts` (Messages SSE → canonical events); failures map as in `../upstream/upstream.ts`.
  */
 import { Effect, Stream } from "effect"
-import { Pool } from "undici"
 import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
@@ -18,7 +17,7 @@ import { BackendError } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
 import { makeSseParser } from "./sse-parser.ts"
 import { decodeBody } from "../decode-stream.ts"
-import { connectionError, errorFromResponse } from "./upstream-errors.ts"
+import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
@@ -70,15 +69,8 @@ const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))
 
 export const makeAnthropicBackend = (): AnthropicBackend => {
-  const pools = new Map<string, Pool>()
-  const poolFor = (origin: string): Pool => {
-    let pool = pools.get(origin)
-    if (pool === undefined) {
-      pool = new Pool(origin, { keepAliveTimeout: 30_000 })
-      pools.set(origin, pool)
-    }
-    return pool
-  }
+  const pools = makeUpstreamPools()
+  const poolFor = (origin: string) => pools.get(origin)
 
   const target = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean) => {
     const upstream = placement.upstream
@@ -156,10 +148,6 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     kind: "anthropic",
     stream: (request, placement) => Stream.unwrap(open(request, placement)),
     complete,
-    close: async () => {
-      const all = [...pools.values()]
-      pools.clear()
-      await Promise.all(all.map((pool) => pool.close()))
-    }
+    close: () => pools.close()
   }
 }

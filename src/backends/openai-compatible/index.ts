@@ -19,7 +19,8 @@ import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
-import { makeUpstreamPools, postForJson, postForStream } from "./upstream-http.ts"
+import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
+import { postForJson, postForStream } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
@@ -27,18 +28,6 @@ export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
 export interface OpenAICompatibleBackend extends Backend {
   /** Closes the connection pools (tests, shutdown). */
   close(): Promise<void>
-}
-
-const scrubber = (placement: PlacementRuntime) => (error: BackendError): BackendError => {
-  const name = placement.upstreamModel
-  if (name === "" || name === placement.modelId || !error.message.includes(name)) return error
-  return new BackendError({
-    status: error.status,
-    type: error.type,
-    message: error.message.replaceAll(name, placement.modelId),
-    retryable: error.retryable,
-    ...(error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds })
-  })
 }
 
 const asBackendError = (error: unknown): BackendError =>
@@ -85,7 +74,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
             catch: asBackendError
           })
         ),
-        Effect.mapError(scrubber(placement))
+        Effect.mapError(scrubError(placement))
       )
     })
 
@@ -113,7 +102,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
         feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
         end: () => parse(text.decode(), true)
       }).pipe(
-        Stream.mapError(scrubber(placement))
+        Stream.mapError(scrubError(placement))
       )
     })
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest"
 import { messagesUrl } from "../../../src/backends/anthropic/index.ts"
 import { makeSseParser } from "../../../src/backends/anthropic/sse-parser.ts"
-import { errorFromResponse, retryAfterSeconds } from "../../../src/backends/anthropic/upstream-errors.ts"
+import { errorFromResponse, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
 import { translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
 import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
