@@ -6,7 +6,9 @@
  * Failure policy lives with the callers, which know what is at stake (see metering/):
  *  - rate limits FAIL OPEN when the store errors: a short Redis outage must not stop traffic;
  *  - budget reservations FAIL CLOSED: the allowance must never overshoot, so no store, no call;
- *  - settles are retried in the background and are idempotent (a settled id is remembered).
+ *  - settles are retried in the background and are idempotent (a settled id is remembered);
+ *  - a store that lost its state (a new or missing `Epoch`) is rebuilt behind a recovery fence
+ *    while instances re-register what they hold (metering/allowance.ts).
  */
 import { Context, Effect, Layer } from "effect"
 import { Settings } from "../config/settings.ts"

@@ -296,15 +296,21 @@ function make(options: AllowanceOptions) {
       return yield* unavailable("rebuild did not take")()
     })
 
-    /** A settle or release: the store's new state when it landed, `undefined` when unknown. */
+    /**
+     * A settle or release: the store's new state when it landed, `undefined` when unknown. A settle
+     * that failed is retried until it lands — unless this instance meanwhile adopted a new epoch:
+     * the store lost its state, and the charge is counted by the rebuild (from SQL, or re-registered
+     * from the ledger buffer); applying it as well would count it twice.
+     */
     const finish = (reservation: Reservation, write: Effect.Effect<BudgetState | undefined, unknown>, retry: boolean) =>
       Effect.gen(function*() {
+        const attemptedIn = epoch?.id
         const first = yield* Effect.result(write)
         if (first._tag === "Success") {
           if (first.success === undefined) yield* noticeUnseeded
           return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
         }
-        if (retry) yield* eventually(`settle ${reservation.id}`, write)
+        if (retry) yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
         return undefined
       })
 
