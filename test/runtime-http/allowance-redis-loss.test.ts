@@ -155,7 +155,6 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
     expect(total.micros, `spent ${total.micros} µ$ of ${CAP_MICROS}\n${waves.join("\n")}`).toBeLessThanOrEqual(CAP_MICROS)
     // The cap was actually approached: less than one call's reservation is left.
     expect(total.micros).toBeGreaterThan(CAP_MICROS - 1_700)
-    if (process.env.SHOW_WAVES) console.log(waves.join('\n'), `\nspent ${total.micros}`)
     return waves
   }
 
