@@ -1,0 +1,90 @@
+/**
+ * A run step re-run after a lost lease is charged to the key once. Two instances on PostgreSQL +
+ * Redis: A is frozen (SIGSTOP) while its step streams, B takes the lease over and re-runs the step
+ * under the same node id, then A thaws and its call ends (charged what it delivered). The key's
+ * usage ledger must hold one entry for the step, and the live allowance must agree with the ledger.
+ */
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { client } from "./support.ts"
+
+const { postgresUrl, redisUrl } = inject("services")
+
+/** pico answers slowly (~1 s to the first token, then ~25 tokens/s): a step streams for seconds. */
+const slowEnv = (dir: string) => ({
+  ...fastConfigEnv(dir, (config) => {
+    for (const p of config.models.find((m: any) => m.id === "svc-pico-1").placements) p.simulator = { ttftMs: 1_000, tokensPerSecond: 25 }
+  }),
+  GATEWAY_RUN_LEASE_MS: "2000"
+})
+
+describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a lost lease (PostgreSQL + Redis)", () => {
+  let a: GatewayProcess
+  let b: GatewayProcess
+  let drop: () => void
+  const dirs = [freshDataDir(), freshDataDir()]
+  beforeAll(async () => {
+    const db = freshPostgresDatabase(postgresUrl!)
+    drop = db.drop
+    const shared = {
+      DATABASE_URL: db.url,
+      REDIS_URL: redisUrl!,
+      GATEWAY_REDIS_PREFIX: `gw-charges-${randomBytes(4).toString("hex")}:`,
+      GATEWAY_ADMIN_TOKEN: "svcadm_charges_test_token"
+    }
+    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...slowEnv(dirs[0]) })
+    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...slowEnv(dirs[1]) })
+  })
+  afterAll(async () => {
+    if (a?.child.exitCode === null) a.child.kill("SIGCONT")
+    await a?.stop()
+    await b?.stop()
+    drop?.()
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("charges the key once for the step, in the ledger and in the live allowance", async () => {
+    const created = (await (await a.admin("POST", "/admin/v1/keys", { name: "charged once", plan: "pro" })).json()) as { id: string; key: string }
+    const onA = client(a.baseUrl, created.key)
+    const onB = client(b.baseUrl, created.key)
+    const run = (await onA.create({ model: "pico", input: "tell me a long story" })).body.run
+    await onB.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
+    await new Promise((r) => setTimeout(r, 1_600)) // A's call is streaming: it has delivered tokens
+    a.child.kill("SIGSTOP")
+    try {
+      await onB.events(run.id, { until: (frames) => frames.some((f) => f.event === "run.resumed"), timeoutMs: 20_000 })
+    } finally {
+      a.child.kill("SIGCONT")
+    }
+    const done = await onB.waitFor(run.id, (r) => r.status === "completed", 40_000)
+    expect(done.attempt).toBe(2)
+    const events = (await onB.events(run.id)).events
+    expect(events.filter((e) => e.type === "node.started").length).toBe(1)
+    expect(events.filter((e) => e.type === "node.completed").length).toBe(1)
+
+    // A's interrupted call has ended (settled) and its ledger buffer is flushed by the summary
+    await new Promise((r) => setTimeout(r, 3_000))
+    const usage = async (gw: GatewayProcess) =>
+      (await (await gw.admin("GET", `/admin/v1/usage?keyId=${created.id}`)).json()) as { data: Array<{ model: string; requests: number }>; totalCostUsd: number }
+    await usage(a)
+    const ledger = await usage(b)
+    expect(ledger.data).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1 })])
+
+    // the live allowance counts what the ledger counts: a non-streaming call's header, after its
+    // settle, is the cap minus everything settled on the key
+    const chat = await fetch(`${b.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${created.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "svc-nova-mini", max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(chat.status).toBe(200)
+    const remaining = Number(chat.headers.get("xsvc-allowance-remaining"))
+    const after = await usage(b)
+    expect(after.data.find((m) => m.model === "svc-pico-1")!.requests).toBe(1)
+    expect(100 - remaining).toBeCloseTo(after.totalCostUsd, 5)
+  }, 120_000)
+})
