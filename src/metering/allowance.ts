@@ -50,7 +50,8 @@ export interface AllowanceOptions {
 }
 
 export class Allowance extends Context.Service<Allowance, {
-  reserve(request: { keyId: string; plan: Plan; maxCostMicros: Micros }): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
+  /** `id`: the caller's id for the call (default: a new one); a reservation id is settled once. */
+  reserve(request: { keyId: string; plan: Plan; maxCostMicros: Micros; id?: string }): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
   /** Charges min(actual, reserved). Never fails; returns the remaining micros when known. */
   settle(reservation: Reservation, actualCostMicros: Micros): Effect.Effect<Micros | undefined>
   /** For calls that failed before producing output. Never fails. */
@@ -122,10 +123,10 @@ function make(options: AllowanceOptions) {
         Effect.catch((error) => Effect.logError(`allowance: ${what} gave up`, error))
       )).pipe(Effect.asVoid)
 
-    const reserve = Effect.fn("Allowance.reserve")(function*(request: { keyId: string; plan: Plan; maxCostMicros: Micros }) {
+    const reserve = Effect.fn("Allowance.reserve")(function*(request: { keyId: string; plan: Plan; maxCostMicros: Micros; id?: string }) {
       const now = yield* Clock.currentTimeMillis
       const t = target(request.keyId, request.plan, now)
-      const id = newId("res")
+      const id = request.id ?? newId("res")
       const amount = Math.max(0, Math.ceil(request.maxCostMicros))
       for (let attempt = 0; attempt < 3; attempt++) {
         const answer = yield* store.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })

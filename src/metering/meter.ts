@@ -41,7 +41,7 @@ export interface BeginRequest {
   readonly inputTokens: number
   /** The request's own output limit (`max_tokens`, `max_output_tokens`…), when it sets one. */
   readonly maxOutputTokens?: number | undefined
-  /** Unique per call; generated when absent. */
+  /** Unique per call; generated when absent. The same id again is the same call: charged once. */
   readonly requestId?: string | undefined
 }
 
@@ -90,9 +90,11 @@ export class Meter extends Context.Service<Meter, {
       if (!enforce) return recordOnly(request, maxOutputTokens)
       const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
       const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
-      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros })
-        .pipe(Effect.tapError(() => admission.release))
       const requestId = request.requestId ?? newId("call")
+      // A given request id is also the reservation's id: the store settles an id once, so a call
+      // repeated under the same id (a run step re-run after a takeover) is charged once.
+      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros, ...(request.requestId === undefined ? {} : { id: request.requestId }) })
+        .pipe(Effect.tapError(() => admission.release))
       let remaining: Micros | undefined = reservation.remainingMicros
       let finished = false
 

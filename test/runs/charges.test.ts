@@ -69,7 +69,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a
     // A's interrupted call has ended (settled) and its ledger buffer is flushed by the summary
     await new Promise((r) => setTimeout(r, 3_000))
     const usage = async (gw: GatewayProcess) =>
-      (await (await gw.admin("GET", `/admin/v1/usage?keyId=${created.id}`)).json()) as { data: Array<{ model: string; requests: number }>; totalCostUsd: number }
+      (await (await gw.admin("GET", `/admin/v1/usage?keyId=${created.id}`)).json()) as { data: Array<{ model: string; requests: number }>; totalCostUsd: number | string }
     await usage(a)
     const ledger = await usage(b)
     expect(ledger.data).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1 })])
@@ -85,6 +85,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a
     const remaining = Number(chat.headers.get("xsvc-allowance-remaining"))
     const after = await usage(b)
     expect(after.data.find((m) => m.model === "svc-pico-1")!.requests).toBe(1)
-    expect(100 - remaining).toBeCloseTo(after.totalCostUsd, 5)
+    // both are whole micro-dollars: they must agree exactly
+    expect(Math.round((100 - remaining) * 1e6)).toBe(Math.round(Number(after.totalCostUsd) * 1e6))
   }, 120_000)
 })
