@@ -3,6 +3,8 @@
  * Redis: A is frozen (SIGSTOP) while its step streams, B takes the lease over and re-runs the step
  * under the same node id, then A thaws and its call ends (charged what it delivered). The key's
  * usage ledger must hold one entry for the step, and the live allowance must agree with the ledger.
+ * And the other way round: a graceful stop mid-step closes its call with a `node.retry`, so the
+ * step's next call is metered as the new call it is.
  */
 import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
@@ -13,6 +15,46 @@ import { type GatewayProcess, startGateway } from "../support/gateway-process.ts
 import { client } from "./support.ts"
 
 const { postgresUrl, redisUrl } = inject("services")
+
+describe("a graceful stop in the middle of a step (embedded)", () => {
+  const dir = freshDataDir()
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it("closes the call with node.retry (retry 0) before letting the lease go; the next call is charged as its own", async () => {
+    // a very slow step (5 tokens/s) and a short HTTP grace: the stop lands in the middle of the step
+    const env = {
+      GATEWAY_DATA_DIR: dir,
+      ...slowEnv(dir),
+      ...fastConfigEnv(dir, (config) => {
+        for (const p of config.models.find((m: any) => m.id === "svc-pico-1").placements) p.simulator = { ttftMs: 1_000, tokensPerSecond: 5 }
+      }),
+      GATEWAY_SHUTDOWN_GRACE_MS: "300"
+    }
+    const first = await startGateway(env)
+    const runs = client(first.baseUrl, first.apiKey!)
+    const run = (await runs.create({ model: "pico", input: "tell me a long story" })).body.run
+    await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
+    await new Promise((r) => setTimeout(r, 1_600))
+    expect(await first.stop()).toBe(0)
+    const second = await startGateway(env)
+    try {
+      const again = client(second.baseUrl, first.apiKey!)
+      const done = await again.waitFor(run.id, (r) => r.status === "completed", 40_000)
+      const events = (await again.events(run.id)).events
+      expect(events.map((e) => e.type)).toEqual(["node.started", "node.retry", "run.resumed", "node.completed", "outcome"])
+      expect(events[1]).toMatchObject({ nodeId: events[0].nodeId, retry: 0, delayMs: 0, error: { type: "api_error" } })
+      const usage = (await (await second.admin("GET", "/admin/v1/usage")).json()) as { data: Array<{ model: string; requests: number; costUsd: string }> }
+      const pico = usage.data.find((m) => m.model === "svc-pico-1")!
+      // the stopped call (what it delivered) and the re-run: two calls, both charged, to the key
+      // and to the run alike
+      expect(pico.requests).toBe(2)
+      expect(Math.round(Number(pico.costUsd) * 1e6)).toBe(Math.round(done.usage.costUsd * 1e6))
+      expect(Math.round(done.usage.costUsd * 1e6)).toBeGreaterThanOrEqual(Math.round(events[3].costUsd * 1e6))
+    } finally {
+      await second.stop()
+    }
+  }, 150_000)
+})
 
 /** pico answers slowly (~1 s to the first token, then ~25 tokens/s): a step streams for seconds. */
 const slowEnv = (dir: string) => ({

@@ -63,6 +63,18 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     }
   })
 
+  it("a key out of prepaid credits: failed/model_error with credits_exhausted, not retried", async () => {
+    const prepaid = (await (await gw.admin("POST", "/admin/v1/keys", { name: "no credits", plan: "prepaid" })).json()) as { key: string }
+    const broke = client(gw.baseUrl, prepaid.key)
+    const run = (await broke.create({ model: "pico", input: "hello" })).body.run
+    const ended = await broke.waitFor(run.id, (r) => r.status !== "running")
+    expect(ended.outcome).toEqual({ status: "failed", reason: "model_error" })
+    const events = (await broke.events(run.id)).events
+    expect(events.map((e) => e.type)).toEqual(["node.started", "outcome"])
+    expect(events[1].error.type).toBe("credits_exhausted")
+    expect(ended.usage.costUsd).toBe(0)
+  })
+
   it("exact pins the model under a faulted placement: retries with node.retry events, then failed/retries_exhausted (api_error); auto fails over", async () => {
     await fault("lyra-a", { mode: "error", status: 500 })
     try {
