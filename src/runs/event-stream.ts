@@ -1,10 +1,11 @@
 /**
- * A run's log as SSE frames, after an opening comment: `id: <seq>`, `event: <type>`, `data: <event JSON with seq>`, from
- * `after` on, then live; a final `event: done` with `{}` once the run is finished and every event
- * was sent. It subscribes to the run's wake-up signal before the first read (so no append between
- * the read and the wait is missed), reads `seq > cursor` from SQL after each signal — or every
- * `POLL_MS` when signals are lost — and sends a heartbeat comment when nothing was sent for
- * `heartbeatMs`. Every frame comes from SQL, so instances can write and read the same run.
+ * A run's log as SSE frames: an opening comment (so the response commits at once), then `id:
+ * <seq>`, `event: <type>`, `data: <event JSON with seq>`, from `after` on, then live; a final
+ * `event: done` with `{}` once the run is finished and every event was sent. It subscribes to the
+ * run's wake-up signal before the first read (so no append between the read and the wait is
+ * missed), reads `seq > cursor` from SQL after each signal — or every `POLL_MS` when signals are
+ * lost — and sends a heartbeat comment when nothing was sent for `heartbeatMs`. Every frame comes
+ * from SQL, so instances can write and read the same run.
  */
 import { Cause, Clock, Effect, Queue, Stream } from "effect"
 import { RunSignals } from "../coordination/run-signals.ts"

@@ -85,7 +85,8 @@ export class RunExecutor extends Context.Service<RunExecutor, {
     })
 
     const reap = Effect.gen(function*() {
-      yield* repo.endRevoked()
+      // Its failure must not keep lapsed runs from being claimed.
+      yield* repo.endRevoked().pipe(Effect.catchCause((cause) => Effect.logWarning("runs: ending revoked keys' runs failed; retrying", cause)))
       const claims = yield* leases.claimExpired(instanceId, settings.leaseMs, 16)
       for (const claim of claims) {
         if (claim.attempt > settings.maxAttempts) {
