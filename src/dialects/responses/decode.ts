@@ -6,14 +6,14 @@
  * gateway has no use for (`include`, `truncation`, `service_tier`, …) are accepted and ignored.
  */
 import { Effect, Schema } from "effect"
-import { InvalidRequest } from "../../errors.ts"
+import { InvalidRequest, NotFound } from "../../errors.ts"
 import type { JsonValue } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
 import { firstIssue } from "../../util/schema-issue.ts"
-import { FieldError, toInvalidRequest } from "./field-error.ts"
-import { decodeInput } from "./input.ts"
+import { FieldError, MissingItem, toInvalidRequest } from "./field-error.ts"
+import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
 import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
 
 /** Optional, and `null` means absent (the SDKs send explicit nulls). */
@@ -73,15 +73,26 @@ const decodeBody = (raw: unknown) =>
       : new InvalidRequest({ message: `${issue.path}: ${issue.message}`, param: issue.path })
   }))
 
-export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
+/**
+ * Decodes a body whose `item_reference`s resolve through `resolve` (the caller's stored items);
+ * a reference to no such item is a 404 `invalid_request_error` naming only its id, as OpenAI
+ * answers it.
+ */
+export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest | NotFound> =>
   Effect.flatMap(decodeBody(raw), (body) =>
     Effect.try({
-      try: () => translate(body),
+      try: () => translate(body, resolve),
       catch: (error) => {
         if (error instanceof FieldError) return toInvalidRequest(error)
+        if (error instanceof MissingItem) return new NotFound({ kind: "chain", message: `Item with id '${error.id}' not found.`, param: "input" })
         throw error
       }
     }))
+
+/** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
+export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
+  decodeWithItems(raw, noStoredItems).pipe(Effect.catchTag("NotFound", (error) =>
+    Effect.fail(new InvalidRequest({ message: `input: ${error.message} Item references need stored responses (the HTTP API); send the item itself`, param: "input" }))))
 
 /**
  * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
@@ -95,11 +106,11 @@ const reasoningSettings = (reasoning: Body["reasoning"]): ReasoningSettings => {
   return { enabled: true, visible: true, ...(canonical === undefined ? {} : { effort: canonical }) }
 }
 
-const translate = (body: Body): Decoded<ResponsesEcho> => {
+const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> => {
   if (Array.isArray(body.input) && body.input.length === 0 && !body.previous_response_id) {
     throw new FieldError("input", "must hold at least one item")
   }
-  const input = decodeInput(body.input)
+  const input = decodeInput(body.input, resolve)
   const tools = decodeTools(body.tools ?? [])
   const instructions = body.instructions ?? null
   const cacheAffinity = body.prompt_cache_key ?? body.safety_identifier ?? body.user ?? undefined
