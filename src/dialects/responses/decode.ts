@@ -141,7 +141,9 @@ const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> =>
     topP: body.top_p ?? null,
     maxOutputTokens: body.max_output_tokens ?? null,
     previousResponseId: body.previous_response_id ?? null,
-    store: body.store ?? false,
+    // OpenAI's default, which clients rely on (the AI SDK omits `store` and refers to earlier
+    // items by id); `store: false` keeps nothing (spec rule 2).
+    store: body.store ?? true,
     text: { format: (body.text?.format ?? { type: "text" }) as JsonValue, ...(body.text?.verbosity ? { verbosity: body.text.verbosity } : {}) },
     reasoning: body.reasoning == null ? null : { effort: body.reasoning.effort ?? null, summary: body.reasoning.summary ?? null },
     promptCacheKey: body.prompt_cache_key ?? null,
@@ -151,3 +153,41 @@ const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> =>
   }
   return { request, echo }
 }
+
+/** A canonical choice as the wire's `tool_choice`. */
+const wireToolChoice = (choice: CanonicalRequest["toolChoice"]): JsonValue =>
+  choice.type === "any" ? "required" : choice.type === "tool" ? { type: "function", name: choice.name } : choice.type
+
+/** A canonical format as the wire's `text.format`. */
+const wireFormat = (format: CanonicalRequest["responseFormat"]): JsonValue =>
+  format.type === "json_schema"
+    ? { type: "json_schema", name: format.name, schema: format.schema, strict: format.strict, ...(format.description === undefined ? {} : { description: format.description }) }
+    : { type: format.type }
+
+/**
+ * The echo of a request decoded elsewhere (another dialect, or built by hand): its values in this
+ * dialect's terms. Nothing is stored and nothing chains, so `store` is false.
+ */
+export const defaultEcho = (request: CanonicalRequest): ResponsesEcho => ({
+  instructions: null,
+  tools: request.tools.map((tool): JsonValue => ({
+    type: "function",
+    name: tool.name,
+    parameters: tool.inputSchema,
+    strict: tool.strict ?? false,
+    ...(tool.description === undefined ? {} : { description: tool.description })
+  })),
+  toolChoice: wireToolChoice(request.toolChoice),
+  parallelToolCalls: request.parallelToolCalls ?? true,
+  temperature: request.temperature ?? null,
+  topP: request.topP ?? null,
+  maxOutputTokens: request.maxOutputTokens ?? null,
+  previousResponseId: null,
+  store: false,
+  text: { format: wireFormat(request.responseFormat) },
+  reasoning: request.reasoning.visible ? { effort: request.reasoning.effort ?? null, summary: null } : null,
+  promptCacheKey: null,
+  safetyIdentifier: null,
+  user: request.user ?? null,
+  metadata: request.metadata
+})

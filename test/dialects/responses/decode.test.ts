@@ -142,10 +142,10 @@ describe("responses decode: options", () => {
     expect(echo).toMatchObject({ tools, store: true, previousResponseId: "resp_prev", reasoning: { effort: "high", summary: "auto" } })
   })
 
-  it("defaults: auto tools, no reasoning, text format, not stored, not streaming", () => {
+  it("defaults: auto tools, no reasoning, text format, stored (as OpenAI), not streaming", () => {
     const { request, echo } = decodeOk(body({}))
     expect(request).toMatchObject({ toolChoice: { type: "auto" }, reasoning: { enabled: false, visible: false }, responseFormat: { type: "text" }, stream: false })
-    expect(echo).toMatchObject({ store: false, toolChoice: "auto", parallelToolCalls: true, text: { format: { type: "text" } }, reasoning: null })
+    expect(echo).toMatchObject({ store: true, toolChoice: "auto", parallelToolCalls: true, text: { format: { type: "text" } }, reasoning: null })
   })
 
   it("tool_choice none / required, and cache affinity falls back to safety_identifier then user", () => {
