@@ -23,7 +23,7 @@ import { listInputItems } from "../dialects/responses/input-items.ts"
 import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
 import type { ReplayRecord } from "../dialects/responses/replay.ts"
 import { PayloadTooLarge } from "../errors.ts"
-import type { CallFailure } from "../http/chat-answer.ts"
+import type { QueueTimeout } from "../runtime/capacity-queues.ts"
 import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
@@ -33,6 +33,9 @@ import { type Transcript, withAnswer } from "./transcript.ts"
  * stored row is read back whole, and the SQL client reads at most 16 MiB per row; the answer,
  * its body and its replay record need the rest.
  */
+/** How a call can fail (as `http/chat-answer.ts` names it). */
+type CallFailure = BackendError | QueueTimeout
+
 export const STORE_LIMIT_BYTES = 8 * 1024 * 1024
 
 export interface StorePlan {
