@@ -11,6 +11,7 @@ import type { RouteDef } from "./route.ts"
 import { runsRoutes } from "./runs-routes.ts"
 import { runtimeAdminRoutes } from "./runtime-admin-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
+import { artifactRoutes, batchRoutes } from "./unserved-routes.ts"
 
 export type { RouteServices }
 
@@ -24,5 +25,8 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...runsRoutes,
   ...adminRoutes,
   ...placementsRoutes,
-  ...runtimeAdminRoutes
+  ...runtimeAdminRoutes,
+  // Named by the spec, not served here yet: 501 `not_implemented`.
+  ...batchRoutes,
+  ...artifactRoutes
 ]

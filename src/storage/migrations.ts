@@ -134,5 +134,25 @@ export const migrations = {
       PRIMARY KEY (key_id, idempotency_key)
     )`
     yield* sql`CREATE INDEX run_idempotency_expires_idx ON run_idempotency (expires_at)`
+  }),
+  "0006_stored_response_items": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Stored JSON is kept as text from here on: JSON.stringify escapes NUL and unpaired
+    // surrogates, which jsonb refuses, so whatever a model answers can be stored.
+    yield* sql`ALTER TABLE stored_responses ALTER COLUMN transcript TYPE text USING transcript::text`
+    // The answer's canonical events and echo, so a retrieve with stream=true replays its events.
+    yield* sql`ALTER TABLE stored_responses ADD COLUMN replay text`
+    // The input items listed by GET /v1/responses/{id}/input_items (earlier turns included).
+    yield* sql`ALTER TABLE stored_responses ADD COLUMN input_items text`
+    yield* sql`CREATE INDEX stored_responses_created_idx ON stored_responses (created_at)`
+    // Every item a later request may name in an item_reference: output items and the input
+    // items whose ids the gateway minted. Ids are unique across keys; lookups filter by key.
+    yield* sql`CREATE TABLE stored_response_items (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      response_id text NOT NULL REFERENCES stored_responses (id) ON DELETE CASCADE,
+      item text NOT NULL
+    )`
+    yield* sql`CREATE INDEX stored_response_items_response_idx ON stored_response_items (response_id)`
   })
 }

@@ -12,6 +12,7 @@ export const completionsDialect: ChatDialect<CompletionsEcho> = {
   surface: "completions",
   newId: () => `cmpl-${randomBytes(18).toString("base64url")}`,
   decode: decodeCompletionsRequest,
+  defaultEcho: () => ({ includeUsage: false }),
   encodeResponse: encodeCompletionsBody,
   streamEncoder: makeCompletionsStreamEncoder
 }
