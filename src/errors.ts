@@ -45,7 +45,9 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
 
 /** 413: the request body is larger than the configured limit. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
-  limitBytes: Schema.Int
+  limitBytes: Schema.Int,
+  /** What was too large, when it is not the request body as a whole. */
+  detail: Schema.optional(Schema.String)
 }) {}
 
 /** 422: a well-formed request that asks for something that cannot be guaranteed. */

@@ -49,7 +49,7 @@ const describe = (error: ApiError): Rendered => {
         status: 413,
         dialectType: "invalid_request_error",
         flatType: "request_too_large",
-        message: `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        message: error.detail ?? `Request body is larger than the limit of ${error.limitBytes} bytes`,
         headers: {}
       }
     case "Unprocessable":

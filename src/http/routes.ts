@@ -1,5 +1,6 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
+import { artifactsRoutes } from "./artifacts-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
@@ -21,6 +22,7 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...responsesRoutes,
   ...embeddingsRoutes,
   ...statesRoutes,
+  ...artifactsRoutes,
   ...runsRoutes,
   ...adminRoutes,
   ...placementsRoutes,

@@ -1,0 +1,59 @@
+/**
+ * A parsed content cut into the pieces the repository inserts: raw content in fixed-size chunks,
+ * then rows in batches of about `batchBytes`, each batch three JSON texts (rows, original cells,
+ * search texts) bound as three parameters of one INSERT. Pure; runs where the parse ran.
+ */
+import { Limits } from "./model.ts"
+import type { Parsed } from "./parse-content.ts"
+
+export interface ChunkPiece {
+  readonly kind: "chunk"
+  readonly chunkNo: number
+  readonly bytes: Uint8Array
+}
+
+export interface RowsPiece {
+  readonly kind: "rows"
+  readonly firstRow: number
+  readonly count: number
+  /** JSON array of the rows. */
+  readonly data: string
+  /** JSON array, per row, of its original cell texts or null. */
+  readonly originals: string
+  /** JSON array of strings: each row's JSON text, lowercased (what `search` matches). */
+  readonly search: string
+}
+
+export type Piece = ChunkPiece | RowsPiece
+
+export function* piecesOf(parsed: Parsed, content: Uint8Array, batchBytes: number): Generator<Piece> {
+  for (let at = 0, chunkNo = 0; at < content.length; at += Limits.chunkBytes, chunkNo++) {
+    yield { kind: "chunk", chunkNo, bytes: content.slice(at, at + Limits.chunkBytes) }
+  }
+  if (parsed.kind !== "table") return
+  const { rows, originals } = parsed
+  let first = 0
+  let texts: Array<string> = []
+  let size = 0
+  const flush = (): RowsPiece => {
+    const piece: RowsPiece = {
+      kind: "rows",
+      firstRow: first,
+      count: texts.length,
+      data: `[${texts.join(",")}]`,
+      originals: JSON.stringify(originals.slice(first, first + texts.length)),
+      search: JSON.stringify(texts.map((t) => t.toLowerCase()))
+    }
+    first += texts.length
+    texts = []
+    size = 0
+    return piece
+  }
+  for (const row of rows) {
+    const text = JSON.stringify(row)
+    texts.push(text)
+    size += text.length
+    if (size >= batchBytes) yield flush()
+  }
+  if (texts.length > 0) yield flush()
+}
