@@ -55,7 +55,7 @@ export class Artifacts extends Context.Service<Artifacts, {
     const engine = yield* StorageEngine
     const parsing = yield* Semaphore.make(MAX_PARSING_UPLOADS)
     // The embedded engine runs SQL on the event loop: smaller batches keep each insert short.
-    const batchBytes = engine.kind === "embedded" ? 64 * 1024 : 512 * 1024
+    const batchBytes = engine.kind === "embedded" ? 16 * 1024 : 512 * 1024
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {

@@ -99,9 +99,11 @@ const predicateSql = (p: Params, doc: string, predicate: Predicate): string => {
 const sortTerms = (p: Params, doc: string, key: SortKey, column: Column | undefined): ReadonlyArray<{ expr: string; dir: string }> => {
   const a = accessor(p, doc, key.field)
   const dir = key.dir === "desc" ? "DESC" : "ASC"
-  const asNumber = { expr: `CASE WHEN ${typeOf(a)} = 'number' THEN (${a})::float8 END`, dir }
+  // Numbers and booleans sort as jsonb (numeric order, false < true: no conversion per row);
+  // strings as text by code point.
+  const asNumber = { expr: `CASE WHEN ${typeOf(a)} = 'number' THEN ${a} END`, dir }
   const asString = { expr: `CASE WHEN ${typeOf(a)} = 'string' THEN ${a} #>> '{}' END COLLATE "C"`, dir }
-  const asBoolean = { expr: `CASE WHEN ${typeOf(a)} = 'boolean' THEN (${a})::boolean END`, dir }
+  const asBoolean = { expr: `CASE WHEN ${typeOf(a)} = 'boolean' THEN ${a} END`, dir }
   switch (column?.type) {
     case "number":
       return [asNumber]
