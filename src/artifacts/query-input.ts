@@ -4,7 +4,7 @@
  * type where that is exact ("10" against a number column compares as 10).
  */
 import { type Column, Limits } from "./model.ts"
-import { booleanFromText, type Json, jsonType, numberFromText, serializedBytes } from "./values.ts"
+import { booleanFromText, type Json, numberFromText, serializedBytes } from "./values.ts"
 
 export const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
 export type FilterOp = typeof FilterOps[number]
@@ -234,6 +234,3 @@ export const checkQuery = (body: unknown, target: { readonly structured: boolean
     original
   })
 }
-
-/** For messages: the JSON type of a value as users read it. */
-export const typeName = (v: Json) => jsonType(v)
