@@ -97,6 +97,8 @@ const predicateSql = (p: Params, doc: string, predicate: Predicate): string => {
  * type. When the column holds one type (numbers and nulls, say), one term does it.
  */
 const sortTerms = (p: Params, doc: string, key: SortKey, column: Column | undefined): ReadonlyArray<{ expr: string; dir: string }> => {
+  // Only null values: every row ties. (Binding the field anyway would leave an unused parameter.)
+  if (column?.type === "null") return []
   const a = accessor(p, doc, key.field)
   const dir = key.dir === "desc" ? "DESC" : "ASC"
   // Numbers and booleans sort as jsonb (numeric order, false < true: no conversion per row);
@@ -111,8 +113,6 @@ const sortTerms = (p: Params, doc: string, key: SortKey, column: Column | undefi
       return [asString]
     case "boolean":
       return [asBoolean]
-    case "null":
-      return []
     default: {
       const rank = {
         expr: `CASE ${typeOf(a)} WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END`,
