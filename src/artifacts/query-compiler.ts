@@ -62,7 +62,22 @@ const typeOf = (a: string) => `jsonb_typeof(${a})`
 
 const comparison = { lt: "<", lte: "<=", gt: ">", gte: ">=" } as const
 
-const predicateSql = (p: Params, doc: string, predicate: Predicate): string => {
+/**
+ * The one JSON type a field's values have (nulls and missing aside), when the column says so. Only
+ * for plain names: a dotted name may read a nested value of any type where the key is missing.
+ * Knowing it lets a predicate or sort skip the per-row type test.
+ */
+const singleType = (columns: ReadonlyMap<string, Column>, field: string) => {
+  if (field.includes(".")) return undefined
+  const type = columns.get(field)?.type
+  return type === "number" || type === "string" || type === "boolean" || type === "null" ? type : undefined
+}
+
+const predicateSql = (p: Params, doc: string, predicate: Predicate, columns: ReadonlyMap<string, Column>): string => {
+  const type = singleType(columns, predicate.field)
+  // A string column never contains a non-string: no row matches (and no field is bound, since
+  // an unused parameter is an error).
+  if (predicate.op === "contains" && type === "string" && typeof predicate.value !== "string") return "false"
   const a = accessor(p, doc, predicate.field)
   switch (predicate.op) {
     case "eq":
@@ -76,13 +91,20 @@ const predicateSql = (p: Params, doc: string, predicate: Predicate): string => {
       const op = comparison[predicate.op]
       // jsonb compares numbers numerically; strings compare by code point (COLLATE "C") so both
       // engines, whatever their locale, agree with each other and with TypeScript.
-      return typeof predicate.value === "number"
-        ? `(${typeOf(a)} = 'number' AND ${a} ${op} ${p.add(JSON.stringify(predicate.value), "jsonb")})`
-        : `(${typeOf(a)} = 'string' AND (${a} #>> '{}') COLLATE "C" ${op} ${p.add(predicate.value, "text")})`
+      if (typeof predicate.value === "number") {
+        const bound = p.add(JSON.stringify(predicate.value), "jsonb")
+        if (type !== "number") return `(${typeOf(a)} = 'number' AND ${a} ${op} ${bound})`
+        // Numbers and nulls only: jsonb orders null below every number, so only < and <= need it out.
+        return op === "<" || op === "<=" ? `(NULLIF(${a}, 'null'::jsonb) ${op} ${bound})` : `(${a} ${op} ${bound})`
+      }
+      const text = `(${a} #>> '{}') COLLATE "C" ${op} ${p.add(predicate.value, "text")}`
+      // `#>>` reads a JSON null as SQL NULL, which matches nothing.
+      return type === "string" ? `(${text})` : `(${typeOf(a)} = 'string' AND ${text})`
     }
     case "contains": {
-      const inArray = `EXISTS (SELECT 1 FROM jsonb_array_elements(${a}) AS e(v) WHERE e.v = ${p.add(JSON.stringify(predicate.value), "jsonb")})`
       const inString = typeof predicate.value === "string" ? `strpos(${a} #>> '{}', ${p.add(predicate.value, "text")}) > 0` : "false"
+      if (type === "string") return `(${inString})`
+      const inArray = `EXISTS (SELECT 1 FROM jsonb_array_elements(${a}) AS e(v) WHERE e.v = ${p.add(JSON.stringify(predicate.value), "jsonb")})`
       return `(CASE ${typeOf(a)} WHEN 'string' THEN ${inString} WHEN 'array' THEN ${inArray} ELSE false END)`
     }
     case "in":
@@ -94,41 +116,40 @@ const predicateSql = (p: Params, doc: string, predicate: Predicate): string => {
 
 /**
  * ORDER BY terms for one sort key (see `compareForSort`): rank by type, then the value within its
- * type. When the column holds one type (numbers and nulls, say), one term does it.
+ * type. When the column holds one type, one term does it: nulls (made SQL NULL) go last.
  */
-const sortTerms = (p: Params, doc: string, key: SortKey, column: Column | undefined): ReadonlyArray<{ expr: string; dir: string }> => {
+const sortTerms = (p: Params, doc: string, key: SortKey, columns: ReadonlyMap<string, Column>): ReadonlyArray<{ expr: string; dir: string }> => {
+  const type = singleType(columns, key.field)
   // Only null values: every row ties. (Binding the field anyway would leave an unused parameter.)
-  if (column?.type === "null") return []
+  if (type === "null") return []
   const a = accessor(p, doc, key.field)
   const dir = key.dir === "desc" ? "DESC" : "ASC"
-  // Numbers and booleans sort as jsonb (numeric order, false < true: no conversion per row);
-  // strings as text by code point.
-  const asNumber = { expr: `CASE WHEN ${typeOf(a)} = 'number' THEN ${a} END`, dir }
-  const asString = { expr: `CASE WHEN ${typeOf(a)} = 'string' THEN ${a} #>> '{}' END COLLATE "C"`, dir }
-  const asBoolean = { expr: `CASE WHEN ${typeOf(a)} = 'boolean' THEN ${a} END`, dir }
-  switch (column?.type) {
+  switch (type) {
     case "number":
-      return [asNumber]
-    case "string":
-      return [asString]
     case "boolean":
-      return [asBoolean]
-    default: {
-      const rank = {
-        expr: `CASE ${typeOf(a)} WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END`,
-        dir: "ASC"
-      }
-      return [rank, asNumber, asString, asBoolean]
-    }
+      // jsonb orders numbers numerically and false before true: no conversion per row.
+      return [{ expr: `NULLIF(${a}, 'null'::jsonb)`, dir }]
+    case "string":
+      return [{ expr: `(${a} #>> '{}') COLLATE "C"`, dir }]
+    default:
+      return [
+        {
+          expr: `CASE ${typeOf(a)} WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END`,
+          dir: "ASC"
+        },
+        { expr: `CASE WHEN ${typeOf(a)} = 'number' THEN ${a} END`, dir },
+        { expr: `CASE WHEN ${typeOf(a)} = 'string' THEN ${a} #>> '{}' END COLLATE "C"`, dir },
+        { expr: `CASE WHEN ${typeOf(a)} = 'boolean' THEN ${a} END`, dir }
+      ]
   }
 }
 
 /** FROM + WHERE shared by the page and the count. */
-const whereClause = (p: Params, target: TableTarget, query: RowQuery) => {
+const whereClause = (p: Params, target: TableTarget, query: RowQuery, columns: ReadonlyMap<string, Column>) => {
   const conditions = [`r.content_id = ${p.add(target.contentId, "int8")}`]
   if (query.rowStart !== undefined) conditions.push(`r.row_no >= ${p.add(query.rowStart, "int8")}`)
   if (query.rowEnd !== undefined) conditions.push(`r.row_no < ${p.add(query.rowEnd, "int8")}`)
-  for (const predicate of query.filter) conditions.push(predicateSql(p, "r.data", predicate))
+  for (const predicate of query.filter) conditions.push(predicateSql(p, "r.data", predicate, columns))
   let from = "artifact_rows r"
   if (query.search !== undefined) {
     from += " JOIN artifact_row_search s ON s.content_id = r.content_id AND s.row_no = r.row_no"
@@ -166,15 +187,15 @@ export const compileRowQuery = (target: TableTarget, query: RowQuery): CompiledR
   let count: SqlStatement | undefined
   if (filtered) {
     const p = new Params()
-    const where = whereClause(p, target, query)
+    const where = whereClause(p, target, query, columns)
     count = { text: `SELECT count(*)::int4 AS total ${where}`, params: p.values }
   }
 
   let page: SqlStatement | undefined
   if (query.limit > 0) {
     const p = new Params()
-    const where = whereClause(p, target, query)
-    const terms = query.sort.flatMap((key) => sortTerms(p, "r.data", key, columns.get(key.field)))
+    const where = whereClause(p, target, query, columns)
+    const terms = query.sort.flatMap((key) => sortTerms(p, "r.data", key, columns))
     const keys = terms.map((t, i) => `${t.expr} AS k${i}`)
     const innerOrder = [...terms.map((t, i) => `k${i} ${t.dir} NULLS LAST`), "r.row_no"]
     const outerOrder = [...terms.map((t, i) => `p.k${i} ${t.dir} NULLS LAST`), "p.row_no"]

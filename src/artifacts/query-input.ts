@@ -114,9 +114,10 @@ const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Colu
     case "lte":
     case "gt":
     case "gte": {
-      const value = raw === undefined ? undefined : coerce(raw, column)
-      if (typeof value !== "number" && typeof value !== "string") return bad(`${at}.value`, `${op} compares with a number or a string, got ${describe(raw)}`)
-      return good({ field: field.value, op, value })
+      if (typeof raw !== "number" && typeof raw !== "string") return bad(`${at}.value`, `${op} compares with a number or a string, got ${describe(raw)}`)
+      // Ordering converts only to a number ("10" against a number column); "true" stays a string.
+      const value = coerce(raw, column)
+      return good({ field: field.value, op, value: typeof value === "number" || typeof value === "string" ? value : raw })
     }
     default: {
       if (raw === undefined) return bad(`${at}.value`, `${op} needs a value`)

@@ -38,7 +38,8 @@ describe("query compiler", () => {
     ["eq", { field: HOSTILE, op: "eq", value: HOSTILE }, `= $`, JSON.stringify(HOSTILE)],
     ["eq object", { field: "m", op: "eq", value: { k: [1, HOSTILE] } }, `= $`, JSON.stringify({ k: [1, HOSTILE] })],
     ["ne", { field: "m", op: "ne", value: null }, `IS DISTINCT FROM $`, "null"],
-    ["lt number", { field: "n", op: "lt", value: 9 }, `= 'number' AND`, "9"],
+    ["lt number", { field: "n", op: "lt", value: 9 }, `NULLIF(`, "9"],
+    ["lt number, mixed column", { field: "m", op: "lt", value: 9 }, `= 'number' AND`, "9"],
     ["lte string", { field: "s", op: "lte", value: HOSTILE }, `COLLATE "C" <=`, HOSTILE],
     ["gt", { field: "m", op: "gt", value: 1.5 }, `>`, "1.5"],
     ["gte", { field: "m", op: "gte", value: "a" }, `>=`, "a"],
@@ -57,11 +58,17 @@ describe("query compiler", () => {
     }
   })
 
+  it("compiles a predicate no row can meet to false, binding nothing for it", () => {
+    const compiled = compileRowQuery(target, rowQuery({ filter: [{ field: "s", op: "contains", value: 3 }] }))
+    expect(compiled.count!.text).toMatch(/WHERE r\.content_id = \$1::int8 AND false$/)
+    expectBound(compiled.count!)
+  })
+
   it("coerces a string value to the column's type (\"10\" against numbers compares as 10)", () => {
     const compiled = compileRowQuery(target, rowQuery({ filter: [{ field: "n", op: "lt", value: "10" }, { field: "b", op: "eq", value: "TRUE" }] }))
     expect(compiled.count!.params).toContain("10")
     expect(compiled.count!.params).toContain("true")
-    expect(compiled.count!.text).toContain("= 'number'")
+    expect(compiled.count!.text).toContain("NULLIF(")
   })
 
   it("compares a dotted field as the exact key first, then the nested path", () => {
@@ -72,7 +79,7 @@ describe("query compiler", () => {
 
   it("sorts a one-type column with one term, a mixed one by type rank first, a null one not at all", () => {
     const sql = (field: string, dir: "asc" | "desc") => compileRowQuery(target, rowQuery({ sort: [{ field, dir }] })).page!.text
-    expect(sql("n", "desc")).toContain(`AS k0`)
+    expect(sql("n", "desc")).toContain(`NULLIF(`)
     expect(sql("n", "desc")).not.toContain(`AS k1`)
     expect(sql("n", "desc")).toContain(`k0 DESC NULLS LAST`)
     expect(sql("s", "asc")).toContain(`COLLATE "C" AS k0`)

@@ -83,6 +83,9 @@ describe("query input", () => {
         original: false
       }
     })
+    const flags = { structured: true, columns: [{ name: "on", type: "boolean" as const }] }
+    expect(checkQuery({ filter: [{ field: "on", op: "gt", value: "true" }] }, flags)).toMatchObject({ ok: true, value: { filter: [{ value: "true" }] } })
+    expect(checkQuery({ filter: [{ field: "on", op: "eq", value: "true" }] }, flags)).toMatchObject({ ok: true, value: { filter: [{ value: true }] } })
     expect(checkQuery(undefined, text)).toEqual({ ok: true, value: { kind: "text", byteStart: 0, byteEnd: undefined } })
   })
 })

@@ -20,6 +20,8 @@ import { DatabaseLive } from "../../src/storage/database.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 
 const { postgresUrl } = inject("services")
+/** Cases per property; `ARTIFACTS_PROPERTY_RUNS=1000` for a longer soak. */
+const RUNS = Number(process.env.ARTIFACTS_PROPERTY_RUNS ?? 60)
 const engines = [
   { name: "embedded", make: () => { const dir = freshDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
   ...(postgresUrl === null ? [] : [{
@@ -159,7 +161,7 @@ for (const engine of engines) {
           const { id, table } = await store(JSON.stringify(rows), { format: "json" })
           for (const q of queries) await compare(id, table, q)
         }),
-        { numRuns: 60 }
+        { numRuns: RUNS }
       )
     }, 120_000)
 
@@ -169,7 +171,7 @@ for (const engine of engines) {
           const { id, table } = await store(text, { format: "csv" })
           for (const q of queries) await compare(id, table, q)
         }),
-        { numRuns: 40 }
+        { numRuns: Math.ceil(RUNS * 2 / 3) }
       )
     }, 120_000)
   })
