@@ -17,7 +17,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
-import { type Descriptor, type Format, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
+import { type Descriptor, type Format, isArtifactId, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
 import type { SqlStatement } from "./query-compiler.ts"
 import type { RowsPiece } from "./row-batches.ts"
 
@@ -97,6 +97,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     const lockKey = (keyId: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`artifacts:${keyId}`}::text, 0))`
 
     const head = Effect.fn("ArtifactsRepo.head")(function*(keyId: string, artifactId: string) {
+      if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
       const rows = yield* sql<{ head: number }>`SELECT head_version AS head FROM artifacts WHERE id = ${artifactId} AND key_id = ${keyId}`
       if (rows.length === 0) return yield* notFound(artifactId)
       return rows[0].head
@@ -207,6 +208,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
 
     const versionRow = (keyId: string, artifactId: string, version: number | undefined) =>
       Effect.gen(function*() {
+        // An id that cannot exist (a NUL, a stray character) is unknown without asking the database.
+        if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
         const rows = yield* sql<VersionRow>`SELECT v.version, a.head_version AS head, c.id::text AS "contentId",
             c.size_bytes::text AS "sizeBytes", c.hash, c.format, c.shape, v.mime_type AS "mimeType", v.summary, v.source,
             v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt"
@@ -270,7 +273,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     })
 
     const remove = (keyId: string, artifactId: string) =>
-      sql.withTransaction(Effect.gen(function*() {
+      !isArtifactId(artifactId) ? Effect.succeed(false) : sql.withTransaction(Effect.gen(function*() {
         yield* lockKey(keyId)
         const contents = yield* sql<{ id: string }>`SELECT DISTINCT v.content_id::text AS id FROM artifact_versions v
           JOIN artifacts a ON a.id = v.artifact_id WHERE a.id = ${artifactId} AND a.key_id = ${keyId}`

@@ -117,3 +117,6 @@ export const Limits = {
 } as const
 
 export const DEFAULT_SOURCE = "api:upload"
+
+/** Whether a string can be an artifact id at all (`art_` + base62); anything else is unknown, 404. */
+export const isArtifactId = (id: string) => /^art_[0-9A-Za-z]{1,64}$/.test(id)

@@ -4,7 +4,7 @@
  * type where that is exact ("10" against a number column compares as 10).
  */
 import { type Column, Limits } from "./model.ts"
-import { booleanFromText, type Json, numberFromText, serializedBytes } from "./values.ts"
+import { booleanFromText, isWellFormed, type Json, numberFromText, serializedBytes } from "./values.ts"
 
 export const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
 export type FilterOp = typeof FilterOps[number]
@@ -60,10 +60,22 @@ const nonNegativeInt = (param: string, v: unknown, max?: number): CheckResult<nu
   return good(v)
 }
 
+/** Text the database can hold (no U+0000, no unpaired surrogate), in every string of a value. */
+const storable = (v: unknown): boolean =>
+  typeof v === "string"
+    ? !v.includes("\u0000") && isWellFormed(v)
+    : Array.isArray(v)
+    ? v.every(storable)
+    : typeof v === "object" && v !== null
+    ? Object.entries(v).every(([k, x]) => storable(k) && storable(x))
+    : true
+const UNSTORABLE = "must not contain U+0000 or an unpaired surrogate (no stored row can)"
+
 const checkField = (param: string, v: unknown): CheckResult<string> => {
   if (typeof v !== "string") return bad(param, `expected a field name (a string), got ${describe(v)}`)
   if (v.length === 0) return bad(param, "a field name cannot be empty")
   if (v.length > Limits.maxFieldLength) return bad(param, `a field name is at most ${Limits.maxFieldLength} characters`)
+  if (!storable(v)) return bad(param, UNSTORABLE)
   return good(v)
 }
 
@@ -100,6 +112,7 @@ const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Colu
   if (raw !== undefined && serializedBytes(raw) > Limits.maxValueBytes) {
     return bad(`${at}.value`, `at most ${Limits.maxValueBytes} bytes of JSON`)
   }
+  if (!storable(raw)) return bad(`${at}.value`, UNSTORABLE)
   switch (op) {
     case "exists": {
       if (raw !== undefined && raw !== null && typeof raw !== "boolean") return bad(`${at}.value`, `exists takes true or false, got ${describe(raw)}`)
@@ -209,6 +222,7 @@ export const checkQuery = (body: unknown, target: { readonly structured: boolean
   const search = body.search ?? undefined
   if (search !== undefined && typeof search !== "string") return bad("search", `expected a string, got ${describe(search)}`)
   if (search !== undefined && search.length > Limits.maxSearchLength) return bad("search", `at most ${Limits.maxSearchLength} characters`)
+  if (search !== undefined && !storable(search)) return bad("search", UNSTORABLE)
   const select = checkSelect(body.select)
   if (!select.ok) return select
   const offset = nonNegativeInt("offset", body.offset)

@@ -305,6 +305,15 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     expectInvalid(await query(people, { sort: [{ field: "age", dir: "sideways" }] }), "sort[0].dir")
     expectInvalid(await query(people, { select: [1] }), "select[0]")
     expectInvalid(await query(people, "{oops"), "Malformed JSON")
+    expectInvalid(await query(people, { filter: [{ field: "name", op: "eq", value: "nul\u0000" }] }), "filter[0].value")
+    expectInvalid(await query(people, { search: "\u0000" }), "search")
+    // Ids that cannot exist are simply unknown, never a storage error.
+    for (const id of ["art_%00", "art_x%27%3B", "nope", "%F0%9F%98%80"]) {
+      expect((await call("GET", `/v1/artifacts/${id}`)).status).toBe(404)
+      expect((await query(id, {})).status).toBe(404)
+      expect((await call("DELETE", `/v1/artifacts/${id}`)).status).toBe(404)
+    }
+    expect((await upload({ artifactId: "art_\u0000", bytes: "x" })).status).toBe(404)
     expect((await query(people, "")).status).toBe(200)
   })
 

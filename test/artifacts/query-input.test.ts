@@ -29,7 +29,12 @@ describe("query input", () => {
     [{ range: { rowStart: 5, rowEnd: 2 } }, "range.rowEnd", "must not be below range.rowStart"],
     [{ range: { byteStart: 0 } }, "range.byteStart", "byte ranges apply to unstructured text"],
     [{ range: 3 }, "range", "expected an object"],
-    [{ original: "yes" }, "original", "expected true or false"]
+    [{ original: "yes" }, "original", "expected true or false"],
+    [{ filter: [{ field: "a\u0000", op: "eq", value: 1 }] }, "filter[0].field", "U+0000"],
+    [{ filter: [{ field: "a", op: "eq", value: { k: ["\ud800"] } }] }, "filter[0].value", "unpaired surrogate"],
+    [{ filter: [{ field: "a", op: "in", value: ["x\u0000"] }] }, "filter[0].value", "U+0000"],
+    [{ search: "\u0000" }, "search", "U+0000"],
+    [{ sort: [{ field: "\udc00" }] }, "sort[0].field", "unpaired surrogate"]
   ])("refuses %j naming %s", (body, param, message) => {
     const result = checkQuery(body, table)
     expect(result.ok).toBe(false)
