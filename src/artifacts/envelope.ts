@@ -62,7 +62,13 @@ export const readEnvelope = (body: Uint8Array): Envelope | EnvelopeError => {
 
   const contentField = hasBytes ? "bytes" : "content"
   const raw = hasBytes ? bytes : content
-  const contentText = typeof raw === "string" ? raw : JSON.stringify(raw)
+  let contentText: string
+  try {
+    contentText = typeof raw === "string" ? raw : JSON.stringify(raw)
+  } catch {
+    // Only a value nested thousands of levels deep makes JSON.stringify run out of stack.
+    return { param: "content", message: "content: nested too deeply to serialize; send it as bytes" }
+  }
   // An unpaired surrogate has no UTF-8 form: storing it would silently change the content.
   if (typeof raw === "string" && !isWellFormed(raw)) {
     return { param: contentField, message: `${contentField}: contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8` }

@@ -108,6 +108,10 @@ export const Limits = {
   maxValueBytes: 64 * 1024,
   /** A row larger than this (serialized) is not stored as a row. */
   maxRowBytes: 1024 * 1024,
+  /** Nor one nesting arrays/objects deeper than this (jsonb, and JSON.stringify, have limits). */
+  maxRowDepth: 64,
+  /** Nesting of a filter value. */
+  maxValueDepth: 32,
   /** Columns listed on the descriptor and used to order each returned row's keys. */
   maxListedColumns: 1_000,
   maxOrderedColumns: 256,

@@ -9,7 +9,7 @@
  */
 import { parse as parseCsv } from "csv-parse/sync"
 import { type Column, type ColumnType, type Format, Limits, type Shape } from "./model.ts"
-import { booleanFromText, hasUnstorableEscape, isPlainObject, type Json, jsonType, numberFromText, type Row } from "./values.ts"
+import { booleanFromText, hasUnstorableEscape, isPlainObject, type Json, jsonType, nestedDeeperThan, numberFromText, type Row } from "./values.ts"
 
 /** What the uploader told us (mimeType and `schema`), normalized. */
 export interface ParseHints {
@@ -75,6 +75,7 @@ const inferColumns = (rows: ReadonlyArray<Row>): { columns: Array<Column>; count
 /** Rows are stored as jsonb: each must fit and hold only characters jsonb can store. */
 const storableRowsProblem = (rows: ReadonlyArray<Row>): string | undefined => {
   for (let i = 0; i < rows.length; i++) {
+    if (nestedDeeperThan(rows[i], Limits.maxRowDepth)) return `row ${i} nests deeper than ${Limits.maxRowDepth} levels`
     const text = JSON.stringify(rows[i])
     if (Buffer.byteLength(text) > Limits.maxRowBytes) return `row ${i} is larger than ${Limits.maxRowBytes} bytes`
     if (hasUnstorableEscape(text)) return `row ${i} holds U+0000 or an unpaired surrogate, which rows cannot store`

@@ -4,7 +4,7 @@
  * type where that is exact ("10" against a number column compares as 10).
  */
 import { type Column, Limits } from "./model.ts"
-import { booleanFromText, isWellFormed, type Json, numberFromText, serializedBytes } from "./values.ts"
+import { booleanFromText, isWellFormed, type Json, nestedDeeperThan, numberFromText, serializedBytes } from "./values.ts"
 
 export const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
 export type FilterOp = typeof FilterOps[number]
@@ -109,6 +109,7 @@ const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Colu
   const op = v.op as FilterOp
   const column = columns.get(field.value)
   const raw = v.value as Json | undefined
+  if (nestedDeeperThan(raw, Limits.maxValueDepth)) return bad(`${at}.value`, `nests deeper than ${Limits.maxValueDepth} levels`)
   if (raw !== undefined && serializedBytes(raw) > Limits.maxValueBytes) {
     return bad(`${at}.value`, `at most ${Limits.maxValueBytes} bytes of JSON`)
   }

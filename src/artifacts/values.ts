@@ -139,3 +139,16 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /** Whether a string has a UTF-8 form (no unpaired surrogate); `String.isWellFormed` in ES2024. */
 export const isWellFormed = (text: string) => !LONE_SURROGATE.test(text)
+
+/**
+ * Whether a value nests arrays/objects deeper than `max` levels. Stops descending at the limit,
+ * so it cannot overflow the stack the way `JSON.stringify` does on very deep values.
+ */
+export const nestedDeeperThan = (value: unknown, max: number): boolean => {
+  if (typeof value !== "object" || value === null) return false
+  if (max <= 0) return true
+  for (const child of Array.isArray(value) ? value : Object.values(value)) {
+    if (nestedDeeperThan(child, max - 1)) return true
+  }
+  return false
+}

@@ -290,6 +290,14 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     expectInvalid(await upload('{"bytes": "\\ud800"}'), "bytes")
     expectInvalid(await upload("{not json"), "Malformed JSON")
     expectInvalid(await upload("[1]"), "JSON object")
+    // Deep nesting: content that cannot be serialized is a 400; rows too deep for jsonb stay text.
+    const deep = (n: number) => "[".repeat(n) + "]".repeat(n)
+    expectInvalid(await upload(`{"content": ${deep(20_000)}}`), "content")
+    const deepRows = await upload({ bytes: `[{"a": ${deep(100)}}]` })
+    expect(deepRows.status).toBe(201)
+    expect((await call("GET", `/v1/artifacts/${deepRows.body.reference.artifactId}`)).body.descriptor.shape.kind).toBe("text")
+    expectInvalid(await upload({ bytes: `[{"b": ${deep(100)}}]`, mimeType: "application/json" }), "bytes")
+    expectInvalid(await query(people, `{"filter": [{"field": "a", "op": "eq", "value": ${deep(20_000)}}]}`), "filter[0].value")
   })
 
   it("refuses bad queries with 400 naming the field", async () => {

@@ -55,6 +55,12 @@ describe("query input", () => {
     expect(result.ok ? undefined : result.param).toBe(param)
   })
 
+  it("refuses a deeply nested value without overflowing the stack", () => {
+    const deep = JSON.parse("[".repeat(20_000) + "]".repeat(20_000))
+    expect(checkQuery({ filter: [{ field: "a", op: "eq", value: deep }] }, table)).toMatchObject({ ok: false, param: "filter[0].value" })
+    expect(checkQuery({ filter: [{ field: "a", op: "eq", value: [[[1]]] }] }, table).ok).toBe(true)
+  })
+
   it("checks the version before the artifact is read", () => {
     expect(readVersion({ version: 0 })).toMatchObject({ ok: false, param: "version" })
     expect(readVersion({ version: "2" })).toMatchObject({ ok: false, param: "version" })
