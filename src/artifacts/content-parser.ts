@@ -7,10 +7,10 @@
  */
 import { Cause, Effect, Queue, type Scope, type Semaphore } from "effect"
 import { Worker } from "node:worker_threads"
-import { InvalidRequest } from "../errors.ts"
+import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import type { Format, Shape } from "./model.ts"
-import { ContentParseError, type ParseHints, parseContent } from "./parse-content.ts"
+import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf } from "./row-batches.ts"
 import type { EnvelopeInfo, FromWorker, ToWorker } from "./worker-protocol.ts"
 
@@ -24,13 +24,18 @@ export interface ContentSession {
   write(chunk: Uint8Array): Effect.Effect<void, never, Scope.Scope>
   /** The body is complete: what its envelope says (400 when it is not a valid upload body). */
   finish(): Effect.Effect<EnvelopeInfo, InvalidRequest, Scope.Scope>
-  /** Parses the content (400 when it does not fit its declared format). */
-  parse(hints: ParseHints, batchBytes: number): Effect.Effect<{ readonly format: Format; readonly shape: Shape }, InvalidRequest>
+  /** Parses the content (400 when it does not fit its declared format, 413 past the row limit). */
+  parse(hints: ParseHints, batchBytes: number): Effect.Effect<{ readonly format: Format; readonly shape: Shape }, InvalidRequest | PayloadTooLarge>
   /** The next piece to write, or undefined at the end. Asking for it acknowledges the previous one. */
   next(): Effect.Effect<Piece | undefined>
 }
 
 const invalid = (param: string | undefined, message: string) => new InvalidRequest({ message, ...(param === undefined ? {} : { param }) })
+
+const failed = (reply: FromWorker & { type: "invalid" | "too-large" }) =>
+  reply.type === "too-large"
+    ? new PayloadTooLarge({ limitBytes: 0, detail: reply.message }) // the limit is on rows; the detail says so
+    : invalid(reply.param, reply.message)
 
 interface WorkerLink {
   readonly post: (message: ToWorker, transfer?: ReadonlyArray<ArrayBuffer>) => void
@@ -114,12 +119,12 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
             return { format: parsed.format, shape: parsed.shape }
           } catch (error) {
             if (!(error instanceof ContentParseError)) throw error
-            return yield* invalid(e.contentField, `${e.contentField}: ${error.message}`)
+            return yield* failed(parseFailure(error, e.contentField))
           }
         }
         worker.post({ type: "parse", hints, batchBytes })
         const reply = yield* worker.take
-        if (reply.type === "invalid") return yield* invalid(reply.param, reply.message)
+        if (reply.type === "invalid" || reply.type === "too-large") return yield* failed(reply)
         if (reply.type !== "parsed") return yield* unexpected(reply)
         return { format: reply.format, shape: reply.shape }
       }),

@@ -106,6 +106,8 @@ export const Limits = {
   maxSearchLength: 1_000,
   /** Serialized size of one filter value. */
   maxValueBytes: 64 * 1024,
+  /** Rows per artifact; more is a 413. */
+  maxRows: 1_000_000,
   /** A row larger than this (serialized) is not stored as a row. */
   maxRowBytes: 1024 * 1024,
   /** Nor one nesting arrays/objects deeper than this (jsonb, and JSON.stringify, have limits). */

@@ -40,8 +40,28 @@ export interface ParsedText {
 
 export type Parsed = ParsedTable | ParsedText
 
-/** A content that cannot be read as the format it declared (400 naming the content field). */
-export class ContentParseError extends Error {}
+/**
+ * A content that cannot be stored as declared: 400 naming `param` (default: the content field),
+ * or 413 when `tooLarge` (more rows than an artifact holds).
+ */
+export class ContentParseError extends Error {
+  readonly details: { readonly param?: string; readonly tooLarge?: boolean }
+  constructor(message: string, details: { readonly param?: string; readonly tooLarge?: boolean } = {}) {
+    super(message)
+    this.details = details
+  }
+}
+
+/** How a parse failure is reported: a 413 for too many rows, else a 400 naming the field. */
+export const parseFailure = (error: ContentParseError, contentField: string) =>
+  error.details.tooLarge
+    ? { type: "too-large" as const, message: `${contentField}: ${error.message}` }
+    : error.details.param !== undefined
+    ? { type: "invalid" as const, param: error.details.param, message: error.message }
+    : { type: "invalid" as const, param: contentField, message: `${contentField}: ${error.message}` }
+
+const tooManyRows = (count: number | string) =>
+  new ContentParseError(`${count} rows; an artifact holds at most ${Limits.maxRows.toLocaleString("en")}`, { tooLarge: true })
 
 const textShape = (text: string, byteLength: number): ParsedText["shape"] => {
   let characters = 0
@@ -84,6 +104,7 @@ const storableRowsProblem = (rows: ReadonlyArray<Row>): string | undefined => {
 }
 
 const table = (format: Format, rows: ReadonlyArray<Row>, originals: ReadonlyArray<Row | null>, rowsPath?: string): ParsedTable => {
+  if (rows.length > Limits.maxRows) throw tooManyRows(rows.length)
   const { columns, count } = inferColumns(rows)
   return {
     kind: "table",
@@ -137,13 +158,16 @@ const parseDelimited = (text: string, format: "csv" | "tsv", hints: ParseHints, 
       bom: true,
       relax_quotes: true,
       relax_column_count: !strict,
-      skip_empty_lines: true
+      skip_empty_lines: true,
+      // Stop reading past the row limit, so memory stays bounded whatever the content.
+      to: Limits.maxRows + 2
     })
   } catch (error) {
     if (strict) return undefined
     throw new ContentParseError(`${format.toUpperCase()} could not be parsed: ${(error as Error).message}`)
   }
   if (strict && (records.length < 2 || records[0].length < 2)) return undefined
+  if (records.length > Limits.maxRows + 1) throw tooManyRows("more than the limit of")
 
   const header = hints.header ?? true
   const width = records.reduce((w, r) => Math.max(w, r.length), 0)
@@ -157,7 +181,9 @@ const parseDelimited = (text: string, format: "csv" | "tsv", hints: ParseHints, 
   }
   if (header) {
     for (const [i, column] of given.entries()) {
-      if (!names.includes(column.name)) throw new ContentParseError(`schema.columns[${i}].name: the header has no column ${JSON.stringify(column.name)}`)
+      if (!names.includes(column.name)) {
+        throw new ContentParseError(`schema.columns[${i}].name: the header has no column ${JSON.stringify(column.name)}`, { param: `schema.columns[${i}].name` })
+      }
     }
   }
   const body = header ? records.slice(1) : records
@@ -189,7 +215,7 @@ const rowsOfJson = (value: unknown, hints: ParseHints): { rows: ReadonlyArray<Ro
   const isRowArray = (v: unknown): v is ReadonlyArray<Row> => Array.isArray(v) && v.every(isPlainObject)
   if (hints.rowsPath !== undefined) {
     if (!isPlainObject(value) || !isRowArray(value[hints.rowsPath])) {
-      throw new ContentParseError(`schema.rowsPath: the content is not an object whose ${JSON.stringify(hints.rowsPath)} is an array of objects`)
+      throw new ContentParseError(`schema.rowsPath: the content is not an object whose ${JSON.stringify(hints.rowsPath)} is an array of objects`, { param: "schema.rowsPath" })
     }
     return { rows: value[hints.rowsPath] as unknown as ReadonlyArray<Row>, rowsPath: hints.rowsPath }
   }
@@ -217,6 +243,7 @@ const parseJsonLines = (text: string): ReadonlyArray<Row> | string => {
       return `JSON Lines: line ${i + 1} is not JSON (${(error as Error).message})`
     }
     if (!isPlainObject(value)) return `JSON Lines: line ${i + 1} is not a JSON object`
+    if (rows.length === Limits.maxRows) throw tooManyRows("more than the limit of")
     rows.push(value)
   }
   return rows

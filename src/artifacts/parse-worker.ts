@@ -6,7 +6,7 @@
  */
 import { parentPort } from "node:worker_threads"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
-import { ContentParseError, parseContent } from "./parse-content.ts"
+import { ContentParseError, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf } from "./row-batches.ts"
 import type { FromWorker, ToWorker } from "./worker-protocol.ts"
 
@@ -56,7 +56,7 @@ port.on("message", (message: ToWorker) => {
         pump()
       } catch (error) {
         if (!(error instanceof ContentParseError)) throw error
-        send({ type: "invalid", param: e.contentField, message: `${e.contentField}: ${error.message}` })
+        send(parseFailure(error, e.contentField))
       }
       return
     }

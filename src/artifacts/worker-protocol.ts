@@ -23,6 +23,8 @@ export type FromWorker =
   | ({ readonly type: "envelope" } & EnvelopeInfo)
   /** A client error: 400 with this message (naming `param` when set). */
   | { readonly type: "invalid"; readonly param?: string | undefined; readonly message: string }
+  /** The content has more rows than an artifact holds: 413. */
+  | { readonly type: "too-large"; readonly message: string }
   | { readonly type: "parsed"; readonly format: Format; readonly shape: Shape }
   | { readonly type: "piece"; readonly piece: Piece }
   | { readonly type: "done" }
