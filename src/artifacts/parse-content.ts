@@ -30,7 +30,12 @@ export interface ParsedTable {
   readonly rows: ReadonlyArray<Row>
   /** Per row: the original text of cells whose typed value prints differently, or null. */
   readonly originals: ReadonlyArray<Row | null>
+  /** Per row: its JSON text (serialized once, to check it and then to store it). */
+  readonly texts: ReadonlyArray<string>
 }
+
+/** A table before its rows are serialized and checked. */
+type TableCandidate = Omit<ParsedTable, "texts">
 
 export interface ParsedText {
   readonly kind: "text"
@@ -93,17 +98,22 @@ const inferColumns = (rows: ReadonlyArray<Row>): { columns: Array<Column>; count
 }
 
 /** Rows are stored as jsonb: each must fit and hold only characters jsonb can store. */
-const storableRowsProblem = (rows: ReadonlyArray<Row>): string | undefined => {
+const serializeRows = (rows: ReadonlyArray<Row>): { texts: Array<string> } | { problem: string } => {
+  const texts: Array<string> = new Array(rows.length)
   for (let i = 0; i < rows.length; i++) {
-    if (nestedDeeperThan(rows[i], Limits.maxRowDepth)) return `row ${i} nests deeper than ${Limits.maxRowDepth} levels`
+    if (nestedDeeperThan(rows[i], Limits.maxRowDepth)) return { problem: `row ${i} nests deeper than ${Limits.maxRowDepth} levels` }
     const text = JSON.stringify(rows[i])
-    if (Buffer.byteLength(text) > Limits.maxRowBytes) return `row ${i} is larger than ${Limits.maxRowBytes} bytes`
-    if (hasUnstorableEscape(text)) return `row ${i} holds U+0000 or an unpaired surrogate, which rows cannot store`
+    // A UTF-16 unit is at most 3 UTF-8 bytes: count bytes only for rows that might be too large.
+    if (text.length * 3 > Limits.maxRowBytes && Buffer.byteLength(text) > Limits.maxRowBytes) {
+      return { problem: `row ${i} is larger than ${Limits.maxRowBytes} bytes` }
+    }
+    if (hasUnstorableEscape(text)) return { problem: `row ${i} holds U+0000 or an unpaired surrogate, which rows cannot store` }
+    texts[i] = text
   }
-  return undefined
+  return { texts }
 }
 
-const table = (format: Format, rows: ReadonlyArray<Row>, originals: ReadonlyArray<Row | null>, rowsPath?: string): ParsedTable => {
+const table = (format: Format, rows: ReadonlyArray<Row>, originals: ReadonlyArray<Row | null>, rowsPath?: string): TableCandidate => {
   if (rows.length > Limits.maxRows) throw tooManyRows(rows.length)
   const { columns, count } = inferColumns(rows)
   return {
@@ -150,7 +160,7 @@ const typedCell = (cell: string, type: CellType): Json => {
  * CSV or TSV. `strict` (when detecting) also demands at least two records of the same width,
  * two fields or more, so prose with a comma stays text.
  */
-const parseDelimited = (text: string, format: "csv" | "tsv", hints: ParseHints, strict: boolean): ParsedTable | undefined => {
+const parseDelimited = (text: string, format: "csv" | "tsv", hints: ParseHints, strict: boolean): TableCandidate | undefined => {
   let records: Array<Array<string>>
   try {
     records = parseCsv(text, {
@@ -249,10 +259,10 @@ const parseJsonLines = (text: string): ReadonlyArray<Row> | string => {
   return rows
 }
 
-const tableOrText = (parsed: ParsedTable, text: string, byteLength: number, forced: boolean): Parsed => {
-  const problem = storableRowsProblem(parsed.rows)
-  if (problem === undefined) return parsed
-  if (forced) throw new ContentParseError(`${problem}; send it as text/plain to store it as text`)
+const tableOrText = (candidate: TableCandidate, text: string, byteLength: number, forced: boolean): Parsed => {
+  const serialized = serializeRows(candidate.rows)
+  if ("texts" in serialized) return { ...candidate, texts: serialized.texts }
+  if (forced) throw new ContentParseError(`${serialized.problem}; send it as text/plain to store it as text`)
   return { kind: "text", format: "text", shape: textShape(text, byteLength) }
 }
 

@@ -31,29 +31,27 @@ export function* piecesOf(parsed: Parsed, content: Uint8Array, batchBytes: numbe
     yield { kind: "chunk", chunkNo, bytes: content.slice(at, at + Limits.chunkBytes) }
   }
   if (parsed.kind !== "table") return
-  const { rows, originals } = parsed
-  let first = 0
-  let texts: Array<string> = []
-  let size = 0
-  const flush = (): RowsPiece => {
-    const piece: RowsPiece = {
+  const { texts, originals } = parsed
+  const piece = (first: number, end: number): RowsPiece => {
+    const batch = texts.slice(first, end)
+    return {
       kind: "rows",
       firstRow: first,
-      count: texts.length,
-      data: `[${texts.join(",")}]`,
-      originals: JSON.stringify(originals.slice(first, first + texts.length)),
-      search: JSON.stringify(texts.map((t) => t.toLowerCase()))
+      count: end - first,
+      data: `[${batch.join(",")}]`,
+      originals: JSON.stringify(originals.slice(first, end)),
+      search: JSON.stringify(batch.map((t) => t.toLowerCase()))
     }
-    first += texts.length
-    texts = []
-    size = 0
-    return piece
   }
-  for (const row of rows) {
-    const text = JSON.stringify(row)
-    texts.push(text)
-    size += text.length
-    if (size >= batchBytes) yield flush()
+  let first = 0
+  let size = 0
+  for (let i = 0; i < texts.length; i++) {
+    size += texts[i].length
+    if (size >= batchBytes) {
+      yield piece(first, i + 1)
+      first = i + 1
+      size = 0
+    }
   }
-  if (texts.length > 0) yield flush()
+  if (first < texts.length) yield piece(first, texts.length)
 }
