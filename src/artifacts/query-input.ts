@@ -84,6 +84,8 @@ export const readVersion = (body: unknown): CheckResult<number | undefined> => {
   if (!isObject(body) || body.version === undefined || body.version === null) return good(undefined)
   const v = body.version
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) return bad("version", `expected a positive integer, got ${typeof v === "number" ? v : describe(v)}`)
+  // Versions are 32-bit in storage; a larger one cannot exist.
+  if (v > 2_147_483_647) return bad("version", `no artifact has version ${v}`)
   return good(v)
 }
 

@@ -34,7 +34,7 @@ export const UploadFields = Schema.Struct({
   mimeType: optional(StorableText(255)),
   schema: optional(Schema.fromJsonString(SchemaHint)),
   summary: optional(StorableText(4_000)),
-  rowCount: optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  rowCount: optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0), Schema.isLessThanOrEqualTo(Number.MAX_SAFE_INTEGER))),
   source: optional(StorableText(1_000)),
   provenance: optional(Schema.Struct({
     method: optional(Schema.Literals(ProvenanceMethods)),
