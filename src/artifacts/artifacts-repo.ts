@@ -72,7 +72,9 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
   abandon(contentId: string): Effect.Effect<void, SqlError.SqlError>
   /**
    * Points a version at the content: `pending` (just written) or, when undefined, the key's ready
-   * content with this hash. Identical content already stored for the key dedupes (see README).
+   * content with this hash — undefined when that content went away meanwhile (its last artifact
+   * was deleted): the upload then stores the content itself. Identical content already stored
+   * for the key dedupes (see README).
    */
   finalize(input: {
     readonly keyId: string
@@ -80,7 +82,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     readonly pending: string | undefined
     readonly artifactId: string | undefined
     readonly meta: VersionMeta
-  }): Effect.Effect<Finalized, NotFound | SqlError.SqlError>
+  }): Effect.Effect<Finalized | undefined, NotFound | SqlError.SqlError>
   describe(keyId: string, artifactId: string, version: number | undefined): Effect.Effect<Descriptor, NotFound | InvalidRequest | SqlError.SqlError>
   /** The content a query reads: the head, or `version` (400 naming it when the artifact has no such version). */
   content(keyId: string, artifactId: string, version: number | undefined): Effect.Effect<VersionContent, NotFound | InvalidRequest | SqlError.SqlError>
@@ -182,7 +184,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
             return { reference: { artifactId, version: rows[0].head }, deduped: true }
           }
         } else {
-          if (pending === undefined) return yield* Effect.die(new Error("finalize: no content to point at"))
+          if (pending === undefined) return undefined
           const updated = yield* sql`UPDATE artifact_contents SET status = 'ready' WHERE id = ${pending}::int8 AND status = 'pending' RETURNING id`
           if (updated.length === 0) return yield* Effect.die(new Error(`content ${pending} was swept before its upload finished`))
           contentId = pending

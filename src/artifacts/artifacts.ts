@@ -107,7 +107,8 @@ export class Artifacts extends Context.Service<Artifacts, {
       const stored = yield* repo.readyContent(keyId, envelope.sha256)
       if (stored !== undefined) {
         yield* checkDeclaredRows(fields.rowCount, stored.shape)
-        return yield* finalize(undefined, stored.format)
+        const reused = yield* finalize(undefined, stored.format)
+        if (reused !== undefined) return reused
       }
 
       const { format, shape } = yield* session.parse(parseHints(fields), batchBytes)
@@ -118,7 +119,9 @@ export class Artifacts extends Context.Service<Artifacts, {
           if (piece.kind === "chunk") yield* repo.insertChunk(contentId, piece.chunkNo, piece.bytes)
           else yield* repo.insertRows(contentId, piece)
         }
-        return yield* finalize(contentId, format)
+        const done = yield* finalize(contentId, format)
+        if (done === undefined) return yield* Effect.die(new Error("finalize: a written content was not taken"))
+        return done
       })
       // A failed or interrupted upload gives its content up; the sweeper removes what was written.
       return yield* write.pipe(Effect.onExit((exit) =>
