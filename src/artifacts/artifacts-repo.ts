@@ -122,14 +122,16 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     })
 
     // Three JSON parameters per batch, expanded in SQL: one statement, no per-row binding work.
+    // They are bound as UTF-8 bytes (bytea) and read as text in SQL, so the client sends them as is.
+    const json = (bytes: Uint8Array) => sql`convert_from(${bytes}::bytea, 'UTF8')::jsonb`
     const insertRows = Effect.fn("ArtifactsRepo.insertRows")(function*(contentId: string, piece: RowsPiece) {
       yield* sql`WITH new_rows AS (
           INSERT INTO artifact_rows (content_id, row_no, data, original)
           SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d, NULLIF(t.o, 'null'::jsonb)
-          FROM ROWS FROM (jsonb_array_elements(${piece.data}::jsonb), jsonb_array_elements(${piece.originals}::jsonb)) WITH ORDINALITY AS t(d, o, ord))
+          FROM ROWS FROM (jsonb_array_elements(${json(piece.data)}), jsonb_array_elements(${json(piece.originals)})) WITH ORDINALITY AS t(d, o, ord))
         INSERT INTO artifact_row_search (content_id, row_no, search)
         SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s
-        FROM jsonb_array_elements_text(${piece.search}::jsonb) WITH ORDINALITY AS t(s, ord)`
+        FROM jsonb_array_elements_text(${json(piece.search)}) WITH ORDINALITY AS t(s, ord)`
     })
 
     const abandon = Effect.fn("ArtifactsRepo.abandon")(function*(contentId: string) {

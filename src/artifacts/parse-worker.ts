@@ -7,7 +7,7 @@
 import { parentPort } from "node:worker_threads"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import { ContentParseError, parseContent, parseFailure } from "./parse-content.ts"
-import { type Piece, piecesOf } from "./row-batches.ts"
+import { type Piece, piecesOf, transferables } from "./row-batches.ts"
 import type { FromWorker, ToWorker } from "./worker-protocol.ts"
 
 /** Pieces sent and not yet acknowledged. */
@@ -31,7 +31,7 @@ const pump = () => {
     }
     inFlight++
     const piece = next.value
-    send({ type: "piece", piece }, piece.kind === "chunk" ? [piece.bytes.buffer as ArrayBuffer] : [])
+    send({ type: "piece", piece }, transferables(piece))
   }
 }
 
