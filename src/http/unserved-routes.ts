@@ -37,12 +37,3 @@ export const batchRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   batches("DELETE", "/v1/files/{id}"),
   batches("GET", "/v1/files/{id}/content")
 ]
-
-const artifacts = unserved("Artifacts")
-
-export const artifactRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
-  artifacts("POST", "/v1/artifacts"),
-  artifacts("GET", "/v1/artifacts/{id}"),
-  artifacts("DELETE", "/v1/artifacts/{id}"),
-  artifacts("POST", "/v1/artifacts/{id}/query")
-]

@@ -154,5 +154,66 @@ export const migrations = {
       item text NOT NULL
     )`
     yield* sql`CREATE INDEX stored_response_items_response_idx ON stored_response_items (response_id)`
+  }),
+  "0007_artifacts": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One row per distinct content of a key (`status`: pending → ready → deleted); versions point
+    // at contents, so identical content is parsed and stored once per key.
+    yield* sql`CREATE TABLE artifact_contents (
+      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      key_id text NOT NULL,
+      hash text NOT NULL,
+      size_bytes bigint NOT NULL,
+      status text NOT NULL,
+      format text NOT NULL,
+      shape jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE UNIQUE INDEX artifact_contents_ready_idx ON artifact_contents (key_id, hash) WHERE status = 'ready'`
+    yield* sql`CREATE INDEX artifact_contents_sweep_idx ON artifact_contents (status, created_at) WHERE status <> 'ready'`
+    // Raw content. EXTERNAL storage: no compression, so a byte range reads only the pages it covers.
+    yield* sql`CREATE TABLE artifact_chunks (
+      content_id bigint NOT NULL,
+      chunk_no integer NOT NULL,
+      bytes bytea NOT NULL,
+      PRIMARY KEY (content_id, chunk_no)
+    )`
+    yield* sql`ALTER TABLE artifact_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL`
+    // One row per record; the primary key makes one content's rows one contiguous index range.
+    yield* sql`CREATE TABLE artifact_rows (
+      content_id bigint NOT NULL,
+      row_no integer NOT NULL,
+      data jsonb NOT NULL,
+      original jsonb,
+      PRIMARY KEY (content_id, row_no)
+    )`
+    // Search text apart from the rows, so filters and sorts scan narrow tuples.
+    yield* sql`CREATE TABLE artifact_row_search (
+      content_id bigint NOT NULL,
+      row_no integer NOT NULL,
+      search text NOT NULL,
+      PRIMARY KEY (content_id, row_no)
+    )`
+    yield* sql`CREATE TABLE artifacts (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      head_version integer NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE INDEX artifacts_key_idx ON artifacts (key_id)`
+    yield* sql`CREATE TABLE artifact_versions (
+      artifact_id text NOT NULL REFERENCES artifacts (id) ON DELETE CASCADE,
+      version integer NOT NULL,
+      content_id bigint NOT NULL REFERENCES artifact_contents (id),
+      mime_type text NOT NULL,
+      summary text,
+      source text NOT NULL,
+      provenance jsonb NOT NULL,
+      declared_row_count bigint,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (artifact_id, version)
+    )`
+    yield* sql`CREATE INDEX artifact_versions_content_idx ON artifact_versions (content_id)`
   })
 }

@@ -34,11 +34,7 @@ describe("routes the spec names but this deployment does not serve", () => {
     ["GET", "/v1/batches/batch_1"],
     ["POST", "/v1/batches/batch_1/cancel"],
     ["POST", "/v1/files"],
-    ["GET", "/v1/files/file_1/content"],
-    ["POST", "/v1/artifacts"],
-    ["GET", "/v1/artifacts/art_1"],
-    ["DELETE", "/v1/artifacts/art_1"],
-    ["POST", "/v1/artifacts/art_1/query"]
+    ["GET", "/v1/files/file_1/content"]
   ]
 
   it.each(routes)("%s %s → 501 {error: {type: not_implemented, message}}", async (method, path) => {
