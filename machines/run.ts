@@ -195,8 +195,9 @@ export const restoreRun = (persisted: PersistedRun): RunSnapshot => runMachine.r
 
 /**
  * A log event (any JSON object with a string `type`) as the machine reads it, or undefined when
- * the machine does not care about it. Caller-written outcomes without a valid `status` end the run
- * `completed`.
+ * the machine does not care about it (caller events, `node.retry`, `run.resumed`). The routes
+ * refuse an outcome whose `status` is not terminal and store a missing one as `completed`; this
+ * fold still reads anything else as `completed`, so no log can leave a run without a status.
  */
 export const toRunEvent = (event: { readonly type: string; readonly [field: string]: unknown }): RunEvent | undefined => {
   switch (event.type) {

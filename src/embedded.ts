@@ -22,21 +22,44 @@ import { validateConfig } from "./config/load.ts"
 import type { GatewayConfig } from "./config/schema.ts"
 import { chatDialect } from "./dialects/chat/index.ts"
 import { completionsDialect } from "./dialects/completions/index.ts"
+import type { ChatEcho } from "./dialects/chat/index.ts"
+import type { CompletionsEcho } from "./dialects/completions/index.ts"
 import type { ChatDialect } from "./dialects/dialect.ts"
+import type { MessagesEcho } from "./dialects/messages/index.ts"
+import type { ResponsesEcho } from "./dialects/responses/index.ts"
 import { messagesDialect } from "./dialects/messages/index.ts"
 import { responsesDialect } from "./dialects/responses/index.ts"
-import { NotFound, Unauthenticated } from "./errors.ts"
+import { NotFound, PermissionDenied, Unauthenticated } from "./errors.ts"
 import { gatewayHttpApp, GatewayServices, gatewayServicesFor } from "./gateway.ts"
 import { prepareRequest } from "./catalog/requirements.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
 import type { KeyRecord } from "./keys/keys-repo.ts"
+import { allowsModel, allowsSurface, type Surface } from "./keys/permissions.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "./model/events.ts"
 import type { CanonicalRequest } from "./model/request.ts"
 import { CapacityQueues, type PlacementQueueView } from "./runtime/capacity-queues.ts"
 import { ModelCaller, type Settlement } from "./runtime/model-caller.ts"
 
-export const dialects = { messages: messagesDialect, chat: chatDialect, responses: responsesDialect, completions: completionsDialect } as const
-export type DialectName = keyof typeof dialects
+/** Each dialect with its own echo type, so an encoder can never be handed the wrong echo (or none). */
+export interface EchoByDialect {
+  readonly messages: MessagesEcho
+  readonly chat: ChatEcho
+  readonly responses: ResponsesEcho
+  readonly completions: CompletionsEcho
+}
+export type DialectName = keyof EchoByDialect
+
+export const dialects: { readonly [D in DialectName]: ChatDialect<EchoByDialect[D]> } = {
+  messages: messagesDialect,
+  chat: chatDialect,
+  responses: responsesDialect,
+  completions: completionsDialect
+}
+
+/** A dialect's wire body, decoded: the canonical request as dispatched and what its answer must echo. */
+export type DecodedRequest<D extends DialectName = DialectName> = {
+  readonly [K in D]: { readonly dialect: K; readonly request: CanonicalRequest; readonly echo: EchoByDialect[K] }
+}[D]
 
 export interface GatewayOptions extends Partial<SettingsShape> {
   /** The catalog and plans; validated like a config file. Absent: `GATEWAY_CONFIG` or the built-in catalog. */
@@ -44,7 +67,7 @@ export interface GatewayOptions extends Partial<SettingsShape> {
 }
 
 export interface CallOptions {
-  /** The key to meter the call against; default: the gateway's own `embedded` key. */
+  /** The key to meter the call against (and whose permissions apply); default: the gateway's own `embedded` key. */
   readonly apiKey?: string
   /** "auto" (default) lets equivalent models serve; "exact" pins the named model. */
   readonly continuity?: "auto" | "exact"
@@ -52,21 +75,48 @@ export interface CallOptions {
 
 export interface Answer {
   readonly servedModel: string
+  /** The canonical request that was called. */
+  readonly request: CanonicalRequest
+  /** What it was decoded from, when it came from `decode`: `encode` in that dialect echoes it. */
+  readonly decoded?: DecodedRequest
   readonly response: CanonicalResponse
   readonly settlement: Settlement
 }
 
 export interface EmbeddedGateway {
-  /** A dialect's wire body → the canonical request as the gateway dispatches it (model resolved, checked). */
-  decode(dialect: DialectName, body: unknown): Promise<CanonicalRequest>
-  call(request: CanonicalRequest, options?: CallOptions): Promise<Answer>
-  stream(request: CanonicalRequest, options?: CallOptions): AsyncIterable<CanonicalEvent>
-  /** The dialect's response body for an answer (what its HTTP endpoint returns). */
-  encode(dialect: DialectName, answer: Answer, request?: CanonicalRequest): unknown
+  /**
+   * A dialect's wire body → the request as the gateway dispatches it (model resolved, checked),
+   * with what its answer must echo. The key's permissions apply as over HTTP (403).
+   */
+  decode<D extends DialectName>(dialect: D, body: unknown, options?: Pick<CallOptions, "apiKey">): Promise<DecodedRequest<D>>
+  call(request: CanonicalRequest | DecodedRequest, options?: CallOptions): Promise<Answer>
+  stream(request: CanonicalRequest | DecodedRequest, options?: CallOptions): AsyncIterable<CanonicalEvent>
+  /**
+   * The dialect's response body for an answer (what its HTTP endpoint returns). An answer decoded
+   * from this dialect echoes its request as sent; any other uses the canonical request's values.
+   */
+  encode(dialect: DialectName, answer: Answer): unknown
   queues(): Promise<ReadonlyArray<PlacementQueueView>>
   /** The whole HTTP API as a fetch-style handler, on this same runtime. */
   readonly handler: (request: Request) => Promise<Response>
   dispose(): Promise<void>
+}
+
+const isDecoded = (input: CanonicalRequest | DecodedRequest): input is DecodedRequest => "dialect" in input && "echo" in input
+
+/** The body of an answer in one dialect, with that dialect's echo. */
+const encodeIn = <D extends DialectName>(name: D, answer: Answer): unknown => {
+  const dialect = dialects[name]
+  const decoded = answer.decoded
+  // Only the dialect a request was decoded from has its echo; the cast is what that check proves.
+  const echo = decoded !== undefined && decoded.dialect === name ? (decoded.echo as EchoByDialect[D]) : dialect.defaultEcho(answer.request)
+  return dialect.encodeResponse(answer.response, {
+    id: dialect.newId(),
+    model: answer.servedModel,
+    createdAt: Math.floor(Date.now() / 1000),
+    request: answer.request,
+    echo
+  })
 }
 
 export const createGateway = async (options: GatewayOptions = {}): Promise<EmbeddedGateway> => {
@@ -94,56 +144,75 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Embed
       return ownKey
     })
 
-  const decode = (name: DialectName, body: unknown) =>
-    runtime.runPromise(Effect.gen(function*() {
-      const dialect: ChatDialect<unknown> = dialects[name]
-      const decoded = yield* dialect.decode(body)
-      const model = (yield* Catalog).resolveChat(decoded.request.model)
-      if (model === undefined) {
-        return yield* new NotFound({ kind: "resource", message: `The model '${decoded.request.model}' does not exist`, param: "model" })
+  /** The HTTP path's checks: the key may use the surface and the model (403), the model exists (404). */
+  const checkModel = (key: KeyRecord, name: string, surface?: Surface) =>
+    Effect.gen(function*() {
+      if (surface !== undefined && !allowsSurface(key.permissions, surface)) {
+        return yield* new PermissionDenied({ message: `This key is not allowed to use the ${surface} surface` })
       }
-      return yield* prepareRequest(model, decoded.request)
+      const model = (yield* Catalog).resolveChat(name)
+      if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
+      if (!allowsModel(key.permissions, model.id)) {
+        return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+      }
+      return model
+    })
+
+  const decodeIn = <D extends DialectName>(name: D, body: unknown, key: KeyRecord) =>
+    Effect.gen(function*() {
+      const dialect = dialects[name]
+      const decoded = yield* dialect.decode(body)
+      const model = yield* checkModel(key, decoded.request.model, dialect.surface)
+      const viaHandle = (yield* Catalog).isCompatibilityHandle(decoded.request.model)
+      const request = yield* prepareRequest(model, decoded.request, { viaHandle })
+      return { dialect: name, request, echo: decoded.echo }
+    })
+
+  const decode = <D extends DialectName>(name: D, body: unknown, options: Pick<CallOptions, "apiKey"> = {}) =>
+    runtime.runPromise(Effect.gen(function*() {
+      const key = yield* keyFor(options.apiKey)
+      // The mapped type cannot see that `{dialect: name, …}` is the member for D.
+      return (yield* decodeIn(name, body, key)) as DecodedRequest<D>
     }))
 
-  const call = (request: CanonicalRequest, callOptions: CallOptions = {}) =>
-    runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+  /** The call's key, checked against the request's model (a request may be built by hand). */
+  const start = (input: CanonicalRequest | DecodedRequest, callOptions: CallOptions) =>
+    Effect.gen(function*() {
+      const request = isDecoded(input) ? input.request : input
       const key = yield* keyFor(callOptions.apiKey)
+      yield* checkModel(key, request.model)
       const started = yield* (yield* ModelCaller).call(request, { key, continuity: callOptions.continuity })
+      return { request, started }
+    })
+
+  const call = (input: CanonicalRequest | DecodedRequest, callOptions: CallOptions = {}) =>
+    runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+      const { request, started } = yield* start(input, callOptions)
       const response = yield* collectStream(started.events)
-      return { servedModel: started.servedModel, response, settlement: yield* started.settled }
+      return {
+        servedModel: started.servedModel,
+        request,
+        ...(isDecoded(input) ? { decoded: input } : {}),
+        response,
+        settlement: yield* started.settled
+      } satisfies Answer
     })))
 
-  async function* stream(request: CanonicalRequest, callOptions: CallOptions = {}): AsyncIterable<CanonicalEvent> {
+  async function* stream(input: CanonicalRequest | DecodedRequest, callOptions: CallOptions = {}): AsyncIterable<CanonicalEvent> {
     const scope = await runtime.runPromise(Scope.make())
     try {
-      const events = await runtime.runPromise(Effect.gen(function*() {
-        const key = yield* keyFor(callOptions.apiKey)
-        const started = yield* (yield* ModelCaller).call(request, { key, continuity: callOptions.continuity })
-        return started.events
-      }).pipe(Scope.provide(scope)))
+      const events = await runtime.runPromise(start(input, callOptions).pipe(Effect.map(({ started }) => started.events), Scope.provide(scope)))
       yield* Stream.toAsyncIterable(events)
     } finally {
       await runtime.runPromise(Scope.close(scope, Exit.void))
     }
   }
 
-  const encode = (name: DialectName, answer: Answer, request?: CanonicalRequest) => {
-    const dialect: ChatDialect<unknown> = dialects[name]
-    const base = request ?? ({ model: answer.servedModel } as CanonicalRequest)
-    return dialect.encodeResponse(answer.response, {
-      id: dialect.newId(),
-      model: answer.servedModel,
-      createdAt: Math.floor(Date.now() / 1000),
-      request: base,
-      echo: undefined
-    })
-  }
-
   return {
     decode,
     call,
     stream,
-    encode,
+    encode: encodeIn,
     queues: () => runtime.runPromise(Effect.gen(function*() {
       return yield* (yield* CapacityQueues).view()
     })),

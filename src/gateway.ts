@@ -6,6 +6,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
+import { Artifacts } from "./artifacts/artifacts.ts"
 import { Catalog } from "./catalog/catalog.ts"
 import { ConfigFile } from "./config/config-file.ts"
 import type { GatewayConfig } from "./config/schema.ts"
@@ -36,7 +37,7 @@ export const RuntimeLive = ModelCaller.layer.pipe(
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
 const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
   RunsLive.pipe(
-    Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, ResponsesRepo.layer, RuntimeLive)),
+    Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
     Layer.provideMerge(Catalog.layer),
     Layer.provideMerge(DatabaseLive),
     Layer.provideMerge(config)

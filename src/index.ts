@@ -5,6 +5,7 @@
  * import { createGateway } from "svc-gateway"
  * const gateway = await createGateway({ config, dataDir: "./.data" })   // or createWebHandler(settings)
  * const answer = await gateway.call(await gateway.decode("messages", body))
+ * const wire = gateway.encode("messages", answer)
  * const response = await gateway.handler(new Request("http://x/v1/models"))
  * await gateway.dispose()
  * ```
@@ -22,7 +23,7 @@ export { Catalog } from "./catalog/catalog.ts"
 export { ApiKeys } from "./keys/api-keys.ts"
 export { GatewayServices, gatewayHttpApp, ServerLive }
 export { createGateway, dialects } from "./embedded.ts"
-export type { Answer, CallOptions, DialectName, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
+export type { Answer, CallOptions, DecodedRequest, DialectName, EchoByDialect, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
 export type { CanonicalEvent, CanonicalResponse } from "./model/events.ts"
 export type { CanonicalRequest } from "./model/request.ts"
 export type { PlacementQueueView } from "./runtime/capacity-queues.ts"

@@ -22,6 +22,8 @@ export interface CatalogShape {
   resolveForCatalog(id: string): CatalogModel | undefined
   /** For chat endpoints: canonical id, alias or compatibility handle. */
   resolveChat(name: string): ChatModel | undefined
+  /** Whether `name` resolves through a compatibility handle (a stock SDK name), not an id or alias. */
+  isCompatibilityHandle(name: string): boolean
   /** For `/v1/embeddings`: canonical id, alias or compatibility handle. */
   resolveEmbedding(name: string): EmbeddingModel | undefined
   chatModel(id: string): ChatModel | undefined
@@ -55,6 +57,7 @@ export const makeCatalog = (config: GatewayConfig): CatalogShape => {
       const entry = resolveAny(name)
       return entry?.kind === "chat" ? entry.model : undefined
     },
+    isCompatibilityHandle: (name) => !byName.has(name) && handles.has(name),
     resolveEmbedding: (name) => {
       const entry = resolveAny(name)
       return entry?.kind === "embedding" ? entry.model : undefined

@@ -3,7 +3,10 @@
  * - content the model cannot read (images without `vision`, documents without `documents`) → 400;
  * - hard requirements no placement of the model can guarantee (a forced tool call, a strict JSON
  *   schema) → 422;
- * - an output ceiling above the model's published `maxOutput` → 400.
+ * - an output ceiling above the model's published `maxOutput` → 400 — except on a request that
+ *   named the model by a compatibility handle: a stock name promises the stock model's limits, and
+ *   SDKs send that model's own maximum when the caller sets none (`@ai-sdk/anthropic` sends 64000
+ *   for claude-sonnet-4-5), so the ceiling is clamped to the serving model's maximum instead.
  */
 import { Effect } from "effect"
 import type { ChatModel, Placement } from "../config/schema.ts"
@@ -57,15 +60,31 @@ export const unmetRequirement = (model: ChatModel, request: CanonicalRequest): I
   return undefined
 }
 
+export interface PrepareOptions {
+  /** The client named the model by a compatibility handle: clamp the output ceiling, never refuse it. */
+  readonly viaHandle?: boolean
+}
+
+/** The output ceiling as dispatched: a handle's request is clamped to the model's maximum. */
+const ceilingFor = (model: ChatModel, requested: number | undefined, viaHandle: boolean) =>
+  viaHandle && requested !== undefined && model.maxOutput !== null && requested > model.maxOutput ? model.maxOutput : requested
+
 /**
  * The request as dispatched: the canonical model id, hidden reasoning on reasoning models that
- * were not asked to show it (it still counts against the ceiling), and the model's requirements met.
+ * were not asked to show it (it still counts against the ceiling), the output ceiling (clamped
+ * for compatibility handles), and the model's requirements met.
  */
-export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest) => {
+export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest, options: PrepareOptions = {}) => {
   const reasoning = model.capabilities.reasoning && !decoded.reasoning.enabled
     ? { ...decoded.reasoning, enabled: true, visible: false }
     : decoded.reasoning
-  const request: CanonicalRequest = { ...decoded, model: model.id, reasoning }
+  const maxOutputTokens = ceilingFor(model, decoded.maxOutputTokens, options.viaHandle === true)
+  const request: CanonicalRequest = {
+    ...decoded,
+    model: model.id,
+    reasoning,
+    ...(maxOutputTokens === undefined ? {} : { maxOutputTokens })
+  }
   const unmet = unmetRequirement(model, request)
   return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
 }

@@ -18,12 +18,19 @@ export interface SettingsShape {
   readonly configPath: string | undefined
   readonly adminToken: Redacted.Redacted<string> | undefined
   readonly maxBodyBytes: number
+  /** Largest artifact content (UTF-8 bytes of `bytes`/`content`); larger uploads get 413. */
+  readonly artifactMaxBytes: number
   /** How long a graceful shutdown waits for in-flight requests. */
   readonly shutdownGraceMs: number
   /** The longest a request waits in a capacity queue before a 503 (default 10 minutes). */
   readonly queueMaxWaitMs: number
   /** Interval of SSE keepalives while a streaming request waits for capacity. */
   readonly keepaliveMs: number
+  /**
+   * How long a waiting stream holds its headers for a slot, so `xsvc-model` can name what serves;
+   * past it the stream commits early (without `xsvc-model`) and sends keepalives. 0: commit at once.
+   */
+  readonly streamHoldMs: number
   /** First retry backoff (doubling: 1, 2, 4, 8 s by default); shorter for tests and demos. */
   readonly retryBaseMs: number
   /** How long an open circuit waits before a half-open probe. */
@@ -45,9 +52,11 @@ export const settingsConfig = Config.all({
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
   maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
+  artifactMaxBytes: Config.Int("GATEWAY_ARTIFACT_MAX_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
   shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
   queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
   keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
+  streamHoldMs: Config.Int("GATEWAY_STREAM_HOLD_MS").pipe(Config.withDefault(5_000)),
   retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on"))

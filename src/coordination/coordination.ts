@@ -6,7 +6,9 @@
  * Failure policy lives with the callers, which know what is at stake (see metering/):
  *  - rate limits FAIL OPEN when the store errors: a short Redis outage must not stop traffic;
  *  - budget reservations FAIL CLOSED: the allowance must never overshoot, so no store, no call;
- *  - settles are retried in the background and are idempotent (a settled id is remembered).
+ *  - settles are retried in the background and are idempotent (a settled id is remembered);
+ *  - a store that lost its state (a new or missing `Epoch`) is rebuilt behind a recovery fence
+ *    while instances re-register what they hold (metering/allowance.ts).
  */
 import { Context, Effect, Layer } from "effect"
 import { Settings } from "../config/settings.ts"
@@ -14,19 +16,24 @@ import { makeInProcess } from "./in-process.ts"
 import { makeRedis, type RedisOptions } from "./redis.ts"
 import type {
   BudgetAnswer,
+  BudgetCharge,
   BudgetHold,
   BudgetReserveRequest,
   BudgetSeed,
   BudgetSettleRequest,
   BudgetState,
   CoordinationError,
+  Epoch,
   GateRequest,
   GateResult,
-  LeaseRef
+  LeaseRef,
+  SeedAnswer
 } from "./types.ts"
 
 export interface CoordinationShape {
   readonly kind: "in-process" | "redis"
+  /** What tells this store's state apart from another's in one database (Redis: the key prefix). */
+  readonly scope: string
   /** Checks every bucket and the lease limit; takes all of them, or none. */
   gate(request: GateRequest): Effect.Effect<GateResult, CoordinationError>
   releaseLease(lease: LeaseRef): Effect.Effect<void, CoordinationError>
@@ -36,25 +43,44 @@ export interface CoordinationShape {
   /** Holds `amount` unless spent + reserved + max(amount, 1) would pass the cap. Idempotent per id. */
   budgetReserve(request: BudgetReserveRequest): Effect.Effect<BudgetAnswer, CoordinationError>
   /**
-   * Turns a hold into spend of min(actual, amount). Idempotent per id. A hold that is gone (lapsed or
-   * lost with the store) is still charged. `undefined`: the budget is unseeded (the caller's ledger
-   * entry will be counted by the next seed).
+   * Turns a hold into spend of min(actual, amount). Idempotent per hold id and per charge id. A hold
+   * that is gone (lapsed or lost with the store) is still charged. On an unseeded budget the charge
+   * is kept as a pending charge for the next seed, and the answer is `undefined`.
    */
   budgetSettle(request: BudgetSettleRequest): Effect.Effect<BudgetState | undefined, CoordinationError>
-  /** Returns a hold to the pool without spend. Idempotent per id. */
+  /** Returns a hold to the pool without spend. Idempotent per id. `undefined`: unseeded. */
   budgetRelease(hold: { readonly budget: string; readonly id: string }, now: number): Effect.Effect<BudgetState | undefined, CoordinationError>
-  /** Keeps the holds of running calls alive; a hold that lapsed or was lost is counted again. */
+  /**
+   * Keeps the holds of running calls alive; a hold that lapsed or was lost is counted again — on an
+   * unseeded budget too, where the seed keeps it. A finished id is never brought back.
+   */
   budgetRenew(holds: ReadonlyArray<BudgetHold>, ttlMs: number, now: number): Effect.Effect<void, CoordinationError>
-  /** Creates the budget from the SQL totals, unless it exists. True when this call created it. */
-  budgetSeed(seed: BudgetSeed): Effect.Effect<boolean, CoordinationError>
+  /**
+   * Registers charges of calls already settled whose ledger rows may not be in SQL (after a wipe),
+   * as pending charges of unseeded budgets. A seeded budget, or a charge id already applied, is
+   * left alone.
+   */
+  budgetCharge(charges: ReadonlyArray<BudgetCharge>, now: number): Effect.Effect<void, CoordinationError>
+  /** Ids of the pending charges of an (unseeded) budget, to look up in SQL before seeding. */
+  budgetPendingCharges(budget: string): Effect.Effect<ReadonlyArray<string>, CoordinationError>
+  /**
+   * Gives an unseeded budget its spend: `spent` + the pending charges SQL did not count; keeps the
+   * holds registered while unseeded. `Exists` when it was seeded already.
+   */
+  budgetSeed(seed: BudgetSeed): Effect.Effect<SeedAnswer, CoordinationError>
   /** Adds a credit grant once (by id) to a seeded budget; an unseeded one reads it from SQL later. */
   budgetGrant(grant: { readonly budget: string; readonly grantId: string; readonly amount: number }): Effect.Effect<boolean, CoordinationError>
   budgetState(budget: string, now: number): Effect.Effect<BudgetState | undefined, CoordinationError>
+
+  /** The store's generation (see `Epoch`); `undefined` when it has none (new, wiped, restarted). */
+  epochRead(): Effect.Effect<Epoch | undefined, CoordinationError>
+  /** Creates the epoch unless one exists; answers the one in force (another instance's may have won). */
+  epochInit(epoch: Epoch): Effect.Effect<Epoch, CoordinationError>
 }
 
 export class Coordination extends Context.Service<Coordination, CoordinationShape>()("gateway/coordination/Coordination") {
   /** In-process maps: one instance, nothing shared. */
-  static readonly layerInProcess = Layer.sync(Coordination, makeInProcess)
+  static readonly layerInProcess = Layer.sync(Coordination, () => makeInProcess())
   /** Redis at `url`; the connection closes with the layer. */
   static readonly layerRedis = (url: string, options?: RedisOptions) => Layer.effect(Coordination, makeRedis(url, options))
   /** Redis when `REDIS_URL` is set, in-process otherwise. */

@@ -9,6 +9,7 @@ import {
   type BucketState,
   type BudgetAnswer,
   type BudgetState,
+  type Epoch,
   SETTLED_MEMORY_MS
 } from "./types.ts"
 
@@ -18,11 +19,15 @@ interface Scope { readonly buckets: Map<string, Bucket>; readonly leases: Map<st
 /** A reservation: `amount` while active, `"done"` once settled or released (remembered briefly). */
 interface Hold { value: number | "done"; expiresAt: number }
 interface Budget {
-  spent: number
+  /** `undefined`: unseeded (only holds and pending charges registered since the store lost it). */
+  spent: number | undefined
   reserved: number
   granted: number
-  readonly grants: Set<string>
+  grants: Set<string>
+  /** Hold ids and applied charge ids. */
   readonly holds: Map<string, Hold>
+  /** Charges that landed while unseeded: ledger request id → micros, for the seed. */
+  readonly pending: Map<string, number>
   expireAt: number
   /** The earliest `expiresAt` among the holds (or earlier): nothing lapses before it. */
   nextLapse: number
@@ -31,9 +36,15 @@ interface Budget {
 /** Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002). */
 const ceilMs = (ms: number) => Math.ceil(ms - 1e-6)
 
-export const makeInProcess = (): CoordinationShape => {
+/** The in-process store, plus `wipe` for tests: what FLUSHALL does to Redis. */
+export interface InProcessStore extends CoordinationShape {
+  wipe(): void
+}
+
+export const makeInProcess = (): InProcessStore => {
   const scopes = new Map<string, Scope>()
   const budgets = new Map<string, Budget>()
+  let epoch: Epoch | undefined
 
   const scopeOf = (name: string) => {
     let scope = scopes.get(name)
@@ -47,7 +58,7 @@ export const makeInProcess = (): CoordinationShape => {
     for (const [id, expiresAt] of scope.leases) if (expiresAt <= now) scope.leases.delete(id)
   }
 
-  /** The live budget, swept of lapsed holds; undefined when unseeded (or past its expiry). */
+  /** The budget's record, swept of lapsed holds; undefined when absent (or past its expiry). */
   const live = (name: string, now: number): Budget | undefined => {
     const budget = budgets.get(name)
     if (budget === undefined) return undefined
@@ -74,11 +85,47 @@ export const makeInProcess = (): CoordinationShape => {
     budget.holds.set(id, hold)
     budget.nextLapse = Math.min(budget.nextLapse, hold.expiresAt)
   }
-  const stateOf = (b: Budget): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
+  /** A seeded budget, or undefined (absent, expired or unseeded). */
+  const seeded = (name: string, now: number): (Budget & { spent: number }) | undefined => {
+    const budget = live(name, now)
+    return budget?.spent === undefined ? undefined : budget as Budget & { spent: number }
+  }
+  /**
+   * The record writes go to, created unseeded when absent. An unseeded record is kept for
+   * `SETTLED_MEMORY_MS` after its last write (a seed normally follows within seconds).
+   */
+  const record = (name: string, now: number): Budget => {
+    let budget = live(name, now)
+    if (budget === undefined) {
+      budget = { spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0, nextLapse: Infinity }
+      budgets.set(name, budget)
+    }
+    if (budget.spent === undefined) budget.expireAt = now + SETTLED_MEMORY_MS
+    return budget
+  }
+  const stateOf = (b: Budget & { spent: number }): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
   const finish = (budget: Budget, id: string, now: number) => setHold(budget, id, { value: "done", expiresAt: now + SETTLED_MEMORY_MS })
+  /** Settle or release: the hold leaves `reserved`; a settle charges once per charge id. */
+  const close = (name: string, holdId: string, now: number, charge?: { id: string; amount: number }) => {
+    const budget = record(name, now)
+    const held = budget.holds.get(holdId)
+    if (held?.value !== "done") {
+      // Read before the hold is marked: the two ids may be one.
+      const charged = charge !== undefined && budget.holds.get(charge.id)?.value === "done"
+      if (held !== undefined) budget.reserved -= held.value
+      finish(budget, holdId, now)
+      if (charge !== undefined && !charged) {
+        if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
+        else budget.spent += charge.amount
+        finish(budget, charge.id, now)
+      }
+    }
+    return budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
+  }
 
   return {
     kind: "in-process",
+    scope: "in-process",
 
     gate: (request) => Effect.sync(() => {
       const scope = scopeOf(request.scope)
@@ -131,7 +178,7 @@ export const makeInProcess = (): CoordinationShape => {
     }),
 
     budgetReserve: (request) => Effect.sync((): BudgetAnswer => {
-      const budget = live(request.budget, request.now)
+      const budget = seeded(request.budget, request.now)
       if (budget === undefined) return { _tag: "Unseeded" }
       if (budget.holds.has(request.id)) return { _tag: "Reserved", state: stateOf(budget) }
       const cap = request.cap ?? budget.granted
@@ -145,32 +192,15 @@ export const makeInProcess = (): CoordinationShape => {
       return { _tag: "Reserved", state: stateOf(budget) }
     }),
 
-    budgetSettle: (request) => Effect.sync(() => {
-      const budget = live(request.budget, request.now)
-      if (budget === undefined) return undefined
-      const hold = budget.holds.get(request.id)
-      if (hold?.value === "done") return stateOf(budget)
-      if (hold !== undefined) budget.reserved -= hold.value
-      // Charge at most what was reserved; a missing hold (lapsed, or the store was rebuilt) still charges.
-      budget.spent += Math.max(0, Math.min(request.actual, request.amount))
-      finish(budget, request.id, request.now)
-      return stateOf(budget)
-    }),
+    // Charge at most what was reserved; a missing hold (lapsed, or the store was rebuilt) still charges.
+    budgetSettle: (request) => Effect.sync(() =>
+      close(request.budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) })),
 
-    budgetRelease: (hold, now) => Effect.sync(() => {
-      const budget = live(hold.budget, now)
-      if (budget === undefined) return undefined
-      const held = budget.holds.get(hold.id)
-      if (held?.value === "done") return stateOf(budget)
-      if (held !== undefined) budget.reserved -= held.value
-      finish(budget, hold.id, now)
-      return stateOf(budget)
-    }),
+    budgetRelease: (hold, now) => Effect.sync(() => close(hold.budget, hold.id, now)),
 
     budgetRenew: (holds, ttlMs, now) => Effect.sync(() => {
       for (const hold of holds) {
-        const budget = live(hold.budget, now)
-        if (budget === undefined) continue
+        const budget = record(hold.budget, now)
         const held = budget.holds.get(hold.id)
         if (held?.value === "done") continue
         // A hold that lapsed (or was lost with the store) belongs to a call still running: count it again.
@@ -179,31 +209,69 @@ export const makeInProcess = (): CoordinationShape => {
       }
     }),
 
+    budgetCharge: (charges, now) => Effect.sync(() => {
+      for (const charge of charges) {
+        if (seeded(charge.budget, now) !== undefined) continue
+        const budget = record(charge.budget, now)
+        if (budget.holds.get(charge.id)?.value === "done") continue
+        budget.pending.set(charge.id, charge.amount)
+        finish(budget, charge.id, now)
+      }
+    }),
+
+    budgetPendingCharges: (name) => Effect.sync(() => {
+      const budget = budgets.get(name)
+      return budget === undefined || budget.spent !== undefined ? [] : [...budget.pending.keys()]
+    }),
+
     budgetSeed: (seed) => Effect.sync(() => {
-      if (budgets.has(seed.budget)) return false
-      budgets.set(seed.budget, {
-        spent: seed.spent,
-        reserved: 0,
-        granted: seed.granted,
-        grants: new Set(seed.grantIds),
-        holds: new Map(),
-        expireAt: seed.expireAt,
-        nextLapse: Infinity
-      })
-      return true
+      const budget = live(seed.budget, seed.now)
+      if (budget?.spent !== undefined) return "Exists" as const
+      const counted = new Set(seed.counted)
+      const uncounted = new Set(seed.uncounted)
+      let spent = seed.spent
+      for (const [id, amount] of budget?.pending ?? []) {
+        if (counted.has(id)) continue
+        if (!uncounted.has(id) && !seed.final) return "Stale" as const
+        spent += amount
+      }
+      const next = budget ?? record(seed.budget, seed.now)
+      // Holds registered while unseeded stay; `reserved` is recounted from them.
+      let reserved = 0
+      for (const hold of next.holds.values()) if (hold.value !== "done") reserved += hold.value
+      next.spent = spent
+      next.reserved = reserved
+      next.granted = seed.granted
+      next.grants = new Set(seed.grantIds)
+      next.pending.clear()
+      next.expireAt = seed.expireAt
+      return "Seeded" as const
     }),
 
     budgetGrant: (grant) => Effect.sync(() => {
       const budget = budgets.get(grant.budget)
-      if (budget === undefined || budget.grants.has(grant.grantId)) return false
+      if (budget?.spent === undefined || budget.grants.has(grant.grantId)) return false
       budget.grants.add(grant.grantId)
       budget.granted += grant.amount
       return true
     }),
 
     budgetState: (name, now) => Effect.sync(() => {
-      const budget = live(name, now)
+      const budget = seeded(name, now)
       return budget === undefined ? undefined : stateOf(budget)
-    })
+    }),
+
+    epochRead: () => Effect.sync(() => epoch),
+
+    epochInit: (candidate) => Effect.sync(() => {
+      epoch ??= candidate
+      return epoch
+    }),
+
+    wipe: () => {
+      scopes.clear()
+      budgets.clear()
+      epoch = undefined
+    }
   }
 }

@@ -3,8 +3,10 @@
  * "check and take" safe across instances. The arithmetic mirrors `in-process.ts`.
  *
  * Budget keys (one hash slot per budget, via the `{…}` tag): B = hash {spent, reserved, granted},
- * H = hash id → amount | "d" (done), E = zset id → expiry, G = set of applied credit grant ids.
- * Amounts are integer micros (HINCRBY); `spent` absent on B means unseeded.
+ * H = hash id → amount | "d" (done: a finished hold or an applied charge), E = zset id → expiry,
+ * P = hash charge id → micros (pending charges that landed while unseeded), G = set of applied
+ * credit grant ids. Amounts are integer micros (HINCRBY); `spent` absent on B means unseeded. An
+ * unseeded budget's keys live `memoryMs` after their last write; a seed gives them the budget's.
  */
 
 /** Reclaims lapsed holds (an active one returns its amount to the pool) and forgets old "done" ids. */
@@ -24,6 +26,25 @@ local function state(b)
 end
 local function expire(keys, at)
   if at > 0 then for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, at) end end
+end
+local function seeded(b)
+  return redis.call('HEXISTS', b, 'spent') == 1
+end
+local function done(h, e, id, forgetAt)
+  redis.call('HSET', h, id, 'd')
+  redis.call('ZADD', e, forgetAt, id)
+end
+-- After a write: H and E follow B's expiry when seeded; an unseeded budget's keys live memoryMs.
+local function keep(keys, memory)
+  if seeded(keys[1]) then
+    local ttl = redis.call('PTTL', keys[1])
+    if ttl > 0 then
+      redis.call('PEXPIRE', keys[2], ttl)
+      redis.call('PEXPIRE', keys[3], ttl)
+    end
+  else
+    for _, k in ipairs(keys) do redis.call('PEXPIRE', k, memory) end
+  end
 end
 `
 
@@ -110,35 +131,41 @@ return { 1, spent, reserved + amount, granted }
 `
 
 /**
- * KEYS: B, H, E. ARGV: id, amount, actual, now, memoryMs, mode ("settle" | "release").
+ * KEYS: B, H, E, P. ARGV: holdId, chargeId, amount, actual, now, memoryMs, mode ("settle" | "release").
+ * A settle charges once per charge id: to `spent`, or to P while unseeded.
  * {0} unseeded | {1, spent, reserved, granted}
  */
 export const FINISH = SWEEP + `
-if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
-local now = tonumber(ARGV[4])
+local now = tonumber(ARGV[5])
+local memory = tonumber(ARGV[6])
 sweep(KEYS[1], KEYS[2], KEYS[3], now)
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if v ~= 'd' then
+  -- Read before the hold is marked: the two ids may be one.
+  local charged = redis.call('HGET', KEYS[2], ARGV[2]) == 'd'
   if v then redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(v)) end
-  if ARGV[6] == 'settle' then
-    local charge = math.max(0, math.min(tonumber(ARGV[3]), tonumber(ARGV[2])))
-    redis.call('HINCRBY', KEYS[1], 'spent', charge)
+  done(KEYS[2], KEYS[3], ARGV[1], now + memory)
+  if ARGV[7] == 'settle' and not charged then
+    local charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
+    if seeded(KEYS[1]) then
+      redis.call('HINCRBY', KEYS[1], 'spent', charge)
+    else
+      redis.call('HSET', KEYS[4], ARGV[2], charge)
+    end
+    done(KEYS[2], KEYS[3], ARGV[2], now + memory)
   end
-  redis.call('HSET', KEYS[2], ARGV[1], 'd')
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[1])
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then
-    redis.call('PEXPIRE', KEYS[2], ttl)
-    redis.call('PEXPIRE', KEYS[3], ttl)
-  end
+  keep(KEYS, memory)
 end
+if not seeded(KEYS[1]) then return { 0 } end
 local spent, reserved, granted = state(KEYS[1])
 return { 1, spent, reserved, granted }
 `
 
-/** KEYS: B, H, E. ARGV: id, amount, expiresAt. Keeps a running call's hold; re-adds a lost one. */
-export const RENEW_HOLD = `
-if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return 0 end
+/**
+ * KEYS: B, H, E, P. ARGV: id, amount, expiresAt, memoryMs. Keeps a running call's hold; re-adds a
+ * lost one, on an unseeded budget too (the seed keeps it).
+ */
+export const RENEW_HOLD = SWEEP + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if v == 'd' then return 0 end
 if not v then
@@ -146,22 +173,53 @@ if not v then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
-end
+keep(KEYS, tonumber(ARGV[4]))
 return 1
 `
 
-/** KEYS: B, H, E, G. ARGV: spent, granted, expireAt, grant ids… Creates the budget unless it exists. */
+/** KEYS: B, H, E, P. ARGV: charge id, amount, now, memoryMs. A pending charge, on an unseeded budget only. */
+export const CHARGE = SWEEP + `
+if seeded(KEYS[1]) then return 0 end
+if redis.call('HGET', KEYS[2], ARGV[1]) == 'd' then return 0 end
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
+done(KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
+keep(KEYS, tonumber(ARGV[4]))
+return 1
+`
+
+/**
+ * KEYS: B, H, E, P, G. ARGV: now, spent, granted, expireAt, final (1|0), n, n counted ids, m,
+ * m uncounted ids, grant ids… Seeds an unseeded budget: 1 seeded, 0 exists, -1 stale.
+ */
 export const SEED = SWEEP + `
-if redis.call('HEXISTS', KEYS[1], 'spent') == 1 then return 0 end
--- Holds left from before the loss would be subtracted from a reserved total that no longer has them.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'spent', ARGV[1], 'reserved', 0, 'granted', ARGV[2])
-for i = 4, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
-expire(KEYS, tonumber(ARGV[3]))
+if seeded(KEYS[1]) then return 0 end
+sweep(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
+local i = 6
+local counted = {}
+for j = 1, tonumber(ARGV[i]) do counted[ARGV[i + j]] = true end
+i = i + tonumber(ARGV[i]) + 1
+local uncounted = {}
+for j = 1, tonumber(ARGV[i]) do uncounted[ARGV[i + j]] = true end
+i = i + tonumber(ARGV[i]) + 1
+local spent = tonumber(ARGV[2])
+local pending = redis.call('HGETALL', KEYS[4])
+for j = 1, #pending, 2 do
+  local id = pending[j]
+  if not counted[id] then
+    if not uncounted[id] and ARGV[5] ~= '1' then return -1 end
+    spent = spent + tonumber(pending[j + 1])
+  end
+end
+-- Holds registered while unseeded stay; 'reserved' is recounted from them.
+local reserved = 0
+local holds = redis.call('HVALS', KEYS[2])
+for _, v in ipairs(holds) do if v ~= 'd' then reserved = reserved + tonumber(v) end end
+redis.call('HSET', KEYS[1], 'spent', string.format('%d', spent), 'reserved', string.format('%d', reserved), 'granted', ARGV[3])
+redis.call('DEL', KEYS[4], KEYS[5])
+for j = i, #ARGV do redis.call('SADD', KEYS[5], ARGV[j]) end
+local at = tonumber(ARGV[4])
+if at > 0 then expire({ KEYS[1], KEYS[2], KEYS[3], KEYS[5] }, at)
+else for j = 1, 3 do redis.call('PERSIST', KEYS[j]) end end
 return 1
 `
 
@@ -179,4 +237,10 @@ if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
 sweep(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 local spent, reserved, granted = state(KEYS[1])
 return { 1, spent, reserved, granted }
+`
+
+/** KEYS: epoch hash. ARGV: id, fenceUntil. Creates the store's epoch unless one exists. {id, fenceUntil} */
+export const EPOCH_INIT = `
+if redis.call('HSETNX', KEYS[1], 'id', ARGV[1]) == 1 then redis.call('HSET', KEYS[1], 'fence', ARGV[2]) end
+return redis.call('HMGET', KEYS[1], 'id', 'fence')
 `

@@ -11,7 +11,7 @@ import { Effect, Scope } from "effect"
 import { Redis } from "ioredis"
 import type { CoordinationShape } from "./coordination.ts"
 import * as Lua from "./lua.ts"
-import { type BudgetState, CoordinationError, KEY_PREFIX, SETTLED_MEMORY_MS } from "./types.ts"
+import { type BudgetState, CoordinationError, type Epoch, KEY_PREFIX, SETTLED_MEMORY_MS } from "./types.ts"
 
 export interface RedisOptions {
   /** Prefix of every key (default `gw:`); tests use a unique one. */
@@ -27,7 +27,9 @@ interface Scripts {
   gwReserve(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwFinish(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwRenewHold(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwCharge(numKeys: number, ...args: Array<string | number>): Promise<number>
   gwSeed(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwEpochInit(numKeys: number, ...args: Array<string | number>): Promise<Array<string | null>>
   gwGrant(numKeys: number, ...args: Array<string | number>): Promise<number>
   gwState(numKeys: number, ...args: Array<string | number>): Promise<Reply>
 }
@@ -38,7 +40,9 @@ const scriptSources: Record<keyof Scripts, string> = {
   gwReserve: Lua.RESERVE,
   gwFinish: Lua.FINISH,
   gwRenewHold: Lua.RENEW_HOLD,
+  gwCharge: Lua.CHARGE,
   gwSeed: Lua.SEED,
+  gwEpochInit: Lua.EPOCH_INIT,
   gwGrant: Lua.GRANT,
   gwState: Lua.STATE
 }
@@ -98,10 +102,22 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
     const scopeKey = (scope: string, part: string) => `${prefix}rl:{${scope}}:${part}`
     const budgetKeys = (budget: string) =>
       [`${prefix}b:{${budget}}`, `${prefix}bh:{${budget}}`, `${prefix}be:{${budget}}`] as const
+    const pendingKey = (budget: string) => `${prefix}bp:{${budget}}`
+    /** B, H, E, P: what settles, renewals and pending charges touch. */
+    const writeKeys = (budget: string) => [...budgetKeys(budget), pendingKey(budget)] as const
     const grantsKey = (budget: string) => `${prefix}bg:{${budget}}`
+    const epochKey = `${prefix}epoch`
+    const pipelined = (name: string, add: (pipeline: Scripts) => void) =>
+      call(name, async () => {
+        const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<Array<[Error | null, unknown]> | null> }
+        add(pipeline)
+        // A pipeline resolves even when a command in it failed: surface the first failure.
+        for (const [error] of (await pipeline.exec()) ?? []) if (error !== null) throw error
+      })
 
     return {
       kind: "redis",
+      scope: prefix,
 
       gate: (request) => {
         const keys = [scopeKey(request.scope, "leases"), ...request.buckets.map((b) => scopeKey(request.scope, `bucket:${b.name}`))]
@@ -146,25 +162,31 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
 
       budgetSettle: (request) =>
         call("budgetSettle", () =>
-          scripts.gwFinish(3, ...budgetKeys(request.budget), request.id, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
+          scripts.gwFinish(4, ...writeKeys(request.budget), request.id, request.chargeId, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
         ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
 
       budgetRelease: (hold, now) =>
         call("budgetRelease", () =>
-          scripts.gwFinish(3, ...budgetKeys(hold.budget), hold.id, 0, 0, now, SETTLED_MEMORY_MS, "release")
+          scripts.gwFinish(4, ...writeKeys(hold.budget), hold.id, hold.id, 0, 0, now, SETTLED_MEMORY_MS, "release")
         ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
 
       budgetRenew: (holds, ttlMs, now) =>
-        holds.length === 0 ? Effect.void : call("budgetRenew", () => {
-          const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<unknown> }
-          for (const hold of holds) pipeline.gwRenewHold(3, ...budgetKeys(hold.budget), hold.id, hold.amount, now + ttlMs)
-          return pipeline.exec()
-        }).pipe(Effect.asVoid),
+        holds.length === 0 ? Effect.void : pipelined("budgetRenew", (pipeline) => {
+          for (const hold of holds) pipeline.gwRenewHold(4, ...writeKeys(hold.budget), hold.id, hold.amount, now + ttlMs, SETTLED_MEMORY_MS)
+        }),
+
+      budgetCharge: (charges, now) =>
+        charges.length === 0 ? Effect.void : pipelined("budgetCharge", (pipeline) => {
+          for (const charge of charges) pipeline.gwCharge(4, ...writeKeys(charge.budget), charge.id, charge.amount, now, SETTLED_MEMORY_MS)
+        }),
+
+      budgetPendingCharges: (budget) => call("budgetPendingCharges", () => client.hkeys(pendingKey(budget))),
 
       budgetSeed: (seed) =>
         call("budgetSeed", () =>
-          scripts.gwSeed(4, ...budgetKeys(seed.budget), grantsKey(seed.budget), seed.spent, seed.granted, seed.expireAt, ...seed.grantIds)
-        ).pipe(Effect.map((created) => created === 1)),
+          scripts.gwSeed(5, ...writeKeys(seed.budget), grantsKey(seed.budget), seed.now, seed.spent, seed.granted, seed.expireAt, seed.final ? 1 : 0,
+            seed.counted.length, ...seed.counted, seed.uncounted.length, ...seed.uncounted, ...seed.grantIds)
+        ).pipe(Effect.map((answer) => answer === 1 ? "Seeded" as const : answer === 0 ? "Exists" as const : "Stale" as const)),
 
       budgetGrant: (grant) =>
         call("budgetGrant", () => scripts.gwGrant(2, budgetKeys(grant.budget)[0], grantsKey(grant.budget), grant.grantId, grant.amount))
@@ -172,6 +194,14 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
 
       budgetState: (budget, now) =>
         call("budgetState", () => scripts.gwState(3, ...budgetKeys(budget), now))
-          .pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply)))
+          .pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
+
+      epochRead: () =>
+        call("epochRead", () => client.hmget(epochKey, "id", "fence"))
+          .pipe(Effect.map(([id, fence]): Epoch | undefined => id == null ? undefined : { id, fenceUntil: Number(fence ?? 0) })),
+
+      epochInit: (epoch) =>
+        call("epochInit", () => scripts.gwEpochInit(1, epochKey, epoch.id, epoch.fenceUntil))
+          .pipe(Effect.map(([id, fence]): Epoch => ({ id: id ?? epoch.id, fenceUntil: Number(fence ?? 0) })))
     } satisfies CoordinationShape
   })

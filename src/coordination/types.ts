@@ -78,8 +78,12 @@ export interface LeaseRef {
  * released; reservations also lapse after their ttl unless renewed, so a dead instance's
  * reservations return to the pool.
  *
- * A budget starts *unseeded* (the store is empty: first use, a Redis restart); every operation
- * then answers `Unseeded` and the caller rebuilds `spent`/`granted` from SQL with `budgetSeed`.
+ * A budget starts *unseeded* (the store is empty: first use, a Redis wipe or restart): it knows no
+ * `spent`, so `budgetReserve` and `budgetState` answer `Unseeded` and the caller rebuilds `spent`
+ * from SQL with `budgetSeed`. An unseeded budget still takes what only the instances remember:
+ * the holds of calls in flight (`budgetRenew`) and charges whose ledger rows may not be in SQL yet
+ * (*pending charges*: settles that land while unseeded, and `budgetCharge`). `budgetSeed` keeps the
+ * holds and adds the pending charges SQL does not have yet.
  */
 export interface BudgetState {
   readonly spent: number
@@ -107,7 +111,13 @@ export interface BudgetReserveRequest {
 
 export interface BudgetSettleRequest {
   readonly budget: string
+  /** The reservation (hold) id. */
   readonly id: string
+  /**
+   * The charge's id: the call's usage-ledger request id. A charge is applied once per id, however
+   * it arrives (this settle, its retry, or `budgetCharge` after a wipe).
+   */
+  readonly chargeId: string
   /** What was reserved: the ceiling of the charge. */
   readonly amount: number
   readonly actual: number
@@ -120,13 +130,46 @@ export interface BudgetHold {
   readonly amount: number
 }
 
+/** A charge whose ledger row may not be in SQL yet; `id` is the ledger request id. */
+export interface BudgetCharge {
+  readonly budget: string
+  readonly id: string
+  readonly amount: number
+}
+
 export interface BudgetSeed {
   readonly budget: string
+  /** Spend from SQL (and the seeding instance's unwritten ledger rows). */
   readonly spent: number
   readonly granted: number
   /** Credit grants already counted in `granted`, so `budgetGrant` never applies one twice. */
   readonly grantIds: ReadonlyArray<string>
   readonly expireAt: number
+  readonly now: number
+  /**
+   * The pending charges (`budgetPendingCharges`) the caller looked up in the same SQL read as
+   * `spent`: `counted` are already in `spent`, `uncounted` are not (the seed adds them).
+   */
+  readonly counted: ReadonlyArray<string>
+  readonly uncounted: ReadonlyArray<string>
+  /**
+   * A pending charge in neither list arrived after the caller's look-up: `Stale` (read again),
+   * unless `final`, which adds it (counting a charge twice is safe; missing one is not).
+   */
+  readonly final: boolean
+}
+
+export type SeedAnswer = "Seeded" | "Exists" | "Stale"
+
+/**
+ * The store's generation. A new store (first start, a wipe, a restart without persistence) has
+ * none; the first instance to look creates one. An instance that finds a different one than it
+ * knew, or none, knows the store lost what it held. `fenceUntil` (epoch ms, 0 = none): until then
+ * unseeded budgets are not seeded, so every live instance can register its holds and charges first.
+ */
+export interface Epoch {
+  readonly id: string
+  readonly fenceUntil: number
 }
 
 /** How long a settled or released reservation id is remembered, so a retried settle is a no-op. */

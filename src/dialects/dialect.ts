@@ -49,12 +49,18 @@ export interface StreamEncoder {
   switchover(note: string): string
 }
 
-export interface ChatDialect<Echo = unknown> {
+/** `Echo` has no default: a loose `ChatDialect<unknown>` would let an encoder be given no echo at all. */
+export interface ChatDialect<Echo> {
   /** Which permission surface and error shape the dialect's endpoint uses. */
   readonly surface: "messages" | "chat" | "responses" | "completions"
   /** Mints the id of a new response (`msg_…`, `chatcmpl-…`, `resp_…`, `cmpl-…`). */
   newId(): string
   decode(body: unknown): Effect.Effect<Decoded<Echo>, InvalidRequest | Unprocessable>
+  /**
+   * The echo for a request that was not decoded from this dialect's body (the embedding API
+   * answering a request decoded from another dialect, or built by hand): the request's own values.
+   */
+  defaultEcho(request: CanonicalRequest): Echo
   encodeResponse(response: CanonicalResponse, context: EncodeContext<Echo>): unknown
   streamEncoder(context: EncodeContext<Echo>): StreamEncoder
 }

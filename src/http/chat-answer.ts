@@ -6,22 +6,23 @@
  * - when a slot is free, the response commits to 200 only once the first event exists, so every
  *   failure before that (a queue timeout, an upstream error after all retries) is a proper non-2xx
  *   error with the dialect's body;
- * - when the request has to wait for capacity, the response commits at once: headers go out and
- *   keepalives follow every `GATEWAY_KEEPALIVE_MS`, so clients and proxies do not time out. Then a
- *   later failure (e.g. the maximum wait passing) can only be the dialect's error event. The
- *   `xsvc-model` header names the requested model in that case; the body names what served;
+ * - when the request has to wait for capacity, the headers are held while the wait is short
+ *   (`GATEWAY_STREAM_HOLD_MS`): a slot granted within it answers as above, so `xsvc-model` names
+ *   the model that serves. A longer wait commits: headers go out without `xsvc-model` (what will
+ *   serve is not known yet; the stream's own `model` field names it) and keepalives follow every
+ *   `GATEWAY_KEEPALIVE_MS`, so clients and proxies do not time out. Then a later failure (e.g. the
+ *   maximum wait passing) can only be the dialect's error event;
  * - after the first event, a break ends with the dialect's error event, or — plain text only —
  *   continues on another placement, marked by an SSE comment (`switchover`).
  * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
  */
 import { Clock, Deferred, Effect, Fiber, Option, Pull, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
-import type { SqlError } from "effect/sql"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
 import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from "../dialects/dialect.ts"
 import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
-import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
+import { type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queues.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
@@ -51,9 +52,10 @@ export const callFailureToStreamFailure = (error: CallFailure): StreamFailure =>
     : { status: error.status, type: error.type, message: error.message }
 
 export interface AnswerHooks<Echo> {
-  /** Non-streaming: runs on the collected answer and its exact body bytes before they are sent. */
-  readonly collected?: (response: CanonicalResponse, context: EncodeContext<Echo>, body: string) => Effect.Effect<void, ApiError | SqlError.SqlError>
-  /** Streaming: wraps the events before they are encoded (e.g. to store the answer at its end). */
+  /**
+   * Wraps the answer's events before they are encoded, streamed or not (e.g. to store the answer
+   * when its last event arrives, before the client sees its end).
+   */
   readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, CallFailure>
 }
 
@@ -98,14 +100,20 @@ export const answerChat = <Echo>(
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
 
+    const eventsOf = (call: { events: Stream.Stream<CanonicalEvent, CallFailure> }, context: EncodeContext<Echo>) =>
+      hooks.events === undefined ? call.events : hooks.events(call.events, context)
+
     if (!request.stream) {
       // The whole answer at once: the upstream is called without streaming.
       const call = yield* caller.complete(request, { key }).pipe(
         Effect.catchTags({ BackendError: (e) => Effect.fail(callFailureToApiError(e)), QueueTimeout: (e) => Effect.fail(callFailureToApiError(e)) })
       )
       const context = contextFor(call.servedModel)
-      const body = JSON.stringify(dialect.encodeResponse(call.response, context))
-      if (hooks.collected !== undefined) yield* hooks.collected(call.response, context, body)
+      // A hook that watches events (storing a response) sees the answer's events at least.
+      const response = hooks.events === undefined
+        ? call.response
+        : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(callFailureToApiError))
+      const body = JSON.stringify(dialect.encodeResponse(response, context))
       return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers } })
     }
 
@@ -122,7 +130,7 @@ export const answerChat = <Echo>(
     const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }) => {
       const context = contextFor(call.servedModel)
       const encoder = dialect.streamEncoder(context)
-      const events = hooks.events === undefined ? call.events : hooks.events(call.events, context)
+      const events = eventsOf(call, context)
       // A continuation's switch-over comment goes just before its first event.
       return frames(encoder, events, () => {
         const note = switchNote
@@ -136,12 +144,19 @@ export const answerChat = <Echo>(
       Fiber.await(starting).pipe(Effect.map(() => "started" as const)),
       Deferred.await(queued).pipe(Effect.as("queued" as const))
     )
-    if (first === "started") {
+    const answerStarted = Effect.gen(function*() {
       const call = yield* Fiber.join(starting).pipe(Effect.mapError(callFailureToApiError))
       return sseResponse(encodeCall(call), { "xsvc-model": call.servedModel, ...call.headers() })
-    }
+    })
+    if (first === "started") return yield* answerStarted
+    // Waiting for capacity: a short wait keeps the headers, so `xsvc-model` can name what serves.
+    const grantedSoon = settings.streamHoldMs > 0
+      ? yield* Fiber.await(starting).pipe(Effect.timeoutOption(`${settings.streamHoldMs} millis`))
+      : Option.none()
+    if (Option.isSome(grantedSoon)) return yield* answerStarted
 
-    // Waiting for capacity: commit now, keep the connection alive until a slot is granted.
+    // A long wait: commit now (no `xsvc-model`: what serves is not known yet), keep the
+    // connection alive until a slot is granted.
     const waiting = dialect.streamEncoder(contextFor(request.model))
     const keepalives = Stream.tick(`${settings.keepaliveMs} millis`).pipe(
       Stream.map(() => waiting.keepalive()),
@@ -153,7 +168,7 @@ export const answerChat = <Echo>(
         Effect.catch((error: CallFailure) => Effect.succeed(Stream.succeed(waiting.error(callFailureToStreamFailure(error)))))
       )
     )
-    return sseResponse(Stream.concat(keepalives, rest), { "xsvc-model": request.model, ...prepared.headers() })
+    return sseResponse(Stream.concat(keepalives, rest), prepared.headers())
   }))
 
 /**

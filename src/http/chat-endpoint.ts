@@ -33,7 +33,8 @@ export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestCo
     const body = yield* readJson(ctx)
     const decoded = yield* dialect.decode(body)
     const model = yield* resolveChatModel(ctx, decoded.request.model)
-    const request = yield* prepareRequest(model, decoded.request)
+    const viaHandle = (yield* Catalog).isCompatibilityHandle(decoded.request.model)
+    const request = yield* prepareRequest(model, decoded.request, { viaHandle })
     return yield* answerChat(dialect, ctx, request, decoded.echo)
   })
 

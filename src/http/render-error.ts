@@ -49,7 +49,8 @@ const describe = (error: ApiError): Rendered => {
         status: 413,
         dialectType: "invalid_request_error",
         flatType: "request_too_large",
-        message: `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        message: error.message ?? `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        param: error.param,
         headers: {}
       }
     case "Unprocessable":

@@ -1,40 +1,45 @@
 /**
- * The Responses surface: `POST /v1/responses` (chaining with `previous_response_id`, storing with
- * `store: true`) and `GET /v1/responses/{id}` (the stored bytes, unchanged).
- *
- * The create flow is the generic chat flow (`chat-endpoint.ts`) with two additions: the stored
- * conversation of the previous response goes before the new input, and a stored response is
- * saved before the client sees its end, so a retrieve right after the answer always finds it.
- * Without `store` nothing is written (spec rule 2) and the hot path stays free of SQL writes.
+ * The Responses surface:
+ *  - `POST /v1/responses`: the generic chat flow (`chat-endpoint.ts`) plus what storage adds —
+ *    `item_reference`s resolve to the caller's stored items, the stored conversation of
+ *    `previous_response_id` goes before the new input, and with `store: true` the response is
+ *    saved before the client sees its end (`responses/stored-turn.ts`). Without `store` nothing is
+ *    written (spec rule 2) and the hot path stays free of SQL writes;
+ *  - `GET /v1/responses/{id}`: the stored bytes, unchanged; with `?stream=true` the stored
+ *    response replayed as its event stream (`starting_after` honoured);
+ *  - `DELETE /v1/responses/{id}` and `GET /v1/responses/{id}/input_items`.
+ * Every id is scoped to the key: another key's id is a 404, worded as for an unknown one.
  */
-import { Effect, Stream } from "effect"
+import { Effect } from "effect"
 import { HttpServerResponse } from "effect/http"
-import type { EncodeContext } from "../dialects/dialect.ts"
-import type { SqlError } from "effect/sql"
-import { BackendError } from "../backends/backend.ts"
-import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
-import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
-import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../model/events.ts"
-import { ResponsesRepo } from "../responses/responses-repo.ts"
-import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../responses/transcript.ts"
-import { readJson } from "./body.ts"
-import { answerChat, type CallFailure } from "./chat-answer.ts"
+import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
+import { decodeWithItems } from "../dialects/responses/decode.ts"
+import { isObject } from "../dialects/responses/field-error.ts"
+import { responsesDialect } from "../dialects/responses/index.ts"
+import { referencedItemIds } from "../dialects/responses/input.ts"
+import { type ReplayRecord, replayFrames } from "../dialects/responses/replay.ts"
+import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
+import { ResponsesRepo } from "../responses/responses-repo.ts"
+import { planStore, storeOnStop } from "../responses/stored-turn.ts"
+import { continueConversation, readTranscript } from "../responses/transcript.ts"
+import { readJson } from "./body.ts"
+import { answerChat } from "./chat-answer.ts"
 import { resolveChatModel } from "./chat-endpoint.ts"
+import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
-
-const keyIdOf = (ctx: RequestContext) => Effect.map(requireKey(ctx), (key) => key.id)
+import { SSE_HEADERS } from "./sse.ts"
 
 /** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
 const loadPrevious = (repo: ResponsesRepo["Service"], keyId: string, id: string | null) =>
   Effect.gen(function*() {
-    if (id === null) return emptyTranscript
-    const stored = yield* repo.find(keyId, id)
+    if (id === null) return undefined
+    const stored = yield* repo.conversation(keyId, id)
     if (stored === undefined) {
       return yield* new NotFound({ kind: "chain", message: `Previous response with id '${id}' not found.`, param: "previous_response_id" })
     }
-    return readTranscript(stored.transcript)
+    return stored
   })
 
 /** The shared model checks name Messages/Chat fields; a Responses client sent these instead. */
@@ -45,60 +50,119 @@ const renameParam = (error: InvalidRequest | Unprocessable) => {
   return error._tag === "InvalidRequest" ? new InvalidRequest(fields) : new Unprocessable(fields)
 }
 
-/**
- * Saves the response when its last event arrives, before that event is encoded, so the client
- * never sees `response.completed` for a response that is not stored yet. A failed save ends the
- * stream with the error event instead: the client asked for storage and did not get it.
- */
-const saveOnStop = (
-  events: Stream.Stream<CanonicalEvent, CallFailure>,
-  save: (response: CanonicalResponse) => Effect.Effect<void, SqlError.SqlError>
-) => {
-  const builder = makeResponseBuilder()
-  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure> => {
-    builder.add(event)
-    if (event.type !== "message_stop") return Effect.succeed(event)
-    return save(builder.finish()).pipe(
-      Effect.as(event),
-      Effect.catchTag("SqlError", (error) =>
-        Effect.logError("could not store a streamed response", error).pipe(Effect.andThen(Effect.fail(
-          new BackendError({ status: 503, type: "api_error", message: "The response could not be stored: storage is unavailable", retryable: true })
-        ))))
-    )
-  }))
-}
-
 const createResponse = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const keyId = yield* keyIdOf(ctx)
-    const decoded = yield* responsesDialect.decode(yield* readJson(ctx))
+    const key = yield* requireKey(ctx)
+    const raw = yield* readJson(ctx)
     const repo = yield* ResponsesRepo
-    const previous = yield* loadPrevious(repo, keyId, decoded.echo.previousResponseId)
-    const { request: wanted, conversation } = continueConversation(previous, decoded)
+    const items = yield* repo.findItems(key.id, referencedItemIds(isObject(raw) ? raw.input : undefined))
+    const resolve = (id: string) => items.get(id)
+    const decoded = yield* decodeWithItems(raw, resolve)
+    const previous = yield* loadPrevious(repo, key.id, decoded.echo.previousResponseId)
+    const { request: wanted, conversation } = continueConversation(readTranscript(previous?.transcript), decoded)
     const model = yield* resolveChatModel(ctx, wanted.model)
-    const request = yield* prepareRequest(model, wanted).pipe(Effect.mapError(renameParam))
+    const viaHandle = (yield* Catalog).isCompatibilityHandle(wanted.model)
+    const request = yield* prepareRequest(model, wanted, { viaHandle }).pipe(Effect.mapError(renameParam))
     if (!decoded.echo.store) return yield* answerChat(responsesDialect, ctx, request, decoded.echo)
-    const save = (response: CanonicalResponse, context: EncodeContext<ResponsesEcho>, body: string) =>
-      repo.save({ id: context.id, keyId, model: context.model, body, transcript: withAnswer(conversation, response) })
-    // The terminal stream event holds encodeResponse of the same collected events, so the stored
-    // bytes are exactly the `response` inside `response.completed`.
+    // `decode` accepted the body, so `input` is a string or a list.
+    const plan = yield* planStore(previous, conversation, (raw as { input: string | ReadonlyArray<unknown> }).input, resolve)
     return yield* answerChat(responsesDialect, ctx, request, decoded.echo, {
-      collected: save,
-      events: (events, context) =>
-        saveOnStop(events, (response) => save(response, context, JSON.stringify(responsesDialect.encodeResponse(response, context))))
+      events: (events, context) => storeOnStop(events, context, key.id, plan, repo.save)
     })
+  })
+
+const notStored = (id: string) => new NotFound({ kind: "resource", message: `No stored response with id '${id}'` })
+
+/** A query flag: absent, `true` or `false` (400 otherwise). */
+const queryFlag = (ctx: RequestContext, name: string) =>
+  Effect.gen(function*() {
+    const value = ctx.query.get(name)
+    if (value === null || value === "false") return false
+    if (value === "true") return true
+    return yield* new InvalidRequest({ message: `${name}: expected true or false`, param: name })
+  })
+
+/** A non-negative integer query parameter, or undefined when absent. */
+const queryInt = (ctx: RequestContext, name: string, bounds: { readonly min: number; readonly max: number }) =>
+  Effect.gen(function*() {
+    const value = ctx.query.get(name)
+    if (value === null) return undefined
+    const n = Number(value)
+    if (!/^\d+$/.test(value) || n < bounds.min || n > bounds.max) {
+      return yield* new InvalidRequest({ message: `${name}: expected an integer from ${bounds.min} to ${bounds.max}`, param: name })
+    }
+    return n
+  })
+
+const replayResponse = (ctx: RequestContext, keyId: string, id: string) =>
+  Effect.gen(function*() {
+    const startingAfter = yield* queryInt(ctx, "starting_after", { min: 0, max: Number.MAX_SAFE_INTEGER })
+    const stored = yield* (yield* ResponsesRepo).replay(keyId, id)
+    if (stored === undefined) return yield* notStored(id)
+    if (stored.replay === null) {
+      return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
+    }
+    const frames = replayFrames(id, stored.model, JSON.parse(stored.replay) as ReplayRecord, startingAfter)
+    return HttpServerResponse.text(frames.join(""), { contentType: "text/event-stream", headers: SSE_HEADERS })
   })
 
 const retrieveResponse = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const keyId = yield* keyIdOf(ctx)
+    const key = yield* requireKey(ctx)
     const id = ctx.params.id
-    const stored = yield* (yield* ResponsesRepo).find(keyId, id)
-    if (stored === undefined) return yield* new NotFound({ kind: "resource", message: `No stored response with id '${id}'` })
+    if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
+    const stored = yield* (yield* ResponsesRepo).find(key.id, id)
+    if (stored === undefined) return yield* notStored(id)
     return HttpServerResponse.text(stored.body, { contentType: "application/json" })
   })
 
+/** As OpenAI: `{id, object: "response", deleted: true}`; later reads, chains and references are 404s. */
+const deleteResponse = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const key = yield* requireKey(ctx)
+    const id = ctx.params.id
+    if (!(yield* (yield* ResponsesRepo).remove(key.id, id))) return yield* notStored(id)
+    return jsonResponse({ id, object: "response", deleted: true })
+  })
+
+/**
+ * The items the model was given, earlier turns of a chain included, as a cursor page (the shape
+ * the SDK's `responses.inputItems.list` pages through): `order` (default `desc`, newest first),
+ * `limit` 1–100 (default 20), `after` an item id of the previous page.
+ */
+const listInputItems = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const key = yield* requireKey(ctx)
+    const id = ctx.params.id
+    const limit = (yield* queryInt(ctx, "limit", { min: 1, max: 100 })) ?? 20
+    const order = ctx.query.get("order") ?? "desc"
+    if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
+    const stored = yield* (yield* ResponsesRepo).inputItems(key.id, id)
+    if (stored === undefined) return yield* notStored(id)
+    const ordered = (order === "asc" ? stored : [...stored].reverse()) as ReadonlyArray<{ readonly id?: string }>
+    const after = ctx.query.get("after")
+    let start = 0
+    if (after !== null) {
+      const at = ordered.findIndex((item) => item.id === after)
+      if (at === -1) return yield* new InvalidRequest({ message: `after: no input item with id '${after}' in this response`, param: "after" })
+      start = at + 1
+    }
+    const data = ordered.slice(start, start + limit)
+    return jsonResponse({
+      object: "list",
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: start + limit < ordered.length
+    })
+  })
+
+const route = (method: "GET" | "POST" | "DELETE", path: string, handler: RouteDef<RouteServices>["handler"]): RouteDef<RouteServices> =>
+  ({ method, path, shape: "openai", auth: "bearer", surface: "responses", handler })
+
 export const responsesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
-  { method: "POST", path: "/v1/responses", shape: "openai", auth: "bearer", surface: "responses", handler: createResponse },
-  { method: "GET", path: "/v1/responses/{id}", shape: "openai", auth: "bearer", surface: "responses", handler: retrieveResponse }
+  route("POST", "/v1/responses", createResponse),
+  route("GET", "/v1/responses/{id}", retrieveResponse),
+  route("DELETE", "/v1/responses/{id}", deleteResponse),
+  route("GET", "/v1/responses/{id}/input_items", listInputItems)
 ]

@@ -1,4 +1,5 @@
 /** The services route handlers may use; every routes file declares its routes over this union. */
+import type { Artifacts } from "../artifacts/artifacts.ts"
 import type { Catalog } from "../catalog/catalog.ts"
 import type { ApiKeys } from "../keys/api-keys.ts"
 import type { ResponsesRepo } from "../responses/responses-repo.ts"
@@ -18,6 +19,7 @@ export type RouteServices =
   | Catalog
   | ApiKeys
   | StatesRepo
+  | Artifacts
   | ModelCaller
   | ResponsesRepo
   | Placements

@@ -1,5 +1,6 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
+import { artifactsRoutes } from "./artifacts-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
@@ -11,6 +12,7 @@ import type { RouteDef } from "./route.ts"
 import { runsRoutes } from "./runs-routes.ts"
 import { runtimeAdminRoutes } from "./runtime-admin-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
+import { batchRoutes } from "./unserved-routes.ts"
 
 export type { RouteServices }
 
@@ -21,8 +23,11 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...responsesRoutes,
   ...embeddingsRoutes,
   ...statesRoutes,
+  ...artifactsRoutes,
   ...runsRoutes,
   ...adminRoutes,
   ...placementsRoutes,
-  ...runtimeAdminRoutes
+  ...runtimeAdminRoutes,
+  // Named by the spec, not served here yet: 501 `not_implemented`.
+  ...batchRoutes
 ]

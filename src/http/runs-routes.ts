@@ -153,7 +153,10 @@ const readEvents = (ctx: RequestContext) =>
     return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
   })
 
-/** Each event: an object with a non-empty single-line `type` (it becomes the SSE `event:` line). */
+/**
+ * Each event: an object with a non-empty single-line `type` (it becomes the SSE `event:` line); an
+ * `outcome` names one of the terminal statuses (default `completed`) and a string reason, if any.
+ */
 const validEvents = (body: unknown) => {
   const events = typeof body === "object" && body !== null ? (body as { events?: unknown }).events : undefined
   if (!Array.isArray(events) || events.length < 1 || events.length > MAX_EVENTS_PER_APPEND) {
@@ -167,8 +170,20 @@ const validEvents = (body: unknown) => {
     if (typeof type !== "string" || type === "" || type.length > 200 || /[\r\n]/.test(type)) {
       return Effect.fail(new InvalidRequest({ message: `events[${i}].type: expected a non-empty string of at most 200 characters on one line`, param: `events[${i}].type` }))
     }
+    if (type === "outcome") {
+      const { status, reason } = event as { status?: unknown; reason?: unknown }
+      if (status !== undefined && (typeof status !== "string" || !isTerminal(status))) {
+        return Effect.fail(new InvalidRequest({ message: `events[${i}].status: an outcome's status must be one of ${TERMINAL_STATUSES.join(", ")}`, param: `events[${i}].status` }))
+      }
+      if (reason !== undefined && reason !== null && typeof reason !== "string") {
+        return Effect.fail(new InvalidRequest({ message: `events[${i}].reason: expected a string or null`, param: `events[${i}].reason` }))
+      }
+    }
   }
-  return Effect.succeed(events as ReadonlyArray<NewEvent>)
+  // An outcome without a status ends the run `completed`, and the log says so too.
+  return Effect.succeed((events as ReadonlyArray<NewEvent>).map((event) =>
+    event.type === "outcome" && event.status === undefined ? { ...event, status: "completed" } : event
+  ))
 }
 
 const appendEvents = (ctx: RequestContext) =>

@@ -8,18 +8,40 @@
  * `release` returns it unused.
  *
  * - The cap is read from the plan at every reserve, so a plan upgrade lifts exhaustion at once.
- * - Store empty (first use, Redis restarted): spend is rebuilt from the SQL ledger, then retried.
  * - Store unreachable: reserve FAILS CLOSED (503 api_error, retryable) — never a blind overshoot.
  *   Settles and credit grants are idempotent and retried in the background until they land.
  * - Holds of running calls are renewed; a dead instance's holds lapse after `holdTtlMs`.
- *   Known gap: spend another instance has not flushed to SQL yet (≤ ~1 s) is missed by a rebuild.
+ * - First use of a budget: spend is rebuilt from the SQL ledger at once (no wait).
+ *
+ * Store loss (Redis wiped, or restarted without persistence). SQL alone does not know what was
+ * lost: the holds of calls in flight, and settles whose ledger rows are still in an instance's
+ * buffer (written every second). Only the instances remember those, so none is written to SQL on
+ * the request path; instead:
+ * 1. The store carries an *epoch*. Every instance checks it every `epochCheckEveryMs`, and at once
+ *    when a store answer says a budget is unseeded. Missing (and known to have existed: this
+ *    instance saw one, or the `gateway_meta` witness says a store of this scope had one) → the
+ *    store lost its state: the instance creates a new epoch with a *recovery fence*
+ *    (now + `recoveryFenceMs`).
+ * 2. An instance that finds a new epoch re-registers everything it remembers: its live holds
+ *    (renewal registers a hold on an unseeded budget too) and its unwritten ledger rows, as
+ *    pending charges keyed by ledger request id. Settles that land on an unseeded budget become
+ *    pending charges the same way.
+ * 3. Until the fence ends, a reservation on an unseeded budget waits (the request is delayed, not
+ *    refused). Then one instance seeds: spent = the SQL ledger + the pending charges SQL does not
+ *    have yet (looked up in the same statement, by id), and the holds registered meanwhile stay.
+ *
+ * Remaining window: an instance that cannot re-register before the fence ends (cut off from Redis
+ * while the others reach it, or stalled longer than the fence) adds its holds late (at its next
+ * renewal) and its rows from before the loss that were not in SQL yet are missed by the rebuild:
+ * an overshoot of at most that instance's calls in flight and its last ~1 s of settles. A budget
+ * key evicted while the epoch survives is not detected: run Redis with `noeviction`.
  */
-import { Clock, Context, Deferred, Effect, FiberSet, Layer, Schedule } from "effect"
+import { Clock, Context, Deferred, Effect, FiberSet, Layer, Schedule, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
-import type { BudgetState } from "../coordination/types.ts"
+import type { BudgetState, Epoch } from "../coordination/types.ts"
 import { InvalidRequest, LimitExceeded, ServiceUnavailable } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 import { formatUsd, type Micros, usdToMicros } from "../model/money.ts"
@@ -28,6 +50,8 @@ import { type Funding, UsageLedger } from "./usage-ledger.ts"
 
 export interface Reservation {
   readonly id: string
+  /** The call's usage-ledger request id: its charge is applied once per this id. */
+  readonly chargeId: string
   readonly keyId: string
   readonly funding: Funding
   /** The coordination budget: `allowance:<key>:<yyyy-mm>` or `credits:<key>`. */
@@ -47,10 +71,26 @@ export interface AllowanceOptions {
   readonly renewEveryMs?: number
   /** Holds older than this stop being renewed: a leaked reservation cannot lock a budget forever. */
   readonly maxHoldMs?: number
+  /** How often the store's epoch is checked: how soon a lost store is noticed. */
+  readonly epochCheckEveryMs?: number
+  /**
+   * How long after a store loss unseeded budgets wait before they are rebuilt, so every live
+   * instance can re-register its holds and charges first. Must exceed the epoch check interval
+   * plus a Redis reconnection (ioredis retries at most every 2 s) plus a margin.
+   */
+  readonly recoveryFenceMs?: number
+}
+
+export interface ReserveRequest {
+  readonly keyId: string
+  readonly plan: Plan
+  readonly maxCostMicros: Micros
+  /** The usage-ledger request id the call will be recorded under (default: the reservation id). */
+  readonly requestId?: string | undefined
 }
 
 export class Allowance extends Context.Service<Allowance, {
-  reserve(request: { keyId: string; plan: Plan; maxCostMicros: Micros }): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
+  reserve(request: ReserveRequest): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
   /** Charges min(actual, reserved). Never fails; returns the remaining micros when known. */
   settle(reservation: Reservation, actualCostMicros: Micros): Effect.Effect<Micros | undefined>
   /** For calls that failed before producing output. Never fails. */
@@ -62,8 +102,8 @@ export class Allowance extends Context.Service<Allowance, {
 }>()("gateway/metering/Allowance") {
   static readonly layerWith = (options: AllowanceOptions) => Layer.effect(Allowance, make(options))
   static readonly layer = Allowance.layerWith({})
-  /** Short holds, for tests that watch them lapse. */
-  static readonly layerTest = Allowance.layerWith({ holdTtlMs: 1_000, renewEveryMs: 300 })
+  /** Short holds and a short recovery fence, for tests that watch them lapse. */
+  static readonly layerTest = Allowance.layerWith({ holdTtlMs: 1_000, renewEveryMs: 300, epochCheckEveryMs: 100, recoveryFenceMs: 600 })
 }
 
 const unavailable = (what: string) => () =>
@@ -71,6 +111,10 @@ const unavailable = (what: string) => () =>
 
 const remainingOf = (state: BudgetState, cap: Micros | null) =>
   Math.max(0, (cap ?? state.granted) - state.spent - state.reserved)
+
+/** The budget a call is charged to: the key's credits, or its allowance of the month it began in. */
+const budgetOf = (keyId: string, funding: Funding, at: number) =>
+  funding === "credits" ? `credits:${keyId}` : `allowance:${keyId}:${monthOf(at).label}`
 
 function make(options: AllowanceOptions) {
   return Effect.gen(function*() {
@@ -80,39 +124,132 @@ function make(options: AllowanceOptions) {
     const holdTtlMs = options.holdTtlMs ?? 60_000
     const renewEveryMs = options.renewEveryMs ?? Math.max(100, Math.floor(holdTtlMs / 4))
     const maxHoldMs = options.maxHoldMs ?? 2 * 60 * 60_000
+    const epochCheckEveryMs = options.epochCheckEveryMs ?? 1_000
+    const recoveryFenceMs = options.recoveryFenceMs ?? 5_000
     const live = new Map<string, Reservation>()
     const background = yield* FiberSet.make()
     const seeding = new Map<string, Deferred.Deferred<void, ServiceUnavailable>>()
+    /** The store generation this instance's holds and charges are registered in. */
+    let epoch: Epoch | undefined
+    const epochLock = yield* Semaphore.make(1)
 
     const target = (keyId: string, plan: Plan, now: number) => {
-      if (plan.prepaid === true) return { funding: "credits" as const, budget: `credits:${keyId}`, cap: null, expireAt: 0 }
+      if (plan.prepaid === true) {
+        return { funding: "credits" as const, budget: budgetOf(keyId, "credits", now), cap: null, expireAt: 0, from: undefined, to: undefined }
+      }
       const month = monthOf(now)
       // Kept a month past its end, then forgotten (SQL still has it).
-      return { funding: "allowance" as const, budget: `allowance:${keyId}:${month.label}`, cap: usdToMicros(plan.allowanceUsd), expireAt: month.end + 31 * 86_400_000 }
+      return {
+        funding: "allowance" as const,
+        budget: budgetOf(keyId, "allowance", now),
+        cap: usdToMicros(plan.allowanceUsd),
+        expireAt: month.end + 31 * 86_400_000,
+        from: month.start,
+        to: month.end
+      }
     }
     type Target = ReturnType<typeof target>
 
-    /** Rebuilds a budget from SQL; concurrent callers for one budget share one rebuild. */
+    /** Holds to keep alive; a hold older than `maxHoldMs` is let go (a leaked reservation). */
+    const heldAt = (now: number) => {
+      const holds = []
+      for (const r of live.values()) {
+        if (now - r.at > maxHoldMs) live.delete(r.id)
+        else holds.push({ budget: r.budget, id: r.id, amount: r.amountMicros })
+      }
+      return holds
+    }
+
+    /** Everything the store may have lost that this instance remembers: live holds, unwritten charges. */
+    const registerAll = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      yield* store.budgetRenew(heldAt(now), holdTtlMs, now)
+      const unwritten = yield* ledger.unflushed
+      yield* store.budgetCharge(unwritten.map((e) => ({
+        budget: budgetOf(e.keyId, e.funding ?? "allowance", e.at.getTime()),
+        id: e.requestId,
+        amount: e.costMicros
+      })), now)
+    })
+
+    /**
+     * Did a store of this scope have an epoch before? Only then is a missing one a loss. An
+     * in-process store lives and dies with this process: nobody else can have held anything in it.
+     */
+    const hadEpochBefore = store.kind === "in-process" ? Effect.succeed(false) : Effect.map(
+      sql`INSERT INTO gateway_meta (name, value) VALUES (${`coordination-epoch:${store.scope}`}, 'true'::jsonb)
+        ON CONFLICT (name) DO NOTHING RETURNING name`,
+      (inserted) => inserted.length === 0
+    )
+
+    /**
+     * Reads the store's epoch (creating it, fenced when the store lost its state); on a new one,
+     * re-registers what this instance holds before adopting it. One at a time.
+     */
+    const syncEpoch = epochLock.withPermits(1)(Effect.gen(function*() {
+      let current = yield* store.epochRead()
+      if (current === undefined) {
+        const lost = epoch !== undefined || (yield* hadEpochBefore)
+        const now = yield* Clock.currentTimeMillis
+        current = yield* store.epochInit({ id: newId("epoch"), fenceUntil: lost ? now + recoveryFenceMs : 0 })
+        if (lost) yield* Effect.logWarning(`allowance: the coordination store lost its state; budgets are rebuilt after a ${recoveryFenceMs} ms recovery fence`)
+      }
+      if (current.id !== epoch?.id) {
+        // Adopted only once registered: a failure here is retried at the next check.
+        yield* registerAll
+        epoch = current
+      }
+      return current
+    }))
+
+    /** An answer said a budget is unseeded: check the epoch now rather than at the next tick. */
+    const noticeUnseeded = FiberSet.run(background, syncEpoch.pipe(Effect.ignore)).pipe(Effect.asVoid)
+
+    /**
+     * Rebuilds a budget from SQL plus its pending charges; concurrent callers for one budget share
+     * one rebuild. A pending charge that arrives between the look-up and the seed makes the seed
+     * stale: read again (the last try counts it, which may count it twice but never misses it).
+     */
     const seed = (keyId: string, t: Target) => Effect.suspend(() => {
       const running = seeding.get(t.budget)
       if (running !== undefined) return Deferred.await(running)
       const done = Deferred.makeUnsafe<void, ServiceUnavailable>()
       seeding.set(t.budget, done)
       const rebuild = Effect.gen(function*() {
-        if (t.funding === "allowance") {
-          const spent = yield* ledger.spentThisMonth(keyId)
-          yield* store.budgetSeed({ budget: t.budget, spent, granted: 0, grantIds: [], expireAt: t.expireAt })
-          return
+        for (let attempt = 0; ; attempt++) {
+          const pending = yield* store.budgetPendingCharges(t.budget)
+          const spent = yield* ledger.spentOn({ keyId, funding: t.funding, from: t.from, to: t.to, requestIds: pending })
+          const grants = t.funding === "credits"
+            ? yield* sql<{ id: string; amount: number }>`SELECT id, amount_micros::float8 AS amount FROM credit_grants WHERE key_id = ${keyId}`
+            : []
+          const counted = new Set(spent.counted)
+          const answer = yield* store.budgetSeed({
+            budget: t.budget,
+            spent: spent.micros,
+            granted: grants.reduce((sum, g) => sum + Number(g.amount), 0),
+            grantIds: grants.map((g) => g.id),
+            expireAt: t.expireAt,
+            now: yield* Clock.currentTimeMillis,
+            counted: spent.counted,
+            uncounted: pending.filter((id) => !counted.has(id)),
+            final: attempt >= 3
+          })
+          if (answer !== "Stale") return
         }
-        const grants = yield* sql<{ id: string; amount: number }>`SELECT id, amount_micros::float8 AS amount FROM credit_grants WHERE key_id = ${keyId}`
-        const spent = yield* ledger.spentOnCredits(keyId)
-        const granted = grants.reduce((sum, g) => sum + Number(g.amount), 0)
-        yield* store.budgetSeed({ budget: t.budget, spent, granted, grantIds: grants.map((g) => g.id), expireAt: 0 })
       }).pipe(Effect.mapError(unavailable("rebuild")))
       return rebuild.pipe(Effect.onExit((exit) => {
         seeding.delete(t.budget)
         return Deferred.done(done, exit)
       }))
+    })
+
+    /** An unseeded budget: wait out a recovery fence if one is up, then rebuild it. */
+    const recover = (keyId: string, t: Target) => Effect.gen(function*() {
+      const current = yield* syncEpoch.pipe(Effect.mapError(unavailable("epoch")))
+      const wait = current.fenceUntil - (yield* Clock.currentTimeMillis)
+      // Bounded even if the fencing instance's clock runs ahead of ours.
+      if (wait > 0) yield* Effect.sleep(Math.min(wait, 2 * recoveryFenceMs))
+      yield* seed(keyId, t)
     })
 
     /** Runs an idempotent store write until it lands, off the caller's path. */
@@ -122,16 +259,16 @@ function make(options: AllowanceOptions) {
         Effect.catch((error) => Effect.logError(`allowance: ${what} gave up`, error))
       )).pipe(Effect.asVoid)
 
-    const reserve = Effect.fn("Allowance.reserve")(function*(request: { keyId: string; plan: Plan; maxCostMicros: Micros }) {
-      const now = yield* Clock.currentTimeMillis
-      const t = target(request.keyId, request.plan, now)
+    const reserve = Effect.fn("Allowance.reserve")(function*(request: ReserveRequest) {
       const id = newId("res")
       const amount = Math.max(0, Math.ceil(request.maxCostMicros))
       for (let attempt = 0; attempt < 3; attempt++) {
+        const now = yield* Clock.currentTimeMillis
+        const t = target(request.keyId, request.plan, now)
         const answer = yield* store.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })
           .pipe(Effect.mapError(unavailable("reserve")))
         if (answer._tag === "Unseeded") {
-          yield* seed(request.keyId, t)
+          yield* recover(request.keyId, t)
           continue
         }
         if (answer._tag === "Refused") {
@@ -150,8 +287,8 @@ function make(options: AllowanceOptions) {
             })
         }
         const reservation: Reservation = {
-          id, keyId: request.keyId, funding: t.funding, budget: t.budget, amountMicros: amount, capMicros: t.cap, at: now,
-          remainingMicros: remainingOf(answer.state, t.cap)
+          id, chargeId: request.requestId ?? id, keyId: request.keyId, funding: t.funding, budget: t.budget, amountMicros: amount,
+          capMicros: t.cap, at: now, remainingMicros: remainingOf(answer.state, t.cap)
         }
         live.set(id, reservation)
         return reservation
@@ -159,35 +296,49 @@ function make(options: AllowanceOptions) {
       return yield* unavailable("rebuild did not take")()
     })
 
+    /**
+     * A settle or release: the store's new state when it landed, `undefined` when unknown. A settle
+     * that failed is retried until it lands — unless this instance meanwhile adopted a new epoch:
+     * the store lost its state, and the charge is counted by the rebuild (from SQL, or re-registered
+     * from the ledger buffer); applying it as well would count it twice.
+     */
+    const finish = (reservation: Reservation, write: Effect.Effect<BudgetState | undefined, unknown>, retry: boolean) =>
+      Effect.gen(function*() {
+        const attemptedIn = epoch?.id
+        const first = yield* Effect.result(write)
+        if (first._tag === "Success") {
+          if (first.success === undefined) yield* noticeUnseeded
+          return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
+        }
+        if (retry) yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
+        return undefined
+      })
+
     const settle = Effect.fn("Allowance.settle")(function*(reservation: Reservation, actualCostMicros: Micros) {
       live.delete(reservation.id)
       if (actualCostMicros > reservation.amountMicros) {
         yield* Effect.logWarning(`allowance: call ${reservation.id} cost ${actualCostMicros} µ$ but reserved ${reservation.amountMicros}; charged the reservation`)
       }
-      const write = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.budgetSettle({ budget: reservation.budget, id: reservation.id, amount: reservation.amountMicros, actual: actualCostMicros, now }))
-      const first = yield* Effect.result(write)
-      if (first._tag === "Success") return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
-      yield* eventually(`settle ${reservation.id}`, write)
-      return undefined
+      return yield* finish(reservation, Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store.budgetSettle({
+          budget: reservation.budget, id: reservation.id, chargeId: reservation.chargeId,
+          amount: reservation.amountMicros, actual: actualCostMicros, now
+        })), true)
     })
 
     const release = Effect.fn("Allowance.release")(function*(reservation: Reservation) {
       live.delete(reservation.id)
-      const write = Effect.flatMap(Clock.currentTimeMillis, (now) => store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now))
-      const first = yield* Effect.result(write)
-      if (first._tag === "Success") return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
       // A release that never lands only keeps the hold until it lapses: nothing to retry for.
-      return undefined
+      return yield* finish(reservation, Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now)), false)
     })
 
     const remaining = Effect.fn("Allowance.remaining")(function*(keyId: string, plan: Plan) {
-      const now = yield* Clock.currentTimeMillis
-      const t = target(keyId, plan, now)
-      const read = store.budgetState(t.budget, now).pipe(Effect.mapError(unavailable("read")))
+      const t = target(keyId, plan, yield* Clock.currentTimeMillis)
+      const read = Effect.flatMap(Clock.currentTimeMillis, (now) => store.budgetState(t.budget, now)).pipe(Effect.mapError(unavailable("read")))
       let state = yield* read
       if (state === undefined) {
-        yield* seed(keyId, t)
+        yield* recover(keyId, t)
         state = yield* read
       }
       return state === undefined ? 0 : remainingOf(state, t.cap)
@@ -200,7 +351,7 @@ function make(options: AllowanceOptions) {
       const grantId = newId("grant")
       const amount = usdToMicros(amountUsd)
       yield* sql`INSERT INTO credit_grants (id, key_id, amount_micros) VALUES (${grantId}, ${keyId}, ${amount})`
-      const budget = `credits:${keyId}`
+      const budget = budgetOf(keyId, "credits", 0)
       const grant = store.budgetGrant({ budget, grantId, amount })
       // Durable in SQL already; if the store is down the grant is applied once it is back.
       if ((yield* Effect.result(grant))._tag === "Failure") yield* eventually(`grant ${grantId}`, grant)
@@ -209,16 +360,17 @@ function make(options: AllowanceOptions) {
       return { grantId, balanceMicros: state === undefined ? undefined : remainingOf(state, null) }
     })
 
-    // Keeps holds of running calls alive; a renewal that fails is simply tried again next round.
+    // Watches the epoch (a lost store is noticed within `epochCheckEveryMs`) and keeps the holds of
+    // running calls alive; whatever fails is simply tried again next round.
+    let renewedAt = yield* Clock.currentTimeMillis
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
-      yield* Effect.sleep(renewEveryMs)
+      yield* syncEpoch.pipe(Effect.ignore)
       const now = yield* Clock.currentTimeMillis
-      const holds = []
-      for (const r of live.values()) {
-        if (now - r.at > maxHoldMs) live.delete(r.id)
-        else holds.push({ budget: r.budget, id: r.id, amount: r.amountMicros })
+      if (now - renewedAt >= renewEveryMs) {
+        renewedAt = now
+        yield* store.budgetRenew(heldAt(now), holdTtlMs, now).pipe(Effect.ignore)
       }
-      yield* store.budgetRenew(holds, holdTtlMs, now).pipe(Effect.ignore)
+      yield* Effect.sleep(Math.min(epochCheckEveryMs, renewEveryMs))
     })))
 
     return Allowance.of({ reserve, settle, release, remaining, addCredits })

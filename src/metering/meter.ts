@@ -90,9 +90,11 @@ export class Meter extends Context.Service<Meter, {
       if (!enforce) return recordOnly(request, maxOutputTokens)
       const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
       const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
-      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros })
-        .pipe(Effect.tapError(() => admission.release))
       const requestId = request.requestId ?? newId("call")
+      // The ledger row's id doubles as the charge's id in the store: after a store loss, a charge
+      // is re-registered and reconciled with SQL by it (allowance.ts).
+      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros, requestId })
+        .pipe(Effect.tapError(() => admission.release))
       let remaining: Micros | undefined = reservation.remainingMicros
       let finished = false
 

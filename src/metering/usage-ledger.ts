@@ -40,6 +40,15 @@ export interface ModelTotals {
   readonly costMicros: Micros
 }
 
+export interface SpendQuery {
+  readonly keyId: string
+  readonly funding: Funding
+  /** `[from, to)` in epoch ms; absent: unbounded. */
+  readonly from?: number | undefined
+  readonly to?: number | undefined
+  readonly requestIds?: ReadonlyArray<string> | undefined
+}
+
 export interface LedgerOptions {
   readonly flushIntervalMs?: number
   readonly batchSize?: number
@@ -52,12 +61,19 @@ export class UsageLedger extends Context.Service<UsageLedger, {
   flush(): Effect.Effect<void, SqlError.SqlError>
   /** Per-model totals of `[from, to)`, for one key or (keyId absent) all keys; flushes first. */
   summary(query: { keyId?: string | undefined; from: Date; to: Date }): Effect.Effect<ReadonlyArray<ModelTotals>, SqlError.SqlError>
+  /**
+   * Spend of one budget (SQL + still buffered), read in one snapshot with which of `requestIds`
+   * that total already includes: the allowance's rebuild after a store loss (see allowance.ts).
+   */
+  spentOn(query: SpendQuery): Effect.Effect<{ readonly micros: Micros; readonly counted: ReadonlyArray<string> }, SqlError.SqlError>
   /** Allowance spend of the key in the current UTC month (SQL + still buffered). */
   spentThisMonth(keyId: string): Effect.Effect<Micros, SqlError.SqlError>
   /** Credits spend of the key, all time (SQL + still buffered). */
   spentOnCredits(keyId: string): Effect.Effect<Micros, SqlError.SqlError>
   /** Entries not yet written. */
   readonly pending: Effect.Effect<number>
+  /** A copy of the entries not yet written (a row leaves only once its INSERT committed). */
+  readonly unflushed: Effect.Effect<ReadonlyArray<LedgerEntry>>
 }>()("gateway/metering/UsageLedger") {
   static readonly layerWith = (options: LedgerOptions) => Layer.effect(UsageLedger, make(options))
   static readonly layer = UsageLedger.layerWith({})
@@ -156,26 +172,44 @@ function make(options: LedgerOptions) {
       }))
     })
 
-    const spent = (keyId: string, funding: Funding, from: number | undefined, to: number | undefined) =>
-      lock.withPermits(1)(Effect.gen(function*() {
-        const rows = yield* sql<{ cost: number | null }>`SELECT sum(cost_micros)::float8 AS cost FROM usage_ledger
+    const spentOn = Effect.fn("UsageLedger.spentOn")(function*(query: SpendQuery) {
+      const { keyId, funding, from, to } = query
+      const ids = query.requestIds ?? []
+      return yield* lock.withPermits(1)(Effect.gen(function*() {
+        // One statement, one snapshot: the total and which of `ids` it counts cannot disagree.
+        const rows = yield* sql<{ cost: number | null; counted: Array<string> | null }>`SELECT sum(cost_micros)::float8 AS cost,
+            ${ids.length === 0 ? sql`NULL::text[]` : sql`array_agg(request_id) FILTER (WHERE request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)))`} AS counted
+          FROM usage_ledger
           WHERE key_id = ${keyId} AND funding = ${funding}
           ${from === undefined ? sql`` : sql`AND at >= ${new Date(from).toISOString()}`}
           ${to === undefined ? sql`` : sql`AND at < ${new Date(to).toISOString()}`}`
-        const buffered = sumCost(buffer, (e) =>
+        const inBudget = (e: LedgerEntry) =>
           e.keyId === keyId && fundingOf(e) === funding &&
-          (from === undefined || e.at.getTime() >= from) && (to === undefined || e.at.getTime() < to))
-        return Number(rows[0]?.cost ?? 0) + buffered
+          (from === undefined || e.at.getTime() >= from) && (to === undefined || e.at.getTime() < to)
+        const wanted = new Set(ids)
+        const counted = new Set(rows[0]?.counted ?? [])
+        for (const e of buffer) if (inBudget(e) && wanted.has(e.requestId)) counted.add(e.requestId)
+        return { micros: Number(rows[0]?.cost ?? 0) + sumCost(buffer, inBudget), counted: [...counted] }
       }))
+    })
 
     const spentThisMonth = Effect.fn("UsageLedger.spentThisMonth")(function*(keyId: string) {
       const month = monthOf(yield* Clock.currentTimeMillis)
-      return yield* spent(keyId, "allowance", month.start, month.end)
+      return (yield* spentOn({ keyId, funding: "allowance", from: month.start, to: month.end })).micros
     })
     const spentOnCredits = Effect.fn("UsageLedger.spentOnCredits")(function*(keyId: string) {
-      return yield* spent(keyId, "credits", undefined, undefined)
+      return (yield* spentOn({ keyId, funding: "credits" })).micros
     })
 
-    return UsageLedger.of({ record, flush, summary, spentThisMonth, spentOnCredits, pending: Effect.sync(() => buffer.length) })
+    return UsageLedger.of({
+      record,
+      flush,
+      summary,
+      spentOn,
+      spentThisMonth,
+      spentOnCredits,
+      pending: Effect.sync(() => buffer.length),
+      unflushed: Effect.sync(() => buffer.slice())
+    })
   })
 }

@@ -234,3 +234,40 @@ export const collectStream = <E, R>(events: Stream.Stream<CanonicalEvent, E, R>)
       Effect.flatMap(() => Effect.sync(() => builder.finish()))
     )
   })
+
+/**
+ * The events of a whole answer, one delta per block: what a stream of it would carry at the least
+ * (`collect(responseEvents(r))` gives `r` back). For hooks that watch events when the answer
+ * arrived in one piece.
+ */
+export const responseEvents = (response: CanonicalResponse): Array<CanonicalEvent> => {
+  const events: Array<CanonicalEvent> = [{ type: "message_start", model: response.model, ...(response.id === undefined ? {} : { id: response.id }) }]
+  response.content.forEach((block, index) => {
+    switch (block.type) {
+      case "text":
+        events.push({ type: "block_start", index, block: { type: "text" } })
+        if (block.text !== "") events.push({ type: "text_delta", index, text: block.text })
+        break
+      case "thinking":
+        events.push({ type: "block_start", index, block: { type: "thinking" } })
+        if (block.thinking !== "") events.push({ type: "thinking_delta", index, thinking: block.thinking })
+        if (block.signature !== "") events.push({ type: "signature_delta", index, signature: block.signature })
+        break
+      case "redacted_thinking":
+        events.push({ type: "block_start", index, block: { type: "redacted_thinking", data: block.data } })
+        break
+      case "tool_use":
+        events.push({ type: "block_start", index, block: { type: "tool_use", id: block.id, name: block.name } })
+        events.push({ type: "tool_input_delta", index, partialJson: JSON.stringify(block.input) })
+        break
+    }
+    events.push({ type: "block_stop", index })
+  })
+  events.push({
+    type: "message_stop",
+    stopReason: response.stopReason,
+    ...(response.stopSequence === undefined ? {} : { stopSequence: response.stopSequence }),
+    usage: response.usage
+  })
+  return events
+}

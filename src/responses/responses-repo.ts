@@ -1,49 +1,143 @@
 /**
- * Stored responses (Responses dialect, `store: true`): the exact bytes returned, so
- * `GET /v1/responses/{id}` replays them unchanged, and the conversation so far in canonical form,
- * so `previous_response_id` can chain with only the new input items. Scoped to the key.
+ * Stored responses (Responses dialect, `store: true`), scoped to the key:
+ *  - the exact bytes returned, so `GET /v1/responses/{id}` replays them unchanged;
+ *  - the conversation so far in canonical form, so `previous_response_id` chains with only the
+ *    new input items;
+ *  - the answer's canonical events and echo, so `?stream=true` replays its event stream;
+ *  - the input items as listed by `/input_items`, and an index of every referable item
+ *    (`item_reference`).
+ * JSON is stored as text (JSON.stringify escapes NUL and unpaired surrogates, which jsonb
+ * refuses), so a model's answer can always be stored. Responses are kept
+ * `GATEWAY_RESPONSE_RETENTION_DAYS` (default 30): an older one reads as absent at once, and an
+ * hourly sweep deletes it with its items.
  */
-import { Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 
 export interface StoredResponse {
   readonly id: string
-  readonly keyId: string
   readonly model: string
   /** The JSON body exactly as returned to the client. */
   readonly body: string
-  /** Canonical system + messages of the whole conversation up to and including this response. */
-  readonly transcript: unknown
   readonly createdAt: Date
 }
 
-interface Row {
+export interface NewStoredResponse {
   readonly id: string
-  readonly key_id: string
+  readonly keyId: string
   readonly model: string
   readonly body: string
+  /** Canonical system + messages of the whole conversation up to and including this response (JSON). */
+  readonly transcript: string
+  /** What a streamed replay needs: the echo, the creation time and the canonical events (JSON). */
+  readonly replay: string
+  /** The listed input items (JSON array). */
+  readonly inputItems: string
+  /** Items later requests may refer to by id, each as its wire JSON. */
+  readonly items: ReadonlyArray<{ readonly id: string; readonly item: string }>
+}
+
+/** What chaining on a stored response needs. */
+export interface StoredConversation {
   readonly transcript: unknown
-  readonly created_at: Date
+  readonly inputItems: ReadonlyArray<unknown>
+  readonly body: string
+}
+
+export const responseSettingsConfig = Config.all({
+  retentionDays: Config.Number("GATEWAY_RESPONSE_RETENTION_DAYS").pipe(Config.withDefault(30))
+})
+
+const parseList = (text: string | null): ReadonlyArray<unknown> => {
+  if (text === null) return []
+  const value = JSON.parse(text)
+  return Array.isArray(value) ? value : []
 }
 
 export class ResponsesRepo extends Context.Service<ResponsesRepo, {
-  save(response: Omit<StoredResponse, "createdAt">): Effect.Effect<void, SqlError.SqlError>
-  /** The stored response with this id for this key; undefined for unknown or another key's ids. */
+  save(response: NewStoredResponse): Effect.Effect<void, SqlError.SqlError>
+  /** The stored response with this id for this key; undefined for unknown, expired or another key's ids. */
   find(keyId: string, id: string): Effect.Effect<StoredResponse | undefined, SqlError.SqlError>
+  conversation(keyId: string, id: string): Effect.Effect<StoredConversation | undefined, SqlError.SqlError>
+  /** The replay record (JSON text) and model of a stored response; null replay for rows stored before replays existed. */
+  replay(keyId: string, id: string): Effect.Effect<{ readonly model: string; readonly body: string; readonly replay: string | null } | undefined, SqlError.SqlError>
+  inputItems(keyId: string, id: string): Effect.Effect<ReadonlyArray<unknown> | undefined, SqlError.SqlError>
+  /** The caller's stored items among `ids`, parsed; ids of other keys or of expired responses are absent. */
+  findItems(keyId: string, ids: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, unknown>, SqlError.SqlError>
+  /** Deletes a stored response and its items; false when there was none for this key. */
+  remove(keyId: string, id: string): Effect.Effect<boolean, SqlError.SqlError>
+  /** Deletes every response older than the retention; returns how many. */
+  prune(): Effect.Effect<number, SqlError.SqlError>
+  readonly retentionDays: number
 }>()("gateway/responses/ResponsesRepo") {
   static readonly layer = Layer.effect(ResponsesRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const save = Effect.fn("ResponsesRepo.save")(function*(r: Omit<StoredResponse, "createdAt">) {
-      yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript)
-        VALUES (${r.id}, ${r.keyId}, ${r.model}, ${r.body}, ${JSON.stringify(r.transcript)}::jsonb)`
+    const { retentionDays } = yield* responseSettingsConfig
+    if (!(retentionDays > 0)) return yield* Effect.die(new Error("GATEWAY_RESPONSE_RETENTION_DAYS must be a number above 0"))
+    const fresh = sql`created_at > now() - ${retentionDays}::float8 * interval '1 day'`
+
+    const save = Effect.fn("ResponsesRepo.save")(function*(r: NewStoredResponse) {
+      yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
+          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${r.body}, ${r.transcript}, ${r.replay}, ${r.inputItems})`
+        if (r.items.length > 0) {
+          const rows = r.items.map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
+          yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+        }
+      }))
     })
+
     const find = Effect.fn("ResponsesRepo.find")(function*(keyId: string, id: string) {
-      const rows = yield* sql<Row>`SELECT id, key_id, model, body, transcript, created_at FROM stored_responses
-        WHERE id = ${id} AND key_id = ${keyId}`
-      if (rows.length === 0) return undefined
+      const rows = yield* sql<{ id: string; model: string; body: string; created_at: Date }>`
+        SELECT id, model, body, created_at FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
       const row = rows[0]
-      return { id: row.id, keyId: row.key_id, model: row.model, body: row.body, transcript: row.transcript, createdAt: new Date(row.created_at) }
+      return row === undefined ? undefined : { id: row.id, model: row.model, body: row.body, createdAt: new Date(row.created_at) }
     })
-    return ResponsesRepo.of({ save, find })
+
+    const conversation = Effect.fn("ResponsesRepo.conversation")(function*(keyId: string, id: string) {
+      const rows = yield* sql<{ transcript: unknown; input_items: string | null; body: string }>`
+        SELECT transcript, input_items, body FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      const row = rows[0]
+      return row === undefined ? undefined : { transcript: row.transcript, inputItems: parseList(row.input_items), body: row.body }
+    })
+
+    const replay = Effect.fn("ResponsesRepo.replay")(function*(keyId: string, id: string) {
+      const rows = yield* sql<{ model: string; body: string; replay: string | null }>`
+        SELECT model, body, replay FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      return rows[0]
+    })
+
+    const inputItems = Effect.fn("ResponsesRepo.inputItems")(function*(keyId: string, id: string) {
+      const rows = yield* sql<{ input_items: string | null }>`
+        SELECT input_items FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      return rows[0] === undefined ? undefined : parseList(rows[0].input_items)
+    })
+
+    const findItems = Effect.fn("ResponsesRepo.findItems")(function*(keyId: string, ids: ReadonlyArray<string>) {
+      if (ids.length === 0) return new Map<string, unknown>()
+      const rows = yield* sql<{ id: string; item: string }>`
+        SELECT i.id, i.item FROM stored_response_items i JOIN stored_responses r ON r.id = i.response_id
+        WHERE i.id IN ${sql.in(ids)} AND i.key_id = ${keyId}
+          AND r.created_at > now() - ${retentionDays}::float8 * interval '1 day'`
+      return new Map(rows.map((row) => [row.id, JSON.parse(row.item) as unknown]))
+    })
+
+    const remove = Effect.fn("ResponsesRepo.remove")(function*(keyId: string, id: string) {
+      const rows = yield* sql`DELETE FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh} RETURNING id`
+      return rows.length > 0
+    })
+
+    const prune = Effect.fn("ResponsesRepo.prune")(function*() {
+      const rows = yield* sql`DELETE FROM stored_responses WHERE NOT (${fresh}) RETURNING id`
+      return rows.length
+    })
+
+    // At start, then hourly: a stopped instance's backlog goes at its next start.
+    yield* Effect.forkScoped(prune().pipe(
+      Effect.catchCause((cause) => Effect.logWarning("responses: pruning failed; retrying", cause)),
+      Effect.repeat(Schedule.spaced("1 hour"))
+    ))
+
+    return ResponsesRepo.of({ save, find, conversation, replay, inputItems, findItems, remove, prune, retentionDays })
   }))
 }

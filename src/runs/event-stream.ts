@@ -1,10 +1,11 @@
 /**
- * A run's log as SSE frames: `id: <seq>`, `event: <type>`, `data: <event JSON with seq>`, from
- * `after` on, then live; a final `event: done` with `{}` once the run is finished and every event
- * was sent. It subscribes to the run's wake-up signal before the first read (so no append between
- * the read and the wait is missed), reads `seq > cursor` from SQL after each signal — or every
- * `POLL_MS` when signals are lost — and sends a heartbeat comment when nothing was sent for
- * `heartbeatMs`. Every frame comes from SQL, so instances can write and read the same run.
+ * A run's log as SSE frames: an opening comment (so the response commits at once), then `id:
+ * <seq>`, `event: <type>`, `data: <event JSON with seq>`, from `after` on, then live; a final
+ * `event: done` with `{}` once the run is finished and every event was sent. It subscribes to the
+ * run's wake-up signal before the first read (so no append between the read and the wait is
+ * missed), reads `seq > cursor` from SQL after each signal — or every `POLL_MS` when signals are
+ * lost — and sends a heartbeat comment when nothing was sent for `heartbeatMs`. Every frame comes
+ * from SQL, so instances can write and read the same run.
  */
 import { Cause, Clock, Effect, Queue, Stream } from "effect"
 import { RunSignals } from "../coordination/run-signals.ts"
@@ -18,6 +19,8 @@ const PAGE = 500
 
 export const eventFrame = (event: LogEvent) => `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
 export const DONE_FRAME = "event: done\ndata: {}\n\n"
+/** The comment that opens every stream (SSE parsers ignore comments). */
+export const OPEN_FRAME = commentFrame("stream open")
 
 export const runEventFrames = (runId: string, after: number, heartbeatMs: number) =>
   Stream.callback<string, never, RunSignals | RunLog | RunsRepo>((queue) =>
@@ -27,6 +30,9 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
       const repo = yield* RunsRepo
       const subscription = yield* signals.subscribe(runId)
       let cursor = after
+      // A first frame at once: the response (status and headers) is committed now, not with the
+      // first event or heartbeat, which may be many seconds away.
+      yield* Queue.offer(queue, OPEN_FRAME)
       let lastSent = yield* Clock.currentTimeMillis
       while (true) {
         const events = yield* log.read(runId, cursor, PAGE)

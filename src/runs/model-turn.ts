@@ -39,9 +39,15 @@ export const quoteTurn = (request: CanonicalRequest, continuity: Continuity) =>
     return { request: { ...request, maxOutputTokens: quote.maxOutputTokens }, worstCaseMicros: quote.worstCaseMicros } satisfies TurnQuote
   })
 
-/** Starts the turn (waiting for capacity like any request); resolves at its first event. */
-export const startTurn = (quote: TurnQuote, options: { readonly key: KeyRecord; readonly continuity: Continuity }): Effect.Effect<Turn, TurnError, ModelCaller | Scope.Scope> =>
+/**
+ * Starts the turn (waiting for capacity like any request); resolves at its first event. `requestId`
+ * is the meter's id of the call: the same id is recognised as the same call (charged once).
+ */
+export const startTurn = (
+  quote: TurnQuote,
+  options: { readonly key: KeyRecord; readonly continuity: Continuity; readonly requestId: string }
+): Effect.Effect<Turn, TurnError, ModelCaller | Scope.Scope> =>
   Effect.gen(function*() {
-    const call = yield* (yield* ModelCaller).call(quote.request, { key: options.key, continuity: options.continuity })
+    const call = yield* (yield* ModelCaller).call(quote.request, { key: options.key, continuity: options.continuity, requestId: options.requestId })
     return { servedModel: call.servedModel, response: collectStream(call.events), settled: call.settled }
   })

@@ -5,8 +5,8 @@
  *
  *   ready          hold the next step's worst-case cost in the budget (refused → outcome
  *                  `incomplete`, reason `budget`), write `node.started`, run the step
- *   inNode         a step started by an earlier attempt and never completed: run it again under
- *                  the same node id (its budget hold is found, not taken twice)
+ *   inNode         a step started and not completed (an earlier attempt died, or its call failed
+ *                  and is retried): run it again under the same node id
  *   requiresAction wait for the caller's `tool.result` events (wake-up signal or poll)
  *   finishing      write the decided `outcome`
  *   final / open   nothing (the outcome exists / the caller drives the run)
@@ -14,9 +14,22 @@
  * A step writes `node.completed` with its answer, usage and cost, and settles its budget hold in
  * the same transaction. Every write is fenced by the lease attempt, so after a takeover the old
  * owner can write nothing. While a step runs, a watcher ends it as soon as the run is finished by
- * someone else (cancel). Anything unexpected ends the run `failed` — a run always gets an outcome.
+ * someone else (cancel).
+ *
+ * Failures (src/runs/step-failure.ts): a retryable one (an outage, a 5xx, a rate limit) never ends
+ * the run: the actor writes `node.retry` (the error and the delay), backs off and runs the round
+ * again — at most `maxRetries` times in a row, then the run ends `failed`/`retries_exhausted`. A
+ * step the model refuses ends `failed`/`model_error`; anything else unexpected `failed`/
+ * `execution_error` — a run always gets an outcome, with an `error` typed as the spec types errors.
+ *
+ * Each call of a step is metered under an id derived from the run, the node and the number of
+ * `node.retry` events the node has so far (`stepCall`), and that id is the allowance reservation and
+ * the usage-ledger entry: an attempt that re-runs a step after taking the lease over reuses the id,
+ * so the key is charged for the step once, whichever attempt's call ends first. A call this actor
+ * knows has ended (it failed, or the instance is stopping) is closed by a `node.retry` written with
+ * its settle, so the next call gets a new id and is charged normally.
  */
-import { Cause, Effect, Result, Schedule } from "effect"
+import { Cause, Clock, Effect, Result } from "effect"
 import { restoreRun, type RunSnapshot } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import { RunSignals, type SignalSubscription } from "../coordination/run-signals.ts"
@@ -25,26 +38,47 @@ import { newId } from "../keys/secrets.ts"
 import { type ContentBlock, joinText } from "../model/content.ts"
 import { microsToUsd } from "../model/money.ts"
 import { emptyUsage } from "../model/usage.ts"
-import { type Fence, type NewEvent, RunLog, type Settle } from "./run-log.ts"
+import { quoteTurn, startTurn, type Turn } from "./model-turn.ts"
 import { RunBudget } from "./run-budget.ts"
 import { baseRequest, turnRequest } from "./run-input.ts"
-import type { RunRow } from "./run-record.ts"
+import { type Fence, type NewEvent, RunLog, type Settle } from "./run-log.ts"
+import type { LogEvent, RunRow } from "./run-record.ts"
 import { RunsRepo } from "./runs-repo.ts"
-import { quoteTurn, startTurn, type Turn } from "./model-turn.ts"
+import { type Classified, classify, retryDelayMs } from "./step-failure.ts"
 
 /** How often a waiting actor re-reads the run when no signal came (lost signals only add this). */
 export const POLL_MS = 1_500
 
+/** Retries of failed rounds: at most `maxRetries` in a row, backing off from `baseMs`. */
+export interface RetryPolicy {
+  readonly maxRetries: number
+  readonly baseMs: number
+}
+
 /** Why a round stopped the actor. */
 type Stop = "finished" | "lease_lost"
 
-const modelFailure = (error: { readonly _tag: string; readonly message: string }) => ({
-  status: "failed" as const,
-  reason: "model_error",
-  error: { type: error._tag, message: error.message }
-})
+/** A step's call failed in a way worth retrying; the charge of that call is closed with the retry. */
+interface StepFailed {
+  readonly _tag: "StepFailed"
+  readonly nodeId: string
+  readonly failure: Classified
+  readonly settle: Settle
+}
 
-export const runActor = (runId: string, fence: Fence) =>
+const isStepFailed = (error: unknown): error is StepFailed => (error as { _tag?: unknown })?._tag === "StepFailed"
+
+/**
+ * The current call of a step: `k` = the node's `node.retry` events so far. `chargeId` keys the
+ * run's budget hold (the node id for the first call); `requestId` is the meter's id for the call
+ * (allowance reservation and ledger entry), the same for every attempt that re-runs this call.
+ */
+export const stepCall = (runId: string, nodeId: string, log: ReadonlyArray<LogEvent>) => {
+  const k = log.filter((event) => event.type === "node.retry" && event.nodeId === nodeId).length
+  return { chargeId: k === 0 ? nodeId : `${nodeId}/${k}`, requestId: `${runId}/${nodeId}/${k}` }
+}
+
+export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
   Effect.gen(function*() {
     const repo = yield* RunsRepo
     const log = yield* RunLog
@@ -53,59 +87,86 @@ export const runActor = (runId: string, fence: Fence) =>
     const keys = yield* KeysRepo
     const signals = yield* RunSignals
     const subscription = yield* signals.subscribe(runId)
+    // Meter ids this actor already used: a call whose `node.retry` could not be written (storage
+    // down) must not reuse its predecessor's id, or the store would take it for the same call.
+    const usedRequestIds = new Set<string>()
 
     const write = (events: ReadonlyArray<NewEvent>, settle?: Settle) =>
       log.append(runId, events, { fence, ...(settle === undefined ? {} : { settle }) })
 
-    const outcome = (fields: { status: string; reason: string | null; [key: string]: unknown }) =>
-      write([{ type: "outcome", ...fields }]).pipe(Effect.as<Stop>("finished"))
+    const outcome = (fields: { status: string; reason: string | null; [key: string]: unknown }, settle?: Settle) =>
+      write([{ type: "outcome", ...fields }], settle).pipe(Effect.as<Stop>("finished"))
+
+    const finishedNow = repo.row(runId).pipe(Effect.map((row) => row === undefined || row.finished_at !== null))
 
     /** Resolves once the run is finished by a write not ours (a cancel): ends a running step. */
     const finishedElsewhere = (watch: SignalSubscription) =>
       Effect.gen(function*() {
         while (true) {
           yield* watch.wait(POLL_MS)
-          const row = yield* repo.row(runId)
-          if (row === undefined || row.finished_at !== null) return "finished" as const
+          if (yield* finishedNow.pipe(Effect.orElseSucceed(() => false))) return "finished" as const
+        }
+      })
+
+    /** Waits `ms` before a retry; returns early when the run was finished meanwhile (a cancel). */
+    const pause = (ms: number) =>
+      Effect.gen(function*() {
+        const until = (yield* Clock.currentTimeMillis) + ms
+        while (true) {
+          const left = until - (yield* Clock.currentTimeMillis)
+          if (left <= 0) return
+          if ((yield* subscription.wait(Math.min(left, POLL_MS))) && (yield* finishedNow.pipe(Effect.orElseSucceed(() => false)))) return
         }
       })
 
     const runStep = (row: RunRow, snapshot: RunSnapshot, nodeId: string) =>
       Effect.gen(function*() {
         const model = catalog.chatModel(row.model ?? "")
-        if (model === undefined) return yield* outcome({ status: "failed", reason: "model_unavailable", error: { message: `The model ${row.model} is no longer in the catalog` } })
+        if (model === undefined) {
+          return yield* outcome({ status: "failed", reason: "model_unavailable", error: { type: "not_found", message: `The model ${row.model} is no longer in the catalog` } })
+        }
         const base = yield* baseRequest(model, row.input, row.tools)
-        const request = turnRequest(base, yield* log.read(runId, 0, 100_000))
+        const history = yield* log.read(runId, 0, 100_000)
+        const request = turnRequest(base, history)
+        const call = stepCall(runId, nodeId, history)
         const continuity = row.optimization.mode === "exact" ? "exact" : "auto"
         const quote = yield* quoteTurn(request, continuity)
         const key = yield* keys.findById(row.key_id)
         if (key === undefined || key.revokedAt !== null) return yield* outcome({ status: "failed", reason: "key_revoked" })
-        if ((yield* budget.hold(runId, nodeId, quote.worstCaseMicros)) === "refused") {
+        if ((yield* budget.hold(runId, call.chargeId, quote.worstCaseMicros)) === "refused") {
           return yield* outcome({ status: "incomplete", reason: "budget", budgetUsd: row.budget_micros === null ? null : microsToUsd(Number(row.budget_micros)) })
         }
         if (snapshot.value === "ready") yield* write([{ type: "node.started", nodeId, model: model.id, turn: snapshot.context.nodes + 1 }])
+        let requestId = call.requestId
+        for (let n = 1; usedRequestIds.has(requestId); n++) requestId = `${call.requestId}~${n}`
+        usedRequestIds.add(requestId)
+
+        const settleOf = (costMicros: number, usage = emptyUsage): Settle => ({ nodeId: call.chargeId, costMicros, usage })
+        /** A failed call: retried (by the round loop) or, when the rules say so, the run's end. */
+        const failed = (error: unknown, settle: Settle) => {
+          const failure = classify(error)
+          return failure.retryable
+            ? Effect.fail<StepFailed>({ _tag: "StepFailed", nodeId, failure, settle })
+            : outcome({ status: "failed", reason: failure.reason, error: failure.error }, settle)
+        }
+
+        let turn: Turn | undefined
         return yield* Effect.scoped(Effect.gen(function*() {
-          const started = yield* Effect.result(startTurn(quote, { key, continuity }))
-          if (Result.isFailure(started)) {
-            yield* log.settle(runId, { nodeId, costMicros: 0, usage: emptyUsage })
-            return yield* outcome(modelFailure(started.failure))
-          }
-          const turn: Turn = started.success
+          const started = yield* Effect.result(startTurn(quote, { key, continuity, requestId }))
+          if (Result.isFailure(started)) return yield* failed(started.failure, settleOf(0))
+          turn = started.success
           const watch = yield* signals.subscribe(runId)
           const answer = yield* Effect.raceFirst(
             Effect.map(Effect.result(turn.response), (result) => ({ _tag: "Answered" as const, result })),
             Effect.map(finishedElsewhere(watch), () => ({ _tag: "Cancelled" as const }))
           )
           const settlement = yield* turn.settled
-          const settle = { nodeId, costMicros: settlement.costMicros, usage: settlement.usage }
+          const settle = settleOf(settlement.costMicros, settlement.usage)
           if (answer._tag === "Cancelled") {
             yield* log.settle(runId, settle)
             return "finished" as const
           }
-          if (Result.isFailure(answer.result)) {
-            yield* log.settle(runId, settle)
-            return yield* outcome(modelFailure(answer.result.failure))
-          }
+          if (Result.isFailure(answer.result)) return yield* failed(answer.result.failure, settle)
           const response = answer.result.success
           const toolCalls = response.content.flatMap((block) => block.type === "tool_use" ? [{ id: block.id, name: block.name, input: block.input }] : [])
           yield* write([{
@@ -122,7 +183,25 @@ export const runActor = (runId: string, fence: Fence) =>
             Effect.catchTag("Conflict", () => log.settle(runId, settle).pipe(Effect.as("finished" as const)))
           )
           return undefined
-        }))
+        })).pipe(
+          // This instance stops (or lost the run) with the call in flight: while the lease is still
+          // ours, close the call's charge with a `node.retry`, so whoever runs the step next is
+          // metered as a new call (this one has ended). After a takeover the write is refused.
+          Effect.onInterrupt(() =>
+            Effect.gen(function*() {
+              const settlement = turn === undefined ? undefined : yield* turn.settled.pipe(Effect.timeoutOption("1 second"))
+              const ended = settlement?._tag === "Some" ? settleOf(settlement.value.costMicros, settlement.value.usage) : settleOf(0)
+              yield* write([{
+                type: "node.retry",
+                nodeId,
+                retry: 0,
+                maxRetries: policy.maxRetries,
+                delayMs: 0,
+                error: { type: "api_error", message: "The step was interrupted: its gateway instance is stopping; it runs again on the next attempt" }
+              }], ended)
+            }).pipe(Effect.timeout("3 seconds"), Effect.ignore)
+          )
+        )
       })
 
     /** One round: read the state, act on it. `undefined` means go on. */
@@ -151,35 +230,69 @@ export const runActor = (runId: string, fence: Fence) =>
         default:
           return "finished" as const
       }
-    })
+    }).pipe(
+      Effect.catchTags({
+        LeaseLost: () => Effect.succeed<Stop>("lease_lost"),
+        // The run finished under us (a cancel landed between our read and our write).
+        Conflict: () => Effect.succeed<Stop>("finished")
+      })
+    )
 
-    let stop: Stop | undefined
-    while (stop === undefined) {
-      stop = yield* round.pipe(
+    /**
+     * After a failed round: back off and go again (`undefined`), or end the run. Failures that are
+     * not retryable go on to the actor's last resort below.
+     */
+    const afterFailure = (error: unknown, retry: number) =>
+      Effect.gen(function*() {
+        const step = isStepFailed(error) ? error : undefined
+        const failure = step?.failure ?? classify(error)
+        if (!failure.retryable) return yield* Effect.fail(error)
+        if (retry > policy.maxRetries) {
+          return yield* outcome({ status: "failed", reason: "retries_exhausted", error: failure.error, retries: policy.maxRetries }, step?.settle)
+        }
+        const delayMs = retryDelayMs(retry, failure, policy.baseMs)
+        // Best effort: with storage down the event cannot be written, and the next round fails the
+        // same way until it is back.
+        yield* write([{ type: "node.retry", nodeId: step?.nodeId ?? null, retry, maxRetries: policy.maxRetries, delayMs, error: failure.error }], step?.settle).pipe(
+          Effect.catchCause((cause) => Effect.logWarning(`run ${runId}: could not log retry ${retry}`, cause))
+        )
+        yield* pause(delayMs)
+        return undefined
+      }).pipe(
         Effect.catchTags({
           LeaseLost: () => Effect.succeed<Stop>("lease_lost"),
-          // The run finished under us (a cancel landed between our read and our write).
           Conflict: () => Effect.succeed<Stop>("finished")
         })
       )
+
+    let stop: Stop | undefined
+    let failures = 0
+    while (stop === undefined) {
+      const result = yield* Effect.result(round)
+      if (Result.isSuccess(result)) {
+        failures = 0
+        stop = result.success
+      } else {
+        failures++
+        stop = yield* afterFailure(result.failure, failures)
+      }
     }
     return stop
   }).pipe(
-    // Anything else (a storage outage that outlasted the retries, a bug) still ends the run with
+    // Anything else (a bug, a stored request that no longer fits its model) still ends the run with
     // an outcome when the log can take it; otherwise the lease lapses and another attempt resumes.
-    Effect.retry({ times: 3, schedule: Schedule.exponential("500 millis"), while: (error) => (error as { _tag?: string })?._tag === "SqlError" }),
-    Effect.catchCause((cause) =>
-      Cause.hasInterruptsOnly(cause)
-        ? Effect.failCause(cause)
-        : Effect.logError(`run ${runId} failed`, cause).pipe(
-          Effect.andThen(
-            Effect.flatMap(RunLog, (log) =>
-              log.append(runId, [{ type: "outcome", status: "failed", reason: "execution_error", error: { message: String(Cause.squash(cause)) } }], { fence })
-            ).pipe(Effect.ignore)
-          ),
-          Effect.as<Stop>("finished")
-        )
-    ),
+    Effect.catchCause((cause) => {
+      if (Cause.hasInterruptsOnly(cause)) return Effect.failCause(cause)
+      const failure = classify(Cause.squash(cause))
+      return Effect.logError(`run ${runId} failed`, cause).pipe(
+        Effect.andThen(
+          Effect.flatMap(RunLog, (log) =>
+            log.append(runId, [{ type: "outcome", status: "failed", reason: failure.reason, error: failure.error }], { fence })
+          ).pipe(Effect.ignore)
+        ),
+        Effect.as<Stop>("finished")
+      )
+    }),
     Effect.scoped,
     Effect.withSpan("RunActor", { attributes: { runId } })
   )

@@ -3,9 +3,11 @@
  * lease it holds, and three loops:
  *  - heartbeat (every lease/3): extends its leases; an actor whose run is no longer ours (lease
  *    taken over after a stall, run finished) is stopped;
- *  - reaper (at start, then every lease/2): claims runs whose lease lapsed — their instance died
- *    or stopped — and resumes them from the log; a run claimed more than `maxAttempts` times ends
- *    `failed` with reason `max_attempts` (a run that crashes its instance must not crash them all);
+ *  - reaper (at start, then every lease/2): ends every live run of a revoked key (`failed`,
+ *    `key_revoked`: its owner can no longer drive or cancel it), then claims runs whose lease
+ *    lapsed — their instance died or stopped — and resumes them from the log; a run claimed more
+ *    than `maxAttempts` times ends `failed` with reason `max_attempts` (a run that crashes its
+ *    instance must not crash them all);
  *  - retention (hourly): prunes runs finished more than `retentionDays` ago.
  * On a graceful stop the actors are interrupted first, then the leases are let go, so another
  * instance resumes the runs at once instead of after the lease time.
@@ -20,13 +22,15 @@ import { runActor } from "./run-actor.ts"
 import type { RunBudget } from "./run-budget.ts"
 import { RunLeases } from "./run-leases.ts"
 import { RunLog } from "./run-log.ts"
-import type { RunsRepo } from "./runs-repo.ts"
+import { RunsRepo } from "./runs-repo.ts"
 
 export const runSettingsConfig = Config.all({
   leaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
   maxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
   retentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  heartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000))
+  heartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
+  stepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
+  retryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000))
 })
 
 type ActorServices = RunsRepo | RunLog | RunBudget | RunSignals | Catalog | ModelCaller | KeysRepo
@@ -44,8 +48,10 @@ export class RunExecutor extends Context.Service<RunExecutor, {
     const settings = yield* runSettingsConfig
     const leases = yield* RunLeases
     const log = yield* RunLog
+    const repo = yield* RunsRepo
     const services = yield* Effect.context<ActorServices>()
     const instanceId = newId("inst")
+    const retryPolicy = { maxRetries: Math.max(0, settings.stepRetries), baseMs: Math.max(1, settings.retryBaseMs) }
 
     // Registered before the actors' FiberMap, so it runs after they are interrupted.
     yield* Effect.addFinalizer(() => leases.release(instanceId).pipe(Effect.ignore))
@@ -58,7 +64,7 @@ export class RunExecutor extends Context.Service<RunExecutor, {
         yield* FiberMap.run(
           actors,
           runId,
-          runActor(runId, { owner: instanceId, attempt }).pipe(
+          runActor(runId, { owner: instanceId, attempt }, retryPolicy).pipe(
             Effect.ensuring(Effect.sync(() => attempts.delete(runId))),
             Effect.provideContext(services)
           ),
@@ -79,6 +85,8 @@ export class RunExecutor extends Context.Service<RunExecutor, {
     })
 
     const reap = Effect.gen(function*() {
+      // Its failure must not keep lapsed runs from being claimed.
+      yield* repo.endRevoked().pipe(Effect.catchCause((cause) => Effect.logWarning("runs: ending revoked keys' runs failed; retrying", cause)))
       const claims = yield* leases.claimExpired(instanceId, settings.leaseMs, 16)
       for (const claim of claims) {
         if (claim.attempt > settings.maxAttempts) {

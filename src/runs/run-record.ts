@@ -109,4 +109,4 @@ export interface EventRow {
 export const toLogEvent = (row: EventRow): LogEvent => ({ ...row.data, type: row.type, seq: Number(row.seq) })
 
 /** Event types only the service writes on executable runs. */
-export const SERVICE_EVENT_TYPES: ReadonlySet<string> = new Set(["node.started", "node.completed", "outcome", "run.resumed"])
+export const SERVICE_EVENT_TYPES: ReadonlySet<string> = new Set(["node.started", "node.completed", "node.retry", "outcome", "run.resumed"])

@@ -64,6 +64,11 @@ export class RunsRepo extends Context.Service<RunsRepo, {
   list(keyId: string, query: ListQuery): Effect.Effect<RunPage, NotFound | SqlError.SqlError>
   /** Ends a live run `cancelled` (an `outcome` event) and asks its live children to cancel too. */
   cancel(keyId: string, id: string, reason: string | null): Effect.Effect<RunView, NotFound | SqlError.SqlError>
+  /**
+   * Ends live runs of revoked keys `failed`/`key_revoked` (at most `limit` per call): their owner
+   * can no longer append to them or cancel them, so they would otherwise stay live for ever.
+   */
+  endRevoked(limit?: number): Effect.Effect<number, SqlError.SqlError>
   /** The whole row, for the run's actor (no tenant check: the actor already owns the run). */
   row(id: string): Effect.Effect<RunRow | undefined, SqlError.SqlError>
 }>()("gateway/runs/RunsRepo") {
@@ -168,6 +173,17 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       return (yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${id}`)[0]
     })
 
-    return RunsRepo.of({ create, get, list, cancel, row })
+    const endRevoked = Effect.fn("RunsRepo.endRevoked")(function*(limit = 100) {
+      const rows = yield* sql<{ id: string }>`SELECT r.id FROM runs r JOIN api_keys k ON k.id = r.key_id
+        WHERE r.finished_at IS NULL AND k.revoked_at IS NOT NULL LIMIT ${limit}`
+      yield* Effect.forEach(rows, (run) =>
+        log.append(run.id, [{ type: "outcome", status: "failed", reason: "key_revoked" }]).pipe(
+          // Finished meanwhile: nothing to do.
+          Effect.catchTags({ Conflict: () => Effect.void, InvalidRequest: () => Effect.void, LeaseLost: () => Effect.void, NotFound: () => Effect.void })
+        ), { discard: true })
+      return rows.length
+    })
+
+    return RunsRepo.of({ create, get, list, cancel, row, endRevoked })
   }))
 }

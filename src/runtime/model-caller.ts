@@ -40,6 +40,12 @@ export interface CallOptions extends DispatchHooks {
   /** Whose call: fairness in the queues, the plan's rate limits, the allowance charged. */
   readonly key: KeyRecord
   readonly continuity?: Continuity | undefined
+  /**
+   * The meter's id of this call (allowance reservation, ledger entry); generated when absent. A
+   * caller that may repeat a call (a run step re-run after a takeover) passes a stable id, so the
+   * repeat is charged once.
+   */
+  readonly requestId?: string | undefined
 }
 
 /** What a finished (or abandoned) call was charged. */
@@ -169,7 +175,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         model: models[0],
         alternatives: models.slice(1),
         inputTokens,
-        maxOutputTokens: request.maxOutputTokens
+        maxOutputTokens: request.maxOutputTokens,
+        requestId: options.requestId
       })
       const sent: CanonicalRequest = { ...request, maxOutputTokens: metered.maxOutputTokens }
       return { models, inputTokens, metered, sent }

@@ -134,5 +134,86 @@ export const migrations = {
       PRIMARY KEY (key_id, idempotency_key)
     )`
     yield* sql`CREATE INDEX run_idempotency_expires_idx ON run_idempotency (expires_at)`
+  }),
+  "0006_stored_response_items": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Stored JSON is kept as text from here on: JSON.stringify escapes NUL and unpaired
+    // surrogates, which jsonb refuses, so whatever a model answers can be stored.
+    yield* sql`ALTER TABLE stored_responses ALTER COLUMN transcript TYPE text USING transcript::text`
+    // The answer's canonical events and echo, so a retrieve with stream=true replays its events.
+    yield* sql`ALTER TABLE stored_responses ADD COLUMN replay text`
+    // The input items listed by GET /v1/responses/{id}/input_items (earlier turns included).
+    yield* sql`ALTER TABLE stored_responses ADD COLUMN input_items text`
+    yield* sql`CREATE INDEX stored_responses_created_idx ON stored_responses (created_at)`
+    // Every item a later request may name in an item_reference: output items and the input
+    // items whose ids the gateway minted. Ids are unique across keys; lookups filter by key.
+    yield* sql`CREATE TABLE stored_response_items (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      response_id text NOT NULL REFERENCES stored_responses (id) ON DELETE CASCADE,
+      item text NOT NULL
+    )`
+    yield* sql`CREATE INDEX stored_response_items_response_idx ON stored_response_items (response_id)`
+  }),
+  "0007_artifacts": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // One row per distinct content of a key (`status`: pending → ready → deleted); versions point
+    // at contents, so identical content is parsed and stored once per key.
+    yield* sql`CREATE TABLE artifact_contents (
+      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      key_id text NOT NULL,
+      hash text NOT NULL,
+      size_bytes bigint NOT NULL,
+      status text NOT NULL,
+      format text NOT NULL,
+      shape jsonb NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE UNIQUE INDEX artifact_contents_ready_idx ON artifact_contents (key_id, hash) WHERE status = 'ready'`
+    yield* sql`CREATE INDEX artifact_contents_sweep_idx ON artifact_contents (status, created_at) WHERE status <> 'ready'`
+    // Raw content. EXTERNAL storage: no compression, so a byte range reads only the pages it covers.
+    yield* sql`CREATE TABLE artifact_chunks (
+      content_id bigint NOT NULL,
+      chunk_no integer NOT NULL,
+      bytes bytea NOT NULL,
+      PRIMARY KEY (content_id, chunk_no)
+    )`
+    yield* sql`ALTER TABLE artifact_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL`
+    // One row per record; the primary key makes one content's rows one contiguous index range.
+    yield* sql`CREATE TABLE artifact_rows (
+      content_id bigint NOT NULL,
+      row_no integer NOT NULL,
+      data jsonb NOT NULL,
+      original jsonb,
+      PRIMARY KEY (content_id, row_no)
+    )`
+    // Search text apart from the rows, so filters and sorts scan narrow tuples.
+    yield* sql`CREATE TABLE artifact_row_search (
+      content_id bigint NOT NULL,
+      row_no integer NOT NULL,
+      search text NOT NULL,
+      PRIMARY KEY (content_id, row_no)
+    )`
+    yield* sql`CREATE TABLE artifacts (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      head_version integer NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      updated_at timestamptz NOT NULL DEFAULT now()
+    )`
+    yield* sql`CREATE INDEX artifacts_key_idx ON artifacts (key_id)`
+    yield* sql`CREATE TABLE artifact_versions (
+      artifact_id text NOT NULL REFERENCES artifacts (id) ON DELETE CASCADE,
+      version integer NOT NULL,
+      content_id bigint NOT NULL REFERENCES artifact_contents (id),
+      mime_type text NOT NULL,
+      summary text,
+      source text NOT NULL,
+      provenance jsonb NOT NULL,
+      declared_row_count bigint,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      PRIMARY KEY (artifact_id, version)
+    )`
+    yield* sql`CREATE INDEX artifact_versions_content_idx ON artifact_versions (content_id)`
   })
 }

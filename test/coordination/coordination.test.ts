@@ -11,6 +11,8 @@ const MINUTE = 60_000
 const rpm = (capacity: number, cost = 1) => ({ name: "rpm", capacity, periodMs: MINUTE, cost })
 const tpm = (capacity: number, cost: number) => ({ name: "tpm", capacity, periodMs: MINUTE, cost })
 const T0 = 1_767_225_600_000
+/** Seed fields for a budget without pending charges. */
+const fresh = { now: T0, counted: [], uncounted: [], final: false }
 
 for (const store of stores()) {
   describe(`coordination (${store.name})`, () => {
@@ -74,16 +76,16 @@ for (const store of stores()) {
         const reserve = (id: string, amount: number, now = T0) =>
           c.budgetReserve({ budget: "a:k5", cap: 1_000, amount, id, ttlMs: 30_000, now, expireAt: 0 })
         expect(yield* reserve("r0", 10)).toEqual({ _tag: "Unseeded" })
-        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 200, granted: 0, grantIds: [], expireAt: 0 })).toBe(true)
-        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 999, granted: 0, grantIds: [], expireAt: 0 })).toBe(false)
+        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 200, granted: 0, grantIds: [], expireAt: 0, ...fresh })).toBe("Seeded")
+        expect(yield* c.budgetSeed({ budget: "a:k5", spent: 999, granted: 0, grantIds: [], expireAt: 0, ...fresh })).toBe("Exists")
         expect(yield* reserve("r1", 500)).toEqual({ _tag: "Reserved", state: { spent: 200, reserved: 500, granted: 0 } })
         expect((yield* reserve("r2", 301))._tag).toBe("Refused")
         expect((yield* reserve("r1", 500))._tag).toBe("Reserved") // idempotent per id
         // Settle charges the actual cost, clamped to the reservation, and only once.
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ spent: 320, reserved: 0, granted: 0 })
         yield* reserve("r3", 100)
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r3", amount: 100, actual: 10_000, now: T0 })).toMatchObject({ spent: 420 })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r3", chargeId: "call-r3", amount: 100, actual: 10_000, now: T0 })).toMatchObject({ spent: 420 })
         yield* reserve("r4", 580)
         expect((yield* reserve("r5", 1))._tag).toBe("Refused") // at the cap: even the smallest call
         expect(yield* c.budgetRelease({ budget: "a:k5", id: "r4" }, T0)).toEqual({ spent: 420, reserved: 0, granted: 0 })
@@ -93,7 +95,7 @@ for (const store of stores()) {
     it.live("holds lapse unless renewed; a renewed lost hold counts again", () =>
       run(Effect.gen(function*() {
         const c = yield* Coordination
-        yield* c.budgetSeed({ budget: "a:k6", spent: 0, granted: 0, grantIds: [], expireAt: 0 })
+        yield* c.budgetSeed({ budget: "a:k6", spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
         const reserve = (id: string, amount: number, now: number) =>
           c.budgetReserve({ budget: "a:k6", cap: 1_000, amount, id, ttlMs: 10_000, now, expireAt: 0 })
         yield* reserve("live", 400, T0)
@@ -105,7 +107,7 @@ for (const store of stores()) {
         yield* c.budgetRenew([{ budget: "a:k6", id: "live", amount: 400 }], 10_000, T0 + 30_000)
         expect(yield* c.budgetState("a:k6", T0 + 30_001)).toMatchObject({ reserved: 400 })
         // A settle of a hold that is gone still charges (the call did run).
-        expect(yield* c.budgetSettle({ budget: "a:k6", id: "dead", amount: 400, actual: 50, now: T0 + 30_002 })).toEqual({ spent: 50, reserved: 400, granted: 0 })
+        expect(yield* c.budgetSettle({ budget: "a:k6", id: "dead", chargeId: "call-dead", amount: 400, actual: 50, now: T0 + 30_002 })).toEqual({ spent: 50, reserved: 400, granted: 0 })
         // A renewal after the settle never resurrects it.
         yield* c.budgetRenew([{ budget: "a:k6", id: "dead", amount: 400 }], 10_000, T0 + 30_003)
         expect(yield* c.budgetState("a:k6", T0 + 30_004)).toEqual({ spent: 50, reserved: 400, granted: 0 })
@@ -117,7 +119,7 @@ for (const store of stores()) {
         const reserve = (id: string, amount: number) =>
           c.budgetReserve({ budget: "c:k7", cap: null, amount, id, ttlMs: 30_000, now: T0, expireAt: 0 })
         expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g0", amount: 5 })).toBe(false) // unseeded
-        yield* c.budgetSeed({ budget: "c:k7", spent: 100, granted: 300, grantIds: ["g1"], expireAt: 0 })
+        yield* c.budgetSeed({ budget: "c:k7", spent: 100, granted: 300, grantIds: ["g1"], expireAt: 0, ...fresh })
         expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g1", amount: 300 })).toBe(false)
         expect((yield* reserve("r1", 201))._tag).toBe("Refused")
         expect(yield* c.budgetGrant({ budget: "c:k7", grantId: "g2", amount: 1_000 })).toBe(true)
@@ -127,7 +129,7 @@ for (const store of stores()) {
     it.live("200 concurrent reservations never pass the cap", () =>
       run(Effect.gen(function*() {
         const c = yield* Coordination
-        yield* c.budgetSeed({ budget: "a:k8", spent: 0, granted: 0, grantIds: [], expireAt: 0 })
+        yield* c.budgetSeed({ budget: "a:k8", spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
         const answers = yield* Effect.forEach(Array.from({ length: 200 }, (_, i) => i), (i) =>
           c.budgetReserve({ budget: "a:k8", cap: 10_000, amount: 100 + (i % 7) * 50, id: `r${i}`, ttlMs: 30_000, now: T0, expireAt: 0 }),
         { concurrency: "unbounded" })
@@ -137,5 +139,86 @@ for (const store of stores()) {
         expect(total).toBeGreaterThan(10_000 - 400)
         expect((yield* c.budgetState("a:k8", T0))?.reserved).toBe(total)
       })))
+
+    it.live("a lost budget keeps what instances re-register: holds, and charges SQL may not have yet", () => {
+      const { layer, wipe } = store.fresh()
+      return Effect.gen(function*() {
+        const c = yield* Coordination
+        const B = "a:k9"
+        const reserve = (id: string, amount: number, now = T0) =>
+          c.budgetReserve({ budget: B, cap: 10_000, amount, id, ttlMs: 30_000, now, expireAt: 0 })
+        yield* c.budgetSeed({ budget: B, spent: 1_000, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        yield* reserve("r1", 2_000)
+        yield* reserve("r2", 3_000)
+        yield* wipe
+        expect(yield* reserve("r3", 100)).toEqual({ _tag: "Unseeded" })
+        // The running calls' instance re-registers their holds on the unseeded budget.
+        yield* c.budgetRenew([{ budget: B, id: "r1", amount: 2_000 }, { budget: B, id: "r2", amount: 3_000 }], 30_000, T0 + 1)
+        // r1 settles while unseeded: a pending charge; settling again (a retry) changes nothing.
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toBeUndefined()
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toBeUndefined()
+        // Unwritten ledger rows of calls settled before the loss; call-1 is applied already.
+        yield* c.budgetCharge([{ budget: B, id: "call-0", amount: 700 }, { budget: B, id: "call-1", amount: 1_500 }, { budget: B, id: "call-x", amount: 50 }], T0 + 3)
+        expect([...(yield* c.budgetPendingCharges(B))].sort()).toEqual(["call-0", "call-1", "call-x"])
+        expect(yield* c.budgetState(B, T0 + 3)).toBeUndefined()
+        // A charge that arrived after the caller's SQL look-up makes the seed stale.
+        yield* c.budgetCharge([{ budget: B, id: "call-late", amount: 10 }], T0 + 4)
+        const lookedUp = { budget: B, spent: 1_700, granted: 0, grantIds: [], expireAt: 0, now: T0 + 5, counted: ["call-0"], uncounted: ["call-1", "call-x"] }
+        expect(yield* c.budgetSeed({ ...lookedUp, final: false })).toBe("Stale")
+        expect(yield* c.budgetState(B, T0 + 5)).toBeUndefined()
+        // SQL had call-0 (in its 1,700); call-1, call-x and call-late are added; r2's hold stays.
+        expect(yield* c.budgetSeed({ ...lookedUp, uncounted: ["call-1", "call-x", "call-late"], final: false })).toBe("Seeded")
+        expect(yield* c.budgetState(B, T0 + 6)).toEqual({ spent: 1_700 + 1_500 + 50 + 10, reserved: 3_000, granted: 0 })
+        expect(yield* c.budgetPendingCharges(B)).toEqual([])
+        // After the seed: a retried settle of r1 and a late re-registration of its charge are no-ops.
+        yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 7 })
+        yield* c.budgetCharge([{ budget: B, id: "call-2", amount: 999 }], T0 + 7)
+        expect(yield* c.budgetState(B, T0 + 7)).toEqual({ spent: 3_260, reserved: 3_000, granted: 0 })
+        // r2 settles normally; the cap now counts everything.
+        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-2", amount: 3_000, actual: 3_000, now: T0 + 8 })).toEqual({ spent: 6_260, reserved: 0, granted: 0 })
+        expect((yield* reserve("r4", 3_741, T0 + 9))._tag).toBe("Refused")
+        expect((yield* reserve("r4", 3_740, T0 + 9))._tag).toBe("Reserved")
+      }).pipe(Effect.provide(layer))
+    })
+
+    it.live("a charge is applied once per charge id, whichever way it arrives", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const B = "a:k10"
+        yield* c.budgetSeed({ budget: B, spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r1", ttlMs: 30_000, now: T0, expireAt: 0 })
+        // Two holds, one charge id (a call re-run under the same ledger id): charged once.
+        yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r2", ttlMs: 30_000, now: T0, expireAt: 0 })
+        yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 500, actual: 400, now: T0 })
+        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-1", amount: 500, actual: 400, now: T0 })).toEqual({ spent: 400, reserved: 0, granted: 0 })
+        // A released hold is final: a settle after it charges nothing.
+        yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r3", ttlMs: 30_000, now: T0, expireAt: 0 })
+        yield* c.budgetRelease({ budget: B, id: "r3" }, T0)
+        expect(yield* c.budgetSettle({ budget: B, id: "r3", chargeId: "call-3", amount: 500, actual: 400, now: T0 })).toEqual({ spent: 400, reserved: 0, granted: 0 })
+        // A renewal never brings a finished hold back, on a lost budget either.
+        yield* c.budgetRenew([{ budget: B, id: "r3", amount: 500 }], 30_000, T0 + 1)
+        expect(yield* c.budgetState(B, T0 + 1)).toEqual({ spent: 400, reserved: 0, granted: 0 })
+        // On a seeded budget a re-registered charge is ignored: SQL may have it already.
+        yield* c.budgetCharge([{ budget: B, id: "call-9", amount: 100 }], T0 + 2)
+        expect(yield* c.budgetState(B, T0 + 2)).toEqual({ spent: 400, reserved: 0, granted: 0 })
+        // `final` counts a charge nobody looked up rather than miss it.
+        yield* c.budgetSettle({ budget: "a:k11", id: "r1", chargeId: "call-y", amount: 100, actual: 100, now: T0 })
+        expect(yield* c.budgetSeed({ budget: "a:k11", spent: 5, granted: 0, grantIds: [], expireAt: 0, now: T0, counted: [], uncounted: [], final: true })).toBe("Seeded")
+        expect(yield* c.budgetState("a:k11", T0)).toEqual({ spent: 105, reserved: 0, granted: 0 })
+      })))
+
+    it.live("the epoch: none in a new or lost store; the first one created stays", () => {
+      const { layer, wipe } = store.fresh()
+      return Effect.gen(function*() {
+        const c = yield* Coordination
+        expect(yield* c.epochRead()).toBeUndefined()
+        expect(yield* c.epochInit({ id: "e1", fenceUntil: 0 })).toEqual({ id: "e1", fenceUntil: 0 })
+        expect(yield* c.epochInit({ id: "e2", fenceUntil: T0 })).toEqual({ id: "e1", fenceUntil: 0 })
+        expect(yield* c.epochRead()).toEqual({ id: "e1", fenceUntil: 0 })
+        yield* wipe
+        expect(yield* c.epochRead()).toBeUndefined()
+        expect(yield* c.epochInit({ id: "e3", fenceUntil: T0 + 5_000 })).toEqual({ id: "e3", fenceUntil: T0 + 5_000 })
+      }).pipe(Effect.provide(layer))
+    })
   })
 }

@@ -4,11 +4,15 @@ import { randomBytes } from "node:crypto"
 import { Redis } from "ioredis"
 import { inject } from "vitest"
 import { Coordination } from "../../src/coordination/coordination.ts"
+import { makeInProcess } from "../../src/coordination/in-process.ts"
 
 export interface Store {
   readonly name: "in-process" | "redis"
-  /** A store with nothing in it: a fresh map, or Redis under a key prefix of its own. */
-  fresh(): { readonly layer: Layer.Layer<Coordination>; readonly prefix: string }
+  /**
+   * A store with nothing in it: a fresh map, or Redis under a key prefix of its own. `wipe` loses
+   * everything in it, as FLUSHALL or a restart without persistence would (Redis: only this prefix).
+   */
+  fresh(): { readonly layer: Layer.Layer<Coordination>; readonly prefix: string; readonly wipe: Effect.Effect<void> }
 }
 
 export const uniquePrefix = () => `gwtest:${randomBytes(5).toString("hex")}:`
@@ -33,13 +37,19 @@ export const redisLayer = (url: string, prefix = uniquePrefix()) =>
 
 export const stores = (): ReadonlyArray<Store> => {
   const { redisUrl } = inject("services")
-  const inProcess: Store = { name: "in-process", fresh: () => ({ layer: Coordination.layerInProcess, prefix: "" }) }
+  const inProcess: Store = {
+    name: "in-process",
+    fresh: () => {
+      const store = makeInProcess()
+      return { layer: Layer.succeed(Coordination, store), prefix: "", wipe: Effect.sync(() => store.wipe()) }
+    }
+  }
   if (redisUrl === null) return [inProcess]
   return [inProcess, {
     name: "redis",
     fresh: () => {
       const prefix = uniquePrefix()
-      return { layer: redisLayer(redisUrl, prefix), prefix }
+      return { layer: redisLayer(redisUrl, prefix), prefix, wipe: dropPrefix(redisUrl, prefix) }
     }
   }]
 }

@@ -3,11 +3,12 @@
  * coordination store in process and on Redis), with TestClock for months.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
 import { inject } from "vitest"
 import type { Plan } from "../../src/config/schema.ts"
 import { Coordination } from "../../src/coordination/coordination.ts"
+import { makeInProcess } from "../../src/coordination/in-process.ts"
 import { newId } from "../../src/keys/secrets.ts"
 import { Allowance } from "../../src/metering/allowance.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
@@ -179,3 +180,87 @@ describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
     }, 30_000)
   })
 })
+
+/**
+ * Two instances on one store that loses everything (FLUSHALL, a restart without persistence): the
+ * rebuilt budget must still count what only the instances remembered — a hold in flight, a settle
+ * whose ledger row was not written yet, a settle landing while the budget is unseeded — each once.
+ */
+const lossyStores = (): ReadonlyArray<{ name: string; make: () => { layer: () => Layer.Layer<Coordination>; wipe: Effect.Effect<void>; drop: Effect.Effect<void> } }> => {
+  const inProcess = {
+    name: "in-process",
+    make: () => {
+      const shared = makeInProcess()
+      return { layer: () => Layer.succeed(Coordination, shared), wipe: Effect.sync(() => shared.wipe()), drop: Effect.void }
+    }
+  }
+  if (redisUrl === null) return [inProcess]
+  return [inProcess, {
+    name: "redis",
+    make: () => {
+      const prefix = uniquePrefix()
+      return { layer: () => Coordination.layerRedis(redisUrl, { prefix }), wipe: dropPrefix(redisUrl, prefix), drop: dropPrefix(redisUrl, prefix) }
+    }
+  }]
+}
+
+for (const lossy of lossyStores()) {
+  describe(`allowance after the store loses its state (${lossy.name})`, () => {
+    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+      it.effect("holds in flight, unwritten and late charges all count after the rebuild; a new budget does not wait", () => {
+        const store = lossy.make()
+        const FENCE = 1_500
+        const instance = () => Allowance.layerWith({ holdTtlMs: 30_000, renewEveryMs: 10_000, epochCheckEveryMs: 100, recoveryFenceMs: FENCE }).pipe(
+          Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+          Layer.provideMerge(store.layer())
+        )
+        const dollar = plan(1)
+        const entry = (keyId: string, requestId: string, costMicros: number, at: number) =>
+          ({ keyId, model: "svc-pico-1", requestId, usage, costMicros, at: new Date(at), funding: "allowance" as const })
+        const timed = <A, E>(effect: Effect.Effect<A, E>) =>
+          Effect.gen(function*() {
+            const start = Date.now()
+            const result = yield* effect
+            return { result, ms: Date.now() - start }
+          })
+        return Effect.gen(function*() {
+          const a = yield* Layer.build(instance())
+          const b = yield* Layer.build(instance())
+          const [allowanceA, ledgerA] = [Context.get(a, Allowance), Context.get(a, UsageLedger)]
+          const allowanceB = Context.get(b, Allowance)
+          const c = yield* Layer.build(instance())
+          const [allowanceC, ledgerC] = [Context.get(c, Allowance), Context.get(c, UsageLedger)]
+          const keyId = newId("key")
+          // A key's first call is not held back: its budget is new, not lost.
+          const first = yield* timed(allowanceB.reserve({ keyId, plan: dollar, maxCostMicros: 100_000, requestId: "call-3" }))
+          expect(first.ms).toBeLessThan(FENCE / 2)
+          const inFlight = yield* allowanceA.reserve({ keyId, plan: dollar, maxCostMicros: 300_000, requestId: "call-1" })
+          const settled = yield* allowanceA.reserve({ keyId, plan: dollar, maxCostMicros: 200_000, requestId: "call-2" })
+          yield* allowanceA.settle(settled, 150_000)
+          yield* ledgerA.record(entry(keyId, "call-2", 150_000, settled.at)) // buffered, not in SQL
+          // C's call settled before the loss; its row stays in C's buffer throughout.
+          const written = yield* allowanceC.reserve({ keyId, plan: dollar, maxCostMicros: 50_000, requestId: "call-5" })
+          yield* allowanceC.settle(written, 50_000)
+          yield* ledgerC.record(entry(keyId, "call-5", 50_000, written.at))
+          expect(yield* allowanceB.remaining(keyId, dollar)).toBe(1_000_000 - 100_000 - 300_000 - 150_000 - 50_000)
+
+          yield* store.wipe
+          const next = yield* Effect.forkChild(timed(allowanceB.reserve({ keyId, plan: dollar, maxCostMicros: 100_000, requestId: "call-4" })))
+          yield* Effect.sleep(FENCE / 3)
+          // During the fence: A writes call-2's row (now in SQL and pending: counted once), and the
+          // call in flight settles on the unseeded budget (a pending charge, not in SQL).
+          yield* ledgerA.flush()
+          yield* allowanceA.settle(inFlight, 250_000)
+          yield* ledgerA.record(entry(keyId, "call-1", 250_000, inFlight.at))
+          const after = yield* Fiber.join(next)
+          expect(after.ms).toBeGreaterThanOrEqual(FENCE / 2)
+          expect(after.result.remainingMicros).toBe(1_000_000 - 150_000 - 250_000 - 50_000 - 100_000 - 100_000)
+          expect(yield* allowanceA.remaining(keyId, dollar)).toBe(350_000)
+          // The epoch is whole again: another key's first call does not wait.
+          const other = yield* timed(allowanceA.reserve({ keyId: newId("key"), plan: dollar, maxCostMicros: 1 }))
+          expect(other.ms).toBeLessThan(FENCE / 2)
+        }).pipe(Effect.scoped, Effect.ensuring(store.drop))
+      }, 30_000)
+    })
+  })
+}

@@ -119,6 +119,26 @@ for (const db of databases()) {
           const empty = yield* ledger.summary({ keyId, from: new Date(month.end), to: new Date(month.end + 1) })
           expect(empty).toEqual([])
         }).pipe(Effect.provide(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 }))))
+
+      it.effect("spentOn says which of the given request ids its total counts, in SQL or still buffered", () =>
+        Effect.gen(function*() {
+          const keyId = newId("key")
+          const ledger = yield* UsageLedger
+          const month = monthOf(Date.now())
+          const at = new Date(month.start + 1_000)
+          const [a, b, c] = [newId("call"), newId("call"), newId("call")]
+          yield* ledger.record(entry(keyId, { requestId: a, costMicros: 10, at }))
+          yield* ledger.record(entry(keyId, { requestId: b, costMicros: 20, at, funding: "credits" }))
+          yield* ledger.flush()
+          yield* ledger.record(entry(keyId, { requestId: c, costMicros: 30, at }))
+          expect((yield* ledger.unflushed).map((e) => e.requestId)).toEqual([c])
+          const query = { keyId, funding: "allowance" as const, from: month.start, to: month.end }
+          const spent = yield* ledger.spentOn({ ...query, requestIds: [a, b, c, "call_never"] })
+          // b is another budget (credits): not in this total, so not counted.
+          expect({ micros: spent.micros, counted: [...spent.counted].sort() }).toEqual({ micros: 40, counted: [a, c].sort() })
+          expect(yield* ledger.spentOn(query)).toEqual({ micros: 40, counted: [] })
+          expect((yield* ledger.spentOn({ ...query, requestIds: ["call_never"] })).counted).toEqual([])
+        }).pipe(Effect.provide(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 }))))
     })
   })
 }

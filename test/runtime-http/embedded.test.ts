@@ -35,12 +35,12 @@ describe("createGateway (embedded runtime)", () => {
 
   it("calls a model with a canonical request decoded from any dialect, and encodes the answer back", async () => {
     const fromChat = await gateway.decode("chat", { model: "gpt-4.1-nano", messages: [{ role: "user", content: "say exactly: from chat" }] })
-    expect(fromChat.model).toBe("svc-pico-1") // the compatibility handle resolved
+    expect(fromChat.request.model).toBe("svc-pico-1") // the compatibility handle resolved
     const answer = await gateway.call(fromChat)
     expect(answer.servedModel).toBe("svc-pico-1")
     expect(answer.response.content).toEqual([{ type: "text", text: "from chat" }])
     expect(answer.settlement.costMicros).toBeGreaterThan(0)
-    const body = gateway.encode("chat", answer, fromChat) as { object: string; choices: Array<{ message: { content: string } }> }
+    const body = gateway.encode("chat", answer) as { object: string; choices: Array<{ message: { content: string } }> }
     expect(body.object).toBe("chat.completion")
     expect(body.choices[0].message.content).toBe("from chat")
 
@@ -53,6 +53,54 @@ describe("createGateway (embedded runtime)", () => {
 
     await expect(gateway.decode("responses", { model: "no-such-model", input: "hi" })).rejects.toMatchObject({ _tag: "NotFound" })
     await expect(gateway.decode("messages", { model: "pico", messages: [] })).rejects.toMatchObject({ _tag: "InvalidRequest" })
+  })
+
+  it("encodes an answer in every dialect: its own echo when decoded there, the request's values otherwise", async () => {
+    const fromResponses = await gateway.decode("responses", {
+      model: "pico", input: "say exactly: every dialect", instructions: "Be brief.", temperature: 0.5, metadata: { a: "b" }, store: true
+    })
+    const answer = await gateway.call(fromResponses)
+    const responses = gateway.encode("responses", answer) as any
+    expect(responses).toMatchObject({
+      object: "response", status: "completed", model: "svc-pico-1", instructions: "Be brief.", temperature: 0.5, metadata: { a: "b" }, store: true,
+      output: [{ type: "message", role: "assistant", content: [{ type: "output_text", text: "every dialect" }] }]
+    })
+    expect((gateway.encode("chat", answer) as any).choices[0]).toMatchObject({ message: { role: "assistant", content: "every dialect" }, finish_reason: "stop" })
+    expect(gateway.encode("messages", answer)).toMatchObject({ type: "message", role: "assistant", content: [{ type: "text", text: "every dialect" }], stop_reason: "end_turn" })
+    expect((gateway.encode("completions", answer) as any)).toMatchObject({ object: "text_completion", choices: [{ text: "every dialect", finish_reason: "stop" }] })
+
+    // Legacy completions with `echo`: the prompt leads the text, as over HTTP.
+    const fromCompletions = await gateway.decode("completions", { model: "svc-pico-1", prompt: "say exactly: echoed", echo: true, max_tokens: 20 })
+    const completion = gateway.encode("completions", await gateway.call(fromCompletions)) as any
+    expect(completion.choices[0].text).toBe("say exactly: echoedechoed")
+    // The same answer in Responses terms (decoded elsewhere): the request's own values, nothing stored.
+    const asResponses = gateway.encode("responses", await gateway.call(fromCompletions)) as any
+    expect(asResponses).toMatchObject({ object: "response", instructions: null, store: false, max_output_tokens: 20, output: [{ content: [{ text: "echoed" }] }] })
+  })
+
+  it("decode applies the key's permissions as the HTTP path does, and clamps a compatibility handle's ceiling", async () => {
+    const adminToken = (await import("node:fs")).readFileSync(`${dir}/admin-token`, "utf8").trim()
+    const create = async (permissions: unknown) => {
+      const res = await gateway.handler(new Request("http://gateway/admin/v1/keys", {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify({ permissions })
+      }))
+      return ((await res.json()) as { key: string }).key
+    }
+    const chatOnly = await create({ surfaces: ["chat"] })
+    const picoOnly = await create({ models: ["svc-pico-*"] })
+    const body = { model: "svc-pico-1", max_tokens: 20, messages: [{ role: "user", content: "say exactly: hi" }] }
+    await expect(gateway.decode("messages", body, { apiKey: chatOnly })).rejects.toMatchObject({ _tag: "PermissionDenied" })
+    expect((await gateway.decode("messages", body, { apiKey: picoOnly })).request.model).toBe("svc-pico-1")
+    await expect(gateway.decode("messages", { ...body, model: "nova" }, { apiKey: picoOnly })).rejects.toMatchObject({ _tag: "PermissionDenied" })
+    // A request built by hand is checked when called.
+    const byHand = (await gateway.decode("messages", { ...body, model: "nova" })).request
+    await expect(gateway.call(byHand, { apiKey: picoOnly })).rejects.toMatchObject({ _tag: "PermissionDenied" })
+
+    const viaHandle = await gateway.decode("messages", { ...body, model: "claude-haiku-4-5", max_tokens: 64000 })
+    expect(viaHandle.request).toMatchObject({ model: "svc-nova-mini", maxOutputTokens: 16384 })
+    await expect(gateway.decode("messages", { ...body, model: "svc-nova-mini", max_tokens: 64000 })).rejects.toMatchObject({ _tag: "InvalidRequest" })
   })
 
   it("queues embedded calls like HTTP ones and shows the queue state", async () => {

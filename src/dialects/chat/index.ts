@@ -19,6 +19,7 @@ export const chatDialect: ChatDialect<ChatEcho> = {
   surface: "chat",
   newId: newChatId,
   decode: decodeChatRequest,
+  defaultEcho: () => ({ includeUsage: false }),
   encodeResponse: encodeChatBody,
   streamEncoder: makeChatStreamEncoder
 }

@@ -12,6 +12,7 @@ export const completionsDialect: ChatDialect<CompletionsEcho> = {
   surface: "completions",
   newId: () => `cmpl-${randomBase62(18)}`,
   decode: decodeCompletionsRequest,
+  defaultEcho: () => ({ includeUsage: false }),
   encodeResponse: encodeCompletionsBody,
   streamEncoder: makeCompletionsStreamEncoder
 }

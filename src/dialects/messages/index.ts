@@ -39,6 +39,7 @@ export const messagesDialect: ChatDialect<MessagesEcho> = {
   surface: "messages",
   newId: newMessageId,
   decode: (body) => decodeCreate(body).pipe(Effect.flatMap(toCanonical), Effect.map((request) => ({ request, echo: undefined }))),
+  defaultEcho: () => undefined,
   encodeResponse: encodeMessage,
   streamEncoder: makeStreamEncoder
 }

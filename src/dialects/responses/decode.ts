@@ -6,14 +6,14 @@
  * gateway has no use for (`include`, `truncation`, `service_tier`, …) are accepted and ignored.
  */
 import { Effect, Schema } from "effect"
-import { InvalidRequest } from "../../errors.ts"
+import { InvalidRequest, NotFound } from "../../errors.ts"
 import type { JsonValue } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
 import { firstIssue } from "../../util/schema-issue.ts"
-import { FieldError, toInvalidRequest } from "./field-error.ts"
-import { decodeInput } from "./input.ts"
+import { FieldError, MissingItem, toInvalidRequest } from "./field-error.ts"
+import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
 import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
 
 /** Optional, and `null` means absent (the SDKs send explicit nulls). */
@@ -73,15 +73,26 @@ const decodeBody = (raw: unknown) =>
       : new InvalidRequest({ message: `${issue.path}: ${issue.message}`, param: issue.path })
   }))
 
-export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
+/**
+ * Decodes a body whose `item_reference`s resolve through `resolve` (the caller's stored items);
+ * a reference to no such item is a 404 `invalid_request_error` naming only its id, as OpenAI
+ * answers it.
+ */
+export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest | NotFound> =>
   Effect.flatMap(decodeBody(raw), (body) =>
     Effect.try({
-      try: () => translate(body),
+      try: () => translate(body, resolve),
       catch: (error) => {
         if (error instanceof FieldError) return toInvalidRequest(error)
+        if (error instanceof MissingItem) return new NotFound({ kind: "chain", message: `Item with id '${error.id}' not found.`, param: "input" })
         throw error
       }
     }))
+
+/** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
+export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
+  decodeWithItems(raw, noStoredItems).pipe(Effect.catchTag("NotFound", (error) =>
+    Effect.fail(new InvalidRequest({ message: `input: ${error.message} Item references need stored responses (the HTTP API); send the item itself`, param: "input" }))))
 
 /**
  * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
@@ -95,11 +106,11 @@ const reasoningSettings = (reasoning: Body["reasoning"]): ReasoningSettings => {
   return { enabled: true, visible: true, ...(canonical === undefined ? {} : { effort: canonical }) }
 }
 
-const translate = (body: Body): Decoded<ResponsesEcho> => {
+const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> => {
   if (Array.isArray(body.input) && body.input.length === 0 && !body.previous_response_id) {
     throw new FieldError("input", "must hold at least one item")
   }
-  const input = decodeInput(body.input)
+  const input = decodeInput(body.input, resolve)
   const tools = decodeTools(body.tools ?? [])
   const instructions = body.instructions ?? null
   const cacheAffinity = body.prompt_cache_key ?? body.safety_identifier ?? body.user ?? undefined
@@ -130,7 +141,9 @@ const translate = (body: Body): Decoded<ResponsesEcho> => {
     topP: body.top_p ?? null,
     maxOutputTokens: body.max_output_tokens ?? null,
     previousResponseId: body.previous_response_id ?? null,
-    store: body.store ?? false,
+    // OpenAI's default, which clients rely on (the AI SDK omits `store` and refers to earlier
+    // items by id); `store: false` keeps nothing (spec rule 2).
+    store: body.store ?? true,
     text: { format: (body.text?.format ?? { type: "text" }) as JsonValue, ...(body.text?.verbosity ? { verbosity: body.text.verbosity } : {}) },
     reasoning: body.reasoning == null ? null : { effort: body.reasoning.effort ?? null, summary: body.reasoning.summary ?? null },
     promptCacheKey: body.prompt_cache_key ?? null,
@@ -140,3 +153,41 @@ const translate = (body: Body): Decoded<ResponsesEcho> => {
   }
   return { request, echo }
 }
+
+/** A canonical choice as the wire's `tool_choice`. */
+const wireToolChoice = (choice: CanonicalRequest["toolChoice"]): JsonValue =>
+  choice.type === "any" ? "required" : choice.type === "tool" ? { type: "function", name: choice.name } : choice.type
+
+/** A canonical format as the wire's `text.format`. */
+const wireFormat = (format: CanonicalRequest["responseFormat"]): JsonValue =>
+  format.type === "json_schema"
+    ? { type: "json_schema", name: format.name, schema: format.schema, strict: format.strict, ...(format.description === undefined ? {} : { description: format.description }) }
+    : { type: format.type }
+
+/**
+ * The echo of a request decoded elsewhere (another dialect, or built by hand): its values in this
+ * dialect's terms. Nothing is stored and nothing chains, so `store` is false.
+ */
+export const defaultEcho = (request: CanonicalRequest): ResponsesEcho => ({
+  instructions: null,
+  tools: request.tools.map((tool): JsonValue => ({
+    type: "function",
+    name: tool.name,
+    parameters: tool.inputSchema,
+    strict: tool.strict ?? false,
+    ...(tool.description === undefined ? {} : { description: tool.description })
+  })),
+  toolChoice: wireToolChoice(request.toolChoice),
+  parallelToolCalls: request.parallelToolCalls ?? true,
+  temperature: request.temperature ?? null,
+  topP: request.topP ?? null,
+  maxOutputTokens: request.maxOutputTokens ?? null,
+  previousResponseId: null,
+  store: false,
+  text: { format: wireFormat(request.responseFormat) },
+  reasoning: request.reasoning.visible ? { effort: request.reasoning.effort ?? null, summary: null } : null,
+  promptCacheKey: null,
+  safetyIdentifier: null,
+  user: request.user ?? null,
+  metadata: request.metadata
+})

@@ -15,6 +15,17 @@ export class FieldError {
   }
 }
 
+/**
+ * Thrown when an input item refers (`item_reference`, or a bare `{id}`) to an item that is not
+ * among the caller's stored items; the route answers 404 naming only that id.
+ */
+export class MissingItem {
+  readonly id: string
+  constructor(id: string) {
+    this.id = id
+  }
+}
+
 export const toInvalidRequest = (error: FieldError): InvalidRequest =>
   new InvalidRequest({ message: `${error.path}: ${error.message}`, param: error.path })
 

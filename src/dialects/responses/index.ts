@@ -4,7 +4,7 @@
  * accumulates. Storage and chaining (`store`, `previous_response_id`) live in the route, not here.
  */
 import type { ChatDialect } from "../dialect.ts"
-import { decode, type ResponsesEcho } from "./decode.ts"
+import { decode, defaultEcho, type ResponsesEcho } from "./decode.ts"
 import { encodeResponse } from "./envelope.ts"
 import { newResponseId } from "./ids.ts"
 import { makeStreamEncoder } from "./stream.ts"
@@ -16,6 +16,7 @@ export const responsesDialect: ChatDialect<ResponsesEcho> = {
   surface: "responses",
   newId: newResponseId,
   decode,
+  defaultEcho,
   encodeResponse,
   streamEncoder: makeStreamEncoder
 }

@@ -6,10 +6,38 @@
  * developer messages become system text, in order. Items that belong to one canonical turn are
  * merged: an assistant message and the calls after it, tool results and the user text after them,
  * a reasoning item and the answer it led to. Two plain messages of the same role stay two turns.
+ *
+ * An `item_reference` (or a bare `{id}`, as the AI SDK sends reasoning items) stands for an item
+ * of a stored response: the route looks the ids up (`referencedItemIds`) and passes a resolver,
+ * and the stored item decodes exactly as if the client had sent it again.
  */
 import type { ContentBlock, DocumentBlock, ImageBlock, JsonValue, Message, TextBlock } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
-import { FieldError, isObject, object, type Obj, optionalString, string } from "./field-error.ts"
+import { FieldError, isObject, MissingItem, object, type Obj, optionalString, string } from "./field-error.ts"
+
+/** The stored wire item with this id, among the caller's items; undefined when there is none. */
+export type ItemResolver = (id: string) => unknown
+
+/** Without storage (the embedding API) no reference resolves. */
+export const noStoredItems: ItemResolver = () => undefined
+
+/** An input item that only names a stored item: `{type: "item_reference", id}` or a bare `{id}`. */
+export const isItemReference = (raw: unknown): raw is Obj =>
+  isObject(raw) && (raw.type === "item_reference" || (raw.type === undefined && raw.role === undefined && raw.id !== undefined))
+
+/** The ids an `input` refers to, for the route to look up before decoding. */
+export const referencedItemIds = (input: unknown): ReadonlyArray<string> =>
+  Array.isArray(input)
+    ? [...new Set(input.filter(isItemReference).map((item) => item.id).filter((id): id is string => typeof id === "string"))]
+    : []
+
+/** The stored item a reference stands for; a missing one is a 404 naming only its id. */
+export const resolveReference = (item: Obj, path: string, resolve: ItemResolver): unknown => {
+  const id = string(item, "id", path)
+  const stored = resolve(id)
+  if (stored === undefined) throw new MissingItem(id)
+  return stored
+}
 
 export interface DecodedInput {
   readonly system: ReadonlyArray<TextBlock>
@@ -21,12 +49,13 @@ type Piece =
   | { readonly role: "system"; readonly blocks: ReadonlyArray<TextBlock> }
   | { readonly role: "user" | "assistant"; readonly kind: Kind; readonly blocks: ReadonlyArray<ContentBlock> }
 
-export const decodeInput = (input: string | ReadonlyArray<unknown>): DecodedInput => {
+export const decodeInput = (input: string | ReadonlyArray<unknown>, resolve: ItemResolver = noStoredItems): DecodedInput => {
   if (typeof input === "string") return { system: [], messages: [{ role: "user", content: [textBlock(input)] }] }
   const system: Array<TextBlock> = []
   const turns: Array<{ role: "user" | "assistant"; kind: Kind; content: Array<ContentBlock> }> = []
   input.forEach((raw, i) => {
-    const piece = decodeItem(raw, `input[${i}]`)
+    const path = `input[${i}]`
+    const piece = decodeItem(isItemReference(raw) ? resolveReference(raw, path, resolve) : raw, path)
     if (piece === undefined) return
     if (piece.role === "system") {
       system.push(...piece.blocks)
@@ -61,8 +90,6 @@ const decodeItem = (raw: unknown, path: string): Piece | undefined => {
       return { role: "user", kind: "result", blocks: [decodeToolOutput(item, path)] }
     case "reasoning":
       return decodeReasoning(item, path)
-    case "item_reference":
-      throw new FieldError(`${path}.type`, "item references are not supported; chain with previous_response_id or send the items themselves")
     default:
       throw new FieldError(`${path}.type`, `unsupported input item type ${JSON.stringify(type)}`)
   }

@@ -142,10 +142,10 @@ describe("responses decode: options", () => {
     expect(echo).toMatchObject({ tools, store: true, previousResponseId: "resp_prev", reasoning: { effort: "high", summary: "auto" } })
   })
 
-  it("defaults: auto tools, no reasoning, text format, not stored, not streaming", () => {
+  it("defaults: auto tools, no reasoning, text format, stored (as OpenAI), not streaming", () => {
     const { request, echo } = decodeOk(body({}))
     expect(request).toMatchObject({ toolChoice: { type: "auto" }, reasoning: { enabled: false, visible: false }, responseFormat: { type: "text" }, stream: false })
-    expect(echo).toMatchObject({ store: false, toolChoice: "auto", parallelToolCalls: true, text: { format: { type: "text" } }, reasoning: null })
+    expect(echo).toMatchObject({ store: true, toolChoice: "auto", parallelToolCalls: true, text: { format: { type: "text" } }, reasoning: null })
   })
 
   it("tool_choice none / required, and cache affinity falls back to safety_identifier then user", () => {
@@ -172,7 +172,8 @@ describe("responses decode: errors name the field", () => {
     ["call without call_id", { input: [{ type: "function_call", name: "f", arguments: "{}" }] }, "input[0].call_id"],
     ["call with broken arguments", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{nope" }] }, "input[0].arguments"],
     ["output without call_id", { input: [{ type: "function_call_output", output: "x" }] }, "input[0].call_id"],
-    ["item reference", { input: [{ type: "item_reference", id: "msg_1" }] }, "input[0].type"],
+    ["item reference without stored items (the embedding API)", { input: [{ type: "item_reference", id: "msg_1" }] }, "input"],
+    ["item reference without an id", { input: [{ type: "item_reference", id: 7 }] }, "input[0].id"],
     ["unknown item type", { input: [{ type: "computer_call" }] }, "input[0].type"],
     ["hosted tool", { tools: [{ type: "web_search" }] }, "tools[0].type"],
     ["tool without a name", { tools: [{ type: "function" }] }, "tools[0].name"],

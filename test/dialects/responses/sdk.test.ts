@@ -34,7 +34,7 @@ describe.each(engines())("responses over the openai SDK ($name)", (engine) => {
 
   it("create: the SDK's output_text, the envelope fields and xsvc-model", async () => {
     const { data, response } = await client.responses
-      .create({ model: "svc-lyra-3", input: "say exactly: Hello from the gateway", instructions: "Be brief.", metadata: { run: "1" } })
+      .create({ model: "svc-lyra-3", input: "say exactly: Hello from the gateway", instructions: "Be brief.", metadata: { run: "1" }, store: false })
       .withResponse()
     expect(data.output_text).toBe("Hello from the gateway")
     expect(data).toMatchObject({ object: "response", status: "completed", model: "svc-lyra-3", instructions: "Be brief.", store: false, previous_response_id: null, metadata: { run: "1" } })
@@ -66,7 +66,7 @@ describe.each(engines())("responses over the openai SDK ($name)", (engine) => {
 
   it("function tools: a function_call item, then a function_call_output round trip", async () => {
     const input: Array<any> = [{ role: "user", content: "What is the weather in Paris? Use get_weather." }]
-    const first = await client.responses.create({ model: "svc-atlas-1", input, tools: [weatherTool] })
+    const first = await client.responses.create({ model: "svc-atlas-1", input, tools: [weatherTool], store: false })
     const call = first.output.find((item) => item.type === "function_call")!
     expect(call).toMatchObject({ type: "function_call", name: "get_weather", status: "completed" })
     expect(call.call_id).toMatch(/^call_/)
@@ -76,7 +76,7 @@ describe.each(engines())("responses over the openai SDK ($name)", (engine) => {
 
     // store: false, so the client re-sends the whole transcript, output items included (rule 2).
     input.push(...first.output, { type: "function_call_output", call_id: call.call_id, output: "sunny, 24C" })
-    const second = await client.responses.create({ model: "svc-atlas-1", input, tools: [weatherTool] })
+    const second = await client.responses.create({ model: "svc-atlas-1", input, tools: [weatherTool], store: false })
     expect(second.output_text).toContain("The get_weather tool returned: sunny, 24C.")
   })
 

@@ -69,8 +69,14 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     expect(helper).toMatchObject(await client.responses.retrieve(helper.id))
   })
 
-  it("without store nothing is kept: retrieve and chaining on that id are 404s naming only the id (rules 1, 2)", async () => {
-    const unstored = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: forget me" })
+  it("store defaults to true, as OpenAI's does: an id from a call without `store` retrieves", async () => {
+    const kept = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: kept by default" })
+    expect(kept).toMatchObject({ store: true })
+    expect((await client.responses.retrieve(kept.id)).output_text).toBe("kept by default")
+  })
+
+  it("with store: false nothing is kept: retrieve and chaining on that id are 404s naming only the id (rules 1, 2)", async () => {
+    const unstored = await client.responses.create({ model: "svc-atlas-1", input: "say exactly: forget me", store: false })
     expect(unstored).toMatchObject({ store: false })
     const retrieve = await client.responses.retrieve(unstored.id).catch((e) => e)
     expect(retrieve).toBeInstanceOf(OpenAI.NotFoundError)
@@ -106,7 +112,7 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     expect(second.previous_response_id).toBe(first.id)
     // The simulator names the tool only if it finds the call in the conversation it was given.
     expect(second.output_text).toContain("The get_weather tool returned: snow.")
-    const alone = await client.responses.create({ model: "svc-atlas-1", input: [result], tools: [weatherTool] })
+    const alone = await client.responses.create({ model: "svc-atlas-1", input: [result], tools: [weatherTool], store: false })
     expect(alone.output_text).toContain("The requested tool returned: snow.")
   })
 

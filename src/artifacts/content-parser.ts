@@ -1,0 +1,149 @@
+/**
+ * Where an upload's CPU work runs. A small body (up to 64 KiB: well under a millisecond of
+ * parsing) is read on the event loop; a larger one streams, as it arrives, into a worker thread
+ * that reads the envelope, hashes, parses and serializes the rows, so no upload holds the event
+ * loop whatever its size. Both run the same pure functions (`envelope.ts`, `parse-content.ts`,
+ * `row-batches.ts`); the upload sees one interface.
+ */
+import { Cause, Effect, Queue, type Scope, type Semaphore } from "effect"
+import { Worker } from "node:worker_threads"
+import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
+import type { Format, Shape } from "./model.ts"
+import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
+import { type Piece, piecesOf } from "./row-batches.ts"
+import type { EnvelopeInfo, FromWorker, ToWorker } from "./worker-protocol.ts"
+
+/** Bodies up to this size are parsed on the event loop. */
+export const INLINE_MAX_BYTES = 64 * 1024
+
+const WORKER_URL = new URL("./parse-worker.ts", import.meta.url)
+
+export interface ContentSession {
+  /** Feeds the next body chunk. */
+  write(chunk: Uint8Array): Effect.Effect<void, never, Scope.Scope>
+  /** The body is complete: what its envelope says (400 when it is not a valid upload body). */
+  finish(): Effect.Effect<EnvelopeInfo, InvalidRequest, Scope.Scope>
+  /** Parses the content (400 when it does not fit its declared format, 413 past the row limit). */
+  parse(hints: ParseHints, batchBytes: number): Effect.Effect<{ readonly format: Format; readonly shape: Shape }, InvalidRequest | PayloadTooLarge>
+  /** The next piece to write, or undefined at the end. Asking for it acknowledges the previous one. */
+  next(): Effect.Effect<Piece | undefined>
+}
+
+const invalid = (param: string | undefined, message: string) => new InvalidRequest({ message, ...(param === undefined ? {} : { param }) })
+
+const failed = (reply: FromWorker & { type: "invalid" | "too-large" }) =>
+  reply.type === "too-large"
+    ? new PayloadTooLarge({ limitBytes: 0, message: reply.message }) // the limit is on rows; the detail says so
+    : invalid(reply.param, reply.message)
+
+interface WorkerLink {
+  readonly post: (message: ToWorker, transfer?: ReadonlyArray<ArrayBuffer>) => void
+  readonly take: Effect.Effect<FromWorker>
+}
+
+/** A worker for this upload, terminated when the upload's scope closes. */
+const spawnWorker = (permits: Semaphore.Semaphore) =>
+  Effect.gen(function*() {
+    yield* permits.takeScoped(1)
+    const queue = yield* Queue.unbounded<FromWorker>()
+    const worker = yield* Effect.acquireRelease(
+      Effect.sync(() => new Worker(WORKER_URL, { resourceLimits: { maxOldGenerationSizeMb: 2048 } })),
+      (w) => Effect.promise(() => w.terminate())
+    )
+    worker.on("message", (message: FromWorker) => Queue.offerUnsafe(queue, message))
+    worker.on("error", (error) => Queue.failCauseUnsafe(queue, Cause.die(error)))
+    worker.on("exit", (code) => Queue.failCauseUnsafe(queue, Cause.die(new Error(`the parse worker exited (code ${code})`))))
+    const link: WorkerLink = {
+      post: (message, transfer) => worker.postMessage(message, transfer as Array<ArrayBuffer>),
+      take: Effect.orDie(Queue.take(queue))
+    }
+    return link
+  })
+
+const unexpected = (message: FromWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
+
+export const openContentSession = (permits: Semaphore.Semaphore): ContentSession => {
+  let buffered: Array<Uint8Array> = []
+  let bufferedBytes = 0
+  let worker: WorkerLink | undefined
+  // Inline mode state.
+  let envelope: Envelope | undefined
+  let pieces: Generator<Piece> | undefined
+  // Worker mode: whether a piece was handed out and not yet acknowledged.
+  let pending = false
+
+  const toWorker = (link: WorkerLink, chunk: Uint8Array) => {
+    // Copy into a buffer of its own: a socket chunk may share its memory with other chunks.
+    const own = chunk.slice()
+    link.post({ type: "chunk", bytes: own }, [own.buffer as ArrayBuffer])
+  }
+
+  return {
+    write: (chunk) =>
+      Effect.gen(function*() {
+        if (worker !== undefined) return toWorker(worker, chunk)
+        buffered.push(chunk)
+        bufferedBytes += chunk.length
+        if (bufferedBytes <= INLINE_MAX_BYTES) return
+        const link = yield* spawnWorker(permits)
+        worker = link
+        for (const c of buffered) toWorker(link, c)
+        buffered = []
+      }),
+
+    finish: () =>
+      Effect.gen(function*() {
+        if (worker === undefined) {
+          const read = readEnvelope(concatChunks(buffered))
+          buffered = []
+          if (isEnvelopeError(read)) return yield* invalid(read.param, read.message)
+          envelope = read
+          return { fields: read.fields, contentField: read.contentField, sizeBytes: read.bytes.length, sha256: read.sha256 }
+        }
+        worker.post({ type: "end" })
+        const reply = yield* worker.take
+        if (reply.type === "invalid") return yield* invalid(reply.param, reply.message)
+        if (reply.type !== "envelope") return yield* unexpected(reply)
+        const { type: _, ...info } = reply
+        return info
+      }),
+
+    parse: (hints, batchBytes) =>
+      Effect.gen(function*() {
+        if (worker === undefined) {
+          const e = envelope!
+          try {
+            const parsed = parseContent(e.text, e.bytes.length, hints, e.value)
+            pieces = piecesOf(parsed, e.bytes, batchBytes)
+            return { format: parsed.format, shape: parsed.shape }
+          } catch (error) {
+            if (!(error instanceof ContentParseError)) throw error
+            return yield* failed(parseFailure(error, e.contentField))
+          }
+        }
+        worker.post({ type: "parse", hints, batchBytes })
+        const reply = yield* worker.take
+        if (reply.type === "invalid" || reply.type === "too-large") return yield* failed(reply)
+        if (reply.type !== "parsed") return yield* unexpected(reply)
+        return { format: reply.format, shape: reply.shape }
+      }),
+
+    next: () =>
+      Effect.gen(function*() {
+        if (worker === undefined) {
+          const next = pieces!.next()
+          return next.done ? undefined : next.value
+        }
+        if (pending) worker.post({ type: "ack" })
+        const reply = yield* worker.take
+        if (reply.type === "done") {
+          pending = false
+          return undefined
+        }
+        if (reply.type !== "piece") return yield* unexpected(reply)
+        pending = true
+        return reply.piece
+      })
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * What a `store: true` turn stores, decided before the model is called and saved when its last
+ * event arrives.
+ *
+ * Before the call (`planStore`): the input items this response will list (earlier turns first),
+ * the items whose ids were minted here, and a size check — a response is stored whole with its
+ * conversation, and a conversation too large for the store is a 413 naming `store` before anything
+ * is spent, never an answer that is charged and then cannot be kept. Content needs no check:
+ * stored JSON is text, which holds any string (NUL and unpaired surrogates included).
+ *
+ * At the end (`storeOnStop`): the exact body, the conversation with the answer, the replay record
+ * and the referable items are saved before the terminal event is encoded, so the client never sees
+ * the end of a response that is not stored yet.
+ */
+import { Effect, Stream } from "effect"
+import type { SqlError } from "effect/sql"
+import { BackendError } from "../backends/backend.ts"
+import type { EncodeContext } from "../dialects/dialect.ts"
+import { outputItem } from "../dialects/responses/envelope.ts"
+import type { Obj } from "../dialects/responses/field-error.ts"
+import { type ItemResolver } from "../dialects/responses/input.ts"
+import { listInputItems } from "../dialects/responses/input-items.ts"
+import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
+import type { ReplayRecord } from "../dialects/responses/replay.ts"
+import { PayloadTooLarge } from "../errors.ts"
+import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
+import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
+import { type Transcript, withAnswer } from "./transcript.ts"
+
+/**
+ * The most a stored conversation (canonical transcript plus listed input items) may hold. A
+ * stored row is read back whole, and the SQL client reads at most 16 MiB per row; the answer,
+ * its body and its replay record need the rest.
+ */
+/** How a call can fail (as `http/chat-answer.ts` names it). */
+type CallFailure = BackendError | QueueTimeout
+
+export const STORE_LIMIT_BYTES = 8 * 1024 * 1024
+
+export interface StorePlan {
+  readonly conversation: Transcript
+  /** JSON of every input item the response lists: the previous response's, its output, this input. */
+  readonly inputItemsJson: string
+  /** This input's items with minted ids: they become referable. */
+  readonly minted: ReadonlyArray<Obj>
+}
+
+const outputOf = (body: string): ReadonlyArray<unknown> => {
+  const output = (JSON.parse(body) as { output?: unknown }).output
+  return Array.isArray(output) ? output : []
+}
+
+export const planStore = (
+  previous: StoredConversation | undefined,
+  conversation: Transcript,
+  input: string | ReadonlyArray<unknown>,
+  resolve: ItemResolver
+): Effect.Effect<StorePlan, PayloadTooLarge> => {
+  const own = listInputItems(input, resolve)
+  const listed = previous === undefined ? own.items : [...previous.inputItems, ...outputOf(previous.body), ...own.items]
+  const inputItemsJson = JSON.stringify(listed)
+  const size = Buffer.byteLength(inputItemsJson) + Buffer.byteLength(JSON.stringify(conversation))
+  if (size > STORE_LIMIT_BYTES) {
+    return Effect.fail(new PayloadTooLarge({
+      limitBytes: STORE_LIMIT_BYTES,
+      param: "store",
+      message: `This conversation is too large to store: ${size} bytes with the earlier turns, above the limit of ` +
+        `${STORE_LIMIT_BYTES} bytes for a stored response. Send it with store: false (and the whole transcript), or start a new chain`
+    }))
+  }
+  return Effect.succeed({ conversation, inputItemsJson, minted: own.minted })
+}
+
+/**
+ * A save that fails is never silent: a storage outage ends the answer as a retryable 503 (or the
+ * stream's error event); any other failure concerns what was sent and is a 400 naming `store`,
+ * which SDKs do not retry.
+ */
+const saveFailure = (error: SqlError.SqlError) =>
+  error.isRetryable || error.reason._tag === "ConnectionError"
+    ? new BackendError({ status: 503, type: "api_error", message: "The response could not be stored: storage is unavailable", retryable: true })
+    : new BackendError({
+      status: 400,
+      type: "invalid_request_error",
+      message: `The response could not be stored (${error.message}); send it with store: false`,
+      retryable: false
+    })
+
+export const storeOnStop = (
+  events: Stream.Stream<CanonicalEvent, CallFailure>,
+  context: EncodeContext<ResponsesEcho>,
+  keyId: string,
+  plan: StorePlan,
+  save: (response: NewStoredResponse) => Effect.Effect<void, SqlError.SqlError>
+): Stream.Stream<CanonicalEvent, CallFailure> => {
+  const builder = makeResponseBuilder()
+  const recorded: Array<CanonicalEvent> = []
+  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure> => {
+    builder.add(event)
+    recorded.push(event)
+    if (event.type !== "message_stop") return Effect.succeed(event)
+    const response = builder.finish()
+    const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
+    const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
+    return save({
+      id: context.id,
+      keyId,
+      model: context.model,
+      // The same function encodes the body a non-streaming client gets and the terminal event's
+      // `response`, so these are exactly the bytes the client sees.
+      body: JSON.stringify(responsesDialect.encodeResponse(response, context)),
+      transcript: JSON.stringify(withAnswer(plan.conversation, response)),
+      replay: JSON.stringify(replay),
+      inputItems: plan.inputItemsJson,
+      items: [...plan.minted, ...outputs].map((item) => ({ id: item.id as string, item: JSON.stringify(item) }))
+    }).pipe(
+      Effect.as(event),
+      Effect.catchTag("SqlError", (error) =>
+        Effect.logError("could not store a response", error).pipe(Effect.andThen(Effect.fail(saveFailure(error)))))
+    )
+  }))
+}

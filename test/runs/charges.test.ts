@@ -1,0 +1,133 @@
+/**
+ * A run step re-run after a lost lease is charged to the key once. Two instances on PostgreSQL +
+ * Redis: A is frozen (SIGSTOP) while its step streams, B takes the lease over and re-runs the step
+ * under the same node id, then A thaws and its call ends (charged what it delivered). The key's
+ * usage ledger must hold one entry for the step, and the live allowance must agree with the ledger.
+ * And the other way round: a graceful stop mid-step closes its call with a `node.retry`, so the
+ * step's next call is metered as the new call it is.
+ */
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { client } from "./support.ts"
+
+const { postgresUrl, redisUrl } = inject("services")
+
+describe("a graceful stop in the middle of a step (embedded)", () => {
+  const dir = freshDataDir()
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it("closes the call with node.retry (retry 0) before letting the lease go; the next call is charged as its own", async () => {
+    // a very slow step (5 tokens/s) and a short HTTP grace: the stop lands in the middle of the step
+    const env = {
+      GATEWAY_DATA_DIR: dir,
+      ...slowEnv(dir),
+      ...fastConfigEnv(dir, (config) => {
+        for (const p of config.models.find((m: any) => m.id === "svc-pico-1").placements) p.simulator = { ttftMs: 1_000, tokensPerSecond: 5 }
+      }),
+      GATEWAY_SHUTDOWN_GRACE_MS: "300"
+    }
+    const first = await startGateway(env)
+    const runs = client(first.baseUrl, first.apiKey!)
+    const run = (await runs.create({ model: "pico", input: "tell me a long story" })).body.run
+    await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
+    await new Promise((r) => setTimeout(r, 1_600))
+    expect(await first.stop()).toBe(0)
+    const second = await startGateway(env)
+    try {
+      const again = client(second.baseUrl, first.apiKey!)
+      const done = await again.waitFor(run.id, (r) => r.status === "completed", 40_000)
+      const events = (await again.events(run.id)).events
+      expect(events.map((e) => e.type)).toEqual(["node.started", "node.retry", "run.resumed", "node.completed", "outcome"])
+      expect(events[1]).toMatchObject({ nodeId: events[0].nodeId, retry: 0, delayMs: 0, error: { type: "api_error" } })
+      const usage = (await (await second.admin("GET", "/admin/v1/usage")).json()) as { data: Array<{ model: string; requests: number; costUsd: string }> }
+      const pico = usage.data.find((m) => m.model === "svc-pico-1")!
+      // the stopped call (what it delivered) and the re-run: two calls, both charged, to the key
+      // and to the run alike
+      expect(pico.requests).toBe(2)
+      expect(Math.round(Number(pico.costUsd) * 1e6)).toBe(Math.round(done.usage.costUsd * 1e6))
+      expect(Math.round(done.usage.costUsd * 1e6)).toBeGreaterThanOrEqual(Math.round(events[3].costUsd * 1e6))
+    } finally {
+      await second.stop()
+    }
+  }, 150_000)
+})
+
+/** pico answers slowly (~1 s to the first token, then ~25 tokens/s): a step streams for seconds. */
+const slowEnv = (dir: string) => ({
+  ...fastConfigEnv(dir, (config) => {
+    for (const p of config.models.find((m: any) => m.id === "svc-pico-1").placements) p.simulator = { ttftMs: 1_000, tokensPerSecond: 25 }
+  }),
+  GATEWAY_RUN_LEASE_MS: "2000"
+})
+
+describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a lost lease (PostgreSQL + Redis)", () => {
+  let a: GatewayProcess
+  let b: GatewayProcess
+  let drop: () => void
+  const dirs = [freshDataDir(), freshDataDir()]
+  beforeAll(async () => {
+    const db = freshPostgresDatabase(postgresUrl!)
+    drop = db.drop
+    const shared = {
+      DATABASE_URL: db.url,
+      REDIS_URL: redisUrl!,
+      GATEWAY_REDIS_PREFIX: `gw-charges-${randomBytes(4).toString("hex")}:`,
+      GATEWAY_ADMIN_TOKEN: "svcadm_charges_test_token"
+    }
+    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...slowEnv(dirs[0]) })
+    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...slowEnv(dirs[1]) })
+  })
+  afterAll(async () => {
+    if (a?.child.exitCode === null) a.child.kill("SIGCONT")
+    await a?.stop()
+    await b?.stop()
+    drop?.()
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("charges the key once for the step, in the ledger and in the live allowance", async () => {
+    const created = (await (await a.admin("POST", "/admin/v1/keys", { name: "charged once", plan: "pro" })).json()) as { id: string; key: string }
+    const onA = client(a.baseUrl, created.key)
+    const onB = client(b.baseUrl, created.key)
+    const run = (await onA.create({ model: "pico", input: "tell me a long story" })).body.run
+    await onB.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
+    await new Promise((r) => setTimeout(r, 1_600)) // A's call is streaming: it has delivered tokens
+    a.child.kill("SIGSTOP")
+    try {
+      await onB.events(run.id, { until: (frames) => frames.some((f) => f.event === "run.resumed"), timeoutMs: 20_000 })
+    } finally {
+      a.child.kill("SIGCONT")
+    }
+    const done = await onB.waitFor(run.id, (r) => r.status === "completed", 40_000)
+    expect(done.attempt).toBe(2)
+    const events = (await onB.events(run.id)).events
+    expect(events.filter((e) => e.type === "node.started").length).toBe(1)
+    expect(events.filter((e) => e.type === "node.completed").length).toBe(1)
+
+    // A's interrupted call has ended (settled) and its ledger buffer is flushed by the summary
+    await new Promise((r) => setTimeout(r, 3_000))
+    const usage = async (gw: GatewayProcess) =>
+      (await (await gw.admin("GET", `/admin/v1/usage?keyId=${created.id}`)).json()) as { data: Array<{ model: string; requests: number }>; totalCostUsd: number | string }
+    await usage(a)
+    const ledger = await usage(b)
+    expect(ledger.data).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1 })])
+
+    // the live allowance counts what the ledger counts: a non-streaming call's header, after its
+    // settle, is the cap minus everything settled on the key
+    const chat = await fetch(`${b.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${created.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "svc-nova-mini", max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
+    })
+    expect(chat.status).toBe(200)
+    const remaining = Number(chat.headers.get("xsvc-allowance-remaining"))
+    const after = await usage(b)
+    expect(after.data.find((m) => m.model === "svc-pico-1")!.requests).toBe(1)
+    // both are whole micro-dollars: they must agree exactly
+    expect(Math.round((100 - remaining) * 1e6)).toBe(Math.round(Number(after.totalCostUsd) * 1e6))
+  }, 120_000)
+})

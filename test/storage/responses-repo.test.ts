@@ -1,0 +1,98 @@
+/**
+ * Stored responses on both engines, through the real layers: retention (an expired response reads
+ * as absent at once and the sweep deletes it with its items), item lookups scoped to the key, and
+ * deletion cascading to the items.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { rmSync } from "node:fs"
+import { inject } from "vitest"
+import { ConfigFile } from "../../src/config/config-file.ts"
+import { defaultConfig } from "../../src/config/default-config.ts"
+import { Settings } from "../../src/config/settings.ts"
+import { type NewStoredResponse, ResponsesRepo } from "../../src/responses/responses-repo.ts"
+import { DatabaseLive } from "../../src/storage/database.ts"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+
+// Read by the repository's layer, as the gateway reads it from its environment.
+process.env.GATEWAY_RESPONSE_RETENTION_DAYS = "1"
+
+const { postgresUrl } = inject("services")
+const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
+  {
+    name: "embedded",
+    make: () => {
+      const dir = freshDataDir()
+      return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+    }
+  },
+  ...(postgresUrl === null ? [] : [{
+    name: "postgres",
+    make: () => {
+      const db = freshPostgresDatabase(postgresUrl)
+      return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
+    }
+  }])
+]
+
+const stored = (id: string, keyId: string): NewStoredResponse => ({
+  id,
+  keyId,
+  model: "svc-pico-1",
+  body: JSON.stringify({ id, output: [] }),
+  transcript: JSON.stringify({ system: [], messages: [] }),
+  replay: JSON.stringify({ createdAt: 0, echo: null, events: [] }),
+  inputItems: "[]",
+  items: [{ id: `msg_${id}_0`, item: JSON.stringify({ id: `msg_${id}_0`, type: "message", text: "a\u0000b" }) }]
+})
+
+for (const target of targets) {
+  describe(`ResponsesRepo (${target.name})`, () => {
+    const withRepo = <A, E>(effect: Effect.Effect<A, E, ResponsesRepo | SqlClient.SqlClient>) =>
+      Effect.acquireUseRelease(
+        Effect.sync(target.make),
+        ({ settings }) =>
+          effect.pipe(Effect.provide(
+            ResponsesRepo.layer.pipe(
+              Layer.provideMerge(DatabaseLive),
+              Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
+              Layer.provide(Settings.layerWith(settings))
+            )
+          )),
+        ({ cleanup }) => Effect.sync(cleanup)
+      )
+
+    it.live("keeps responses GATEWAY_RESPONSE_RETENTION_DAYS: older ones read as absent, then are pruned with their items", () =>
+      withRepo(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const sql = yield* SqlClient.SqlClient
+        expect(repo.retentionDays).toBe(1)
+        yield* repo.save(stored("resp_old", "key_a"))
+        yield* repo.save(stored("resp_new", "key_a"))
+        expect((yield* repo.findItems("key_a", ["msg_resp_old_0"])).get("msg_resp_old_0")).toEqual({ id: "msg_resp_old_0", type: "message", text: "a\u0000b" })
+        yield* sql`UPDATE stored_responses SET created_at = now() - interval '25 hours' WHERE id = 'resp_old'`
+
+        expect(yield* repo.find("key_a", "resp_old")).toBeUndefined()
+        expect(yield* repo.conversation("key_a", "resp_old")).toBeUndefined()
+        expect((yield* repo.findItems("key_a", ["msg_resp_old_0", "msg_resp_new_0"])).size).toBe(1)
+        expect(yield* repo.remove("key_a", "resp_old")).toBe(false)
+
+        expect(yield* repo.prune()).toBe(1)
+        const left = yield* sql<{ id: string }>`SELECT id FROM stored_response_items ORDER BY id`
+        expect(left.map((row) => row.id)).toEqual(["msg_resp_new_0"])
+        expect((yield* repo.find("key_a", "resp_new"))?.id).toBe("resp_new")
+      })), 60_000)
+
+    it.live("items and responses are scoped to the key; delete takes the items with it", () =>
+      withRepo(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        yield* repo.save(stored("resp_1", "key_a"))
+        expect((yield* repo.findItems("key_b", ["msg_resp_1_0"])).size).toBe(0)
+        expect(yield* repo.find("key_b", "resp_1")).toBeUndefined()
+        expect(yield* repo.remove("key_b", "resp_1")).toBe(false)
+        expect(yield* repo.remove("key_a", "resp_1")).toBe(true)
+        expect((yield* repo.findItems("key_a", ["msg_resp_1_0"])).size).toBe(0)
+      })), 60_000)
+  })
+}

@@ -1,0 +1,81 @@
+/**
+ * A redis-server of the test's own, on a free port, without persistence: a test that wipes, kills
+ * or restarts Redis does it to this one, never to the shared server other suites use.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
+import { Redis } from "ioredis"
+
+export interface PrivateRedis {
+  readonly url: string
+  readonly port: number
+  /** FLUSHALL: every key gone, the server keeps running. */
+  flushAll(): Promise<void>
+  /** SIGKILL, then a new empty server on the same port (no persistence: nothing comes back). */
+  restart(downMs?: number): Promise<void>
+  stop(): Promise<void>
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const launch = (port: number) =>
+  new Promise<ChildProcess>((resolve, reject) => {
+    const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"], {
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${output}`)), 10_000)
+    const onData = (data: Buffer) => {
+      output += data
+      if (output.includes("Ready to accept connections")) {
+        clearTimeout(timer)
+        resolve(child)
+      }
+    }
+    child.stdout!.on("data", onData)
+    child.stderr!.on("data", onData)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`redis-server exited with ${code}:\n${output}`))
+    })
+  })
+
+const kill = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve()
+    child.once("exit", () => resolve())
+    child.kill("SIGKILL")
+  })
+
+export const startPrivateRedis = async (): Promise<PrivateRedis> => {
+  const port = await freePort()
+  let child = await launch(port)
+  const url = `redis://127.0.0.1:${port}`
+  return {
+    url,
+    port,
+    flushAll: async () => {
+      const client = new Redis(url, { maxRetriesPerRequest: 1 })
+      try {
+        await client.flushall()
+      } finally {
+        client.disconnect()
+      }
+    },
+    restart: async (downMs = 0) => {
+      await kill(child)
+      if (downMs > 0) await new Promise((r) => setTimeout(r, downMs))
+      child = await launch(port)
+    },
+    stop: () => kill(child)
+  }
+}
