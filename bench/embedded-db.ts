@@ -1,0 +1,307 @@
+/**
+ * The embedded database's cost to the gateway process (issue #12, direction 5), measured on its own:
+ *
+ * - start-up: time from spawn to "gateway listening", and the start-up peak (VmHWM of the whole
+ *   process, every thread included, read once it listens);
+ * - idle RSS: VmRSS after `--idle-ms` of quiet once it listens;
+ * - the main thread's event-loop delay (p50/p99/max, `monitorEventLoopDelay` at 1 ms resolution,
+ *   preloaded with bench/lib/loop-probe.ts) while `--rate` non-streamed chat completions per
+ *   second run open loop against it for `--load-ms` (the usage ledger flushes once a second);
+ *   RSS and VmHWM after the load;
+ * - a ledger flush's cost to the main thread, in a separate process (`--flush`): the real
+ *   DatabaseLive + UsageLedger, `--rate` entries (one second's worth) recorded then flushed, `--flushes`
+ *   times; main-thread CPU (`process.threadCpuUsage`), wall time and the longest event-loop stall
+ *   during the flushes.
+ *
+ * The upstream is a minimal fixed-answer server in a child process (`--upstream`), so it costs
+ * the rig next to nothing. The gateway runs on core 0, the generator and the upstream on core 1.
+ * Each figure is the median over `--runs` runs (each run a fresh data dir); the spread is printed.
+ *
+ *   node bench/embedded-db.ts [--runs=3] [--rate=200] [--load-ms=20000] [--idle-ms=5000]
+ *                             [--engine=embedded|postgres] [--env=NAME=VALUE ...] [--json=out.json]
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:http"
+import { loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import { makePool, openLoop, summarize } from "./lib/load.ts"
+import { NODE, ROOT, pin, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
+import { median } from "./lib/stats.ts"
+import { benchChatModel } from "./lib/catalog.ts"
+
+const MiB = 1024 * 1024
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "3" },
+    rate: { type: "string", default: "200" },
+    "load-ms": { type: "string", default: "20000" },
+    "idle-ms": { type: "string", default: "5000" },
+    flushes: { type: "string", default: "30" },
+    engine: { type: "string", default: "embedded" },
+    env: { type: "string", multiple: true, default: [] },
+    json: { type: "string" },
+    upstream: { type: "boolean", default: false },
+    flush: { type: "boolean", default: false },
+    "skip-flush": { type: "boolean", default: false },
+    "skip-load": { type: "boolean", default: false }
+  }
+})
+const runs = Number(values.runs)
+const rate = Number(values.rate)
+const extraEnv = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]))
+
+const statusField = (pid: number, field: string): number => {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))
+  return m === null ? Number.NaN : Number(m[1]) * 1024
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const mib = (bytes: number) => Math.round((bytes / MiB) * 10) / 10
+
+// ---------------------------------------------------------------------------------------------
+// --upstream: a fixed answer, JSON or SSE (the gateway may call its upstream streamed).
+// ---------------------------------------------------------------------------------------------
+const serveUpstream = () => {
+  const usage = { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 }
+  const chunk = (model: string, delta: object, finish: string | null, extra: object = {}) =>
+    `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 1767225600, model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`
+  const server = createServer((req, res) => {
+    let body = ""
+    req.on("data", (d) => (body += d))
+    req.on("end", () => {
+      const request = JSON.parse(body || "{}") as { model?: string; stream?: boolean }
+      const model = request.model ?? "bench"
+      if (request.stream === true) {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.end(
+          chunk(model, { role: "assistant", content: "The harbor is quiet." }, null) +
+          chunk(model, {}, "stop") +
+          `data: ${JSON.stringify({ id: "chatcmpl-bench", object: "chat.completion.chunk", created: 1767225600, model, choices: [], usage })}\n\n` +
+          "data: [DONE]\n\n"
+        )
+        return
+      }
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({
+        id: "chatcmpl-bench", object: "chat.completion", created: 1767225600, model,
+        choices: [{ index: 0, message: { role: "assistant", content: "The harbor is quiet." }, finish_reason: "stop" }],
+        usage
+      }))
+    })
+  })
+  server.listen(0, "127.0.0.1", () => console.log(`upstream listening on http://127.0.0.1:${(server.address() as { port: number }).port}`))
+}
+
+// ---------------------------------------------------------------------------------------------
+// --flush: the ledger flush's main-thread cost, in this process.
+// ---------------------------------------------------------------------------------------------
+const measureFlush = async () => {
+  const { Effect, Layer } = await import("effect")
+  const { monitorEventLoopDelay } = await import("node:perf_hooks")
+  const { Settings } = await import("../src/config/settings.ts")
+  const { DatabaseLive } = await import("../src/storage/database.ts")
+  const { UsageLedger } = await import("../src/metering/usage-ledger.ts")
+  const dir = mkdtempSync(join(tmpdir(), "bench-flush-"))
+  const settings = Settings.layerWith({ dataDir: join(dir, "data"), ...(values.engine === "postgres" ? {} : { databaseUrl: undefined }) })
+  const layer = UsageLedger.layerWith({ flushIntervalMs: 3_600_000, batchSize: 1_000_000 }).pipe(
+    Layer.provideMerge(DatabaseLive),
+    Layer.provide(settings)
+  )
+  const flushes = Number(values.flushes)
+  const results: Array<{ cpuUs: number; wallUs: number; maxStallUs: number }> = []
+  const program = Effect.gen(function*() {
+    const ledger = yield* UsageLedger
+    let n = 0
+    const fill = Effect.gen(function*() {
+      for (let i = 0; i < rate; i++) {
+        yield* ledger.record({
+          keyId: `key_${i % 4}`, model: "svc-bench", requestId: `req_${n++}_${randomToken(4)}`,
+          usage: { inputTokens: 12, outputTokens: 8, cachedInputTokens: 0, reasoningTokens: 0 },
+          costMicros: 5, at: new Date()
+        })
+      }
+    })
+    // Warm-up: connection, prepared statements, JIT.
+    for (let i = 0; i < 3; i++) {
+      yield* fill
+      yield* ledger.flush()
+    }
+    for (let i = 0; i < flushes; i++) {
+      yield* fill
+      yield* Effect.sleep("20 millis")
+      const histogram = monitorEventLoopDelay({ resolution: 1 })
+      histogram.enable()
+      const cpu0 = process.threadCpuUsage()
+      const t0 = performance.now()
+      yield* ledger.flush()
+      const wallUs = (performance.now() - t0) * 1000
+      const cpu = process.threadCpuUsage(cpu0)
+      yield* Effect.sleep("5 millis")
+      histogram.disable()
+      results.push({ cpuUs: cpu.user + cpu.system, wallUs, maxStallUs: histogram.max / 1000 })
+    }
+  })
+  await Effect.runPromise(Effect.scoped(Effect.provide(program, layer)))
+  rmSync(dir, { recursive: true, force: true })
+  const pick = (k: keyof (typeof results)[number]) => results.map((r) => r[k])
+  const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
+  console.log(JSON.stringify({
+    rows: rate,
+    cpuUs: { p50: median(pick("cpuUs")), max: Math.max(...pick("cpuUs")) },
+    wallUs: { p50: median(pick("wallUs")), max: Math.max(...pick("wallUs")) },
+    maxStallUs: { p50: median(pick("maxStallUs")), p90: sorted(pick("maxStallUs"))[Math.floor(results.length * 0.9)], max: Math.max(...pick("maxStallUs")) }
+  }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The gateway runs.
+// ---------------------------------------------------------------------------------------------
+interface GatewayRun {
+  startMs: number
+  startPeakMiB: number
+  readyRssMiB: number
+  idleRssMiB: number
+  load?: { eldP50Us: number; eldP99Us: number; eldMaxUs: number; ok: number; non200: number; latencyP99Us: number; rssMiB: number; hwmMiB: number }
+  stopMs: number
+}
+
+const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: string | undefined): Promise<GatewayRun> => {
+  const dir = mkdtempSync(join(tmpdir(), "bench-embedded-db-"))
+  const probeFile = join(dir, "probe.json")
+  const configFile = join(dir, "config.json")
+  writeFileSync(configFile, JSON.stringify({
+    models: [benchChatModel("svc-bench", "svc-bench (benchmark)", [
+      { id: "svc-bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstreamUrl}/v1`, upstreamModel: "bench-json" }
+    ])],
+    plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: 100_000 } },
+    defaultPlan: "bench"
+  }))
+  const adminToken = randomToken()
+  const t0 = performance.now()
+  const gateway = await spawnPinned({
+    name: `gateway-${randomToken(3)}`,
+    args: ["--import", join(ROOT, "bench", "lib", "loop-probe.ts"), join(ROOT, "src", "main.ts"), "serve", "--host", "127.0.0.1", "--port", "0"],
+    env: {
+      GATEWAY_CONFIG: configFile,
+      GATEWAY_DATA_DIR: join(dir, "data"),
+      GATEWAY_ADMIN_TOKEN: adminToken,
+      BENCH_PROBE_FILE: probeFile,
+      ...(postgresUrl === undefined ? {} : { DATABASE_URL: postgresUrl }),
+      ...extraEnv
+    },
+    ready: /gateway listening on (http:\/\/\S+)/,
+    cpu: 0,
+    logDir,
+    timeoutMs: 180_000
+  })
+  const startMs = performance.now() - t0
+  const startPeak = statusField(gateway.pid, "VmHWM")
+  const readyRss = rssBytes(gateway.pid)
+  await sleep(Number(values["idle-ms"]))
+  const idleRss = rssBytes(gateway.pid)
+  const run: GatewayRun = { startMs, startPeakMiB: mib(startPeak), readyRssMiB: mib(readyRss), idleRssMiB: mib(idleRss), stopMs: 0 }
+  if (!values["skip-load"]) {
+    const res = await fetch(`${gateway.url}/admin/v1/keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "bench", plan: "bench" })
+    })
+    const key = ((await res.json()) as { key: string }).key
+    const pool = makePool(gateway.url, 256, 30_000)
+    const spec = {
+      pool,
+      path: "/v1/chat/completions",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }] })
+    }
+    // Warm-up (JIT, connections), then a fresh probe window for the measured load.
+    await openLoop({ rate, durationMs: 3_000, pick: () => spec })
+    process.kill(gateway.pid, "SIGUSR2")
+    await sleep(200)
+    const loaded = await openLoop({ rate, durationMs: Number(values["load-ms"]), pick: () => spec })
+    process.kill(gateway.pid, "SIGUSR2")
+    await sleep(300)
+    const probe = JSON.parse(readFileSync(probeFile, "utf8")) as { p50: number; p99: number; max: number }
+    const summary = summarize(loaded.samples, loaded.t0)
+    run.load = {
+      eldP50Us: Math.round(probe.p50), eldP99Us: Math.round(probe.p99), eldMaxUs: Math.round(probe.max),
+      ok: summary.ok, non200: summary.requests - summary.ok, latencyP99Us: Math.round(summary.latencyUs.p99),
+      rssMiB: mib(rssBytes(gateway.pid)), hwmMiB: mib(statusField(gateway.pid, "VmHWM"))
+    }
+    await pool.close()
+  }
+  const s0 = performance.now()
+  await gateway.stop()
+  run.stopMs = Math.round(performance.now() - s0)
+  rmSync(dir, { recursive: true, force: true })
+  return run
+}
+
+const spawnUpstream = (logDir: string) =>
+  spawnPinned({ name: "upstream", args: [join(ROOT, "bench", "embedded-db.ts"), "--upstream"], ready: /upstream listening on (http:\/\/\S+)/, cpu: 1, logDir })
+
+const runFlushProcess = () =>
+  new Promise<unknown>((resolve, reject) => {
+    const args = [join(ROOT, "bench", "embedded-db.ts"), "--flush", `--rate=${rate}`, `--flushes=${values.flushes}`, `--engine=${values.engine}`]
+    const child: ChildProcess = spawn(NODE, args, { cwd: ROOT, env: { ...process.env, ...extraEnv, CI: "" }, stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    child.stdout!.on("data", (d) => (out += d))
+    child.stderr!.on("data", (d) => (out += d))
+    child.once("spawn", () => pin(child.pid!, 0))
+    child.once("exit", (code) => {
+      const line = out.trim().split("\n").findLast((l) => l.startsWith("{"))
+      if (code === 0 && line !== undefined) resolve(JSON.parse(line))
+      else reject(new Error(`flush bench exited ${code}:\n${out}`))
+    })
+  })
+
+const main = async () => {
+  if (values.upstream) return serveUpstream()
+  if (values.flush) return measureFlush()
+  const logDir = mkdtempSync(join(tmpdir(), "bench-embedded-db-logs-"))
+  const postgres = values.engine === "postgres" ? (await import("./lib/procs.ts")).freshDatabase(process.env.BENCH_POSTGRES_URL ?? "postgres://root@127.0.0.1:5432/postgres") : undefined
+  console.log(`logs in ${logDir}; load average at start ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  const upstream = await spawnUpstream(logDir)
+  const gatewayRuns: GatewayRun[] = []
+  const flushRuns: unknown[] = []
+  try {
+    for (let i = 0; i < runs; i++) {
+      const run = await runGateway(logDir, upstream.url, postgres?.url)
+      console.log(`run ${i + 1}: ${JSON.stringify(run)}  (load ${loadavg()[0]!.toFixed(2)})`)
+      gatewayRuns.push(run)
+      if (!values["skip-flush"]) {
+        const flush = await runFlushProcess()
+        console.log(`flush ${i + 1}: ${JSON.stringify(flush)}`)
+        flushRuns.push(flush)
+      }
+    }
+  } finally {
+    await stopAll()
+    postgres?.drop()
+  }
+  const spread = (xs: number[]) => `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`
+  const col = (f: (r: GatewayRun) => number | undefined) => gatewayRuns.map(f).filter((x): x is number => x !== undefined)
+  const summary = {
+    engine: values.engine,
+    env: extraEnv,
+    runs,
+    rate,
+    startMs: spread(col((r) => r.startMs)),
+    startPeakMiB: spread(col((r) => r.startPeakMiB)),
+    idleRssMiB: spread(col((r) => r.idleRssMiB)),
+    eldP99Us: spread(col((r) => r.load?.eldP99Us)),
+    eldMaxUs: spread(col((r) => r.load?.eldMaxUs)),
+    loadedRssMiB: spread(col((r) => r.load?.rssMiB)),
+    hwmAfterLoadMiB: spread(col((r) => r.load?.hwmMiB)),
+    stopMs: spread(col((r) => r.stopMs)),
+    flushCpuUs: spread(flushRuns.map((f) => (f as { cpuUs: { p50: number } }).cpuUs.p50)),
+    flushMaxStallUs: spread(flushRuns.map((f) => (f as { maxStallUs: { p50: number } }).maxStallUs.p50)),
+    loadAverageAtEnd: loadavg()[0]
+  }
+  console.log("\nmedian (min–max) over runs:")
+  console.log(JSON.stringify(summary, null, 2))
+  if (values.json !== undefined) writeFileSync(values.json, JSON.stringify({ summary, gatewayRuns, flushRuns }, null, 2))
+}
+
+await main()
