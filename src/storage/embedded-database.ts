@@ -15,12 +15,13 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Schema } from "effect"
-import { rmSync } from "node:fs"
+import { existsSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { setFlagsFromString } from "node:v8"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { lockDataDir } from "./data-dir.ts"
+import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
 import type { EmbeddedWorkerData, FromWorker, ToWorker } from "./embedded-worker.ts"
 
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
@@ -31,6 +32,12 @@ export interface EmbeddedOptions {
   readonly dataDir: string
   /** Postgres `shared_buffers`, MiB: the page cache inside WASM memory (which never shrinks). */
   readonly sharedBuffersMb: number
+  /**
+   * The most WASM memory the database may grow to; a statement that needs more fails with "out of
+   * memory". Default: 512 MiB above the shared buffers, far above what the settings below use
+   * (~20 MiB besides the shared buffers) — a bound, not a budget.
+   */
+  readonly maxWasmMemoryMb?: number
 }
 
 /**
@@ -52,11 +59,11 @@ export const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string
   "min_wal_size=32MB"
 ]
 
-/** initdb options for a new data directory: the same small sizes from the first start. */
-const initdbOptions = (options: EmbeddedOptions): ReadonlyArray<string> => [
-  "-c", `shared_buffers=${options.sharedBuffersMb}MB`,
-  "-c", "max_connections=4"
-]
+/**
+ * initdb options for a new data directory (the template is made with them too): the same small
+ * sizes as at run time, written to its postgresql.conf. Start-up settings above override them.
+ */
+export const embeddedInitdbOptions: ReadonlyArray<string> = ["-c", "shared_buffers=8MB", "-c", "max_connections=4"]
 
 /**
  * V8 tiers hot WASM functions up from its baseline compiler (Liftoff) to its optimizing one, and
@@ -123,6 +130,15 @@ interface Generation {
 
 const describe = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
+/** This process's live database worker threads (one per open embedded database). */
+const liveWorkers = new Set<Worker>()
+
+/**
+ * The worker threads currently serving embedded databases in this process, for diagnostics and
+ * for tests that make one die (`terminate()`) to check the gateway's answer and its recovery.
+ */
+export const embeddedWorkers = (): ReadonlyArray<Worker> => [...liveWorkers]
+
 /** Starts a worker and waits until its database is open (or fails with why it is not). */
 const spawn = (data: EmbeddedWorkerData) =>
   Effect.callback<Generation, StorageError>((resume) => {
@@ -137,6 +153,7 @@ const spawn = (data: EmbeddedWorkerData) =>
     worker.on("message", (message: FromWorker) => {
       if (message.type === "ready") {
         ready = true
+        liveWorkers.add(worker)
         resume(Effect.succeed(generation))
       } else if (message.type === "failed") failure ??= message.message
     })
@@ -144,6 +161,7 @@ const spawn = (data: EmbeddedWorkerData) =>
       failure ??= describe(error)
     })
     worker.once("exit", (code) => {
+      liveWorkers.delete(worker)
       const reason = failure ?? `its thread exited with code ${code}`
       for (const stream of generation.streams) stream.destroy(new Error(`the embedded database stopped: ${reason}`))
       generation.streams.clear()
@@ -151,6 +169,53 @@ const spawn = (data: EmbeddedWorkerData) =>
       Deferred.doneUnsafe(generation.exited, Effect.succeed(reason))
     })
     return Effect.promise(() => worker.terminate())
+  })
+
+/** Runs initdb into `data.pgDir`, in a thread of its own that then exits. */
+export const initialize = (data: EmbeddedWorkerData) =>
+  Effect.callback<void, StorageError>((resume) => {
+    const worker = new Worker(WORKER_URL, { workerData: { ...data, mode: "initialize" } satisfies EmbeddedWorkerData })
+    let failure: string | undefined
+    let initialized = false
+    worker.on("message", (message: FromWorker) => {
+      if (message.type === "initialized") initialized = true
+      else if (message.type === "failed") failure ??= message.message
+    })
+    worker.on("error", (error) => {
+      failure ??= describe(error)
+    })
+    worker.once("exit", (code) => {
+      resume(initialized ? Effect.void : Effect.fail(new StorageError({
+        message: `cannot create the embedded database in ${data.pgDir}: ${failure ?? `its thread exited with code ${code}`}`
+      })))
+    })
+    return Effect.promise(() => worker.terminate())
+  })
+
+/**
+ * Creates the database of a new data directory: unpacked from the template for the installed
+ * PGlite (`template.ts`), else made by initdb. Made aside and renamed into place, so a start killed
+ * half-way leaves no half-made database.
+ */
+const createDatabase = (data: EmbeddedWorkerData) =>
+  Effect.gen(function*() {
+    if (existsSync(data.pgDir) && readdirSync(data.pgDir).length > 0) {
+      return yield* new StorageError({ message: `${data.pgDir} is not an embedded database (no PG_VERSION); move it away to start afresh` })
+    }
+    const fresh = `${data.pgDir}.new`
+    rmSync(fresh, { recursive: true, force: true })
+    const template = templateFile()
+    if (template !== undefined) {
+      yield* Effect.try({
+        try: () => extractTemplate(template, fresh),
+        catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}` })
+      })
+    } else {
+      yield* Effect.logInfo(`embedded database: no template for PGlite ${pgliteVersion()}; creating it with initdb (slower, ~500 MB for a few seconds)`)
+      yield* initialize({ ...data, pgDir: fresh })
+    }
+    rmSync(data.pgDir, { recursive: true, force: true })
+    renameSync(fresh, data.pgDir)
   })
 
 /** Asks the worker to close the database cleanly; terminates it if that takes longer than 10 s. */
@@ -177,10 +242,13 @@ export const embeddedClient = (options: EmbeddedOptions) =>
     rmSync(join(options.dataDir, ".pg.sock"), { force: true })
     wasmTieringRule()
     const data: EmbeddedWorkerData = {
+      mode: "serve",
       pgDir: join(options.dataDir, "pglite"),
       settings: embeddedSettings(options),
-      initdbOptions: initdbOptions(options)
+      initdbOptions: embeddedInitdbOptions,
+      maxWasmMemoryMb: options.maxWasmMemoryMb ?? 512 + options.sharedBuffersMb
     }
+    if (!existsSync(join(data.pgDir, "PG_VERSION"))) yield* createDatabase(data)
     let current: Generation | undefined = yield* spawn(data)
     let closing = false
     // Registered before the supervisor and the client: at close the client's connections end

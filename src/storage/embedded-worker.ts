@@ -15,17 +15,26 @@ import { PGlite } from "@electric-sql/pglite"
 import { type MessagePort, parentPort, workerData } from "node:worker_threads"
 
 export interface EmbeddedWorkerData {
+  /**
+   * `initialize`: create the database (initdb) and exit. A new data directory is made by a second,
+   * in-memory PGlite and copied over as a tar; run in a thread of its own, all of that memory goes
+   * back to the system when the thread ends instead of lingering beside the serving database.
+   */
+  readonly mode: "initialize" | "serve"
   /** The PGlite data directory (`<data dir>/pglite`). */
   readonly pgDir: string
   /** Postgres settings (`name=value`) on top of PGlite's defaults; they bound its memory. */
   readonly settings: ReadonlyArray<string>
   /** initdb options for a new data directory. */
   readonly initdbOptions: ReadonlyArray<string>
+  /** The most WASM memory (Postgres' whole address space) the database may grow to. */
+  readonly maxWasmMemoryMb: number
 }
 
 export type ToWorker = { readonly type: "connect"; readonly port: MessagePort } | { readonly type: "stop" }
 export type FromWorker =
   | { readonly type: "ready" }
+  | { readonly type: "initialized" }
   | { readonly type: "failed"; readonly message: string }
   | { readonly type: "stopped" }
 
@@ -225,13 +234,34 @@ const fail = (error: unknown): never => {
   process.exit(1)
 }
 
+/**
+ * PGlite creates its WASM memory with a 2 GiB maximum and has no option to lower it. This thread's
+ * `WebAssembly.Memory` (its own isolate's; the main thread's is untouched) caps the maximum, so a
+ * runaway statement gets "out of memory" from Postgres instead of growing the process without end.
+ */
+const capWasmMemory = (maxMb: number) => {
+  const Memory = WebAssembly.Memory
+  const pages = Math.floor((maxMb * 1024 * 1024) / 65536)
+  const Capped = function(descriptor: WebAssembly.MemoryDescriptor) {
+    return new Memory({ ...descriptor, maximum: Math.max(descriptor.initial, Math.min(descriptor.maximum ?? pages, pages)) })
+  }
+  ;(WebAssembly as { Memory: unknown }).Memory = Capped
+}
+
 const main = async () => {
   const data = workerData as EmbeddedWorkerData
+  capWasmMemory(data.maxWasmMemoryMb)
   const db = await PGlite.create({
     dataDir: data.pgDir,
     startParams: [...PGlite.defaultStartParams, ...data.settings.flatMap((setting) => ["-c", setting])],
     initDbStartParams: [...data.initdbOptions]
   })
+  if (data.mode === "initialize") {
+    await db.close()
+    post({ type: "initialized" })
+    parentPort!.close()
+    return
+  }
   const server = serve(db)
   parentPort!.on("message", (message: ToWorker) => {
     if (message.type === "connect") server.connect(message.port)
