@@ -1,9 +1,10 @@
 /**
  * The embedded database's cost to the gateway process (issue #12, direction 5), measured on its own:
  *
- * - start-up: time from spawn to "gateway listening", and the start-up peak (VmHWM of the whole
- *   process, every thread included, read once it listens);
- * - idle RSS: VmRSS after `--idle-ms` of quiet once it listens;
+ * - start-up, twice per run: on a new data dir (the first start creates the database) and again on
+ *   the same dir (a restart): time from spawn to "gateway listening", and the start-up peak (VmHWM
+ *   of the whole process, every thread included, read once it listens);
+ * - idle RSS: VmRSS after `--idle-ms` of quiet once the restarted gateway listens;
  * - the main thread's event-loop delay (p50/p99/max, `monitorEventLoopDelay` at 1 ms resolution,
  *   preloaded with bench/lib/loop-probe.ts) while `--rate` non-streamed chat completions per
  *   second run open loop against it for `--load-ms` (the usage ledger flushes once a second);
@@ -14,20 +15,22 @@
  *   during the flushes.
  *
  * The upstream is a minimal fixed-answer server in a child process (`--upstream`), so it costs
- * the rig next to nothing. The gateway runs on core 0, the generator and the upstream on core 1.
+ * the rig next to nothing. The gateway's main thread is pinned to core 0 once it listens (only that
+ * thread: its database worker, libuv and GC helper threads may use either core, as they would on
+ * any multi-core host); the generator and the upstream are pinned to core 1.
  * Each figure is the median over `--runs` runs (each run a fresh data dir); the spread is printed.
  *
  *   node bench/embedded-db.ts [--runs=3] [--rate=200] [--load-ms=20000] [--idle-ms=5000]
  *                             [--engine=embedded|postgres] [--env=NAME=VALUE ...] [--json=out.json]
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { makePool, openLoop, summarize } from "./lib/load.ts"
-import { NODE, ROOT, pin, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
+import { NODE, ROOT, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
 import { median } from "./lib/stats.ts"
 import { benchChatModel } from "./lib/catalog.ts"
 
@@ -158,6 +161,8 @@ const measureFlush = async () => {
 // The gateway runs.
 // ---------------------------------------------------------------------------------------------
 interface GatewayRun {
+  firstStartMs: number
+  firstStartPeakMiB: number
   startMs: number
   startPeakMiB: number
   readyRssMiB: number
@@ -165,6 +170,9 @@ interface GatewayRun {
   load?: { eldP50Us: number; eldP99Us: number; eldMaxUs: number; ok: number; non200: number; latencyP99Us: number; rssMiB: number; hwmMiB: number }
   stopMs: number
 }
+
+/** Pins one thread (the main thread: its tid is the pid) to a core; the process's other threads stay free. */
+const pinThread = (tid: number, cpu: number) => execFileSync("taskset", ["-p", "-c", String(cpu), String(tid)], { stdio: "ignore" })
 
 const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: string | undefined): Promise<GatewayRun> => {
   const dir = mkdtempSync(join(tmpdir(), "bench-embedded-db-"))
@@ -178,29 +186,28 @@ const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: stri
     defaultPlan: "bench"
   }))
   const adminToken = randomToken()
-  const t0 = performance.now()
-  const gateway = await spawnPinned({
-    name: `gateway-${randomToken(3)}`,
-    args: ["--import", join(ROOT, "bench", "lib", "loop-probe.ts"), join(ROOT, "src", "main.ts"), "serve", "--host", "127.0.0.1", "--port", "0"],
-    env: {
+  const start = async () => {
+    const t0 = performance.now()
+    const gateway = await spawnGateway(logDir, {
       GATEWAY_CONFIG: configFile,
       GATEWAY_DATA_DIR: join(dir, "data"),
       GATEWAY_ADMIN_TOKEN: adminToken,
       BENCH_PROBE_FILE: probeFile,
       ...(postgresUrl === undefined ? {} : { DATABASE_URL: postgresUrl }),
       ...extraEnv
-    },
-    ready: /gateway listening on (http:\/\/\S+)/,
-    cpu: 0,
-    logDir,
-    timeoutMs: 180_000
-  })
-  const startMs = performance.now() - t0
-  const startPeak = statusField(gateway.pid, "VmHWM")
+    })
+    return { gateway, ms: performance.now() - t0, peak: statusField(gateway.pid, "VmHWM") }
+  }
+  const first = await start()
+  await first.gateway.stop()
+  const { gateway, ms: startMs, peak: startPeak } = await start()
   const readyRss = rssBytes(gateway.pid)
   await sleep(Number(values["idle-ms"]))
   const idleRss = rssBytes(gateway.pid)
-  const run: GatewayRun = { startMs, startPeakMiB: mib(startPeak), readyRssMiB: mib(readyRss), idleRssMiB: mib(idleRss), stopMs: 0 }
+  const run: GatewayRun = {
+    firstStartMs: Math.round(first.ms), firstStartPeakMiB: mib(first.peak),
+    startMs: Math.round(startMs), startPeakMiB: mib(startPeak), readyRssMiB: mib(readyRss), idleRssMiB: mib(idleRss), stopMs: 0
+  }
   if (!values["skip-load"]) {
     const res = await fetch(`${gateway.url}/admin/v1/keys`, {
       method: "POST",
@@ -238,6 +245,62 @@ const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: stri
   return run
 }
 
+/** `node --import loop-probe src/main.ts serve`, main thread pinned to core 0 once it listens. */
+const spawnGateway = async (logDir: string, env: Record<string, string>) => {
+  const child = spawn(NODE, ["--import", join(ROOT, "bench", "lib", "loop-probe.ts"), join(ROOT, "src", "main.ts"), "serve", "--host", "127.0.0.1", "--port", "0"], {
+    cwd: ROOT,
+    env: { ...cleanEnv(), ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  let output = ""
+  const log = createWriteStream(join(logDir, `gateway-${child.pid}.log`))
+  const collect = (d: Buffer) => {
+    log.write(d)
+    if (output.length < 64_000) output += d.toString()
+  }
+  child.stdout!.on("data", collect)
+  child.stderr!.on("data", collect)
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the gateway did not start in time:\n${output}`)), 180_000)
+    const check = () => {
+      const m = /gateway listening on (http:\/\/\S+)/.exec(output)
+      if (m !== null) {
+        clearTimeout(timer)
+        resolve(m[1]!)
+      }
+    }
+    child.stdout!.on("data", check)
+    child.stderr!.on("data", check)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`the gateway exited with ${code} before it was ready:\n${output}`))
+    })
+  })
+  pinThread(child.pid!, 0)
+  return {
+    pid: child.pid!,
+    url,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+      const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+      await exited
+      clearTimeout(timer)
+      log.end()
+    }
+  }
+}
+
+/** The caller's environment without any gateway, database or Redis settings. */
+const cleanEnv = () => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || k.startsWith("GATEWAY_") || k === "DATABASE_URL" || k === "REDIS_URL" || k === "PORT" || k === "HOST") continue
+    env[k] = v
+  }
+  return { ...env, CI: "", NODE_ENV: "production" }
+}
+
 const spawnUpstream = (logDir: string) =>
   spawnPinned({ name: "upstream", args: [join(ROOT, "bench", "embedded-db.ts"), "--upstream"], ready: /upstream listening on (http:\/\/\S+)/, cpu: 1, logDir })
 
@@ -248,7 +311,7 @@ const runFlushProcess = () =>
     let out = ""
     child.stdout!.on("data", (d) => (out += d))
     child.stderr!.on("data", (d) => (out += d))
-    child.once("spawn", () => pin(child.pid!, 0))
+    child.once("spawn", () => pinThread(child.pid!, 0))
     child.once("exit", (code) => {
       const line = out.trim().split("\n").findLast((l) => l.startsWith("{"))
       if (code === 0 && line !== undefined) resolve(JSON.parse(line))
@@ -287,6 +350,8 @@ const main = async () => {
     env: extraEnv,
     runs,
     rate,
+    firstStartMs: spread(col((r) => r.firstStartMs)),
+    firstStartPeakMiB: spread(col((r) => r.firstStartPeakMiB)),
     startMs: spread(col((r) => r.startMs)),
     startPeakMiB: spread(col((r) => r.startPeakMiB)),
     idleRssMiB: spread(col((r) => r.idleRssMiB)),
