@@ -18,6 +18,11 @@ import { freshDataDir } from "../support/engines.ts"
 const withDatabase = <A, E>(dataDir: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>, settings: Partial<Parameters<typeof Settings.layerWith>[0]> = {}) =>
   Effect.runPromise(Effect.provide(effect, DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir, databaseUrl: undefined, ...settings })))))
 
+/** Postgres' pg_control `state`: 1 after a clean shutdown, 6 while in production (or after a crash). */
+const controlState = (dataDir: string) => readFileSync(join(dataDir, "pglite", "global", "pg_control")).readUInt32LE(16)
+const SHUT_DOWN = 1
+const IN_PRODUCTION = 6
+
 const inTempDir = async (test: (dir: string) => Promise<void>) => {
   const dir = freshDataDir()
   try {
@@ -78,6 +83,8 @@ describe("embedded database (worker thread)", () => {
         return (yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM survivors`)[0]!.n
       }))
       expect(n).toBe(41)
+      // The layer's close stopped the worker cleanly: Postgres wrote its shutdown checkpoint.
+      expect(controlState(dir)).toBe(SHUT_DOWN)
     }), 120_000)
 
   it("keeps every committed row when the process is killed with SIGKILL, and the next process takes the lock over", () =>
@@ -103,6 +110,7 @@ describe("embedded database (worker thread)", () => {
       await new Promise((resolve) => child.once("exit", resolve))
       // The killed process's lock file is left behind; its pid is dead, so it is taken over.
       expect(existsSync(join(dir, "gateway.lock"))).toBe(true)
+      expect(controlState(dir)).toBe(IN_PRODUCTION)
       const rows = await withDatabase(dir, Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         return yield* sql<{ id: number; note: string }>`SELECT id, note FROM crash_rows ORDER BY id`
