@@ -304,10 +304,11 @@ const cleanEnv = () => {
 const spawnUpstream = (logDir: string) =>
   spawnPinned({ name: "upstream", args: [join(ROOT, "bench", "embedded-db.ts"), "--upstream"], ready: /upstream listening on (http:\/\/\S+)/, cpu: 1, logDir })
 
-const runFlushProcess = () =>
+const runFlushProcess = (postgresUrl: string | undefined) =>
   new Promise<unknown>((resolve, reject) => {
     const args = [join(ROOT, "bench", "embedded-db.ts"), "--flush", `--rate=${rate}`, `--flushes=${values.flushes}`, `--engine=${values.engine}`]
-    const child: ChildProcess = spawn(NODE, args, { cwd: ROOT, env: { ...process.env, ...extraEnv, CI: "" }, stdio: ["ignore", "pipe", "pipe"] })
+    const env = { ...cleanEnv(), ...extraEnv, ...(postgresUrl === undefined ? {} : { DATABASE_URL: postgresUrl }) }
+    const child: ChildProcess = spawn(NODE, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
     let out = ""
     child.stdout!.on("data", (d) => (out += d))
     child.stderr!.on("data", (d) => (out += d))
@@ -334,7 +335,7 @@ const main = async () => {
       console.log(`run ${i + 1}: ${JSON.stringify(run)}  (load ${loadavg()[0]!.toFixed(2)})`)
       gatewayRuns.push(run)
       if (!values["skip-flush"]) {
-        const flush = await runFlushProcess()
+        const flush = await runFlushProcess(postgres?.url)
         console.log(`flush ${i + 1}: ${JSON.stringify(flush)}`)
         flushRuns.push(flush)
       }
