@@ -206,7 +206,7 @@ const createDatabase = (data: EmbeddedWorkerData) =>
     rmSync(fresh, { recursive: true, force: true })
     const template = templateFile()
     if (template !== undefined) {
-      yield* Effect.try({
+      yield* Effect.tryPromise({
         try: () => extractTemplate(template, fresh),
         catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}` })
       })

@@ -10,10 +10,10 @@
  * before. Every database made from a template shares its Postgres system identifier, which only
  * replication reads.
  */
-import { mkdirSync, readFileSync, writeFileSync, existsSync, readdirSync, statSync } from "node:fs"
+import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, readdirSync, statSync, writeFileSync, writeSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, normalize, relative, sep } from "node:path"
-import { gunzipSync, gzipSync } from "node:zlib"
+import { createGunzip, gzipSync } from "node:zlib"
 
 /** The installed `@electric-sql/pglite` version. */
 export const pgliteVersion = (): string => {
@@ -37,25 +37,61 @@ const field = (header: Uint8Array, at: number, length: number) => {
   return new TextDecoder().decode(end === -1 ? bytes : bytes.subarray(0, end))
 }
 
-/** Unpacks a gzipped ustar archive of regular files and directories into `dir`. */
-export const extractTemplate = (file: string, dir: string) => {
-  const tar = gunzipSync(readFileSync(file))
+/**
+ * Unpacks a gzipped ustar archive of regular files and directories into `dir`, streaming: file
+ * contents go to disk as they are inflated, so memory stays at a few chunks whatever the size
+ * (the template inflates to ~40 MB, which would otherwise stay in the heap until a GC).
+ */
+export const extractTemplate = async (file: string, dir: string) => {
   mkdirSync(dir, { recursive: true, mode: 0o700 })
-  for (let at = 0; at + BLOCK <= tar.length;) {
-    const header = tar.subarray(at, at + BLOCK)
-    if (header.every((byte) => byte === 0)) break
-    const prefix = field(header, 345, 155)
-    const name = prefix === "" ? field(header, 0, 100) : `${prefix}/${field(header, 0, 100)}`
-    const size = Number.parseInt(field(header, 124, 12).trim() || "0", 8)
-    const type = header[156]
-    const target = normalize(join(dir, name))
-    if (relative(dir, target).startsWith("..")) throw new Error(`template entry outside the data directory: ${name}`)
-    if (type === 0x35 /* '5' directory */) mkdirSync(target, { recursive: true, mode: 0o700 })
-    else if (type === 0x30 /* '0' file */ || type === 0) {
-      mkdirSync(dirname(target), { recursive: true, mode: 0o700 })
-      writeFileSync(target, tar.subarray(at + BLOCK, at + BLOCK + size), { mode: 0o600 })
-    } else throw new Error(`template entry of unsupported type ${String.fromCharCode(type ?? 0)}: ${name}`)
-    at += BLOCK + Math.ceil(size / BLOCK) * BLOCK
+  let pending: Buffer = Buffer.alloc(0)
+  /** The file being written: its descriptor and how many of its bytes are still to come. */
+  let current: { fd: number; remaining: number } | undefined
+  /** Zero padding after a file's last byte, up to the next 512-byte boundary. */
+  let padding = 0
+  let ended = false
+  for await (const chunk of createReadStream(file).pipe(createGunzip()) as AsyncIterable<Buffer>) {
+    if (ended) continue
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk])
+    let at = 0
+    for (;;) {
+      if (current !== undefined) {
+        const n = Math.min(current.remaining, pending.length - at)
+        if (n > 0) writeSync(current.fd, pending, at, n)
+        at += n
+        current.remaining -= n
+        if (current.remaining > 0) break
+        closeSync(current.fd)
+        current = undefined
+      }
+      const skip = Math.min(padding, pending.length - at)
+      at += skip
+      padding -= skip
+      if (padding > 0 || pending.length - at < BLOCK) break
+      const header = pending.subarray(at, at + BLOCK)
+      at += BLOCK
+      if (header.every((byte) => byte === 0)) {
+        ended = true
+        break
+      }
+      const prefix = field(header, 345, 155)
+      const name = prefix === "" ? field(header, 0, 100) : `${prefix}/${field(header, 0, 100)}`
+      const size = Number.parseInt(field(header, 124, 12).trim() || "0", 8)
+      const type = header[156]
+      const target = normalize(join(dir, name))
+      if (relative(dir, target).startsWith("..")) throw new Error(`template entry outside the data directory: ${name}`)
+      if (type === 0x35 /* '5' directory */) mkdirSync(target, { recursive: true, mode: 0o700 })
+      else if (type === 0x30 /* '0' file */ || type === 0) {
+        mkdirSync(dirname(target), { recursive: true, mode: 0o700 })
+        current = { fd: openSync(target, "w", 0o600), remaining: size }
+        padding = (BLOCK - (size % BLOCK)) % BLOCK
+      } else throw new Error(`template entry of unsupported type ${String.fromCharCode(type ?? 0)}: ${name}`)
+    }
+    pending = Buffer.from(pending.subarray(at))
+  }
+  if (current !== undefined) {
+    closeSync(current.fd)
+    throw new Error(`template ${file} ends inside a file`)
   }
 }
 

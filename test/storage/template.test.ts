@@ -9,11 +9,11 @@ import { extractTemplate, pgliteVersion, templateFile, writeTemplate } from "../
 import { freshDataDir } from "../support/engines.ts"
 
 describe("embedded database template", () => {
-  it("exists for the installed PGlite (after an upgrade: node src/storage/make-template.ts)", () => {
+  it("exists for the installed PGlite (after an upgrade: node src/storage/make-template.ts)", async () => {
     expect(templateFile(), `no template for PGlite ${pgliteVersion()}`).toMatch(new RegExp(`pglite-${pgliteVersion().replaceAll(".", "\\.")}\\.tar\\.gz$`))
     const unpacked = freshDataDir()
     try {
-      extractTemplate(templateFile()!, join(unpacked, "db"))
+      await extractTemplate(templateFile()!, join(unpacked, "db"))
       expect(readFileSync(join(unpacked, "db", "PG_VERSION"), "utf8").trim()).toMatch(/^\d+$/)
       expect(readdirSync(join(unpacked, "db"))).toEqual(expect.arrayContaining(["base", "global", "pg_wal", "postgresql.conf"]))
     } finally {
@@ -21,7 +21,7 @@ describe("embedded database template", () => {
     }
   })
 
-  it("packs a directory tree and unpacks the same bytes, empty files and directories included", () => {
+  it("packs a directory tree and unpacks the same bytes, empty files and directories included", async () => {
     const dir = freshDataDir()
     try {
       const source = join(dir, "source")
@@ -33,7 +33,7 @@ describe("embedded database template", () => {
       for (let i = 0; i < big.length; i++) big[i] = (i * 31) % 251
       writeFileSync(join(source, "base", "1", "1259"), big)
       writeTemplate(source, join(dir, "t.tar.gz"))
-      extractTemplate(join(dir, "t.tar.gz"), join(dir, "out"))
+      await extractTemplate(join(dir, "t.tar.gz"), join(dir, "out"))
       expect(readFileSync(join(dir, "out", "PG_VERSION"), "utf8")).toBe("17\n")
       expect(readFileSync(join(dir, "out", "base", "1", "empty")).length).toBe(0)
       expect(readFileSync(join(dir, "out", "base", "1", "1259")).equals(big)).toBe(true)
