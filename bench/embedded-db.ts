@@ -30,7 +30,7 @@ import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { makePool, openLoop, summarize } from "./lib/load.ts"
-import { NODE, ROOT, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
+import { NODE, ROOT, cpuMicros, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
 import { median } from "./lib/stats.ts"
 import { benchChatModel } from "./lib/catalog.ts"
 
@@ -167,9 +167,21 @@ interface GatewayRun {
   startPeakMiB: number
   readyRssMiB: number
   idleRssMiB: number
-  load?: { eldP50Us: number; eldP99Us: number; eldMaxUs: number; ok: number; non200: number; latencyP99Us: number; rssMiB: number; hwmMiB: number }
+  load?: {
+    eldP50Us: number; eldP99Us: number; eldMaxUs: number; ok: number; non200: number; latencyP99Us: number; rssMiB: number; hwmMiB: number
+    /** CPU per answered request: the whole process (every thread) and its main thread alone, µs. */
+    cpuUsPerRequest: number; mainThreadCpuUsPerRequest: number
+  }
   stopMs: number
 }
+
+/** User + system CPU time of one thread of a process so far, µs (clock-tick resolution). */
+const threadCpuMicros = (pid: number, tid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) / CLK_TCK) * 1e6
+}
+const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
 
 /** Pins one thread (the main thread: its tid is the pid) to a core; the process's other threads stay free. */
 const pinThread = (tid: number, cpu: number) => execFileSync("taskset", ["-p", "-c", String(cpu), String(tid)], { stdio: "ignore" })
@@ -226,7 +238,11 @@ const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: stri
     await openLoop({ rate, durationMs: 3_000, pick: () => spec })
     process.kill(gateway.pid, "SIGUSR2")
     await sleep(200)
+    const cpu0 = cpuMicros(gateway.pid)
+    const mainCpu0 = threadCpuMicros(gateway.pid, gateway.pid)
     const loaded = await openLoop({ rate, durationMs: Number(values["load-ms"]), pick: () => spec })
+    const cpu = cpuMicros(gateway.pid) - cpu0
+    const mainCpu = threadCpuMicros(gateway.pid, gateway.pid) - mainCpu0
     process.kill(gateway.pid, "SIGUSR2")
     await sleep(300)
     const probe = JSON.parse(readFileSync(probeFile, "utf8")) as { p50: number; p99: number; max: number }
@@ -234,7 +250,8 @@ const runGateway = async (logDir: string, upstreamUrl: string, postgresUrl: stri
     run.load = {
       eldP50Us: Math.round(probe.p50), eldP99Us: Math.round(probe.p99), eldMaxUs: Math.round(probe.max),
       ok: summary.ok, non200: summary.requests - summary.ok, latencyP99Us: Math.round(summary.latencyUs.p99),
-      rssMiB: mib(rssBytes(gateway.pid)), hwmMiB: mib(statusField(gateway.pid, "VmHWM"))
+      rssMiB: mib(rssBytes(gateway.pid)), hwmMiB: mib(statusField(gateway.pid, "VmHWM")),
+      cpuUsPerRequest: Math.round(cpu / summary.ok), mainThreadCpuUsPerRequest: Math.round(mainCpu / summary.ok)
     }
     await pool.close()
   }
@@ -358,6 +375,8 @@ const main = async () => {
     idleRssMiB: spread(col((r) => r.idleRssMiB)),
     eldP99Us: spread(col((r) => r.load?.eldP99Us)),
     eldMaxUs: spread(col((r) => r.load?.eldMaxUs)),
+    cpuUsPerRequest: spread(col((r) => r.load?.cpuUsPerRequest)),
+    mainThreadCpuUsPerRequest: spread(col((r) => r.load?.mainThreadCpuUsPerRequest)),
     loadedRssMiB: spread(col((r) => r.load?.rssMiB)),
     hwmAfterLoadMiB: spread(col((r) => r.load?.hwmMiB)),
     stopMs: spread(col((r) => r.stopMs)),

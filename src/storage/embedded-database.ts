@@ -144,8 +144,9 @@ const spawn = (data: EmbeddedWorkerData) =>
   Effect.callback<Generation, StorageError>((resume) => {
     const worker = new Worker(WORKER_URL, {
       workerData: data,
-      // The worker's own JS heap (PGlite's glue; WASM memory is outside it) stays small.
-      resourceLimits: { maxOldGenerationSizeMb: 96, maxYoungGenerationSizeMb: 8 }
+      // The worker's own JS heap (PGlite's glue and file tree; WASM memory is outside it) stays
+      // small: its statements allocate little, so a 2 MB nursery costs only cheap scavenges.
+      resourceLimits: { maxOldGenerationSizeMb: 96, maxYoungGenerationSizeMb: 2 }
     })
     const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
     let ready = false
