@@ -39,7 +39,6 @@ export type FromWorker =
   | { readonly type: "stopped" }
 
 const SSL_REQUEST = 80877103
-const CANCEL_REQUEST = 80877102
 const PROTOCOL_3 = 196608
 const TERMINATE = 0x58 // 'X'
 
@@ -120,14 +119,18 @@ const serve = (db: PGlite) => {
         const code = int32(bytes, 4)
         const message = bytes.subarray(0, length)
         bytes = bytes.subarray(length)
-        // No TLS over a port: answer "N" and the client goes on in the clear.
-        if (code === SSL_REQUEST) send(connection, Uint8Array.of(0x4e))
-        // A cancel request has no backend process to signal here; the protocol expects no answer.
-        else if (code === CANCEL_REQUEST) close(connection)
-        else if (code === PROTOCOL_3) {
+        if (code === SSL_REQUEST) {
+          // No TLS over a port: answer "N" and the client goes on in the clear.
+          send(connection, Uint8Array.of(0x4e))
+        } else if (code === PROTOCOL_3) {
           connection.started = true
           connection.queue.push(message)
-        } else close(connection)
+        } else {
+          // A cancel request (80877102) has no backend process to signal here and expects no
+          // answer; anything else is not the protocol. Either way the connection ends.
+          close(connection)
+          return
+        }
         continue
       }
       const length = 1 + int32(bytes, 1)
