@@ -1,6 +1,10 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
+import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
+import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
+import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
+import { healthRoutes } from "./health-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
@@ -14,7 +18,7 @@ import { statesRoutes } from "./states-routes.ts"
 
 export type { RouteServices }
 
-export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+const apiRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...modelsRoutes,
   ...messagesRoutes,
   ...openaiRoutes,
@@ -25,4 +29,18 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...adminRoutes,
   ...placementsRoutes,
   ...runtimeAdminRoutes
+]
+
+/** Surfaces served by this build that have (or will have) a dashboard page of their own. */
+const extensions: DashboardExtensions = {
+  artifacts: apiRoutes.some((route) => route.path.startsWith("/v1/artifacts")),
+  batches: apiRoutes.some((route) => route.path.includes("/batches"))
+}
+
+export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  ...apiRoutes,
+  ...healthRoutes,
+  ...dashboardApiRoutes,
+  ...dashboardLiveRoutes,
+  ...dashboardRoutes(extensions)
 ]

@@ -134,5 +134,21 @@ export const migrations = {
       PRIMARY KEY (key_id, idempotency_key)
     )`
     yield* sql`CREATE INDEX run_idempotency_expires_idx ON run_idempotency (expires_at)`
+  }),
+  "0006_dashboard_sessions": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Dashboard sign-ins. The cookie holds a random id; only its SHA-256 is stored, so a copy of
+    // this table signs nobody in. `admin_fingerprint` ends operator sessions when the admin token
+    // changes; `key_id` names the key of a key-holder session (its revocation ends the session).
+    yield* sql`CREATE TABLE dashboard_sessions (
+      id_hash text PRIMARY KEY,
+      role text NOT NULL,
+      key_id text,
+      admin_fingerprint text,
+      csrf_token text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      expires_at timestamptz NOT NULL
+    )`
+    yield* sql`CREATE INDEX dashboard_sessions_expires_idx ON dashboard_sessions (expires_at)`
   })
 }
