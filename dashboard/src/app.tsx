@@ -88,7 +88,11 @@ export const App = () => {
   const boot = () => {
     setBootError(undefined)
     api<Session>("/session", { quiet401: true }).then(signedIn, (error) => {
-      if (error instanceof ApiError && error.status === 401) setSession(null)
+      if (error instanceof ApiError && error.status === 401) {
+        // Say why a session ended (expired, key revoked…); a first visit needs no explanation.
+        if (error.message !== "Sign in to the dashboard first") setReason(error.message)
+        setSession(null)
+      }
       else setBootError(messageOf(error))
     })
   }

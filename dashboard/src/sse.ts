@@ -9,7 +9,7 @@ export interface SseFrame {
   readonly data: string
 }
 
-export const readSse = async (url: string, onFrame: (frame: SseFrame) => void, signal: AbortSignal) => {
+export const readSse = async (url: string, onFrame: (frame: SseFrame) => void, signal: AbortSignal, onOpen: () => void = () => {}) => {
   const response = await fetch(url, { headers: { accept: "text/event-stream" }, credentials: "same-origin", signal })
   if (!response.ok || response.body === null) {
     let message = `The gateway answered ${response.status}`
@@ -20,6 +20,7 @@ export const readSse = async (url: string, onFrame: (frame: SseFrame) => void, s
     }
     throw Object.assign(new Error(message), { status: response.status })
   }
+  onOpen()
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
   let buffer = ""
   while (true) {

@@ -172,7 +172,9 @@ const runEvents = (ctx: RequestContext, session: DashboardSession) =>
     if (!/^\d+$/.test(raw.trim())) return yield* new InvalidRequest({ message: "after: expected an event seq (a non-negative integer)", param: "after" })
     const executor = yield* RunExecutor
     const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
-    const frames = runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs).pipe(Stream.encodeText, Stream.provideContext(services))
+    // A first comment sends the headers at once, so the page can say "live" before the first event.
+    const frames = Stream.concat(Stream.make(commentFrame("connected")), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
+      .pipe(Stream.encodeText, Stream.provideContext(services))
     return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
   })
 

@@ -57,7 +57,7 @@ const useRunLog = (runId: string, onChange: () => void) => {
             setEvents((old) => [...old, event])
             setState("live")
             onChange()
-          }, abort.signal)
+          }, abort.signal, () => setState((old) => (old === "done" ? old : "live")))
         } catch (e) {
           if (abort.signal.aborted) return
           if ((e as { status?: number }).status !== undefined) {

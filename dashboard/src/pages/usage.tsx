@@ -51,22 +51,28 @@ const tokenChart = (report: UsageReport): ChartConfiguration => {
   }
 }
 
+/** Used vs remaining as shares of each key's cap, so keys on different plans compare at a glance. */
 const allowanceChart = (report: UsageReport): ChartConfiguration | undefined => {
-  const rows = report.byKey.filter((k) => k.allowance?.kind === "monthly").slice(0, 12)
+  const rows = report.byKey.filter((k) => k.allowance?.kind === "monthly" && Number(k.allowance.limitUsd) > 0).slice(0, 12)
   if (rows.length === 0) return undefined
+  const share = (usd: string, k: typeof rows[number]) => (100 * Number(usd)) / Number(k.allowance!.limitUsd)
+  const dollars = [rows.map((k) => k.allowance!.usedUsd), rows.map((k) => k.allowance!.remainingUsd)]
   return {
     type: "bar",
     data: {
-      labels: rows.map((k) => keyLabel(k)),
+      labels: rows.map((k) => `${keyLabel(k)} (${usd(k.allowance!.limitUsd!)})`),
       datasets: [
-        { label: "used", backgroundColor: colorAt(5), data: rows.map((k) => Number(k.allowance!.usedUsd)) },
-        { label: "remaining", backgroundColor: colorAt(2), data: rows.map((k) => Number(k.allowance!.remainingUsd)) }
+        { label: "used", backgroundColor: colorAt(5), data: rows.map((k) => share(k.allowance!.usedUsd, k)) },
+        { label: "remaining", backgroundColor: colorAt(2), data: rows.map((k) => share(k.allowance!.remainingUsd, k)) }
       ]
     },
     options: {
       indexAxis: "y", responsive: true, maintainAspectRatio: false, animation: false,
-      scales: { x: { stacked: true, beginAtZero: true, ticks: { callback: (v) => usd(Number(v)) } }, y: { stacked: true } },
-      plugins: { tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${usd(Number(c.raw))}` } }, legend: { position: "bottom" } }
+      scales: { x: { stacked: true, min: 0, max: 100, ticks: { callback: (v) => `${v}%` } }, y: { stacked: true } },
+      plugins: {
+        tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${usd(dollars[c.datasetIndex][c.dataIndex])} (${Number(c.raw).toFixed(1)}%)` } },
+        legend: { position: "bottom" }
+      }
     }
   }
 }
