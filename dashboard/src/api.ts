@@ -140,6 +140,8 @@ export interface QueueView {
 export interface RunView {
   readonly id: string
   readonly keyId: string
+  /** Operators' lists name the key. */
+  readonly key?: { readonly name: string | null; readonly hint: string | null }
   readonly status: string
   readonly executable: boolean
   readonly model: string | null

@@ -10,6 +10,8 @@ import { type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
 
 export interface OperatorRunView extends RunView {
   readonly keyId: string
+  /** The key's name and hint, so an operator recognises it. */
+  readonly key: { readonly name: string | null; readonly hint: string | null }
 }
 
 export interface OperatorRunPage {
@@ -25,7 +27,9 @@ export interface OperatorRunQuery {
   readonly after?: string | undefined
 }
 
-const withKey = (row: RunRow): OperatorRunView => ({ ...toRunView(row), keyId: row.key_id })
+type RowWithKey = RunRow & { readonly key_name: string | null; readonly key_hint: string | null }
+
+const withKey = (row: RowWithKey): OperatorRunView => ({ ...toRunView(row), keyId: row.key_id, key: { name: row.key_name, hint: row.key_hint } })
 
 export class OperatorRuns extends Context.Service<OperatorRuns, {
   list(query: OperatorRunQuery): Effect.Effect<OperatorRunPage, NotFound | SqlError.SqlError>
@@ -40,11 +44,12 @@ export class OperatorRuns extends Context.Service<OperatorRuns, {
         if (rows.length === 0) return yield* new NotFound({ kind: "resource", message: `No run with id ${query.after}`, param: "after" })
         before = rows[0]
       }
-      const rows = yield* sql<RunRow>`SELECT * FROM runs
-        WHERE (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
-          AND (${query.keyId ?? null}::text IS NULL OR key_id = ${query.keyId ?? null})
-          AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
-        ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
+      const rows = yield* sql<RowWithKey>`SELECT runs.*, api_keys.name AS key_name, api_keys.hint AS key_hint
+        FROM runs LEFT JOIN api_keys ON api_keys.id = runs.key_id
+        WHERE (${query.status ?? null}::text IS NULL OR runs.status = ${query.status ?? null})
+          AND (${query.keyId ?? null}::text IS NULL OR runs.key_id = ${query.keyId ?? null})
+          AND (${before === undefined} OR (runs.created_at, runs.id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
+        ORDER BY runs.created_at DESC, runs.id DESC LIMIT ${query.limit + 1}`
       const data = rows.slice(0, query.limit).map(withKey)
       const hasMore = rows.length > query.limit
       return { data, hasMore, nextCursor: hasMore ? data[data.length - 1].id : null }

@@ -52,7 +52,7 @@ export const RunsPage = ({ session }: { session: Session }) => {
               {runs.map((run) => (
                 <tr data-run-id={run.id}>
                   <td class="mono"><a href={`/dashboard/runs/${run.id}`} onClick={onLinkClick}>{run.id}</a></td>
-                  {session.role === "operator" && <td class="mono"><small>{run.keyId}</small></td>}
+                  {session.role === "operator" && <td>{run.key?.name ?? <span class="muted">unnamed</span>} <small class="muted mono">{run.key?.hint ?? run.keyId}</small></td>}
                   <td class="mono">{run.model ?? <span class="muted">caller-driven</span>}</td>
                   <td><RunStatus status={run.status} /></td>
                   <td class="num">{int(run.usage.inputTokens + run.usage.outputTokens)}</td>
