@@ -226,6 +226,9 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     const missing = await fetch(`${gw.baseUrl}/dashboard/assets/main-NOPE.js`)
     expect(missing.status).toBe(404)
     expect(await errorOf(missing)).toMatchObject({ type: "not_found" })
+    const unknown = await fetch(`${gw.baseUrl}/dashboard/api/nothing/here`)
+    expect(unknown.status).toBe(404)
+    expect(await errorOf(unknown)).toMatchObject({ type: "not_found" }) // the flat shape, like /admin
   })
 })
 

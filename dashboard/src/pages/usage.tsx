@@ -3,7 +3,7 @@
  * per key, and the tables behind the charts. Key holders see only their own key.
  */
 import type { ChartConfiguration } from "chart.js"
-import { useMemo, useState } from "preact/hooks"
+import { useEffect, useMemo, useState } from "preact/hooks"
 import { api, type Session, type UsageReport } from "../api.ts"
 import { ChartView, colorAt } from "../charts.tsx"
 import { AllowanceBar, Empty, ErrorNotice, Loading, PageHeader, TableScroll, useLoad } from "../components.tsx"
@@ -88,6 +88,12 @@ export const UsagePage = ({ session }: { session: Session }) => {
     () => api<UsageReport>(`/usage?month=${month}${keyId ? `&keyId=${encodeURIComponent(keyId)}` : ""}`),
     [month, keyId]
   )
+  // The current month keeps moving: refresh it every 15 s while the tab is visible.
+  useEffect(() => {
+    if (month !== currentMonth()) return
+    const timer = setInterval(() => document.visibilityState === "visible" && usage.reload(), 15_000)
+    return () => clearInterval(timer)
+  }, [month, usage.reload])
   const report = usage.data
   const charts = useMemo(() => report && { cost: costChart(report), tokens: tokenChart(report), allowance: allowanceChart(report) }, [report])
   const operator = session.role === "operator"
@@ -107,6 +113,7 @@ export const UsagePage = ({ session }: { session: Session }) => {
         )}
         <button type="button" class="outline secondary" onClick={usage.reload} aria-busy={usage.loading}>Refresh</button>
       </PageHeader>
+      {month === currentMonth() && <p class="muted hint"><small>This month refreshes every 15 seconds. Days are UTC.</small></p>}
       {usage.error && <ErrorNotice message={usage.error} retry={usage.reload} />}
       {report === undefined && usage.loading && <Loading what="usage" />}
       {report && charts && (
@@ -122,7 +129,7 @@ export const UsagePage = ({ session }: { session: Session }) => {
               Calls made with {operator && !keyId ? "any key" : "this key"} appear here about a second after they end.
             </Empty>
           )}
-          <div class="grid-2">
+          {report.totals.requests > 0 && <div class="grid-2">
             <article>
               <header>Cost per day, by model</header>
               <ChartView config={charts.cost} label="Cost per day by model" />
@@ -131,7 +138,7 @@ export const UsagePage = ({ session }: { session: Session }) => {
               <header>Tokens per day</header>
               <ChartView config={charts.tokens} label="Input and output tokens per day" />
             </article>
-          </div>
+          </div>}
           <article>
             <header>Allowance this month: used vs remaining</header>
             {charts.allowance
@@ -159,11 +166,9 @@ export const UsagePage = ({ session }: { session: Session }) => {
               </table>
             </TableScroll>
           </article>
-          <article>
+          {report.daily.length > 0 && <article>
             <header>By day and model</header>
-            {report.daily.length === 0
-              ? <p class="muted">Nothing yet.</p>
-              : (
+            {(
                 <TableScroll label="Usage by day and model">
                   <table class="striped">
                     <thead><tr><th>Day</th><th>Model</th><th class="num">Requests</th><th class="num">Input</th><th class="num">Cached</th><th class="num">Output</th><th class="num">Cost</th></tr></thead>
@@ -178,7 +183,7 @@ export const UsagePage = ({ session }: { session: Session }) => {
                   </table>
                 </TableScroll>
               )}
-          </article>
+          </article>}
         </>
       )}
     </>
