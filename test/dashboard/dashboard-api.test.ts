@@ -17,7 +17,13 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
   beforeAll(async () => {
     const setup = engine.setup()
     cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR) })
+    gw = await startGateway({
+      ...setup.env,
+      ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
+        // A plan whose windows refill slowly enough to watch (6 requests per minute: one per 10 s).
+        config.plans.slow = { allowanceUsd: 10, rpm: 6, tpm: 60_000, concurrency: 2 }
+      })
+    })
     operator = await dashboardClient(gw.baseUrl, gw.adminToken)
   })
   afterAll(async () => {
@@ -189,6 +195,25 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     const revoked = await holder.call("GET", "/my-key")
     expect(revoked.status).toBe(401)
     expect((await errorOf(revoked)).message).toContain("revoked")
+  })
+
+  it("shows a key holder the rate-limit windows the meter takes from, without taking anything", async () => {
+    const key = await createKey({ name: "limited", plan: "slow" })
+    const holder = await dashboardClient(gw.baseUrl, key.key)
+    const read = async () => ((await (await holder.call("GET", "/my-key")).json()) as {
+      rateLimits: { requestsPerMinute: { limit: number; remaining: number; resetMs: number }; tokensPerMinute: { limit: number; remaining: number } }
+    }).rateLimits
+    expect((await read()).requestsPerMinute).toEqual({ limit: 6, remaining: 6, resetMs: 0 })
+    const sdk = new OpenAI({ apiKey: key.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    for (let i = 0; i < 2; i++) await sdk.chat.completions.create({ model: "svc-pico-1", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    const after = await read()
+    // Two requests taken (one more could have refilled on a very slow machine: 10 s each).
+    expect(after.requestsPerMinute.remaining).toBeGreaterThanOrEqual(4)
+    expect(after.requestsPerMinute.remaining).toBeLessThanOrEqual(5)
+    expect(after.requestsPerMinute.resetMs).toBeGreaterThan(0)
+    expect(after.tokensPerMinute.remaining).toBeLessThan(60_000)
+    // Reading took nothing: a read that took a request would leave fewer (refilling can only add).
+    expect((await read()).requestsPerMinute.remaining).toBeGreaterThanOrEqual(after.requestsPerMinute.remaining)
   })
 
   it("streams the queues as SSE", async () => {
