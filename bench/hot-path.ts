@@ -89,8 +89,8 @@ try {
     c1P99Us: Math.round(c1.latencyUs.p99),
     rateP50Us: Math.round(s.latencyUs.p50),
     rateP99Us: Math.round(s.latencyUs.p99),
-    loopP99Us: loop?.p99Us,
-    loopMaxUs: loop?.maxUs,
+    loopP99Us: loop?.p99,
+    loopMaxUs: loop?.max,
     idleRssMiB: Math.round(idleRss / 1048576),
     loadedRssMiB: Math.round(rssBytes(gateway.pid) / 1048576)
   }))

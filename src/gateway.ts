@@ -24,6 +24,12 @@ import { Placements } from "./runtime/placements.ts"
 import { RunsLive } from "./runs/runs-layer.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
+import { DashboardAssets } from "./dashboard/assets.ts"
+import { KeyStatus } from "./dashboard/key-status.ts"
+import { OperatorRuns } from "./dashboard/operator-runs.ts"
+import { DashboardSessions } from "./dashboard/sessions.ts"
+import { UsageReport } from "./dashboard/usage-report.ts"
+import { Readiness } from "./health/readiness.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
@@ -34,9 +40,15 @@ export const RuntimeLive = ModelCaller.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
 
+/** The dashboard's services (sessions, reports, built assets) and the readiness probe. */
+const DashboardLive = Layer.mergeAll(
+  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, Readiness.layer
+)
+
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
 const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
-  RunsLive.pipe(
+  DashboardLive.pipe(
+    Layer.provideMerge(RunsLive),
     Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
     Layer.provideMerge(Catalog.layer),
     Layer.provideMerge(DatabaseLive),

@@ -30,12 +30,14 @@ export interface Proc {
   stop(): Promise<void>
 }
 
+/** µs, as loop-probe.ts reports them. */
 export interface LoopDelay {
   readonly count: number
-  readonly p50Us: number
-  readonly p99Us: number
-  readonly maxUs: number
-  readonly meanUs: number
+  readonly p50: number
+  readonly p99: number
+  readonly p999: number
+  readonly max: number
+  readonly mean: number
 }
 
 /** Node flags that load the event-loop probe (see loop-probe.ts). */

@@ -256,7 +256,7 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
             sendLagP99Us: median(points.map((x) => x.summary.sendLagUs.p99)),
             cpuUsPerRequest: median(points.map((x) => x.cpuUsPerRequest)),
             non200: median(points.map((x) => non200(x.summary))),
-            loopP99Us: points.every((x) => x.loop !== undefined) ? median(points.map((x) => x.loop!.p99Us)) : null
+            loopP99Us: points.every((x) => x.loop !== undefined) ? median(points.map((x) => x.loop!.p99)) : null
           }
         }),
         streamC1: { firstTokenUs: medianOf(rs.map((r) => r.streamC1.firstTokenUs)), gapUs: medianOf(rs.map((r) => r.streamC1.gapUs)) },

@@ -67,7 +67,7 @@ export const runSoak = async (profile: Profile, logDir: string): Promise<SoakRes
         cpuUsPerRequest: Math.round((cpu1 - cpu0) / Math.max(1, s.ok)),
         p50Us: Math.round(s.latencyUs.p50),
         p99Us: Math.round(s.latencyUs.p99),
-        loopP99Us: loop?.p99Us ?? null,
+        loopP99Us: loop?.p99 ?? null,
         rssMiB: Math.round(rssBytes(gateway.pid) / 1048576)
       }
       out.push(point)

@@ -1,7 +1,7 @@
 /**
  * Process settings from the environment. Read once at start; nothing on the request path parses env.
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 
 export interface SettingsShape {
@@ -37,6 +37,8 @@ export interface SettingsShape {
   readonly circuitCooldownMs: number
   /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
   readonly metering: boolean
+  /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
+  readonly embeddedSharedBuffersMb: number
 }
 
 const optionalString = (name: string) =>
@@ -59,7 +61,9 @@ export const settingsConfig = Config.all({
   streamHoldMs: Config.Int("GATEWAY_STREAM_HOLD_MS").pipe(Config.withDefault(5_000)),
   retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
-  metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on"))
+  metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
+  embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
+    .pipe(Config.withDefault(8))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

@@ -87,6 +87,9 @@ const revoke = (ctx: RequestContext) =>
     return jsonResponse(keyView(yield* keys.revoke(ctx.params.id)))
   })
 
+/** The handlers themselves, for the dashboard's key pages (same validation, same answers). */
+export const keyHandlers = { create, list, get, update, revoke }
+
 export const adminRoutes: ReadonlyArray<RouteDef<ApiKeys>> = [
   { method: "POST", path: "/admin/v1/keys", shape: "flat", auth: "admin", handler: create },
   { method: "GET", path: "/admin/v1/keys", shape: "flat", auth: "admin", handler: list },

@@ -14,6 +14,13 @@ import type { RunExecutor } from "../runs/run-executor.ts"
 import type { RunLog } from "../runs/run-log.ts"
 import type { RunsRepo } from "../runs/runs-repo.ts"
 import type { StatesRepo } from "../states/states-repo.ts"
+import type { ConfigFile } from "../config/config-file.ts"
+import type { DashboardAssets } from "../dashboard/assets.ts"
+import type { KeyStatus } from "../dashboard/key-status.ts"
+import type { OperatorRuns } from "../dashboard/operator-runs.ts"
+import type { DashboardSessions } from "../dashboard/sessions.ts"
+import type { UsageReport } from "../dashboard/usage-report.ts"
+import type { Readiness } from "../health/readiness.ts"
 
 export type RouteServices =
   | Catalog
@@ -31,3 +38,10 @@ export type RouteServices =
   | RunLog
   | RunExecutor
   | RunSignals
+  | ConfigFile
+  | Readiness
+  | DashboardSessions
+  | DashboardAssets
+  | UsageReport
+  | KeyStatus
+  | OperatorRuns

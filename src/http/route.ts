@@ -126,6 +126,6 @@ export const requireKey = (ctx: RequestContext): Effect.Effect<KeyRecord, Unauth
 export const shapeForUnknownPath = (path: string): ErrorShape =>
   path.startsWith("/v1/messages")
     ? "messages"
-    : /^\/(v1\/(agent-runs|states|artifacts)|admin)(\/|$)/.test(path)
+    : /^\/(v1\/(agent-runs|states|artifacts)|admin|dashboard)(\/|$)/.test(path)
     ? "flat"
     : "openai"

@@ -1,7 +1,11 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
 import { artifactsRoutes } from "./artifacts-routes.ts"
+import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
+import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
+import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
+import { healthRoutes } from "./health-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
@@ -16,7 +20,7 @@ import { batchRoutes } from "./unserved-routes.ts"
 
 export type { RouteServices }
 
-export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+const apiRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...modelsRoutes,
   ...messagesRoutes,
   ...openaiRoutes,
@@ -30,4 +34,19 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...runtimeAdminRoutes,
   // Named by the spec, not served here yet: 501 `not_implemented`.
   ...batchRoutes
+]
+
+/** Surfaces served by this build that have (or will have) a dashboard page of their own. */
+const served = apiRoutes.filter((route) => !batchRoutes.includes(route))
+const extensions: DashboardExtensions = {
+  artifacts: served.some((route) => route.path.startsWith("/v1/artifacts")),
+  batches: served.some((route) => route.path.includes("/batches"))
+}
+
+export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  ...apiRoutes,
+  ...healthRoutes,
+  ...dashboardApiRoutes,
+  ...dashboardLiveRoutes,
+  ...dashboardRoutes(extensions)
 ]

@@ -88,6 +88,9 @@ const addCredits = (ctx: RequestContext) =>
     }, { status: 201 })
   })
 
+/** The credits handler itself, for the dashboard's key page (same validation, same answer). */
+export const creditsHandler = addCredits
+
 export const runtimeAdminRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   { method: "GET", path: "/admin/v1/queues", shape: "flat", auth: "admin", handler: queues },
   { method: "GET", path: "/admin/v1/usage", shape: "flat", auth: "admin", handler: usage },

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { Settings } from "../config/settings.ts"
 import { ensureDataDir } from "../storage/data-dir.ts"
-import { newAdminToken, secretsEqual } from "./secrets.ts"
+import { newAdminToken, secretsEqual, sha256Hex } from "./secrets.ts"
 
 export class AdminToken extends Context.Service<AdminToken, {
   /** True when the presented bearer token is the admin token (constant-time). */
@@ -15,6 +15,11 @@ export class AdminToken extends Context.Service<AdminToken, {
   /** Set only when this start created the token, so it can be printed once. */
   readonly created: Redacted.Redacted<string> | undefined
   readonly source: "environment" | "file"
+  /**
+   * A one-way digest of the token. Dashboard sessions signed in with the token record it, so a
+   * changed token ends them (the token itself is never stored).
+   */
+  readonly fingerprint: string
 }>()("gateway/keys/AdminToken") {
   static readonly layer = Layer.effect(AdminToken, Effect.gen(function*() {
     const settings = yield* Settings
@@ -35,6 +40,11 @@ export class AdminToken extends Context.Service<AdminToken, {
         created = Redacted.make(token)
       }
     }
-    return AdminToken.of({ verify: (presented) => secretsEqual(presented, token), created, source })
+    return AdminToken.of({
+      verify: (presented) => secretsEqual(presented, token),
+      created,
+      source,
+      fingerprint: sha256Hex(`admin-token:${token}`)
+    })
   }))
 }

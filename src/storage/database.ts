@@ -1,63 +1,21 @@
 /**
  * The SQL client: PostgreSQL when `DATABASE_URL` is set, otherwise PGlite (Postgres in WASM)
- * persisted under the data dir and served over a Unix socket, so both engines are reached through
- * the same `@effect/sql-pg` client, the same SQL and the same migrations.
+ * persisted under the data dir and run in a worker thread (`embedded-database.ts`), so both engines
+ * are reached through the same `@effect/sql-pg` client, the same SQL and the same migrations.
  */
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { NodeServices } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted, Schema } from "effect"
-import { rmSync } from "node:fs"
-import { join } from "node:path"
+import { Context, Effect, Layer, Redacted } from "effect"
 import { Settings } from "../config/settings.ts"
-import { lockDataDir } from "./data-dir.ts"
+import { embeddedClient } from "./embedded-database.ts"
 import { migrations } from "./migrations.ts"
 
-export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
-  message: Schema.String
-}) {}
+export { StorageError } from "./embedded-database.ts"
 
 /** Which engine this process runs on; tests and `/admin` read it. */
 export class StorageEngine extends Context.Service<StorageEngine, {
   readonly kind: "embedded" | "postgres"
 }>()("gateway/storage/StorageEngine") {}
-
-const embeddedClient = (dataDir: string) =>
-  Effect.gen(function*() {
-    yield* lockDataDir(dataDir)
-    const db = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => PGlite.create({ dataDir: join(dataDir, "pglite") }),
-        catch: (cause) => new StorageError({ message: `cannot open the embedded database: ${String(cause)}` })
-      }),
-      (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
-    )
-    // Unix socket paths are limited to ~107 bytes; fall back to loopback TCP on a random port.
-    const socketPath = join(dataDir, ".pg.sock")
-    const useSocket = Buffer.byteLength(socketPath) < 100
-    // A process killed with SIGKILL leaves its socket file behind; we hold the data dir's lock,
-    // so no live process can be using it.
-    if (useSocket) rmSync(socketPath, { force: true })
-    const server = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          const server = new PGLiteSocketServer(
-            useSocket ? { db, path: socketPath, maxConnections: 8 } : { db, host: "127.0.0.1", port: 0, maxConnections: 8 }
-          )
-          await server.start()
-          return server
-        },
-        catch: (cause) => new StorageError({ message: `cannot serve the embedded database: ${String(cause)}` })
-      }),
-      (server) => Effect.promise(() => server.stop()).pipe(Effect.ignore)
-    )
-    const target = useSocket
-      ? { path: socketPath }
-      : { host: "127.0.0.1", port: Number(server.getServerConn().split(":").pop()) }
-    // PGlite runs one statement at a time; one pooled connection keeps transactions simple and safe.
-    return yield* PgClient.make({ ...target, username: "postgres", database: "postgres", maxConnections: 1 })
-  })
 
 const clientLayer = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
@@ -67,7 +25,7 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     )
   }
-  return Layer.merge(PgClient.layerFrom(embeddedClient(settings.dataDir)), Layer.succeed(StorageEngine)({ kind: "embedded" }))
+  return Layer.merge(PgClient.layerFrom(embeddedClient({ dataDir: settings.dataDir, sharedBuffersMb: settings.embeddedSharedBuffersMb })), Layer.succeed(StorageEngine)({ kind: "embedded" }))
 }))
 
 const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrations), table: "gateway_migrations" }).pipe(

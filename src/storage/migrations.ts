@@ -215,5 +215,21 @@ export const migrations = {
       PRIMARY KEY (artifact_id, version)
     )`
     yield* sql`CREATE INDEX artifact_versions_content_idx ON artifact_versions (content_id)`
+  }),
+  "0008_dashboard_sessions": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Dashboard sign-ins. The cookie holds a random id; only its SHA-256 is stored, so a copy of
+    // this table signs nobody in. `admin_fingerprint` ends operator sessions when the admin token
+    // changes; `key_id` names the key of a key-holder session (its revocation ends the session).
+    yield* sql`CREATE TABLE dashboard_sessions (
+      id_hash text PRIMARY KEY,
+      role text NOT NULL,
+      key_id text,
+      admin_fingerprint text,
+      csrf_token text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      expires_at timestamptz NOT NULL
+    )`
+    yield* sql`CREATE INDEX dashboard_sessions_expires_idx ON dashboard_sessions (expires_at)`
   })
 }

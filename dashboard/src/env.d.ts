@@ -1,0 +1,2 @@
+/** Stylesheets are bundled by esbuild (imported for their side effect). */
+declare module "*.css"

@@ -1,0 +1,60 @@
+/**
+ * The operator's view of runs across every key. The run API (`RunsRepo`) is scoped to one key by
+ * design; the operator dashboard lists all of them, newest first, with the same cursor rule
+ * (`after` = the last id of the previous page) and the same record (`toRunView`) plus its key.
+ */
+import { Context, Effect, Layer } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { NotFound } from "../errors.ts"
+import { type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
+
+export interface OperatorRunView extends RunView {
+  readonly keyId: string
+  /** The key's name and hint, so an operator recognises it. */
+  readonly key: { readonly name: string | null; readonly hint: string | null }
+}
+
+export interface OperatorRunPage {
+  readonly data: ReadonlyArray<OperatorRunView>
+  readonly hasMore: boolean
+  readonly nextCursor: string | null
+}
+
+export interface OperatorRunQuery {
+  readonly status?: string | undefined
+  readonly keyId?: string | undefined
+  readonly limit: number
+  readonly after?: string | undefined
+}
+
+type RowWithKey = RunRow & { readonly key_name: string | null; readonly key_hint: string | null }
+
+const withKey = (row: RowWithKey): OperatorRunView => ({ ...toRunView(row), keyId: row.key_id, key: { name: row.key_name, hint: row.key_hint } })
+
+export class OperatorRuns extends Context.Service<OperatorRuns, {
+  list(query: OperatorRunQuery): Effect.Effect<OperatorRunPage, NotFound | SqlError.SqlError>
+}>()("gateway/dashboard/OperatorRuns") {
+  static readonly layer = Layer.effect(OperatorRuns, Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const list = Effect.fn("OperatorRuns.list")(function*(query: OperatorRunQuery) {
+      let before: { created_at: Date; id: string } | undefined
+      if (query.after !== undefined) {
+        const rows = yield* sql<{ created_at: Date; id: string }>`SELECT created_at, id FROM runs WHERE id = ${query.after}`
+        if (rows.length === 0) return yield* new NotFound({ kind: "resource", message: `No run with id ${query.after}`, param: "after" })
+        before = rows[0]
+      }
+      const rows = yield* sql<RowWithKey>`SELECT runs.*, api_keys.name AS key_name, api_keys.hint AS key_hint
+        FROM runs LEFT JOIN api_keys ON api_keys.id = runs.key_id
+        WHERE (${query.status ?? null}::text IS NULL OR runs.status = ${query.status ?? null})
+          AND (${query.keyId ?? null}::text IS NULL OR runs.key_id = ${query.keyId ?? null})
+          AND (${before === undefined} OR (runs.created_at, runs.id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
+        ORDER BY runs.created_at DESC, runs.id DESC LIMIT ${query.limit + 1}`
+      const data = rows.slice(0, query.limit).map(withKey)
+      const hasMore = rows.length > query.limit
+      return { data, hasMore, nextCursor: hasMore ? data[data.length - 1].id : null }
+    })
+
+    return OperatorRuns.of({ list })
+  }))
+}

@@ -1,0 +1,199 @@
+/**
+ * The dashboard's live views (`/dashboard/api/*`, session cookie, flat error shape):
+ * - queues (operators): every placement's capacity, slots in use, waiters per key, circuit state
+ *   and injected fault, as a snapshot and as an SSE feed (`event: queues`) that sends a new
+ *   snapshot whenever something changed (checked every 500 ms) and a heartbeat comment otherwise;
+ * - runs: operators see every key's runs, key holders only their own (another key's run is 404);
+ *   a run's event log is the run API's own SSE stream; cancel ends a live run.
+ */
+import { Clock, Effect, Queue, Stream } from "effect"
+import { HttpEffect, HttpServerResponse } from "effect/http"
+import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
+import { Catalog } from "../catalog/catalog.ts"
+import type { RunSignals } from "../coordination/run-signals.ts"
+import { sessionIdOf } from "../dashboard/guard.ts"
+import { OperatorRuns } from "../dashboard/operator-runs.ts"
+import { type DashboardSession, DashboardSessions } from "../dashboard/sessions.ts"
+import { InvalidRequest, NotFound } from "../errors.ts"
+import { ApiKeys } from "../keys/api-keys.ts"
+import { runEventFrames } from "../runs/event-stream.ts"
+import { RunExecutor } from "../runs/run-executor.ts"
+import { RunLog } from "../runs/run-log.ts"
+import { toRunView } from "../runs/run-record.ts"
+import { RunsRepo } from "../runs/runs-repo.ts"
+import { CapacityQueues } from "../runtime/capacity-queues.ts"
+import { Placements } from "../runtime/placements.ts"
+import { readJson } from "./body.ts"
+import { dashboardApi } from "./dashboard-api-routes.ts"
+import { jsonResponse } from "./json.ts"
+import type { RouteServices } from "./route-services.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
+import { commentFrame, namedFrame, SSE_HEADERS } from "./sse.ts"
+
+const NO_STORE = { "cache-control": "no-store" }
+
+// ---- queues (operators) ----
+
+const POLL_MS = 500
+const HEARTBEAT_MS = 15_000
+/** How often a long-lived feed re-checks that its session still stands (sign-out, revocation). */
+const SESSION_CHECK_MS = 15_000
+
+/** Every placement's queue, with its model, backend, injected fault and the names of waiting keys. */
+const makeQueueSnapshot = Effect.gen(function*() {
+  const catalog = yield* Catalog
+  const queues = yield* CapacityQueues
+  const placements = yield* Placements
+  const keys = yield* ApiKeys
+  const names = new Map<string, { name: string | null; hint: string }>()
+  return Effect.gen(function*() {
+    const views = yield* queues.view()
+    const unknown = [...new Set(views.flatMap((v) => Object.keys(v.waitingByKey)))].filter((id) => !names.has(id))
+    yield* Effect.forEach(unknown, (id) =>
+      keys.get(id).pipe(
+        Effect.tap((key) => Effect.sync(() => names.set(id, { name: key.name, hint: key.hint }))),
+        Effect.ignore
+      ), { discard: true })
+    return views.map((view) => {
+      const serving = placements.byId.get(view.placementId)
+      const faults = serving?.runtime.faults
+      return {
+        placementId: view.placementId,
+        modelId: catalog.placements.get(view.placementId)?.modelId ?? null,
+        backend: serving?.config.backend ?? null,
+        capacity: view.capacity,
+        inUse: view.inUse,
+        waiting: view.waiting,
+        waitingByKey: Object.entries(view.waitingByKey)
+          .filter(([, n]) => n > 0)
+          .map(([keyId, waiting]) => ({ keyId, name: names.get(keyId)?.name ?? null, hint: names.get(keyId)?.hint ?? null, waiting })),
+        circuit: view.circuit,
+        fault: faults === undefined || faults.mode === "none" ? null : { ...faults }
+      }
+    })
+  })
+})
+
+const queuesNow = () =>
+  Effect.gen(function*() {
+    const snapshot = yield* makeQueueSnapshot
+    return jsonResponse({ object: "dashboard_queues", at: new Date().toISOString(), data: yield* snapshot }, { headers: NO_STORE })
+  })
+
+const queuesFeed = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    const snapshot = yield* makeQueueSnapshot
+    const sessions = yield* DashboardSessions
+    const sessionId = sessionIdOf(ctx)!
+    const frames = Stream.callback<string>((queue) =>
+      Effect.gen(function*() {
+        let previous = ""
+        let lastSent = 0
+        let lastSessionCheck = yield* Clock.currentTimeMillis
+        while (true) {
+          const now = yield* Clock.currentTimeMillis
+          if (now >= session.expiresAt.getTime()) break
+          if (now - lastSessionCheck >= SESSION_CHECK_MS) {
+            lastSessionCheck = now
+            if ((yield* sessions.lookup(sessionId))._tag === "Ended") break
+          }
+          const data = yield* snapshot
+          const text = JSON.stringify(data)
+          if (text !== previous) {
+            previous = text
+            lastSent = now
+            yield* Queue.offer(queue, namedFrame("queues", { at: new Date(now).toISOString(), data }))
+          } else if (now - lastSent >= HEARTBEAT_MS) {
+            lastSent = now
+            yield* Queue.offer(queue, commentFrame("heartbeat"))
+          }
+          yield* Effect.sleep(POLL_MS)
+        }
+        yield* Queue.offer(queue, namedFrame("signed-out", { message: "Your session ended; sign in again" }))
+        yield* Queue.end(queue)
+      }).pipe(Effect.catch(() => Queue.end(queue))), { bufferSize: 16 })
+    return HttpServerResponse.stream(frames.pipe(Stream.encodeText), { contentType: "text/event-stream", headers: SSE_HEADERS })
+  })
+
+// ---- runs (both; key holders see their own) ----
+
+const LIST_LIMIT = { default: 20, max: 100 }
+
+const listQuery = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const status = ctx.query.get("status") || undefined
+    if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
+      return yield* new InvalidRequest({ message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`, param: "status" })
+    }
+    const limitText = ctx.query.get("limit")
+    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
+      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
+    }
+    return { status, limit, after: ctx.query.get("after") || undefined }
+  })
+
+const listRuns = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    const query = yield* listQuery(ctx)
+    if (session.role === "key") {
+      const page = yield* (yield* RunsRepo).list(session.key!.id, {
+        limit: query.limit,
+        ...(query.status === undefined ? {} : { status: query.status }),
+        ...(query.after === undefined ? {} : { after: query.after })
+      })
+      return jsonResponse({ object: "list", ...page, data: page.data.map((run) => ({ ...run, keyId: session.key!.id })) }, { headers: NO_STORE })
+    }
+    const keyId = ctx.query.get("keyId") || undefined
+    const page = yield* (yield* OperatorRuns).list({ ...query, keyId })
+    return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
+  })
+
+/** The run's owner, when this session may see the run; 404 otherwise (as on the run API). */
+const ownedRun = (session: DashboardSession, id: string) =>
+  Effect.gen(function*() {
+    const row = yield* (yield* RunsRepo).row(id)
+    if (row === undefined || (session.role === "key" && row.key_id !== session.key!.id)) {
+      return yield* new NotFound({ kind: "resource", message: `No run with id ${id}` })
+    }
+    return row
+  })
+
+const getRun = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    const row = yield* ownedRun(session, ctx.params.id)
+    return jsonResponse({ run: { ...toRunView(row), keyId: row.key_id } }, { headers: NO_STORE })
+  })
+
+const runEvents = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    yield* ownedRun(session, ctx.params.id)
+    const raw = ctx.request.headers["last-event-id"] ?? ctx.query.get("after") ?? "0"
+    if (!/^\d+$/.test(raw.trim())) return yield* new InvalidRequest({ message: "after: expected an event seq (a non-negative integer)", param: "after" })
+    const executor = yield* RunExecutor
+    const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
+    // A first comment sends the headers at once, so the page can say "live" before the first event.
+    const frames = Stream.concat(Stream.make(commentFrame("connected")), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
+      .pipe(Stream.encodeText, Stream.provideContext(services))
+    return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+  })
+
+const cancelRun = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    const row = yield* ownedRun(session, ctx.params.id)
+    const body = (yield* readJson(ctx, { optional: true })) as { reason?: unknown } | undefined
+    const reason = typeof body?.reason === "string" && body.reason.trim() !== ""
+      ? body.reason.slice(0, 500)
+      : session.role === "operator" ? "cancelled by an operator from the dashboard" : "cancelled from the dashboard"
+    const run = yield* (yield* RunsRepo).cancel(row.key_id, row.id, reason)
+    return jsonResponse({ run: { ...run, keyId: row.key_id } }, { headers: NO_STORE })
+  })
+
+export const dashboardLiveRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  dashboardApi("GET", "/queues", "operator", queuesNow),
+  dashboardApi("GET", "/queues/stream", "operator", queuesFeed),
+  dashboardApi("GET", "/runs", "signed-in", listRuns),
+  dashboardApi("GET", "/runs/{id}", "signed-in", getRun),
+  dashboardApi("GET", "/runs/{id}/events", "signed-in", runEvents),
+  dashboardApi("POST", "/runs/{id}/cancel", "signed-in", cancelRun)
+]

@@ -1,0 +1,303 @@
+/**
+ * The embedded database: PGlite in a worker thread (`embedded-worker.ts`), reached through the
+ * same `@effect/sql-pg` client as PostgreSQL. Each connection is a MessagePort carrying the wire
+ * protocol, wrapped here in a Duplex for `PgClientConfig.stream`; the event loop only encodes
+ * statements and decodes answers, while parsing, planning, executing and writing pages happen on
+ * the worker's thread.
+ *
+ * Memory is bounded by the Postgres settings below (shared buffers, work memory, connection slots)
+ * and by the V8 tiering rule in `wasmTieringRule`; see README "Architecture".
+ *
+ * Supervision: if the worker dies (a WASM abort, an out-of-memory), open connections fail — their
+ * statements end in SqlError, which the HTTP layer answers with 503 — and a new worker is started
+ * with backoff (0.25 s doubling to 30 s), recovering the data directory like any Postgres after a
+ * crash. New connections fail at once while it restarts; nothing waits on a dead thread.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Schema } from "effect"
+import { existsSync, readdirSync, renameSync, rmSync } from "node:fs"
+import { join } from "node:path"
+import { Duplex } from "node:stream"
+import { setFlagsFromString } from "node:v8"
+import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
+import { lockDataDir } from "./data-dir.ts"
+import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
+import type { EmbeddedWorkerData, FromWorker, ToWorker } from "./embedded-worker.ts"
+
+export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
+  message: Schema.String
+}) {}
+
+export interface EmbeddedOptions {
+  readonly dataDir: string
+  /** Postgres `shared_buffers`, MiB: the page cache inside WASM memory (which never shrinks). */
+  readonly sharedBuffersMb: number
+  /**
+   * The most WASM memory the database may grow to; a statement that needs more fails with "out of
+   * memory". Default: 512 MiB above the shared buffers, far above what the settings below use
+   * (~20 MiB besides the shared buffers) — a bound, not a budget.
+   */
+  readonly maxWasmMemoryMb?: number
+}
+
+/**
+ * Postgres settings for the worker's single backend. PGlite's defaults are sized for a server:
+ * 160 MB of shared buffers and slots for 100 connections, all allocated (and zeroed, so resident)
+ * at start in a WASM memory that never gives pages back. One backend needs far less.
+ */
+export const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string> => [
+  `shared_buffers=${options.sharedBuffersMb}MB`,
+  // Shared memory for lock tables and backend slots scales with this; there is one backend.
+  "max_connections=4",
+  // Per sort/hash before spilling to disk; WASM memory keeps its high-water mark, so keep it small.
+  "work_mem=4MB",
+  "maintenance_work_mem=16MB",
+  "temp_buffers=1MB",
+  // There is no checkpointer process: the backend checkpoints when the WAL reaches this size, which
+  // also bounds recovery after a crash (WAL replayed at the next start).
+  "max_wal_size=64MB",
+  "min_wal_size=32MB"
+]
+
+/**
+ * initdb options for a new data directory (the template is made with them too): the same small
+ * sizes as at run time, written to its postgresql.conf. Start-up settings above override them.
+ */
+export const embeddedInitdbOptions: ReadonlyArray<string> = ["-c", "shared_buffers=8MB", "-c", "max_connections=4"]
+
+/**
+ * V8 tiers hot WASM functions up from its baseline compiler (Liftoff) to its optimizing one, and
+ * optimizing PGlite's SQL parser (`raw_parser`, ~100 KB of WASM) alone takes ~600 MB of compiler
+ * memory for half a second — the gateway's start-up peak. V8 has no per-module switch and its
+ * flags are per process (a worker cannot have its own), so tier-up is restricted process-wide to
+ * one function index: 20, undici's HTTP parser loop (llhttp, the other WASM in this process), so
+ * upstream responses keep being parsed by optimized code. In PGlite's module index 20 is an import
+ * (it imports 135 functions), so none of PGlite is optimized; its statements run on Liftoff code in
+ * the worker. test/storage/wasm-tiering.test.ts checks both indexes against the installed modules.
+ */
+export const LLHTTP_PARSER_FUNCTION_INDEX = 20
+let tieringRuleSet = false
+const wasmTieringRule = () => {
+  if (tieringRuleSet) return
+  setFlagsFromString(`--wasm-tier-up-filter=${LLHTTP_PARSER_FUNCTION_INDEX}`)
+  tieringRuleSet = true
+}
+
+const WORKER_URL = new URL("./embedded-worker.ts", import.meta.url)
+
+/** One client connection's end of its MessagePort, as the stream `@effect/sql-pg` reads and writes. */
+class PortStream extends Duplex {
+  readonly port: MessagePort
+  constructor(port: MessagePort) {
+    super()
+    this.port = port
+    port.on("message", (bytes: Uint8Array) => this.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)))
+    port.once("close", () => {
+      if (!this.destroyed) this.destroy(new Error("the embedded database closed the connection"))
+    })
+  }
+  override _read() {}
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void) {
+    // A copy of exactly the statement's bytes, handed over (Buffers often share a larger pool slab).
+    const bytes = new Uint8Array(chunk)
+    this.port.postMessage(bytes, [bytes.buffer])
+    callback()
+  }
+  override _final(callback: (error?: Error | null) => void) {
+    this.port.close()
+    callback()
+  }
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void) {
+    this.port.close()
+    callback(error)
+  }
+}
+
+/** A connection attempt while no worker is up: fails at once, so the caller gets a SqlError (→ 503). */
+const unavailable = (reason: string) => {
+  const stream = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback() } })
+  process.nextTick(() => stream.destroy(new Error(`the embedded database is unavailable: ${reason}`)))
+  return stream
+}
+
+interface Generation {
+  readonly worker: Worker
+  /** Completes with the reason once the thread has exited. */
+  readonly exited: Deferred.Deferred<string>
+  readonly streams: Set<PortStream>
+  stopping: boolean
+}
+
+const describe = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/** This process's live database worker threads (one per open embedded database). */
+const liveWorkers = new Set<Worker>()
+
+/**
+ * The worker threads currently serving embedded databases in this process, for diagnostics and
+ * for tests that make one die (`terminate()`) to check the gateway's answer and its recovery.
+ */
+export const embeddedWorkers = (): ReadonlyArray<Worker> => [...liveWorkers]
+
+/** Starts a worker and waits until its database is open (or fails with why it is not). */
+const spawn = (data: EmbeddedWorkerData) =>
+  Effect.callback<Generation, StorageError>((resume) => {
+    const worker = new Worker(WORKER_URL, {
+      workerData: data,
+      // The worker's own JS heap (PGlite's glue and file tree; WASM memory is outside it) stays
+      // small: its statements allocate little, so a 2 MB nursery costs only cheap scavenges.
+      resourceLimits: { maxOldGenerationSizeMb: 96, maxYoungGenerationSizeMb: 2 }
+    })
+    const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
+    let ready = false
+    let failure: string | undefined
+    worker.on("message", (message: FromWorker) => {
+      if (message.type === "ready") {
+        ready = true
+        liveWorkers.add(worker)
+        resume(Effect.succeed(generation))
+      } else if (message.type === "failed") failure ??= message.message
+    })
+    worker.on("error", (error) => {
+      failure ??= describe(error)
+    })
+    worker.once("exit", (code) => {
+      liveWorkers.delete(worker)
+      const reason = failure ?? `its thread exited with code ${code}`
+      for (const stream of generation.streams) stream.destroy(new Error(`the embedded database stopped: ${reason}`))
+      generation.streams.clear()
+      if (!ready) resume(Effect.fail(new StorageError({ message: `cannot open the embedded database: ${reason}` })))
+      Deferred.doneUnsafe(generation.exited, Effect.succeed(reason))
+    })
+    return Effect.promise(() => worker.terminate())
+  })
+
+/** Runs initdb into `data.pgDir`, in a thread of its own that then exits. */
+export const initialize = (data: EmbeddedWorkerData) =>
+  Effect.callback<void, StorageError>((resume) => {
+    const worker = new Worker(WORKER_URL, { workerData: { ...data, mode: "initialize" } satisfies EmbeddedWorkerData })
+    let failure: string | undefined
+    let initialized = false
+    worker.on("message", (message: FromWorker) => {
+      if (message.type === "initialized") initialized = true
+      else if (message.type === "failed") failure ??= message.message
+    })
+    worker.on("error", (error) => {
+      failure ??= describe(error)
+    })
+    worker.once("exit", (code) => {
+      resume(initialized ? Effect.void : Effect.fail(new StorageError({
+        message: `cannot create the embedded database in ${data.pgDir}: ${failure ?? `its thread exited with code ${code}`}`
+      })))
+    })
+    return Effect.promise(() => worker.terminate())
+  })
+
+/**
+ * Creates the database of a new data directory: unpacked from the template for the installed
+ * PGlite (`template.ts`), else made by initdb. Made aside and renamed into place, so a start killed
+ * half-way leaves no half-made database.
+ */
+const createDatabase = (data: EmbeddedWorkerData) =>
+  Effect.gen(function*() {
+    if (existsSync(data.pgDir) && readdirSync(data.pgDir).length > 0) {
+      return yield* new StorageError({ message: `${data.pgDir} is not an embedded database (no PG_VERSION); move it away to start afresh` })
+    }
+    const fresh = `${data.pgDir}.new`
+    rmSync(fresh, { recursive: true, force: true })
+    const template = templateFile()
+    if (template !== undefined) {
+      yield* Effect.tryPromise({
+        try: () => extractTemplate(template, fresh),
+        catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}` })
+      })
+    } else {
+      yield* Effect.logInfo(`embedded database: no template for PGlite ${pgliteVersion()}; creating it with initdb (slower, ~500 MB for a few seconds)`)
+      yield* initialize({ ...data, pgDir: fresh })
+    }
+    rmSync(data.pgDir, { recursive: true, force: true })
+    renameSync(fresh, data.pgDir)
+  })
+
+/** Asks the worker to close the database cleanly; terminates it if that takes longer than 10 s. */
+const stop = (generation: Generation) =>
+  Effect.gen(function*() {
+    generation.stopping = true
+    generation.worker.postMessage({ type: "stop" } satisfies ToWorker)
+    const closed = yield* Deferred.await(generation.exited).pipe(Effect.timeoutOption("10 seconds"))
+    if (closed._tag === "None") {
+      yield* Effect.logWarning("embedded database: the worker did not close in 10 s; terminating it")
+      yield* Effect.promise(() => generation.worker.terminate())
+    }
+  })
+
+/**
+ * The SQL client on the embedded database in `options.dataDir`: holds the data dir's lock, runs
+ * the worker (restarting it if it dies) and closes the database cleanly when the scope closes.
+ */
+export const embeddedClient = (options: EmbeddedOptions) =>
+  Effect.gen(function*() {
+    yield* lockDataDir(options.dataDir)
+    // Earlier versions served PGlite on this Unix socket; one left by a killed process is stale
+    // (we hold the data dir's lock, so no live process uses it).
+    rmSync(join(options.dataDir, ".pg.sock"), { force: true })
+    wasmTieringRule()
+    const data: EmbeddedWorkerData = {
+      mode: "serve",
+      pgDir: join(options.dataDir, "pglite"),
+      settings: embeddedSettings(options),
+      initdbOptions: embeddedInitdbOptions,
+      maxWasmMemoryMb: options.maxWasmMemoryMb ?? 512 + options.sharedBuffersMb
+    }
+    if (!existsSync(join(data.pgDir, "PG_VERSION"))) yield* createDatabase(data)
+    let current: Generation | undefined = yield* spawn(data)
+    let closing = false
+    // Registered before the supervisor and the client: at close the client's connections end
+    // first, then the supervisor stops, then this closes whichever worker is current.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closing = true
+        return current === undefined ? Effect.void : stop(current)
+      })
+    )
+
+    // Restarts a worker that died, with backoff; a worker that stays up a minute resets it.
+    yield* Effect.forkScoped(Effect.gen(function*() {
+      let backoffMs = 250
+      let upSince = Date.now()
+      while (current !== undefined) {
+        const dead: Generation = current
+        const reason = yield* Deferred.await(dead.exited)
+        if (dead.stopping || closing) return
+        current = undefined
+        if (Date.now() - upSince > 60_000) backoffMs = 250
+        yield* Effect.logError(`embedded database: the worker died (${reason}); restarting it`)
+        while (current === undefined && !closing) {
+          yield* Effect.sleep(backoffMs)
+          backoffMs = Math.min(backoffMs * 2, 30_000)
+          current = yield* spawn(data).pipe(
+            Effect.map((generation): Generation | undefined => generation),
+            Effect.catch((error) => Effect.as(Effect.logError(`embedded database: ${error.message}`), undefined))
+          )
+        }
+        if (current === undefined) return
+        upSince = Date.now()
+        yield* Effect.logInfo("embedded database: the worker is back")
+      }
+    }))
+
+    const connect = (): Duplex => {
+      const generation = current
+      if (generation === undefined || generation.stopping) return unavailable("it is restarting")
+      const { port1, port2 } = new MessageChannel()
+      generation.worker.postMessage({ type: "connect", port: port2 } satisfies ToWorker, [port2])
+      const stream = new PortStream(port1)
+      generation.streams.add(stream)
+      stream.once("close", () => generation.streams.delete(stream))
+      return stream
+    }
+
+    // PGlite has one backend; one pooled connection keeps transactions simple and queues nothing in
+    // the worker behind another connection's open transaction.
+    return yield* PgClient.make({ stream: connect, ssl: false, username: "postgres", database: "postgres", maxConnections: 1 })
+  })

@@ -1,0 +1,267 @@
+/**
+ * The dashboard in a real browser (Debian's Chromium through playwright-core) against the real
+ * gateway process, on both engines: sign in, create a key and read its secret once, use the key
+ * with the `openai` SDK while the queue page moves by itself, see the usage, follow a run's log
+ * live and cancel it, see a key holder's view hold only their own data, refuse a wrong token and a
+ * change without the CSRF token, revoke the key and see the SDK get 401.
+ *
+ * `UPDATE_SCREENSHOTS=1` writes the screenshots to docs/ (the README shows them); otherwise they
+ * go to a temporary directory, so every run still renders every page.
+ */
+import OpenAI from "openai"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { defaultConfig } from "../../src/config/default-config.ts"
+import { type Browser, chromiumAvailable, launchBrowser } from "../support/browser.ts"
+import { engines } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+
+if (!chromiumAvailable && process.env.CI === "true") throw new Error("CI=true and Chromium is missing: .ci/run installs it")
+
+const updateDocs = process.env.UPDATE_SCREENSHOTS === "1"
+const DOCS = join(import.meta.dirname, "..", "..", "docs")
+
+describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($name)", (engine) => {
+  let gw: GatewayProcess
+  let cleanup: () => void
+  let operatorBrowser: Browser
+  let holderBrowser: Browser
+  let page: Page
+  let holderPage: Page
+  let shots: string
+  let created: { id: string; secret: string }
+  const screenshot = async (target: Page, name: string) => {
+    if (engine.name !== "embedded" && updateDocs) return
+    await target.screenshot({ path: join(shots, `dashboard-${name}.png`), fullPage: true })
+  }
+  const url = (path: string) => `${gw.baseUrl}${path}`
+
+  beforeAll(async () => {
+    const setup = engine.setup()
+    cleanup = setup.cleanup
+    shots = updateDocs ? DOCS : mkdtempSync(join(tmpdir(), "dashboard-shots-"))
+    mkdirSync(shots, { recursive: true })
+    gw = await startGateway({
+      ...setup.env,
+      ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
+        // One slow slot, so the queue page has something to show while calls run.
+        const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
+        pico.placements = [{ id: "pico-a", backend: "simulator", capacity: 1, simulator: { ttftMs: 2500, tokensPerSecond: 0 } }]
+        pico.equivalents = []
+        // The built-in free plan (fastConfig lifts it for load tests), as a reader of the screenshots expects.
+        config.plans.free = defaultConfig.plans.free
+      })
+    })
+    operatorBrowser = await launchBrowser()
+    await operatorBrowser.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: gw.baseUrl })
+    page = await operatorBrowser.context.newPage()
+  })
+  afterAll(async () => {
+    await operatorBrowser?.close()
+    await holderBrowser?.close()
+    await gw?.stop()
+    cleanup?.()
+    if (!updateDocs && shots) rmSync(shots, { recursive: true, force: true })
+  })
+
+  it("refuses a wrong token and stays on the sign-in page", async () => {
+    await page.goto(url("/dashboard"))
+    await page.getByLabel("Admin token or API key").fill("svc_not-a-real-key")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("neither the admin token nor an active API key")
+    expect(await operatorBrowser.context.cookies()).toEqual([])
+    await page.getByLabel("Admin token or API key").fill("")
+    await screenshot(page, "sign-in")
+  })
+
+  it("signs in with the admin token (never in the URL) and creates a key whose secret is shown once", async () => {
+    await page.getByLabel("Admin token or API key").fill(gw.adminToken)
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.waitForURL(url("/dashboard/keys"))
+    expect(page.url()).not.toContain(gw.adminToken)
+    const [cookie] = await operatorBrowser.context.cookies()
+    expect(cookie).toMatchObject({ name: "svc_dashboard", httpOnly: true, sameSite: "Strict", path: "/dashboard" })
+    expect(cookie.value).not.toContain(gw.adminToken)
+
+    await page.locator("input[name=name]").fill("e2e-service")
+    await page.locator("select[name=plan]").selectOption("pro")
+    await page.getByRole("button", { name: "Create key" }).click()
+    const secretField = page.getByTestId("new-key-secret")
+    await secretField.waitFor()
+    const secret = await secretField.inputValue()
+    expect(secret).toMatch(/^svc_[0-9A-Za-z]{40,}$/)
+    await page.getByRole("button", { name: "Copy" }).click()
+    await expect.poll(() => page.getByRole("button", { name: "Copied ✓" }).count()).toBe(1)
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret)
+    await screenshot(page, "key-secret")
+    await page.getByRole("button", { name: "I have stored it" }).click()
+    await secretField.waitFor({ state: "detached" })
+    // Once closed it is gone: not in the page, not in a reload, not in the API's list.
+    expect(await page.content()).not.toContain(secret)
+    await page.reload()
+    await page.getByText("e2e-service").waitFor()
+    expect(await page.content()).not.toContain(secret)
+    const row = page.locator("tr", { hasText: "e2e-service" })
+    const id = (await row.getAttribute("data-key-id"))!
+    expect(await row.textContent()).toContain(`${secret.slice(0, 8)}…${secret.slice(-4)}`)
+    expect(await row.textContent()).toContain("$100.00 left of $100.00")
+    created = { id, secret }
+  })
+
+  it("refuses a change without the CSRF token, even from the signed-in page", async () => {
+    const refused = await page.evaluate(async () => {
+      const res = await fetch("/dashboard/api/keys", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+      return { status: res.status, body: await res.json() }
+    })
+    expect(refused).toMatchObject({ status: 403, body: { error: { type: "permission_error" } } })
+  })
+
+  it("watches the queue page move by itself while the SDK's calls wait, then sees the usage", async () => {
+    await page.goto(url("/dashboard/usage"))
+    await expect.poll(() => page.getByTestId("usage-total-requests").textContent()).toBe("0")
+    await screenshot(page, "usage-empty")
+
+    await page.goto(url("/dashboard/queues"))
+    await expect.poll(() => page.getByTestId("queues-live").textContent()).toContain("Live")
+    const inUse = page.getByTestId("in-use-pico-a")
+    expect(await inUse.textContent()).toBe("0 / 1")
+    const sdk = new OpenAI({ apiKey: created.secret, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const defaultSdk = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const slow = [1, 2].map((i) => sdk.chat.completions.create({ model: "svc-pico-1", messages: [{ role: "user", content: `say exactly: slow ${i}` }] }))
+    await expect.poll(() => inUse.textContent(), { timeout: 10_000 }).toBe("1 / 1")
+    await expect.poll(() => page.getByTestId("queues-waiting").textContent(), { timeout: 10_000 }).toBe("1")
+    await expect.poll(() => page.locator("tr[data-placement=pico-a]").textContent()).toContain("e2e-service: 1")
+    await screenshot(page, "queues")
+    const answers = await Promise.all(slow)
+    expect(answers.map((a) => a.choices[0].message.content)).toEqual(["slow 1", "slow 2"])
+    await expect.poll(() => inUse.textContent(), { timeout: 10_000 }).toBe("0 / 1")
+    expect(await page.getByTestId("queues-waiting").textContent()).toBe("0")
+
+    for (const model of ["svc-nova-mini", "svc-nova-mini", "svc-nova-mini", "svc-atlas-1"]) {
+      await sdk.chat.completions.create({ model, messages: [{ role: "user", content: "Tell me about the sea" }] })
+    }
+    await defaultSdk.chat.completions.create({ model: "svc-nova-mini", messages: [{ role: "user", content: "Hello" }] })
+    await page.goto(url("/dashboard/usage"))
+    await expect.poll(() => page.getByTestId("usage-total-requests").textContent()).toBe("7")
+    expect(Number((await page.getByTestId("usage-total-cost").textContent())!.replace("$", ""))).toBeGreaterThan(0)
+    const byKey = page.locator(`tr[data-key-id=${created.id}]`)
+    expect(await byKey.textContent()).toMatch(/e2e-service.*pro\s*6/)
+    expect(await page.locator("canvas").count()).toBe(3)
+    await screenshot(page, "usage")
+  })
+
+  it("lists runs, follows a run's log live and cancels it from the page", async () => {
+    const call = (path: string, body: unknown, key = created.secret) =>
+      fetch(url(path), { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) })
+    const executed = (await (await call("/v1/agent-runs", { model: "svc-nova-mini", input: "Tell me about rivers", metadata: { from: "e2e" } })).json()) as { run: { id: string } }
+    const open = (await (await call("/v1/agent-runs", { metadata: { kind: "caller-driven" } })).json()) as { run: { id: string } }
+    await call("/v1/agent-runs", {}, gw.apiKey!) // another key's run
+    await page.goto(url("/dashboard/runs"))
+    await page.locator(`tr[data-run-id=${open.run.id}]`).waitFor()
+    expect(await page.locator("tbody tr").count()).toBe(3)
+    await expect.poll(async () => {
+      await page.getByRole("button", { name: "Refresh" }).click()
+      return page.locator(`tr[data-run-id=${executed.run.id}]`).textContent()
+    }, { timeout: 30_000, interval: 500 }).toContain("completed")
+    await screenshot(page, "runs")
+    await page.getByLabel("Status").selectOption("running")
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(2)
+    await page.getByLabel("Status").selectOption("completed")
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(1)
+    expect(await page.locator("tbody tr").getAttribute("data-run-id")).toBe(executed.run.id)
+    await page.getByLabel("Status").selectOption("")
+
+    await page.goto(url(`/dashboard/runs/${executed.run.id}`))
+    await expect.poll(() => page.getByTestId("run-log-state").textContent(), { timeout: 15_000 }).toBe("complete")
+    expect(await page.locator(".event-log li").allTextContents()).toEqual([
+      expect.stringContaining("node.started"), expect.stringContaining("node.completed"), expect.stringContaining("outcome")
+    ])
+    await screenshot(page, "run")
+
+    await page.goto(url(`/dashboard/runs/${open.run.id}`))
+    await expect.poll(() => page.getByTestId("run-log-state").textContent()).not.toBe("connecting…")
+    expect(await page.locator(".event-log li").count()).toBe(0)
+    await call(`/v1/agent-runs/${open.run.id}/events`, { events: [{ type: "note", text: "written while the page watched" }] })
+    await expect.poll(() => page.locator(".event-log li").count(), { timeout: 10_000 }).toBe(1)
+    await page.getByRole("button", { name: "Cancel run" }).click()
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel run" }).click()
+    await expect.poll(() => page.locator(".run-record").textContent(), { timeout: 10_000 }).toContain("cancelled")
+    await expect.poll(() => page.locator(".event-log li").count(), { timeout: 10_000 }).toBe(2)
+  })
+
+  it("shows the catalog with its prices", async () => {
+    await page.goto(url("/dashboard/models"))
+    const atlas = page.locator("tr[data-model=svc-atlas-1]")
+    await atlas.waitFor()
+    expect(await atlas.textContent()).toMatch(/\$3.*\$0\.3.*\$15/)
+    await screenshot(page, "models")
+  })
+
+  it("gives a key holder their own key, usage and runs, and nothing of other keys", async () => {
+    holderBrowser = await launchBrowser()
+    const holder = holderPage = await holderBrowser.context.newPage()
+    await holder.goto(url("/dashboard"))
+    await holder.getByLabel("Admin token or API key").fill(created.secret)
+    await holder.getByRole("button", { name: "Sign in" }).click()
+    await holder.waitForURL(url("/dashboard/my-key"))
+    const nav = await holder.locator("nav").textContent()
+    expect(nav).toContain("Usage")
+    expect(nav).not.toContain("Keys")
+    expect(nav).not.toContain("Queues")
+    await expect.poll(() => holder.getByTestId("rpm-remaining").textContent()).toMatch(/of 600 left/)
+    expect(await holder.getByTestId("allowance-remaining").textContent()).toMatch(/left of \$100\.00/)
+    await screenshot(holder, "my-key")
+    await holder.goto(url("/dashboard/usage"))
+    await expect.poll(() => holder.getByTestId("usage-total-requests").textContent()).toMatch(/^(7|8)$/) // 6 calls + the run's step(s)
+    expect(await holder.locator("tbody tr[data-key-id]").count()).toBe(1)
+    await holder.goto(url("/dashboard/runs"))
+    await holder.locator("tbody tr").first().waitFor()
+    expect(await holder.locator("tbody tr").count()).toBe(2) // not the default key's run
+    const probes = await holder.evaluate(async (otherKey) => {
+      const status = async (path: string) => (await fetch(path)).status
+      return {
+        keys: await status("/dashboard/api/keys"),
+        queues: await status("/dashboard/api/queues"),
+        otherUsage: await status(`/dashboard/api/usage?keyId=${otherKey}`)
+      }
+    }, (((await (await gw.admin("GET", "/admin/v1/keys")).json()) as { data: Array<{ id: string; name: string }> }).data.find((k) => k.name === "default"))!.id)
+    expect(probes).toEqual({ keys: 403, queues: 403, otherUsage: 404 })
+  })
+
+  it("revokes the key with confirmation: the SDK gets 401 and the key holder is signed out", async () => {
+    await page.goto(url("/dashboard/keys"))
+    const row = page.locator(`tr[data-key-id=${created.id}]`)
+    await row.getByRole("button", { name: "Revoke" }).click()
+    const dialog = page.getByRole("dialog")
+    expect(await dialog.textContent()).toContain("cannot be undone")
+    await dialog.getByRole("button", { name: "Revoke key" }).click()
+    await expect.poll(() => row.textContent()).toContain("revoked")
+    const sdk = new OpenAI({ apiKey: created.secret, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    await expect(sdk.chat.completions.create({ model: "svc-nova-mini", messages: [{ role: "user", content: "hi" }] }))
+      .rejects.toMatchObject({ status: 401 })
+    await screenshot(page, "keys")
+
+    const holder = holderPage
+    await holder.reload()
+    await holder.getByLabel("Admin token or API key").waitFor()
+    await expect.poll(() => holder.getByRole("status").textContent()).toContain("revoked")
+  })
+
+  it("fits a phone's width and signs out", async () => {
+    await page.setViewportSize({ width: 390, height: 844 })
+    await page.goto(url("/dashboard/usage"))
+    await page.getByTestId("usage-total-requests").waitFor()
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    expect(overflow).toBeLessThanOrEqual(0) // wide tables scroll inside their own box
+    await screenshot(page, "usage-phone")
+    await page.setViewportSize({ width: 1280, height: 860 })
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByLabel("Admin token or API key").waitFor()
+    const after = await page.evaluate(async () => (await fetch("/dashboard/api/session")).status)
+    expect(after).toBe(401)
+  })
+}, 60_000)

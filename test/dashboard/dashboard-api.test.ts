@@ -1,0 +1,285 @@
+/**
+ * The dashboard's API over HTTP on the real gateway, on both engines: sign-in and its cookie,
+ * CSRF, what operators and key holders may see (another key's data is 404, operator pages 403),
+ * sign-out, and the per-day usage report against the admin API's totals.
+ */
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { engines } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { dashboardClient, type DashboardClient, errorOf, signIn } from "./support.ts"
+
+describe.each(engines())("dashboard API ($name)", (engine) => {
+  let gw: GatewayProcess
+  let cleanup: () => void
+  let operator: DashboardClient
+  beforeAll(async () => {
+    const setup = engine.setup()
+    cleanup = setup.cleanup
+    gw = await startGateway({
+      ...setup.env,
+      ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
+        // A plan whose windows refill slowly enough to watch (6 requests per minute: one per 10 s).
+        config.plans.slow = { allowanceUsd: 10, rpm: 6, tpm: 60_000, concurrency: 2 }
+      })
+    })
+    operator = await dashboardClient(gw.baseUrl, gw.adminToken)
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    cleanup?.()
+  })
+
+  const createKey = async (body: unknown = {}) => {
+    const res = await operator.call("POST", "/keys", { body })
+    expect(res.status).toBe(201)
+    return (await res.json()) as { id: string; key: string; hint: string }
+  }
+
+  it("refuses a wrong token with 401 and sets no cookie", async () => {
+    for (const token of ["wrong", "svc_notakey", `${gw.adminToken}x`]) {
+      const res = await signIn(gw.baseUrl, token)
+      expect(res.status).toBe(401)
+      expect(res.headers.get("set-cookie")).toBeNull()
+      expect(await errorOf(res)).toMatchObject({ type: "unauthorized", message: expect.stringContaining("neither the admin token nor an active API key") })
+    }
+  })
+
+  it("keeps the token out of the cookie: a random session id, HttpOnly, SameSite=Strict, scoped to /dashboard; Secure behind HTTPS", async () => {
+    const res = await signIn(gw.baseUrl, gw.adminToken)
+    expect(res.status).toBe(200)
+    const cookie = res.headers.get("set-cookie")!
+    expect(cookie).toMatch(/^svc_dashboard=[0-9A-Za-z]{40,}; Path=\/dashboard; HttpOnly; SameSite=Strict; Max-Age=43200$/)
+    expect(cookie).not.toContain(gw.adminToken)
+    expect(res.headers.get("cache-control")).toBe("no-store")
+    const body = await res.json()
+    expect(body).toMatchObject({ role: "operator", key: null, csrfToken: expect.stringMatching(/^[0-9A-Za-z]{40,}$/) })
+    expect(JSON.stringify(body)).not.toContain(gw.adminToken)
+    const https = await signIn(gw.baseUrl, gw.adminToken, { "x-forwarded-proto": "https" })
+    expect(https.headers.get("set-cookie")).toMatch(/; Secure$/)
+  })
+
+  it("refuses sign-in that is cross-site or not JSON (no login CSRF)", async () => {
+    const crossSite = await signIn(gw.baseUrl, gw.adminToken, { "sec-fetch-site": "cross-site" })
+    expect(crossSite.status).toBe(403)
+    expect(crossSite.headers.get("set-cookie")).toBeNull()
+    const form = await fetch(`${gw.baseUrl}/dashboard/api/session`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: `token=${gw.adminToken}`
+    })
+    expect(form.status).toBe(400)
+    expect(await errorOf(form)).toMatchObject({ type: "invalid_request", message: expect.stringContaining("content-type") })
+  })
+
+  it("refuses a change without the session's CSRF token, or with another session's, and changes nothing", async () => {
+    const before = ((await (await operator.call("GET", "/keys")).json()) as { data: Array<unknown> }).data.length
+    const other = await dashboardClient(gw.baseUrl, gw.adminToken)
+    for (const csrf of [null, "", "forged", other.csrfToken]) {
+      const res = await operator.call("POST", "/keys", { body: { name: "csrf" }, csrf })
+      expect(res.status).toBe(403)
+      expect(await errorOf(res)).toMatchObject({ type: "permission_error", message: expect.stringContaining("CSRF") })
+    }
+    const crossSite = await operator.call("POST", "/keys", { body: { name: "csrf" }, headers: { "sec-fetch-site": "cross-site" } })
+    expect(crossSite.status).toBe(403)
+    const after = ((await (await operator.call("GET", "/keys")).json()) as { data: Array<unknown> }).data.length
+    expect(after).toBe(before)
+    // and with it, the same request works
+    expect((await operator.call("POST", "/keys", { body: { name: "with csrf" } })).status).toBe(201)
+  })
+
+  it("answers 401 without a session, with an unknown cookie, and after sign-out", async () => {
+    expect((await fetch(`${gw.baseUrl}/dashboard/api/keys`)).status).toBe(401)
+    expect((await fetch(`${gw.baseUrl}/dashboard/api/keys`, { headers: { cookie: "svc_dashboard=nope" } })).status).toBe(401)
+    const session = await dashboardClient(gw.baseUrl, gw.adminToken)
+    expect((await session.call("GET", "/keys")).status).toBe(200)
+    const out = await session.call("DELETE", "/session")
+    expect(out.status).toBe(200)
+    expect(out.headers.get("set-cookie")).toMatch(/^svc_dashboard=; .*Max-Age=0/)
+    const after = await session.call("GET", "/keys")
+    expect(after.status).toBe(401)
+    expect((await errorOf(after)).message).toContain("signed out")
+  })
+
+  it("creates, changes, tops up and revokes keys with the admin API's rules; the secret is in the create answer only", async () => {
+    const created = await createKey({ name: "svc-a", plan: "pro", permissions: { surfaces: ["chat"], models: ["svc-nova-*"] } })
+    expect(created.key).toMatch(/^svc_/)
+    const list = await (await operator.call("GET", "/keys")).text()
+    expect(list).not.toContain(created.key)
+    const row = (JSON.parse(list) as { data: Array<{ id: string; plan: string; allowance: unknown; permissions: unknown }> }).data.find((k) => k.id === created.id)!
+    expect(row).toMatchObject({
+      plan: "pro",
+      permissions: { surfaces: ["chat"], models: ["svc-nova-*"] },
+      allowance: { kind: "monthly", limitUsd: "100.000000", usedUsd: "0.000000", remainingUsd: "100.000000" }
+    })
+    const bad = await operator.call("PATCH", `/keys/${created.id}`, { body: { plan: "gold" } })
+    expect(bad.status).toBe(400)
+    expect(await errorOf(bad)).toMatchObject({ type: "invalid_request", message: expect.stringContaining("plan") })
+    expect((await operator.call("PATCH", `/keys/${created.id}`, { body: { plan: "prepaid" } })).status).toBe(200)
+    const credits = await operator.call("POST", `/keys/${created.id}/credits`, { body: { amountUsd: 7.5 } })
+    expect(credits.status).toBe(201)
+    const afterCredits = ((await (await operator.call("GET", "/keys")).json()) as { data: Array<{ id: string; allowance: unknown }> }).data
+    expect(afterCredits.find((k) => k.id === created.id)!.allowance).toMatchObject({ kind: "credits", remainingUsd: "7.500000" })
+    expect((await operator.call("DELETE", `/keys/${created.id}`)).status).toBe(200)
+    const sdk = new OpenAI({ apiKey: created.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    await expect(sdk.chat.completions.create({ model: "svc-nova-mini", messages: [{ role: "user", content: "hi" }] }))
+      .rejects.toMatchObject({ status: 401 })
+  })
+
+  it("reports usage per day and model in SQL, matching the admin API's totals", async () => {
+    const key = await createKey({ name: "usage" })
+    const sdk = new OpenAI({ apiKey: key.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    for (const model of ["svc-nova-mini", "svc-nova-mini", "svc-pico-1"]) {
+      await sdk.chat.completions.create({ model, messages: [{ role: "user", content: "Tell me about rivers" }] })
+    }
+    const res = await operator.call("GET", `/usage?keyId=${key.id}`)
+    expect(res.status).toBe(200)
+    const report = (await res.json()) as {
+      days: Array<string>; daily: Array<{ day: string; model: string; requests: number; costUsd: string }>
+      byKey: Array<{ keyId: string; requests: number; costUsd: string }>; totals: { requests: number; costUsd: string }
+    }
+    const today = new Date().toISOString().slice(0, 10)
+    expect(report.days).toContain(today)
+    expect(report.daily.map((d) => [d.day, d.model, d.requests])).toEqual([[today, "svc-nova-mini", 2], [today, "svc-pico-1", 1]])
+    const admin = (await (await gw.admin("GET", `/admin/v1/usage?keyId=${key.id}`)).json()) as { totalCostUsd: string }
+    expect(report.totals).toMatchObject({ requests: 3, costUsd: admin.totalCostUsd })
+    expect(Number(report.totals.costUsd)).toBeGreaterThan(0)
+    expect(report.byKey).toEqual([expect.objectContaining({ keyId: key.id, requests: 3, costUsd: admin.totalCostUsd })])
+    // a past month has no rows; a bad month is a 400 naming the field
+    const empty = (await (await operator.call("GET", `/usage?keyId=${key.id}&month=2020-01`)).json()) as { daily: Array<unknown>; days: Array<string> }
+    expect(empty).toMatchObject({ daily: [], days: expect.arrayContaining(["2020-01-31"]) })
+    const bad = await operator.call("GET", "/usage?month=2020-13")
+    expect(bad.status).toBe(400)
+    expect(await errorOf(bad)).toMatchObject({ message: expect.stringContaining("month") })
+  })
+
+  it("shows a key holder only their own key: 403 on operator pages, 404 for another key's usage and runs", async () => {
+    const mine = await createKey({ name: "holder" })
+    const theirs = await createKey({ name: "someone else" })
+    const post = (secret: string, body: unknown) =>
+      fetch(`${gw.baseUrl}/v1/agent-runs`, { method: "POST", headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" }, body: JSON.stringify(body) })
+    const myRun = ((await (await post(mine.key, { metadata: { who: "me" } })).json()) as { run: { id: string } }).run.id
+    const theirRun = ((await (await post(theirs.key, { metadata: { who: "them" } })).json()) as { run: { id: string } }).run.id
+    await new OpenAI({ apiKey: theirs.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 }).chat.completions.create({ model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })
+
+    const holder = await dashboardClient(gw.baseUrl, mine.key)
+    expect(holder.role).toBe("key")
+    for (const [method, path] of [["GET", "/keys"], ["GET", "/queues"], ["GET", "/queues/stream"], ["POST", "/keys"], ["DELETE", `/keys/${theirs.id}`]]) {
+      const res = await holder.call(method, path, method === "POST" ? { body: {} } : {})
+      expect(res.status, `${method} ${path}`).toBe(403)
+    }
+    expect((await holder.call("GET", `/usage?keyId=${theirs.id}`)).status).toBe(404)
+    const usage = (await (await holder.call("GET", "/usage")).json()) as { keyId: string; byKey: Array<{ keyId: string }>; totals: { requests: number } }
+    expect(usage).toMatchObject({ keyId: mine.id, totals: { requests: 0 } })
+    expect(usage.byKey.map((k) => k.keyId)).toEqual([mine.id])
+    const runs = (await (await holder.call("GET", "/runs")).json()) as { data: Array<{ id: string }> }
+    expect(runs.data.map((r) => r.id)).toEqual([myRun])
+    expect((await holder.call("GET", `/runs/${theirRun}`)).status).toBe(404)
+    expect((await holder.call("GET", `/runs/${theirRun}/events`)).status).toBe(404)
+    expect((await holder.call("POST", `/runs/${theirRun}/cancel`, { body: {} })).status).toBe(404)
+    const me = (await (await holder.call("GET", "/my-key")).json()) as Record<string, unknown>
+    expect(me).toMatchObject({
+      key: { id: mine.id, name: "holder" },
+      allowance: { kind: "monthly" },
+      rateLimits: { requestsPerMinute: { limit: expect.any(Number) }, concurrency: { inFlight: 0 } }
+    })
+    expect(JSON.stringify(me)).not.toContain(theirs.id)
+    // The operator sees both runs and can cancel the key holder's.
+    const all = (await (await operator.call("GET", "/runs")).json()) as { data: Array<{ id: string; keyId: string }> }
+    expect(all.data.map((r) => r.id)).toEqual(expect.arrayContaining([myRun, theirRun]))
+    const cancelled = await operator.call("POST", `/runs/${myRun}/cancel`, { body: {} })
+    expect(((await cancelled.json()) as { run: { status: string } }).run.status).toBe("cancelled")
+    // Revoking the key ends its dashboard session.
+    expect((await operator.call("DELETE", `/keys/${mine.id}`)).status).toBe(200)
+    const revoked = await holder.call("GET", "/my-key")
+    expect(revoked.status).toBe(401)
+    expect((await errorOf(revoked)).message).toContain("revoked")
+  })
+
+  it("shows a key holder the rate-limit windows the meter takes from, without taking anything", async () => {
+    const key = await createKey({ name: "limited", plan: "slow" })
+    const holder = await dashboardClient(gw.baseUrl, key.key)
+    const read = async () => ((await (await holder.call("GET", "/my-key")).json()) as {
+      rateLimits: { requestsPerMinute: { limit: number; remaining: number; resetMs: number }; tokensPerMinute: { limit: number; remaining: number } }
+    }).rateLimits
+    expect((await read()).requestsPerMinute).toEqual({ limit: 6, remaining: 6, resetMs: 0 })
+    const sdk = new OpenAI({ apiKey: key.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    for (let i = 0; i < 2; i++) await sdk.chat.completions.create({ model: "svc-pico-1", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    const after = await read()
+    // Two requests taken (one more could have refilled on a very slow machine: 10 s each).
+    expect(after.requestsPerMinute.remaining).toBeGreaterThanOrEqual(4)
+    expect(after.requestsPerMinute.remaining).toBeLessThanOrEqual(5)
+    expect(after.requestsPerMinute.resetMs).toBeGreaterThan(0)
+    expect(after.tokensPerMinute.remaining).toBeLessThan(60_000)
+    // Reading took nothing: a read that took a request would leave fewer (refilling can only add).
+    expect((await read()).requestsPerMinute.remaining).toBeGreaterThanOrEqual(after.requestsPerMinute.remaining)
+  })
+
+  it("streams the queues as SSE", async () => {
+    const res = await operator.call("GET", "/queues/stream")
+    expect(res.status).toBe(200)
+    expect(res.headers.get("content-type")).toContain("text/event-stream")
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader()
+    let text = ""
+    while (!text.includes("\n\n")) text += (await reader.read()).value ?? ""
+    await reader.cancel()
+    const frame = text.slice(0, text.indexOf("\n\n"))
+    expect(frame.split("\n")[0]).toBe("event: queues")
+    const data = JSON.parse(frame.split("\n")[1].slice("data: ".length)) as { data: Array<{ placementId: string; capacity: number }> }
+    expect(data.data.find((q) => q.placementId === "pico-a")).toMatchObject({ capacity: expect.any(Number), inUse: 0, circuit: "closed", fault: null })
+  })
+
+  it("serves the page with no-cache and its hashed assets as immutable, gzip when asked", async () => {
+    const page = await fetch(`${gw.baseUrl}/dashboard/keys`)
+    expect(page.status).toBe(200)
+    expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8")
+    expect(page.headers.get("cache-control")).toBe("no-cache")
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
+    const html = await page.text()
+    const js = /src="(\/dashboard\/assets\/main-[A-Z0-9]+\.js)"/.exec(html)![1]
+    const css = /href="(\/dashboard\/assets\/main-[A-Z0-9]+\.css)"/.exec(html)![1]
+    const again = await fetch(`${gw.baseUrl}/dashboard`, { headers: { "if-none-match": page.headers.get("etag")! } })
+    expect(again.status).toBe(304)
+    const script = await fetch(`${gw.baseUrl}${js}`, { headers: { "accept-encoding": "gzip" } })
+    expect(script.status).toBe(200)
+    expect(script.headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+    expect(script.headers.get("cache-control")).toBe("public, max-age=31536000, immutable")
+    expect(script.headers.get("content-encoding")).toBe("gzip")
+    expect((await script.text()).length).toBeGreaterThan(1000) // fetch decoded it
+    expect((await fetch(`${gw.baseUrl}${css}`)).headers.get("content-type")).toBe("text/css; charset=utf-8")
+    const missing = await fetch(`${gw.baseUrl}/dashboard/assets/main-NOPE.js`)
+    expect(missing.status).toBe(404)
+    expect(await errorOf(missing)).toMatchObject({ type: "not_found" })
+    const unknown = await fetch(`${gw.baseUrl}/dashboard/api/nothing/here`)
+    expect(unknown.status).toBe(404)
+    expect(await errorOf(unknown)).toMatchObject({ type: "not_found" }) // the flat shape, like /admin
+  })
+})
+
+describe("dashboard sessions end (embedded)", () => {
+  it("at expiry, and when the admin token changes", async () => {
+    const setup = engines()[0].setup()
+    let gw = await startGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "first-admin-token-for-this-test" })
+    try {
+      const before = await dashboardClient(gw.baseUrl, "first-admin-token-for-this-test")
+      await gw.stop()
+      // The same data dir with another admin token, and sessions of four seconds.
+      gw = await startGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "second-admin-token-for-this-test", GATEWAY_DASHBOARD_SESSION_MS: "4000" })
+      // (a new process, a new port: the old cookie is sent to it by hand)
+      const changed = await fetch(`${gw.baseUrl}/dashboard/api/session`, { headers: { cookie: before.cookie } })
+      expect(changed.status).toBe(401)
+      expect((await errorOf(changed)).message).toContain("admin token changed")
+
+      const current = await dashboardClient(gw.baseUrl, "second-admin-token-for-this-test")
+      expect((await current.call("GET", "/session")).status).toBe(200)
+      await new Promise((r) => setTimeout(r, 4500))
+      const expired = await current.call("GET", "/session")
+      expect(expired.status).toBe(401)
+      expect((await errorOf(expired)).message).toContain("expired")
+    } finally {
+      await gw.stop()
+      setup.cleanup()
+    }
+  }, 120_000)
+})

@@ -1,0 +1,142 @@
+/**
+ * `/healthz` and `/readyz` on the real gateway: no credentials, never metered; readiness asks the
+ * database and Redis for real, and names what is unreachable. Outages are made for real: a private
+ * `redis-server` is killed, and PostgreSQL is reached through a TCP proxy in this process that is
+ * then shut.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { createServer, connect, type Server, type Socket } from "node:net"
+import { afterAll, describe, expect, inject, it } from "vitest"
+import { engines, freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const port = (server.address() as { port: number }).port
+      server.close(() => resolve(port))
+    })
+  })
+
+const startRedis = async () => {
+  const port = await freePort()
+  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"], { stdio: "ignore" })
+  for (let i = 0; i < 50; i++) {
+    const up = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, "127.0.0.1", () => {
+        socket.destroy()
+        resolve(true)
+      })
+      socket.once("error", () => resolve(false))
+    })
+    if (up) break
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return { url: `redis://127.0.0.1:${port}`, child }
+}
+
+/** A TCP proxy to PostgreSQL that can be shut, cutting every connection through it. */
+const startProxy = async (target: URL) => {
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname)
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.once("close", () => sockets.delete(s))
+      s.on("error", () => {})
+    }
+    client.pipe(upstream).pipe(client)
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    port: (server.address() as { port: number }).port,
+    shut: () => {
+      server.close()
+      for (const s of sockets) s.destroy()
+    }
+  }
+}
+
+const get = async (gw: GatewayProcess, path: string) => {
+  const res = await fetch(`${gw.baseUrl}${path}`)
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> }
+}
+
+describe.each(engines())("health probes ($name)", (engine) => {
+  const started: Array<{ gw: GatewayProcess; cleanup: () => void }> = []
+  afterAll(async () => {
+    for (const { gw, cleanup } of started) {
+      await gw.stop()
+      cleanup()
+    }
+  })
+
+  it("answers /healthz and /readyz without credentials, uncached, and draws no usage", async () => {
+    const setup = engine.setup()
+    const gw = await startGateway(setup.env)
+    started.push({ gw, cleanup: setup.cleanup })
+    const health = await get(gw, "/healthz")
+    expect(health).toMatchObject({ status: 200, body: { status: "ok" } })
+    expect(health.headers.get("cache-control")).toBe("no-store")
+    const ready = await get(gw, "/readyz")
+    expect(ready).toMatchObject({ status: 200, body: { status: "ready", checks: { database: { status: "ok", latencyMs: expect.any(Number) } } } })
+    expect(ready.body.checks.redis).toBeUndefined() // no Redis configured
+    expect((await fetch(`${gw.baseUrl}/readyz`, { method: "POST" })).status).toBe(405)
+    const usage = (await (await gw.admin("GET", "/admin/v1/usage")).json()) as { data: Array<unknown> }
+    expect(usage.data).toEqual([])
+  })
+})
+
+describe("readiness names what is unreachable", () => {
+  const services = inject("services")
+  const cleanups: Array<() => void | Promise<unknown>> = []
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  })
+
+  it("503 naming redis when Redis is down, and both when the database is down too", async () => {
+    const redis = await startRedis()
+    cleanups.push(() => {
+      redis.child.kill("SIGKILL")
+    })
+    const dataDir = freshDataDir()
+    let env: Record<string, string> = { GATEWAY_DATA_DIR: dataDir, REDIS_URL: redis.url, GATEWAY_REDIS_PREFIX: `gw-health-${process.pid}:` }
+    let proxy: Awaited<ReturnType<typeof startProxy>> | undefined
+    if (services.postgresUrl !== null) {
+      const db = freshPostgresDatabase(services.postgresUrl)
+      cleanups.push(db.drop)
+      proxy = await startProxy(new URL(db.url))
+      const viaProxy = new URL(db.url)
+      viaProxy.host = `127.0.0.1:${proxy.port}`
+      env = { ...env, DATABASE_URL: viaProxy.toString() }
+    }
+    const gw = await startGateway(env)
+    cleanups.push(() => gw.stop())
+
+    const ready = await get(gw, "/readyz")
+    expect(ready).toMatchObject({ status: 200, body: { status: "ready", checks: { database: { status: "ok" }, redis: { status: "ok" } } } })
+
+    redis.child.kill("SIGKILL")
+    await new Promise((r) => (redis.child as ChildProcess).once("exit", r))
+    const noRedis = await get(gw, "/readyz")
+    expect(noRedis.status).toBe(503)
+    expect(noRedis.headers.get("retry-after")).toBe("1")
+    expect(noRedis.body).toMatchObject({
+      status: "not_ready",
+      error: { type: "api_error", message: "Not ready: redis is unreachable" },
+      checks: { database: { status: "ok" }, redis: { status: "unreachable", error: expect.stringMatching(/^redis: /) } }
+    })
+    expect((await get(gw, "/healthz")).status).toBe(200) // the process itself is fine
+
+    if (proxy !== undefined) {
+      proxy.shut()
+      const neither = await get(gw, "/readyz")
+      expect(neither.status).toBe(503)
+      expect(neither.body).toMatchObject({
+        error: { message: "Not ready: database and redis are unreachable" },
+        checks: { database: { status: "unreachable", error: expect.stringMatching(/^database: /) } }
+      })
+    }
+  }, 90_000)
+})
