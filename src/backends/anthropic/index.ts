@@ -10,7 +10,7 @@
  * `sse-parser.ts` + `wire-events.ts` (Messages SSE → canonical events); failures map as in `../upstream/upstream.ts`.
  */
 import { Effect, Stream } from "effect"
-import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, collect, makeResponseBuilder } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
@@ -19,7 +19,7 @@ import { makeSseParser } from "./sse-parser.ts"
 import { decodeBody } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
-import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
+import { makeUpstreamTranslator, messageAsEvents, translateMessagesSse } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
@@ -100,6 +100,11 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
         catch: connectionError
       }).pipe(Effect.flatMap(({ status, headers, text }) => {
         if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, text, placement))
+        if (String(headers["content-type"] ?? "").includes("text/event-stream")) {
+          // An upstream that streams whatever `stream` says: decoded like a stream.
+          const step = translateMessagesSse(text, placement.modelId)
+          return step.error === undefined ? Effect.succeed(collect(step.events)) : Effect.fail(step.error)
+        }
         let body: unknown
         try {
           body = JSON.parse(text)

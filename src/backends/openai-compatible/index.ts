@@ -20,7 +20,7 @@ import { decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
-import { postForJson, postForStream } from "./upstream-http.ts"
+import { postForStream, postForWhole } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
@@ -61,13 +61,18 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     Effect.suspend(() => {
       const prepared = prepare(request, placement, false)
       if (prepared.error !== undefined) return Effect.fail(prepared.error)
-      return postForJson(pools, prepared.call).pipe(
-        Effect.flatMap((body) =>
+      return postForWhole(pools, prepared.call).pipe(
+        Effect.flatMap((answer) =>
           Effect.try({
             try: () => {
               const parser = parserFor(request, placement)
               const builder = makeResponseBuilder()
-              for (const event of parser.pushChunk(completionAsChunk(body))) builder.add(event)
+              if (answer.kind === "json") {
+                for (const event of parser.pushChunk(completionAsChunk(answer.body))) builder.add(event)
+              } else {
+                const sse = makeSseDecoder()
+                for (const data of [...sse.feed(answer.text), ...sse.end()]) for (const event of parser.push(data)) builder.add(event)
+              }
               for (const event of parser.end()) builder.add(event)
               return builder.finish()
             },

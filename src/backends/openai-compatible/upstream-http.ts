@@ -29,11 +29,15 @@ const requestHeaders = (call: UpstreamCall, accept: string): Record<string, stri
   ...(call.target.apiKey === undefined || call.target.apiKey === "" ? {} : { authorization: `Bearer ${call.target.apiKey}` })
 })
 
+/** A non-streamed answer: a JSON completion, or (from an upstream that streams regardless) SSE text. */
+export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { readonly kind: "sse"; readonly text: string }
+
 /**
- * POSTs the body and reads the whole answer as JSON (non-streamed calls). Interrupting the call
- * (client gone, deadline) aborts the upstream request.
+ * POSTs the body and reads the whole answer (non-streamed calls). Interrupting the call (client
+ * gone, deadline) aborts the upstream request. Some servers stream whatever `stream` says: an
+ * event-stream answer is handed back as its text, for the caller to decode like a stream.
  */
-export const postForJson = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<unknown, BackendError> =>
+export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<WholeAnswer, BackendError> =>
   Effect.tryPromise({
     try: async (signal) => {
       const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: requestHeaders(call, "application/json"), body: call.body, signal })
@@ -41,10 +45,11 @@ export const postForJson = (pools: UpstreamPools, call: UpstreamCall): Effect.Ef
       return { status: response.statusCode, headers: response.headers, text }
     },
     catch: connectionError
-  }).pipe(Effect.flatMap(({ status, headers, text }) => {
+  }).pipe(Effect.flatMap(({ status, headers, text }): Effect.Effect<WholeAnswer, BackendError> => {
     if (status < 200 || status >= 300) return Effect.fail(httpError(status, text, headers))
+    if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.succeed({ kind: "sse", text })
     try {
-      return Effect.succeed(JSON.parse(text) as unknown)
+      return Effect.succeed({ kind: "json", body: JSON.parse(text) as unknown })
     } catch {
       return Effect.fail(backendErrorFromStatus(502, "the upstream answered with a body that is not JSON"))
     }

@@ -258,3 +258,20 @@ describe("openai-compatible backend, non-streamed (complete)", () => {
     expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 502, retryable: true })
   })
 })
+
+describe("openai-compatible backend, non-streamed, against an upstream that streams anyway", () => {
+  it("decodes the event stream it got into the same answer", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(
+        upstreamChunk({ role: "assistant", content: "Hello" }),
+        upstreamChunk({ content: " there" }, "stop"),
+        { ...upstreamChunk({}), choices: [], usage: { prompt_tokens: 5, completion_tokens: 2 } },
+        "[DONE]"
+      ))
+    }
+    const response = await Effect.runPromise(backend.complete!(ask("hi"), placement()))
+    expect(upstream.received.at(-1)!.body.stream).toBe(false)
+    expect(response).toMatchObject({ content: [{ type: "text", text: "Hello there" }], stopReason: "end_turn", usage: { inputTokens: 5, outputTokens: 2 } })
+  })
+})
