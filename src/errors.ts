@@ -43,9 +43,12 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
   etag: Schema.optional(Schema.String)
 }) {}
 
-/** 413: the request body is larger than the configured limit. */
+/** 413: the request body is larger than the configured limit, or holds more than the store can keep. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
-  limitBytes: Schema.Int
+  limitBytes: Schema.Int,
+  /** Replaces the default "body larger than the limit" message. */
+  detail: Schema.optional(Schema.String),
+  param: Schema.optional(Schema.String)
 }) {}
 
 /** 422: a well-formed request that asks for something that cannot be guaranteed. */

@@ -49,7 +49,8 @@ const describe = (error: ApiError): Rendered => {
         status: 413,
         dialectType: "invalid_request_error",
         flatType: "request_too_large",
-        message: `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        message: error.detail ?? `Request body is larger than the limit of ${error.limitBytes} bytes`,
+        param: error.param,
         headers: {}
       }
     case "Unprocessable":
@@ -103,6 +104,6 @@ export const renderDefect = (shape: ErrorShape, requestId: string) => {
     ? { type: "error", error: { type: "api_error", message }, request_id: requestId }
     : shape === "openai"
     ? { error: { message, type: "api_error", param: null, code: null } }
-    : { error: { type: "internal_error", message } }
+    : { error: { type: "api_error", message } }
   return HttpServerResponse.jsonUnsafe(body, { status: 500 })
 }

@@ -8,11 +8,22 @@ import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { NodeServices } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
 import { join } from "node:path"
 import { Settings } from "../config/settings.ts"
+import { MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
 import { migrations } from "./migrations.ts"
+import { keepTransactionFailures } from "./sql-failures.ts"
+
+/**
+ * Largest protocol message the client reads (the driver's default is 16 MiB). A row is one
+ * message, and a row may hold a few documents of up to `MAX_STORED_JSON_BYTES` each (a run's
+ * input, tools and metadata), so the client must read several times that: a row it cannot read
+ * back would be stored and then unreadable.
+ */
+const MAX_MESSAGE_BYTES = 4 * MAX_STORED_JSON_BYTES
 
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
   message: Schema.String
@@ -56,14 +67,14 @@ const embeddedClient = (dataDir: string) =>
       ? { path: socketPath }
       : { host: "127.0.0.1", port: Number(server.getServerConn().split(":").pop()) }
     // PGlite runs one statement at a time; one pooled connection keeps transactions simple and safe.
-    return yield* PgClient.make({ ...target, username: "postgres", database: "postgres", maxConnections: 1 })
+    return yield* PgClient.make({ ...target, username: "postgres", database: "postgres", maxConnections: 1, maxMessageSize: MAX_MESSAGE_BYTES })
   })
 
 const clientLayer = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   if (settings.databaseUrl !== undefined) {
     return Layer.merge(
-      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10 }),
+      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_MESSAGE_BYTES }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     )
   }
@@ -74,8 +85,13 @@ const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrati
   Layer.provide(NodeServices.layer)
 )
 
+/** The client with `withTransaction` keeping storage failures as failures (`sql-failures.ts`). */
+const failingClientLayer = Layer.effectDiscard(Effect.map(SqlClient.SqlClient, keepTransactionFailures)).pipe(
+  Layer.provideMerge(clientLayer)
+)
+
 /** SqlClient + PgClient, migrated. Requires Settings. */
-export const DatabaseLive = migrationsLayer.pipe(Layer.provideMerge(clientLayer))
+export const DatabaseLive = migrationsLayer.pipe(Layer.provideMerge(failingClientLayer))
 
 /** Makes a Redacted URL printable without its password, for logs. */
 export const describeDatabase = (url: Redacted.Redacted<string> | undefined) => {

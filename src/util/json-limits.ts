@@ -1,0 +1,182 @@
+/**
+ * What a parsed JSON body may contain, checked before it reaches code that recurses over it
+ * (`JSON.stringify`, merge patches, Schema) or a database that refuses some of it.
+ *
+ * - Depth: every body is capped at `MAX_JSON_DEPTH` levels of nesting. `JSON.parse` accepts a
+ *   million levels, but `JSON.stringify` overflows the stack at a few thousand, and the gateway
+ *   stringifies states, tool schemas, response formats and run events. 128 is far more than any
+ *   real JSON Schema or document needs (OpenAI's strict schemas allow 10 levels).
+ * - Storable: what goes into PostgreSQL must be text PostgreSQL can hold: no NUL (`\u0000`, which
+ *   `text` and `jsonb` refuse), no lone UTF-16 surrogate (`"\ud800"`: jsonb refuses it, `text`
+ *   would silently turn it into U+FFFD), no number JSON cannot carry (`1e999` parses to Infinity),
+ *   and at most `MAX_STORED_JSON_BYTES` in the form PostgreSQL stores and sends back — jsonb prints
+ *   numbers in full (`1e300` comes back as 301 digits), so a small body can grow a lot.
+ *
+ * The walks are iterative (an explicit stack): the value being checked may be deeper than the
+ * call stack.
+ */
+import { Effect } from "effect"
+import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import { formatPath } from "./schema-issue.ts"
+
+/** Deepest nesting accepted in a request body (the body itself is level 1). */
+export const MAX_JSON_DEPTH = 128
+
+/** Largest JSON document the gateway stores, measured as PostgreSQL prints it back (16 MiB). */
+export const MAX_STORED_JSON_BYTES = 16 * 1024 * 1024
+
+export type JsonProblem =
+  | { readonly kind: "depth"; readonly path: ReadonlyArray<PropertyKey> }
+  | { readonly kind: "nul" | "surrogate" | "number"; readonly path: ReadonlyArray<PropertyKey> }
+  | { readonly kind: "size"; readonly bytes: number }
+
+/** A value to visit; the path is rebuilt from the parent links only when a problem is found. */
+interface Frame {
+  readonly value: unknown
+  readonly key: PropertyKey | undefined
+  readonly parent: Frame | undefined
+  readonly depth: number
+}
+
+const pathOf = (frame: Frame | undefined): ReadonlyArray<PropertyKey> => {
+  const path: Array<PropertyKey> = []
+  for (let f = frame; f !== undefined && f.key !== undefined; f = f.parent) path.push(f.key)
+  return path.reverse()
+}
+
+const pushChildren = (stack: Array<Frame>, frame: Frame, current: object) => {
+  const depth = frame.depth + 1
+  if (Array.isArray(current)) {
+    for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], key: i, parent: frame, depth })
+  } else {
+    for (const key of Object.keys(current)) stack.push({ value: (current as Record<string, unknown>)[key], key, parent: frame, depth })
+  }
+}
+
+/** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
+export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined => {
+  const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
+  while (stack.length > 0) {
+    const frame = stack.pop()!
+    if (typeof frame.value !== "object" || frame.value === null) continue
+    if (frame.depth >= maxDepth) return { kind: "depth", path: pathOf(frame) }
+    pushChildren(stack, frame, frame.value)
+  }
+  return undefined
+}
+
+/** In `u` mode a surrogate pair is one code point, so this matches only unpaired surrogates. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u
+
+/** A string PostgreSQL text and jsonb can hold: no NUL, no lone surrogate. */
+export const textProblem = (s: string): "nul" | "surrogate" | undefined =>
+  s.includes("\u0000") ? "nul" : LONE_SURROGATE.test(s) ? "surrogate" : undefined
+
+const NEEDS_ESCAPE = /["\\\u0000-\u001f]/
+
+/** A string's size in jsonb's printed form: UTF-8, quoted, escaped like JSON.stringify does. */
+const printedStringBytes = (s: string): number =>
+  NEEDS_ESCAPE.test(s) ? Buffer.byteLength(JSON.stringify(s)) : Buffer.byteLength(s) + 2
+
+/** Upper bound of a number's size as jsonb prints it: numerics in full, never in exponent form. */
+const printedNumberBytes = (n: number): number => {
+  const text = String(n)
+  const e = text.indexOf("e")
+  return e === -1 ? text.length : text.length + Math.abs(Number(text.slice(e + 1))) + 2
+}
+
+/**
+ * The first reason `value` cannot be stored as given, or undefined. Object keys are checked like
+ * strings. Paths are property paths from the value's root. Stops as soon as the size is exceeded.
+ */
+export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): JsonProblem | undefined => {
+  let bytes = 0
+  const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
+  while (stack.length > 0) {
+    const frame = stack.pop()!
+    const current = frame.value
+    switch (typeof current) {
+      case "string": {
+        const problem = textProblem(current)
+        if (problem !== undefined) return { kind: problem, path: pathOf(frame) }
+        bytes += printedStringBytes(current)
+        break
+      }
+      case "number":
+        if (!Number.isFinite(current)) return { kind: "number", path: pathOf(frame) }
+        bytes += printedNumberBytes(current)
+        break
+      case "object":
+        if (current === null) {
+          bytes += 4
+          break
+        }
+        if (Array.isArray(current)) {
+          bytes += 2 + 2 * current.length
+        } else {
+          bytes += 2
+          for (const key of Object.keys(current)) {
+            const problem = textProblem(key)
+            if (problem !== undefined) return { kind: problem, path: [...pathOf(frame), key] }
+            bytes += printedStringBytes(key) + 4
+          }
+        }
+        pushChildren(stack, frame, current)
+        break
+      default:
+        bytes += 5
+    }
+    if (bytes > maxBytes) return { kind: "size", bytes }
+  }
+  return undefined
+}
+
+/** `tools[0].input_schema.properties…`: a path shortened for a message. */
+const shortPath = (path: ReadonlyArray<PropertyKey>) => formatPath(path.slice(0, 4)) + (path.length > 4 ? "…" : "")
+
+/** 400 when the value nests deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */
+export const requireShallow = (value: unknown): Effect.Effect<void, InvalidRequest> => {
+  const problem = findTooDeep(value)
+  if (problem === undefined || problem.kind !== "depth") return Effect.void
+  const [top] = problem.path
+  const limit = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
+  return Effect.fail(
+    top === undefined || typeof top === "number"
+      ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(problem.path)})` })
+      : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(problem.path)})`, param: formatPath([top]) })
+  )
+}
+
+/**
+ * 400 naming the field for a string the store refuses (NUL, an unpaired surrogate) or a number
+ * out of range; 413 for a value larger than the store keeps. `field` prefixes the paths when the
+ * value is one field of the body.
+ */
+export const requireStorable = (value: unknown, field?: string): Effect.Effect<void, InvalidRequest | PayloadTooLarge> => {
+  const problem = findUnstorable(value)
+  if (problem === undefined) return Effect.void
+  const where = (path: ReadonlyArray<PropertyKey>) => {
+    const inner = formatPath(path)
+    return field === undefined ? inner : inner === "" ? field : inner.startsWith("[") ? field + inner : `${field}.${inner}`
+  }
+  switch (problem.kind) {
+    case "size":
+      return Effect.fail(new PayloadTooLarge({
+        limitBytes: MAX_STORED_JSON_BYTES,
+        detail: `${field ?? "The request body"} would take more than ${MAX_STORED_JSON_BYTES} bytes to store; the store keeps at most that much per document`,
+        ...(field === undefined ? {} : { param: field })
+      }))
+    case "depth":
+      return Effect.void
+    default: {
+      const path = where(problem.path)
+      const what = problem.kind === "nul"
+        ? "contains a NUL character (\\u0000), which cannot be stored"
+        : problem.kind === "surrogate"
+        ? "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
+        : "is a number out of range"
+      return Effect.fail(new InvalidRequest({ message: path === "" ? `The request body ${what}` : `${path}: ${what}`, ...(path === "" ? {} : { param: path }) }))
+    }
+  }
+}
+
