@@ -51,6 +51,11 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
   param: Schema.optional(Schema.String)
 }) {}
 
+/** 408: the request body stopped arriving (no bytes for the idle timeout). */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", {
+  message: Schema.String
+}) {}
+
 /** 422: a well-formed request that asks for something that cannot be guaranteed. */
 export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unprocessable", {
   message: Schema.String,
@@ -86,6 +91,7 @@ export type ApiError =
   | MethodNotAllowed
   | Conflict
   | PayloadTooLarge
+  | RequestTimeout
   | Unprocessable
   | LimitExceeded
   | ServiceUnavailable

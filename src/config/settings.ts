@@ -30,7 +30,14 @@ export interface SettingsShape {
   readonly circuitCooldownMs: number
   /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
   readonly metering: boolean
+  /** How long a client may take to send a request's headers (and to start one on a new connection). */
+  readonly headersTimeoutMs: number
+  /** How long a request body may stall (no bytes arriving) before the connection is closed. */
+  readonly bodyIdleTimeoutMs: number
 }
+
+/** Default of `GATEWAY_BODY_IDLE_TIMEOUT_MS`. */
+export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 30_000
 
 const optionalString = (name: string) =>
   Config.String(name).pipe(Config.option, Config.map((o) => Option.getOrUndefined(Option.filter(o, (s) => s.trim() !== ""))))
@@ -50,7 +57,9 @@ export const settingsConfig = Config.all({
   keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
   retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
-  metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on"))
+  metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
+  headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
+  bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

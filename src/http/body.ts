@@ -6,9 +6,10 @@
  */
 import { Effect, Schema } from "effect"
 import { HttpIncomingMessage } from "effect/http"
-import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
 import { requireShallow, requireStorable } from "../util/json-limits.ts"
 import { firstIssue } from "../util/schema-issue.ts"
+import { findBodyStalled } from "./body-idle.ts"
 import type { RequestContext } from "./route.ts"
 
 /** The body limit in force; the app sets it from `GATEWAY_MAX_BODY_BYTES`. */
@@ -20,11 +21,13 @@ const readText = (ctx: RequestContext) =>
     const declared = Number(ctx.request.headers["content-length"] ?? "0")
     if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
     return ctx.request.text.pipe(
-      Effect.mapError((error) =>
-        error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge"
-          ? new PayloadTooLarge({ limitBytes: limit })
+      Effect.mapError((error) => {
+        if (error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge") return new PayloadTooLarge({ limitBytes: limit })
+        const stalled = findBodyStalled("cause" in error.reason ? error.reason.cause : undefined)
+        return stalled !== undefined
+          ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
           : new InvalidRequest({ message: "The request body could not be read" })
-      )
+      })
     )
   })
 
@@ -37,7 +40,7 @@ export interface ReadJsonOptions {
 
 /** The parsed JSON body; `undefined` when the body is empty and `optional` is set. */
 export const readJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
-  Effect.flatMap(readText(ctx), (text): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge> => {
+  Effect.flatMap(readText(ctx), (text): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
     if (text.trim() === "") {
       return options?.optional
         ? Effect.succeed(undefined)
