@@ -44,26 +44,55 @@ const pathOf = (frame: Frame | undefined): ReadonlyArray<PropertyKey> => {
   return path.reverse()
 }
 
-const pushChildren = (stack: Array<Frame>, frame: Frame, current: object) => {
-  const depth = frame.depth + 1
-  if (Array.isArray(current)) {
-    for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], key: i, parent: frame, depth })
-  } else {
-    for (const key of Object.keys(current)) stack.push({ value: (current as Record<string, unknown>)[key], key, parent: frame, depth })
+const isContainer = (value: unknown): value is object => typeof value === "object" && value !== null
+
+/** Whether `value` nests deeper than `maxDepth`: parallel stacks, no allocation per node. */
+const nestsDeeper = (value: object, maxDepth: number): boolean => {
+  const values: Array<object> = [value]
+  const depths: Array<number> = [0]
+  while (values.length > 0) {
+    const current = values.pop()!
+    const depth = depths.pop()!
+    if (depth >= maxDepth) return true
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) {
+        if (isContainer(current[i])) {
+          values.push(current[i])
+          depths.push(depth + 1)
+        }
+      }
+    } else {
+      for (const key in current) {
+        const child = (current as Record<string, unknown>)[key]
+        if (isContainer(child)) {
+          values.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    }
   }
+  return false
 }
 
-/** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
-export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined => {
+/** The path to the first container deeper than `maxDepth` (only walked once one is known to exist). */
+const deepPath = (value: object, maxDepth: number): ReadonlyArray<PropertyKey> => {
   const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
   while (stack.length > 0) {
     const frame = stack.pop()!
-    if (typeof frame.value !== "object" || frame.value === null) continue
-    if (frame.depth >= maxDepth) return { kind: "depth", path: pathOf(frame) }
-    pushChildren(stack, frame, frame.value)
+    if (frame.depth >= maxDepth) return pathOf(frame)
+    const current = frame.value as object
+    const entries: Array<[PropertyKey, unknown]> = Array.isArray(current) ? current.map((v, i) => [i, v]) : Object.entries(current)
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i]
+      if (isContainer(child)) stack.push({ value: child, key, parent: frame, depth: frame.depth + 1 })
+    }
   }
-  return undefined
+  return []
 }
+
+/** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
+export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined =>
+  isContainer(value) && nestsDeeper(value, maxDepth) ? { kind: "depth", path: deepPath(value, maxDepth) } : undefined
 
 /** In `u` mode a surrogate pair is one code point, so this matches only unpaired surrogates. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u
@@ -85,47 +114,68 @@ const printedNumberBytes = (n: number): number => {
   return e === -1 ? text.length : text.length + Math.abs(Number(text.slice(e + 1))) + 2
 }
 
+type Leaf = { readonly kind: "nul" | "surrogate" | "number" } | number
+
+/** A primitive's printed size, or what makes it unstorable. */
+const leaf = (value: unknown): Leaf => {
+  switch (typeof value) {
+    case "string": {
+      const problem = textProblem(value)
+      return problem === undefined ? printedStringBytes(value) : { kind: problem }
+    }
+    case "number":
+      return Number.isFinite(value) ? printedNumberBytes(value) : { kind: "number" }
+    case "boolean":
+      return 5
+    default:
+      return 4 // null (undefined does not occur in parsed JSON)
+  }
+}
+
 /**
  * The first reason `value` cannot be stored as given, or undefined. Object keys are checked like
  * strings. Paths are property paths from the value's root. Stops as soon as the size is exceeded.
  */
 export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): JsonProblem | undefined => {
+  if (!isContainer(value)) {
+    const size = leaf(value)
+    return typeof size === "number" ? (size > maxBytes ? { kind: "size", bytes: size } : undefined) : { kind: size.kind, path: [] }
+  }
   let bytes = 0
   const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
   while (stack.length > 0) {
     const frame = stack.pop()!
-    const current = frame.value
-    switch (typeof current) {
-      case "string": {
-        const problem = textProblem(current)
-        if (problem !== undefined) return { kind: problem, path: pathOf(frame) }
-        bytes += printedStringBytes(current)
-        break
+    const current = frame.value as object
+    const depth = frame.depth + 1
+    // Leaves are checked in document order; containers are pushed in reverse to be visited so.
+    const containers: Array<Frame> = []
+    const visit = (child: unknown, key: string | number): JsonProblem | undefined => {
+      if (isContainer(child)) {
+        containers.push({ value: child, key, parent: frame, depth })
+        return undefined
       }
-      case "number":
-        if (!Number.isFinite(current)) return { kind: "number", path: pathOf(frame) }
-        bytes += printedNumberBytes(current)
-        break
-      case "object":
-        if (current === null) {
-          bytes += 4
-          break
-        }
-        if (Array.isArray(current)) {
-          bytes += 2 + 2 * current.length
-        } else {
-          bytes += 2
-          for (const key of Object.keys(current)) {
-            const problem = textProblem(key)
-            if (problem !== undefined) return { kind: problem, path: [...pathOf(frame), key] }
-            bytes += printedStringBytes(key) + 4
-          }
-        }
-        pushChildren(stack, frame, current)
-        break
-      default:
-        bytes += 5
+      const size = leaf(child)
+      if (typeof size !== "number") return { kind: size.kind, path: [...pathOf(frame), key] }
+      bytes += size
+      return undefined
     }
+    if (Array.isArray(current)) {
+      bytes += 2 + 2 * current.length
+      for (let i = 0; i < current.length; i++) {
+        const problem = visit(current[i], i)
+        if (problem !== undefined) return problem
+      }
+    } else {
+      bytes += 2
+      for (const key in current) {
+        const keyProblem = textProblem(key)
+        if (keyProblem !== undefined) return { kind: keyProblem, path: [...pathOf(frame), key] }
+        bytes += printedStringBytes(key) + 4
+        const problem = visit((current as Record<string, unknown>)[key], key)
+        if (problem !== undefined) return problem
+      }
+    }
+    for (let i = containers.length - 1; i >= 0; i--) stack.push(containers[i])
     if (bytes > maxBytes) return { kind: "size", bytes }
   }
   return undefined
