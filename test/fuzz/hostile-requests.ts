@@ -151,12 +151,39 @@ const setAt = (root: Json, path: ReadonlyArray<string | number>, value: Json | u
   return copy
 }
 
+/**
+ * The shapes of huge strings: one repeated letter, random letters and emoji are the inputs the
+ * o200k tokenizer is slowest on (one long pre-token); `x` runs are cheap for it.
+ */
+export type HugeKind = "x" | "A" | "letters" | "emoji"
+
+const hugeString = (kind: HugeKind, bytes: number): string => {
+  switch (kind) {
+    case "x":
+      return "x".repeat(bytes)
+    case "A":
+      return "A".repeat(bytes)
+    case "emoji":
+      return "🙂".repeat(Math.floor(bytes / 4))
+    case "letters": {
+      const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+      const out = new Array<string>(bytes)
+      let state = 12_345
+      for (let i = 0; i < bytes; i++) {
+        state = (state * 1_103_515_245 + 12_345) % 2_147_483_648
+        out[i] = letters[state % 52]
+      }
+      return out.join("")
+    }
+  }
+}
+
 /** JSON text for a body, with the DEEP and HUGE placeholders expanded. */
-const serialize = (value: Json | undefined, hugeBytes: number, depth: number): string => {
+const serialize = (value: Json | undefined, hugeBytes: number, depth: number, hugeKind: HugeKind = "x"): string => {
   const text = JSON.stringify(value) ?? ""
   return text
     .replaceAll(JSON.stringify(DEEP), "[".repeat(depth) + "]".repeat(depth))
-    .replaceAll(JSON.stringify(HUGE), JSON.stringify("x".repeat(hugeBytes)))
+    .replaceAll(JSON.stringify(HUGE), () => JSON.stringify(hugeString(hugeKind, hugeBytes)))
 }
 
 const invalidUtf8 = (around: string) => {
@@ -166,7 +193,7 @@ const invalidUtf8 = (around: string) => {
 
 type RawKind = "malformed" | "invalid-utf8" | "duplicate-keys" | "bom" | "deep-root" | "numbers" | "form" | "empty" | "scalar" | "huge-body"
 
-const rawBody = (kind: RawKind, sample: Json, hugeBytes: number): string | Uint8Array => {
+const rawBody = (kind: RawKind, sample: Json, hugeBytes: number, hugeKind: HugeKind): string | Uint8Array => {
   const text = JSON.stringify(sample)
   switch (kind) {
     case "malformed":
@@ -190,7 +217,7 @@ const rawBody = (kind: RawKind, sample: Json, hugeBytes: number): string | Uint8
     case "scalar":
       return "null"
     case "huge-body":
-      return JSON.stringify({ ...(typeof sample === "object" && sample !== null && !Array.isArray(sample) ? sample : {}), padding: "y".repeat(hugeBytes) })
+      return JSON.stringify({ ...(typeof sample === "object" && sample !== null && !Array.isArray(sample) ? sample : {}), padding: hugeString(hugeKind, hugeBytes) })
   }
 }
 
@@ -261,7 +288,8 @@ const choicesArbitrary = fc.record({
   ),
   stream: fc.boolean(),
   depth: fc.constantFrom(200, 5_000, 50_000),
-  hugeFraction: fc.double({ min: 0.05, max: 1, noNaN: true })
+  hugeFraction: fc.double({ min: 0.05, max: 1, noNaN: true }),
+  hugeKind: fc.constantFrom<HugeKind>("x", "A", "letters", "emoji")
 })
 
 export type Choices = typeof choicesArbitrary extends fc.Arbitrary<infer T> ? T : never
@@ -283,25 +311,25 @@ export const buildCase = (target: FuzzTarget, options: FuzzOptions, c: Choices):
   let label: string
   switch (c.body.kind) {
     case "valid":
-      body = serialize(withStream, hugeBytes, c.depth)
+      body = serialize(withStream, hugeBytes, c.depth, c.hugeKind)
       label = "valid body"
       break
     case "set": {
       const where = c.body.newKey !== undefined && typeof withStream === "object" && withStream !== null && !Array.isArray(withStream)
         ? [c.body.newKey]
         : paths[c.body.at % paths.length]
-      body = serialize(setAt(withStream, where, c.body.value), hugeBytes, c.depth)
+      body = serialize(setAt(withStream, where, c.body.value), hugeBytes, c.depth, c.hugeKind)
       label = `set ${JSON.stringify(where)} = ${JSON.stringify(c.body.value)?.slice(0, 60)}`
       break
     }
     case "drop": {
       const at = paths[c.body.at % paths.length]
-      body = serialize(setAt(withStream, at, undefined), hugeBytes, c.depth)
+      body = serialize(setAt(withStream, at, undefined), hugeBytes, c.depth, c.hugeKind)
       label = `drop ${JSON.stringify(at)}`
       break
     }
     case "raw":
-      body = rawBody(c.body.raw, withStream, hugeBytes)
+      body = rawBody(c.body.raw, withStream, hugeBytes, c.hugeKind)
       label = `raw ${c.body.raw}`
       break
   }
@@ -327,7 +355,8 @@ export const buildCase = (target: FuzzTarget, options: FuzzOptions, c: Choices):
   // shape of the family the path the server sees looks like.
   const sent = new URL(path, "http://gateway").pathname
   const shape = c.pathMangle === undefined && sent === path.split("?")[0] ? route.shape : shapeForUnknownPath(sent)
-  return { method, path, shape, headers, body, label: `${method} ${path.slice(0, 120)} [${label}] auth=${c.auth} ct=${c.contentType}` }
+  const huge = label.includes("HUGE") || label.includes("huge-body") ? ` huge=${c.hugeKind}×${hugeBytes}` : ""
+  return { method, path, shape, headers, body, label: `${method} ${path.slice(0, 120)} [${label}]${huge} auth=${c.auth} ct=${c.contentType}` }
 }
 
 const SWEEP_VALUES: ReadonlyArray<Json> = ["a\u0000b", "\ud800", 1e300, -1e300, DEEP, HUGE, [], { "\u0000": "\udc00" }]
@@ -349,12 +378,16 @@ export const sweepCases = (target: FuzzTarget, options: FuzzOptions): ReadonlyAr
     extraHeaders: {},
     stream: false,
     depth: 5_000,
-    hugeFraction: 1
+    hugeFraction: 1,
+    hugeKind: "x"
   }
   const cases: Array<FuzzCase> = []
   allRoutes.forEach((route, routeIndex) => {
     if (route.method !== "GET" && route.method !== "DELETE") {
       SWEEP_VALUES.forEach((value, i) => cases.push(buildCase(target, options, { ...base, routeIndex, body: { kind: "set", at: i + 1, value, newKey: undefined } })))
+      for (const hugeKind of ["A", "letters", "emoji"] as const) {
+        cases.push(buildCase(target, options, { ...base, hugeKind, routeIndex, body: { kind: "set", at: SWEEP_VALUES.length + 1, value: HUGE, newKey: undefined } }))
+      }
       for (const raw of RAW_KINDS) cases.push(buildCase(target, options, { ...base, routeIndex, body: { kind: "raw", raw } }))
     }
     if (route.path.includes("{")) {
