@@ -14,7 +14,7 @@
  * Calls are metered against a key like any request: `options.apiKey` (a `svc_…` secret), else a
  * key named `embedded` that the gateway creates on first use (default plan).
  */
-import { Effect, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
+import { Context, Effect, Exit, Layer, ManagedRuntime, Scope, Stream } from "effect"
 import { HttpEffect } from "effect/http"
 import { Catalog } from "./catalog/catalog.ts"
 import { Settings, type SettingsShape } from "./config/settings.ts"
@@ -31,6 +31,7 @@ import { messagesDialect } from "./dialects/messages/index.ts"
 import { responsesDialect } from "./dialects/responses/index.ts"
 import { NotFound, PermissionDenied, Unauthenticated } from "./errors.ts"
 import { gatewayHttpApp, GatewayServices, gatewayServicesFor } from "./gateway.ts"
+import { withBodyIdleTimeout } from "./http/body-idle.ts"
 import { prepareRequest } from "./catalog/requirements.ts"
 import { ApiKeys } from "./keys/api-keys.ts"
 import type { KeyRecord } from "./keys/keys-repo.ts"
@@ -127,7 +128,10 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Embed
   const runtime = ManagedRuntime.make(services.pipe(Layer.provideMerge(Settings.layerWith(settings))))
   const context = await runtime.context()
   const app = await runtime.runPromise(gatewayHttpApp)
-  const handler = HttpEffect.toWebHandler(Effect.provideContext(app, context))
+  const webHandler = HttpEffect.toWebHandler(Effect.provideContext(app, context))
+  // The host owns the connection; the handler bounds how long a request body may stall.
+  const { bodyIdleTimeoutMs } = Context.get(context, Settings)
+  const handler = (request: Request) => webHandler(withBodyIdleTimeout(request, () => bodyIdleTimeoutMs))
 
   let ownKey: KeyRecord | undefined
   const keyFor = (apiKey: string | undefined) =>

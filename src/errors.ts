@@ -43,11 +43,17 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
   etag: Schema.optional(Schema.String)
 }) {}
 
-/** 413: the request body is larger than the configured limit, or than what can be stored (`message`). */
+/** 413: the request body is larger than the configured limit, or holds more than the store can keep. */
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
   limitBytes: Schema.Int,
+  /** Replaces the default "body larger than the limit" message. */
   message: Schema.optional(Schema.String),
   param: Schema.optional(Schema.String)
+}) {}
+
+/** 408: the request body stopped arriving (no bytes for the idle timeout). */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", {
+  message: Schema.String
 }) {}
 
 /** 422: a well-formed request that asks for something that cannot be guaranteed. */
@@ -85,6 +91,7 @@ export type ApiError =
   | MethodNotAllowed
   | Conflict
   | PayloadTooLarge
+  | RequestTimeout
   | Unprocessable
   | LimitExceeded
   | ServiceUnavailable

@@ -65,12 +65,28 @@ export const gatewayServicesFor = (config: GatewayConfig) => servicesOn(ConfigFi
 export const gatewayHttpApp = makeHttpApp(allRoutes)
 
 /**
- * The Node server. No request timeout: requests may wait in a capacity queue and stream for
- * minutes. Once a shutdown starts, each finished response closes its (keep-alive) connection, so
- * a graceful stop ends when the last in-flight request does, not when the grace period runs out.
+ * The Node server. Only the request side is timed; a response may take as long as it must (a
+ * request waits in a capacity queue for up to 10 minutes, a stream runs for as long as it runs):
+ * - headers: a client has `headersTimeoutMs` to send a request's headers (Node answers 408 and
+ *   closes), and a new connection that sends nothing is closed after the same time. Node's
+ *   default would be min(60 s, requestTimeout) — 0, i.e. none, with `requestTimeout: 0`.
+ * - body: once the headers are in, the connection may sit idle (no bytes either way) for at most
+ *   `bodyIdleTimeoutMs` while the body is still arriving, then it is closed. A large body on a
+ *   slow link is fine as long as it keeps moving, so there is no bound on the whole request
+ *   (`requestTimeout: 0`).
+ * - after the body: the idle timer no longer closes anything until the response has finished;
+ *   then Node's keep-alive timeout applies between requests.
+ * Once a shutdown starts, each finished response closes its (keep-alive) connection, so a graceful
+ * stop ends when the last in-flight request does, not when the grace period runs out.
  */
-const makeNodeServer = () => {
-  const server = createServer({ requestTimeout: 0, keepAliveTimeout: 65_000 })
+const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number }) => () => {
+  const server = createServer({
+    requestTimeout: 0,
+    headersTimeout: timeouts.headersTimeoutMs,
+    // How often Node looks for connections past their headers timeout (its default is 30 s).
+    connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(timeouts.headersTimeoutMs / 4))),
+    keepAliveTimeout: 65_000
+  })
   let closing = false
   const close = server.close.bind(server)
   server.close = (callback?: (error?: Error) => void) => {
@@ -78,7 +94,13 @@ const makeNodeServer = () => {
     server.closeIdleConnections()
     return close(callback)
   }
-  server.on("request", (_request, response) => {
+  // Node's own timer handling (socketOnTimeout) asks the request while its body is incomplete,
+  // then the response, then the server; when nobody listens it destroys the socket.
+  server.on("connection", (socket) => socket.setTimeout(timeouts.headersTimeoutMs))
+  server.on("request", (request, response) => {
+    request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
+    request.on("timeout", () => request.socket.destroy())
+    response.on("timeout", () => {}) // the body is in: the response may take its time
     if (closing) response.setHeader("connection", "close")
     response.once("finish", () => {
       if (closing) setImmediate(() => server.closeIdleConnections())
@@ -97,7 +119,7 @@ export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
     Layer.provide(NodeHttpServer.layer(
-      makeNodeServer,
+      makeNodeServer(settings),
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
     ))
   )

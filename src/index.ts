@@ -10,10 +10,11 @@
  * await gateway.dispose()
  * ```
  */
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { HttpEffect } from "effect/http"
-import { Settings, type SettingsShape } from "./config/settings.ts"
+import { DEFAULT_BODY_IDLE_TIMEOUT_MS, Settings, type SettingsShape } from "./config/settings.ts"
 import { gatewayHttpApp, GatewayServices, ServerLive } from "./gateway.ts"
+import { withBodyIdleTimeout } from "./http/body-idle.ts"
 
 export type { GatewayConfig } from "./config/schema.ts"
 export { defaultConfig } from "./config/default-config.ts"
@@ -34,9 +35,20 @@ export const gatewayLayer = (settings: Partial<SettingsShape> = {}) =>
 
 /**
  * The gateway as a fetch-style handler `(Request) => Promise<Response>`, to mount in any server
- * (Hono, Bun, Deno, a Node adapter). Call `dispose()` to close its database.
+ * (Hono, Bun, Deno, a Node adapter). Call `dispose()` to close its database. The host owns the
+ * connections (and their header timeouts); the handler bounds how long a request body may stall.
  */
-export const createWebHandler = (settings: Partial<SettingsShape> = {}) =>
-  HttpEffect.toWebHandlerLayerWith(gatewayLayer(settings), {
-    toHandler: (context) => Effect.provide(gatewayHttpApp, context)
+export const createWebHandler = (settings: Partial<SettingsShape> = {}) => {
+  // Known once the layer is built (the settings may come from the environment); read per request.
+  let bodyIdleTimeoutMs = settings.bodyIdleTimeoutMs ?? DEFAULT_BODY_IDLE_TIMEOUT_MS
+  const web = HttpEffect.toWebHandlerLayerWith(gatewayLayer(settings), {
+    toHandler: (context) => {
+      bodyIdleTimeoutMs = Context.get(context, Settings).bodyIdleTimeoutMs
+      return Effect.provide(gatewayHttpApp, context)
+    }
   })
+  return {
+    dispose: web.dispose,
+    handler: (request: Request): Promise<Response> => web.handler(withBodyIdleTimeout(request, () => bodyIdleTimeoutMs))
+  }
+}

@@ -39,7 +39,14 @@ export interface SettingsShape {
   readonly metering: boolean
   /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
   readonly embeddedSharedBuffersMb: number
+  /** How long a client may take to send a request's headers (and to start one on a new connection). */
+  readonly headersTimeoutMs: number
+  /** How long a request body may stall (no bytes arriving) before the connection is closed. */
+  readonly bodyIdleTimeoutMs: number
 }
+
+/** Default of `GATEWAY_BODY_IDLE_TIMEOUT_MS`. */
+export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 30_000
 
 const optionalString = (name: string) =>
   Config.String(name).pipe(Config.option, Config.map((o) => Option.getOrUndefined(Option.filter(o, (s) => s.trim() !== ""))))
@@ -63,7 +70,9 @@ export const settingsConfig = Config.all({
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
   embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
-    .pipe(Config.withDefault(8))
+    .pipe(Config.withDefault(8)),
+  headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
+  bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

@@ -38,8 +38,8 @@ export const keyView = (k: KeyRecord) => ({
   revoked: k.revokedAt !== null
 })
 
-const readCreate = readBody(CreateKeyBody, { optional: true })
-const readUpdate = readBody(UpdateKeyBody)
+const readCreate = readBody(CreateKeyBody, { optional: true, storable: true })
+const readUpdate = readBody(UpdateKeyBody, { storable: true })
 
 const create = (ctx: RequestContext) =>
   Effect.gen(function*() {

@@ -4,14 +4,26 @@
  * `x-request-id` (read by the OpenAI SDK) and `request-id` (read by the Anthropic SDK).
  */
 import { Cause, Effect } from "effect"
+import type { SqlError } from "effect/sql"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
 import { Settings } from "../config/settings.ts"
-import { type ApiError, MethodNotAllowed, NotFound, PermissionDenied, ServiceUnavailable, Unauthenticated } from "../errors.ts"
+import {
+  type ApiError,
+  InvalidRequest,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge,
+  PermissionDenied,
+  ServiceUnavailable,
+  Unauthenticated
+} from "../errors.ts"
 import { AdminToken } from "../keys/admin-token.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsSurface } from "../keys/permissions.ts"
+import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
+import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
 import { renderDefect, renderError } from "./render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
@@ -23,6 +35,48 @@ const bearerToken = (header: string | undefined) => {
 }
 
 const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`
+
+/**
+ * Path ids and query values that no stored id or filter can contain (a NUL from `%00`, an unpaired
+ * surrogate) never reach SQL: such an id is 404, such a query value 400 naming the parameter.
+ */
+const checkTarget = (params: Readonly<Record<string, string>>, query: URLSearchParams): Effect.Effect<void, ApiError> => {
+  for (const [name, value] of Object.entries(params)) {
+    if (textProblem(value) !== undefined) {
+      return Effect.fail(new NotFound({ kind: "resource", message: `Nothing has the ${name} given in the path: it contains a character no id has` }))
+    }
+  }
+  for (const [name, value] of query) {
+    const problem = textProblem(name) ?? textProblem(value)
+    if (problem !== undefined) {
+      const what = problem === "nul" ? "a NUL character (%00)" : "an unpaired UTF-16 surrogate"
+      return Effect.fail(new InvalidRequest({ message: `${name}: the query parameter contains ${what}`, param: name }))
+    }
+  }
+  return Effect.void
+}
+
+/**
+ * The one place a storage failure becomes a response. The request's own data, refused by the
+ * database (SQLSTATE class 22, data exception: bad text, a number or date out of range), is a 400
+ * and class 54 (program limit) a 413 — a last line behind the validation of each route, never a
+ * retryable 503. Anything else is an outage: 503 with `retry-after`.
+ */
+export const storageFailure = (error: SqlError.SqlError): Effect.Effect<never, ApiError> => {
+  if (isDataException(error)) {
+    return Effect.logWarning("the database refused a value that validation let through", error).pipe(
+      Effect.andThen(Effect.fail(new InvalidRequest({ message: `The request holds a value that cannot be stored: ${serverMessage(error) ?? "data exception"}` })))
+    )
+  }
+  if (isProgramLimit(error)) {
+    return Effect.logWarning("the database refused a value as too large", error).pipe(
+      Effect.andThen(Effect.fail(new PayloadTooLarge({ limitBytes: MAX_STORED_JSON_BYTES, message: `The request holds a value too large to store: ${serverMessage(error) ?? "program limit exceeded"}` })))
+    )
+  }
+  return Effect.logError("storage failure", error).pipe(
+    Effect.andThen(Effect.fail(new ServiceUnavailable({ status: 503, message: "Storage is unavailable; try again shortly", retryAfterSeconds: 1 })))
+  )
+}
 
 export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
   Effect.gen(function*() {
@@ -79,12 +133,15 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       const { route, params } = found
       const effect = Effect.flatMap(authenticate(route, request.headers), (key) => {
         const ctx: RequestContext = { request, params, query: url.searchParams, requestId, key }
-        return route.handler(ctx)
+        return Effect.andThen(checkTarget(params, url.searchParams), route.handler(ctx))
       }).pipe(
-        Effect.catchTag("SqlError", (error) =>
-          Effect.logError("storage failure", error).pipe(
-            Effect.andThen(Effect.fail(new ServiceUnavailable({ status: 503, message: "Storage is unavailable; try again shortly", retryAfterSeconds: 1 })))
-          ))
+        Effect.catchTag("SqlError", storageFailure),
+        // A SqlError that escaped as a defect (e.g. out of a transaction whose rollback failed) is
+        // still a storage failure, not a bug.
+        Effect.catchCause((cause) => {
+          const sqlDefect = sqlErrorDefect(cause)
+          return sqlDefect === undefined ? Effect.failCause(cause) : storageFailure(sqlDefect)
+        })
       )
       return { shape: route.shape as ErrorShape, effect }
     }

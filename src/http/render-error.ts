@@ -53,6 +53,9 @@ const describe = (error: ApiError): Rendered => {
         param: error.param,
         headers: {}
       }
+    case "RequestTimeout":
+      // The rest of the body is not read: the connection cannot carry another request.
+      return { status: 408, dialectType: "invalid_request_error", flatType: "request_timeout", message: error.message, headers: { connection: "close" } }
     case "Unprocessable":
       return { status: 422, dialectType: "invalid_request_error", flatType: "invalid_request", message: error.message, param: error.param, headers: {} }
     case "LimitExceeded":
@@ -104,6 +107,6 @@ export const renderDefect = (shape: ErrorShape, requestId: string) => {
     ? { type: "error", error: { type: "api_error", message }, request_id: requestId }
     : shape === "openai"
     ? { error: { message, type: "api_error", param: null, code: null } }
-    : { error: { type: "internal_error", message } }
+    : { error: { type: "api_error", message } }
   return HttpServerResponse.jsonUnsafe(body, { status: 500 })
 }

@@ -10,7 +10,7 @@ import type { RunSignals } from "../coordination/run-signals.ts"
 import { InvalidRequest, PermissionDenied } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { sha256Hex } from "../keys/secrets.ts"
-import { usdToMicros } from "../model/money.ts"
+import { MAX_USD_AMOUNT, usdToMicros } from "../model/money.ts"
 import { runEventFrames } from "../runs/event-stream.ts"
 import { RunExecutor } from "../runs/run-executor.ts"
 import { baseRequest, isUsableInput } from "../runs/run-input.ts"
@@ -32,7 +32,7 @@ const CreateBody = Schema.Struct({
     mode: Schema.optional(Schema.Literals(["exact", "auto"])),
     allow: Schema.optional(JsonObject)
   })),
-  budgetUsd: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  budgetUsd: Schema.optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: MAX_USD_AMOUNT }))),
   metadata: Schema.optional(JsonObject),
   parentRunId: Schema.optional(Schema.NonEmptyString)
 })
@@ -64,7 +64,7 @@ const idempotencyKey = (ctx: RequestContext) => {
 
 const create = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const raw = (yield* readJson(ctx, { optional: true })) ?? {}
+    const raw = (yield* readJson(ctx, { optional: true, storable: true })) ?? {}
     const idempotency = yield* idempotencyKey(ctx)
     const body = yield* decodeCreate(raw)
     const key = keyOf(ctx)
@@ -188,7 +188,7 @@ const validEvents = (body: unknown) => {
 
 const appendEvents = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const events = yield* validEvents(yield* readJson(ctx))
+    const events = yield* validEvents(yield* readJson(ctx, { storable: true }))
     const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: keyOf(ctx).id }).pipe(
       Effect.catchTag("LeaseLost", () => Effect.die("a caller append carries no fence"))
     )
@@ -197,7 +197,7 @@ const appendEvents = (ctx: RequestContext) =>
 
 const cancel = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const body = yield* decodeCancel((yield* readJson(ctx, { optional: true })) ?? {})
+    const body = yield* decodeCancel((yield* readJson(ctx, { optional: true, storable: true })) ?? {})
     return jsonResponse({ run: yield* (yield* RunsRepo).cancel(keyOf(ctx).id, ctx.params.id, body.reason ?? null) })
   })
 

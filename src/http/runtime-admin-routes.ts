@@ -10,7 +10,7 @@ import { InvalidRequest } from "../errors.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import { Allowance } from "../metering/allowance.ts"
 import { UsageLedger } from "../metering/usage-ledger.ts"
-import { formatUsd } from "../model/money.ts"
+import { formatUsd, MAX_USD_AMOUNT } from "../model/money.ts"
 import { CapacityQueues } from "../runtime/capacity-queues.ts"
 import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"
@@ -33,12 +33,16 @@ const queues = () =>
     return jsonResponse({ object: "list", data })
   })
 
-/** A query-string timestamp: ISO 8601 or Unix seconds. */
+/** A query-string timestamp: ISO 8601 or Unix seconds, in the years 1 to 9999 (what SQL holds). */
 const parseTime = (name: string, value: string | null, fallback: Date) => {
   if (value === null || value === "") return Effect.succeed(fallback)
   const date = /^\d+$/.test(value) ? new Date(Number(value) * 1000) : new Date(value)
-  return Number.isNaN(date.getTime())
-    ? Effect.fail(new InvalidRequest({ message: `${name}: expected an ISO 8601 timestamp or Unix seconds`, param: name }))
+  if (Number.isNaN(date.getTime())) {
+    return Effect.fail(new InvalidRequest({ message: `${name}: expected an ISO 8601 timestamp or Unix seconds`, param: name }))
+  }
+  const year = date.getUTCFullYear()
+  return year < 1 || year > 9999
+    ? Effect.fail(new InvalidRequest({ message: `${name}: must be a time in the years 1 to 9999`, param: name }))
     : Effect.succeed(date)
 }
 
@@ -72,7 +76,9 @@ const usage = (ctx: RequestContext) =>
     })
   })
 
-const CreditsBody = Schema.Struct({ amountUsd: Schema.Finite })
+const CreditsBody = Schema.Struct({
+  amountUsd: Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(MAX_USD_AMOUNT))
+})
 const readCredits = readBody(CreditsBody)
 
 const addCredits = (ctx: RequestContext) =>

@@ -15,8 +15,8 @@ const AppendBody = Schema.Struct({
   delta: Schema.Unknown,
   expectedSeq: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)))
 })
-const readCreate = readBody(CreateBody, { optional: true })
-const readAppend = readBody(AppendBody)
+const readCreate = readBody(CreateBody, { optional: true, storable: true })
+const readAppend = readBody(AppendBody, { storable: true })
 
 const stateResponse = (state: State, status = 200) => jsonResponse({ state }, { status, headers: { etag: `"${state.seq}"` } })
 const keyId = (ctx: RequestContext) => ctx.key!.id

@@ -56,6 +56,12 @@ export const costMicros = (usage: Usage, pricing: Pricing): Micros => ceilToMicr
 export const maxCostMicros = (inputTokens: number, maxOutputTokens: number, pricing: Pricing): Micros =>
   costMicros({ inputTokens, outputTokens: maxOutputTokens, cachedInputTokens: 0, reasoningTokens: 0 }, pricing)
 
+/**
+ * The largest amount a client may name (a run's `budgetUsd`, a credit grant): $1 billion is 10¹⁵
+ * micro-dollars, still an exact integer in a JS number (< 2⁵³) and far inside SQL's bigint.
+ */
+export const MAX_USD_AMOUNT = 1_000_000_000
+
 /** Dollars to micro-dollars, rounded to the nearest micro-dollar (for config values like 5.00). */
 export const usdToMicros = (usd: number): Micros => Math.round(usd * MICROS_PER_USD)
 

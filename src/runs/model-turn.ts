@@ -33,9 +33,9 @@ export interface Turn {
 
 export type TurnError = BackendError | QueueTimeout | PrepareError
 
-export const quoteTurn = (request: CanonicalRequest, continuity: Continuity) =>
+export const quoteTurn = (request: CanonicalRequest, continuity: Continuity, key: KeyRecord) =>
   Effect.gen(function*() {
-    const quote = yield* (yield* ModelCaller).quote(request, continuity)
+    const quote = yield* (yield* ModelCaller).quote(request, continuity, key)
     return { request: { ...request, maxOutputTokens: quote.maxOutputTokens }, worstCaseMicros: quote.worstCaseMicros } satisfies TurnQuote
   })
 

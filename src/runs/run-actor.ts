@@ -130,9 +130,10 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
         const request = turnRequest(base, history)
         const call = stepCall(runId, nodeId, history)
         const continuity = row.optimization.mode === "exact" ? "exact" : "auto"
-        const quote = yield* quoteTurn(request, continuity)
         const key = yield* keys.findById(row.key_id)
         if (key === undefined || key.revokedAt !== null) return yield* outcome({ status: "failed", reason: "key_revoked" })
+        // Priced over the models this key may use only (continuity never serves another).
+        const quote = yield* quoteTurn(request, continuity, key)
         if ((yield* budget.hold(runId, call.chargeId, quote.worstCaseMicros)) === "refused") {
           return yield* outcome({ status: "incomplete", reason: "budget", budgetUsd: row.budget_micros === null ? null : microsToUsd(Number(row.budget_micros)) })
         }

@@ -18,8 +18,9 @@ import { Catalog } from "../catalog/catalog.ts"
 import { unmetRequirement } from "../catalog/requirements.ts"
 import type { ChatModel, EmbeddingModel } from "../config/schema.ts"
 import { Settings } from "../config/settings.ts"
-import { type LimitExceeded, NotImplemented, type ServiceUnavailable } from "../errors.ts"
+import { type LimitExceeded, NotImplemented, PermissionDenied, type ServiceUnavailable } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
+import { allowsModel, allPermissions, type Permissions } from "../keys/permissions.ts"
 import { Meter, type MeteredModel } from "../metering/meter.ts"
 import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
@@ -92,7 +93,7 @@ export interface Quote {
   readonly worstCaseMicros: Micros
 }
 
-export type PrepareError = LimitExceeded | ServiceUnavailable | NotImplemented
+export type PrepareError = LimitExceeded | ServiceUnavailable | NotImplemented | PermissionDenied
 
 export class ModelCaller extends Context.Service<ModelCaller, {
   /** Meters and readies a call of `request.model` (a canonical id); nothing is dispatched yet. */
@@ -105,8 +106,11 @@ export class ModelCaller extends Context.Service<ModelCaller, {
    * returns.
    */
   complete(request: CanonicalRequest, options: CallOptions): Effect.Effect<CompletedCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
-  /** What a call of this request would reserve (for budgets kept beside the allowance). */
-  quote(request: CanonicalRequest, continuity?: Continuity): Effect.Effect<Quote, NotImplemented>
+  /**
+   * What a call of this request would reserve (for budgets kept beside the allowance); with `key`,
+   * over the models that key may use (without it, over every model that may serve: an upper bound).
+   */
+  quote(request: CanonicalRequest, continuity?: Continuity, key?: KeyRecord): Effect.Effect<Quote, NotImplemented>
   /** Metered, queued embedding call. */
   embed(
     model: EmbeddingModel,
@@ -123,14 +127,21 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     const meter = yield* Meter
     const settings = yield* Settings
 
-    /** The models that may serve, in preference order: the model, then its capable equivalents. */
-    const servingModels = (request: CanonicalRequest, continuity: Continuity): ReadonlyArray<ChatModel> => {
+    /**
+     * The models that may serve, in preference order: the model, then its capable equivalents —
+     * only those the key may use. This is the one place candidates are chosen, so continuity never
+     * serves (nor prices a reservation at) a model the key could not name itself: chat, runs and
+     * anything else that calls through here.
+     */
+    const servingModels = (request: CanonicalRequest, continuity: Continuity, permissions: Permissions): ReadonlyArray<ChatModel> => {
       const model = catalog.chatModel(request.model)
-      if (model === undefined) return []
+      if (model === undefined || !allowsModel(permissions, model.id)) return []
       if (continuity === "exact") return [model]
       const equivalents = (model.equivalents ?? [])
         .map((id) => catalog.chatModel(id))
-        .filter((m): m is ChatModel => m !== undefined && unmetRequirement(m, { ...request, model: m.id }) === undefined)
+        .filter((m): m is ChatModel =>
+          m !== undefined && allowsModel(permissions, m.id) && unmetRequirement(m, { ...request, model: m.id }) === undefined
+        )
       return [model, ...equivalents]
     }
 
@@ -152,8 +163,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         })
       )
 
-    const quote = Effect.fn("ModelCaller.quote")(function*(request: CanonicalRequest, continuity: Continuity = "auto") {
-      const models = servingModels(request, continuity)
+    const quote = Effect.fn("ModelCaller.quote")(function*(request: CanonicalRequest, continuity: Continuity = "auto", key?: KeyRecord) {
+      const models = servingModels(request, continuity, key?.permissions ?? allPermissions)
       if (models.length === 0) return yield* new NotImplemented({ message: `The model ${request.model} has no placement that can serve` })
       const inputTokens = countRequestInputTokens(request)
       const maxOutputTokens = outputCeiling(models[0], inputTokens, request.maxOutputTokens)
@@ -162,10 +173,14 @@ export class ModelCaller extends Context.Service<ModelCaller, {
 
     /**
      * The models that may serve and the call's metering (429s here): the reservation covers the
-     * worst of them, and the request sent upstream carries the reserved output ceiling.
+     * worst of them, and the request sent upstream carries the reserved output ceiling. A model the
+     * key may not name is refused here too (the embedded API has no route check).
      */
     const meterCall = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
-      const models = servingModels(request, options.continuity ?? "auto")
+      if (!allowsModel(options.key.permissions, request.model)) {
+        return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${request.model}` })
+      }
+      const models = servingModels(request, options.continuity ?? "auto", options.key.permissions)
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }

@@ -5,8 +5,9 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
+import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
+import { findUnstorable, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import { combine, type Json } from "./combine.ts"
 
 export interface State {
@@ -27,7 +28,7 @@ const notFound = (id: string) => new NotFound({ kind: "resource", message: `No s
 export class StatesRepo extends Context.Service<StatesRepo, {
   create(keyId: string, value: Json): Effect.Effect<State, SqlError.SqlError>
   get(keyId: string, id: string): Effect.Effect<State, NotFound | SqlError.SqlError>
-  append(keyId: string, id: string, delta: Json, expectedSeq: number | undefined): Effect.Effect<State, NotFound | Conflict | InvalidRequest | SqlError.SqlError>
+  append(keyId: string, id: string, delta: Json, expectedSeq: number | undefined): Effect.Effect<State, NotFound | Conflict | InvalidRequest | PayloadTooLarge | SqlError.SqlError>
 }>()("gateway/states/StatesRepo") {
   static readonly layer = Layer.effect(StatesRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -59,6 +60,17 @@ export class StatesRepo extends Context.Service<StatesRepo, {
         }
         const combined = combine(current.value, delta)
         if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
+        // Each delta was checked, but appends add up: a sum can overflow to Infinity, and the value
+        // must stay within what one row holds.
+        const grown = findUnstorable(combined.value)
+        if (grown?.kind === "size") {
+          return yield* new PayloadTooLarge({
+            limitBytes: MAX_STORED_JSON_BYTES,
+            message: `delta: the state would grow past ${MAX_STORED_JSON_BYTES} bytes, the most one state holds`,
+            param: "delta"
+          })
+        }
+        if (grown !== undefined) return yield* new InvalidRequest({ message: "delta: the combined value is a number out of range", param: "delta" })
         const updated = yield* sql<StateRow>`UPDATE states SET value = ${asJsonb(combined.value)}::jsonb, seq = seq + 1, updated_at = now()
           WHERE id = ${id} RETURNING id, seq, value`
         return toState(updated[0])

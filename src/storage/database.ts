@@ -6,9 +6,12 @@
 import { NodeServices } from "@effect/platform-node"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { Settings } from "../config/settings.ts"
+import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { embeddedClient } from "./embedded-database.ts"
 import { migrations } from "./migrations.ts"
+import { keepTransactionFailures } from "./sql-failures.ts"
 
 export { StorageError } from "./embedded-database.ts"
 
@@ -21,7 +24,7 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   if (settings.databaseUrl !== undefined) {
     return Layer.merge(
-      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10 }),
+      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_SQL_MESSAGE_BYTES }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     )
   }
@@ -32,8 +35,13 @@ const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrati
   Layer.provide(NodeServices.layer)
 )
 
+/** The client with `withTransaction` keeping storage failures as failures (`sql-failures.ts`). */
+const failingClientLayer = Layer.effectDiscard(Effect.map(SqlClient.SqlClient, keepTransactionFailures)).pipe(
+  Layer.provideMerge(clientLayer)
+)
+
 /** SqlClient + PgClient, migrated. Requires Settings. */
-export const DatabaseLive = migrationsLayer.pipe(Layer.provideMerge(clientLayer))
+export const DatabaseLive = migrationsLayer.pipe(Layer.provideMerge(failingClientLayer))
 
 /** Makes a Redacted URL printable without its password, for logs. */
 export const describeDatabase = (url: Redacted.Redacted<string> | undefined) => {

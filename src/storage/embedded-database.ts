@@ -20,6 +20,7 @@ import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { setFlagsFromString } from "node:v8"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
+import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
 import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
 import type { EmbeddedWorkerData, FromWorker, ToWorker } from "./embedded-worker.ts"
@@ -299,5 +300,5 @@ export const embeddedClient = (options: EmbeddedOptions) =>
 
     // PGlite has one backend; one pooled connection keeps transactions simple and queues nothing in
     // the worker behind another connection's open transaction.
-    return yield* PgClient.make({ stream: connect, ssl: false, username: "postgres", database: "postgres", maxConnections: 1 })
+    return yield* PgClient.make({ stream: connect, ssl: false, username: "postgres", database: "postgres", maxConnections: 1, maxMessageSize: MAX_SQL_MESSAGE_BYTES })
   })

@@ -31,7 +31,10 @@ export const startGateway = async (env: Record<string, string>, args: ReadonlyAr
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))
   const baseUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in time:\n${output}`)), 45_000)
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL") // never leave a half-started gateway behind
+      reject(new Error(`gateway did not start in time:\n${output}`))
+    }, 45_000)
     const onData = () => {
       const m = /gateway listening on (http:\/\/\S+)/.exec(output)
       if (m) {

@@ -1,0 +1,240 @@
+/**
+ * What a parsed JSON body may contain, checked before it reaches code that recurses over it
+ * (`JSON.stringify`, merge patches, Schema) or a database that refuses some of it.
+ *
+ * - Depth: every body is capped at `MAX_JSON_DEPTH` levels of nesting. `JSON.parse` accepts a
+ *   million levels, but `JSON.stringify` overflows the stack at a few thousand, and the gateway
+ *   stringifies states, tool schemas, response formats and run events. 128 is far more than any
+ *   real JSON Schema or document needs (OpenAI's strict schemas allow 10 levels).
+ * - Storable: what goes into PostgreSQL must be text PostgreSQL can hold: no NUL (`\u0000`, which
+ *   `text` and `jsonb` refuse), no lone UTF-16 surrogate (`"\ud800"`: jsonb refuses it, `text`
+ *   would silently turn it into U+FFFD), no number JSON cannot carry (`1e999` parses to Infinity),
+ *   and at most `MAX_STORED_JSON_BYTES` in the form PostgreSQL stores and sends back — jsonb prints
+ *   numbers in full (`1e300` comes back as 301 digits), so a small body can grow a lot.
+ *
+ * The walks are iterative (an explicit stack): the value being checked may be deeper than the
+ * call stack.
+ */
+import { Effect } from "effect"
+import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import { formatPath } from "./schema-issue.ts"
+
+/** Deepest nesting accepted in a request body (the body itself is level 1). */
+export const MAX_JSON_DEPTH = 128
+
+/** Largest JSON document the gateway stores, measured as PostgreSQL prints it back (16 MiB). */
+export const MAX_STORED_JSON_BYTES = 16 * 1024 * 1024
+
+export type JsonProblem =
+  | { readonly kind: "depth"; readonly path: ReadonlyArray<PropertyKey> }
+  | { readonly kind: "nul" | "surrogate" | "number"; readonly path: ReadonlyArray<PropertyKey> }
+  | { readonly kind: "size"; readonly bytes: number }
+
+/** A value to visit; the path is rebuilt from the parent links only when a problem is found. */
+interface Frame {
+  readonly value: unknown
+  readonly key: PropertyKey | undefined
+  readonly parent: Frame | undefined
+  readonly depth: number
+}
+
+const pathOf = (frame: Frame | undefined): ReadonlyArray<PropertyKey> => {
+  const path: Array<PropertyKey> = []
+  for (let f = frame; f !== undefined && f.key !== undefined; f = f.parent) path.push(f.key)
+  return path.reverse()
+}
+
+const isContainer = (value: unknown): value is object => typeof value === "object" && value !== null
+
+/** Whether `value` nests deeper than `maxDepth`: parallel stacks, no allocation per node. */
+const nestsDeeper = (value: object, maxDepth: number): boolean => {
+  const values: Array<object> = [value]
+  const depths: Array<number> = [0]
+  while (values.length > 0) {
+    const current = values.pop()!
+    const depth = depths.pop()!
+    if (depth >= maxDepth) return true
+    if (Array.isArray(current)) {
+      for (let i = 0; i < current.length; i++) {
+        if (isContainer(current[i])) {
+          values.push(current[i])
+          depths.push(depth + 1)
+        }
+      }
+    } else {
+      for (const key in current) {
+        const child = (current as Record<string, unknown>)[key]
+        if (isContainer(child)) {
+          values.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    }
+  }
+  return false
+}
+
+/** The path to the first container deeper than `maxDepth` (only walked once one is known to exist). */
+const deepPath = (value: object, maxDepth: number): ReadonlyArray<PropertyKey> => {
+  const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
+  while (stack.length > 0) {
+    const frame = stack.pop()!
+    if (frame.depth >= maxDepth) return pathOf(frame)
+    const current = frame.value as object
+    const entries: Array<[PropertyKey, unknown]> = Array.isArray(current) ? current.map((v, i) => [i, v]) : Object.entries(current)
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i]
+      if (isContainer(child)) stack.push({ value: child, key, parent: frame, depth: frame.depth + 1 })
+    }
+  }
+  return []
+}
+
+/** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
+export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined =>
+  isContainer(value) && nestsDeeper(value, maxDepth) ? { kind: "depth", path: deepPath(value, maxDepth) } : undefined
+
+/** In `u` mode a surrogate pair is one code point, so this matches only unpaired surrogates. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u
+
+/** A string PostgreSQL text and jsonb can hold: no NUL, no lone surrogate. */
+export const textProblem = (s: string): "nul" | "surrogate" | undefined =>
+  s.includes("\u0000") ? "nul" : LONE_SURROGATE.test(s) ? "surrogate" : undefined
+
+const NEEDS_ESCAPE = /["\\\u0000-\u001f]/
+
+/** A string's size in jsonb's printed form: UTF-8, quoted, escaped like JSON.stringify does. */
+const printedStringBytes = (s: string): number =>
+  NEEDS_ESCAPE.test(s) ? Buffer.byteLength(JSON.stringify(s)) : Buffer.byteLength(s) + 2
+
+/** Upper bound of a number's size as jsonb prints it: numerics in full, never in exponent form. */
+const printedNumberBytes = (n: number): number => {
+  const text = String(n)
+  const e = text.indexOf("e")
+  return e === -1 ? text.length : text.length + Math.abs(Number(text.slice(e + 1))) + 2
+}
+
+type Leaf = { readonly kind: "nul" | "surrogate" | "number" } | number
+
+/** A primitive's printed size, or what makes it unstorable. */
+const leaf = (value: unknown): Leaf => {
+  switch (typeof value) {
+    case "string": {
+      const problem = textProblem(value)
+      return problem === undefined ? printedStringBytes(value) : { kind: problem }
+    }
+    case "number":
+      return Number.isFinite(value) ? printedNumberBytes(value) : { kind: "number" }
+    case "boolean":
+      return 5
+    default:
+      return 4 // null (undefined does not occur in parsed JSON)
+  }
+}
+
+/**
+ * The first reason `value` cannot be stored as given, or undefined. Object keys are checked like
+ * strings. Paths are property paths from the value's root. Stops as soon as the size is exceeded.
+ */
+export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): JsonProblem | undefined => {
+  if (!isContainer(value)) {
+    const size = leaf(value)
+    return typeof size === "number" ? (size > maxBytes ? { kind: "size", bytes: size } : undefined) : { kind: size.kind, path: [] }
+  }
+  let bytes = 0
+  const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
+  while (stack.length > 0) {
+    const frame = stack.pop()!
+    const current = frame.value as object
+    const depth = frame.depth + 1
+    // Leaves are checked in document order; containers are pushed in reverse to be visited so.
+    const containers: Array<Frame> = []
+    const visit = (child: unknown, key: string | number): JsonProblem | undefined => {
+      if (isContainer(child)) {
+        containers.push({ value: child, key, parent: frame, depth })
+        return undefined
+      }
+      const size = leaf(child)
+      if (typeof size !== "number") return { kind: size.kind, path: [...pathOf(frame), key] }
+      bytes += size
+      return undefined
+    }
+    if (Array.isArray(current)) {
+      bytes += 2 + 2 * current.length
+      for (let i = 0; i < current.length; i++) {
+        const problem = visit(current[i], i)
+        if (problem !== undefined) return problem
+      }
+    } else {
+      bytes += 2
+      for (const key in current) {
+        const keyProblem = textProblem(key)
+        if (keyProblem !== undefined) return { kind: keyProblem, path: [...pathOf(frame), key] }
+        bytes += printedStringBytes(key) + 4
+        const problem = visit((current as Record<string, unknown>)[key], key)
+        if (problem !== undefined) return problem
+      }
+    }
+    for (let i = containers.length - 1; i >= 0; i--) stack.push(containers[i])
+    if (bytes > maxBytes) return { kind: "size", bytes }
+  }
+  return undefined
+}
+
+/** `tools[0].input_schema.properties…`: a path shortened for a message. */
+const shortPath = (path: ReadonlyArray<PropertyKey>) => formatPath(path.slice(0, 4)) + (path.length > 4 ? "…" : "")
+
+/** 400 when the value nests deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */
+export const requireShallow = (value: unknown): Effect.Effect<void, InvalidRequest> => {
+  const problem = findTooDeep(value)
+  if (problem === undefined || problem.kind !== "depth") return Effect.void
+  const [top] = problem.path
+  const limit = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
+  return Effect.fail(
+    top === undefined || typeof top === "number"
+      ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(problem.path)})` })
+      : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(problem.path)})`, param: formatPath([top]) })
+  )
+}
+
+/**
+ * 400 naming the field for a string the store refuses (NUL, an unpaired surrogate) or a number
+ * out of range; 413 for a value larger than the store keeps. `field` prefixes the paths when the
+ * value is one field of the body.
+ */
+export const requireStorable = (value: unknown, field?: string): Effect.Effect<void, InvalidRequest | PayloadTooLarge> => {
+  const problem = findUnstorable(value)
+  if (problem === undefined) return Effect.void
+  const where = (path: ReadonlyArray<PropertyKey>) => {
+    const inner = formatPath(path)
+    return field === undefined ? inner : inner === "" ? field : inner.startsWith("[") ? field + inner : `${field}.${inner}`
+  }
+  switch (problem.kind) {
+    case "size":
+      return Effect.fail(new PayloadTooLarge({
+        limitBytes: MAX_STORED_JSON_BYTES,
+        message: `${field ?? "The request body"} would take more than ${MAX_STORED_JSON_BYTES} bytes to store; the store keeps at most that much per document`,
+        ...(field === undefined ? {} : { param: field })
+      }))
+    case "depth":
+      return Effect.void
+    default: {
+      const path = where(problem.path)
+      const what = problem.kind === "nul"
+        ? "contains a NUL character (\\u0000), which cannot be stored"
+        : problem.kind === "surrogate"
+        ? "contains an unpaired UTF-16 surrogate, which is not valid Unicode"
+        : "is a number out of range"
+      return Effect.fail(new InvalidRequest({ message: path === "" ? `The request body ${what}` : `${path}: ${what}`, ...(path === "" ? {} : { param: path }) }))
+    }
+  }
+}
+
+
+/**
+ * Largest protocol message the SQL client reads (the driver's default is 16 MiB). A row is one
+ * message, and a row may hold a few documents of up to `MAX_STORED_JSON_BYTES` each (a run's
+ * input, tools and metadata), so the client must read several times that: a row it cannot read
+ * back would be stored and then unreadable.
+ */
+export const MAX_SQL_MESSAGE_BYTES = 4 * MAX_STORED_JSON_BYTES
