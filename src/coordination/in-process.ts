@@ -29,8 +29,16 @@ interface Budget {
   /** Charges that landed while unseeded: ledger request id → micros, for the seed. */
   readonly pending: Map<string, number>
   expireAt: number
-  /** The earliest `expiresAt` among the holds (or earlier): nothing lapses before it. */
+  /** Ids of active holds (a few: the calls in flight). */
+  readonly active: Set<string>
+  /** The earliest `expiresAt` among the active holds (or earlier): none lapses before it. */
   nextLapse: number
+  /**
+   * Done ids in the order they were finished, which is their expiry order (remembered for a
+   * constant `SETTLED_MEMORY_MS`): expired ones are popped from the front, never searched for.
+   */
+  readonly doneQueue: Array<{ readonly id: string; readonly expiresAt: number }>
+  doneHead: number
 }
 
 /** Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002). */
@@ -66,24 +74,42 @@ export const makeInProcess = (): InProcessStore => {
       budgets.delete(name)
       return undefined
     }
-    // Sweeping is O(holds), and settled ids are remembered for minutes (hundreds of thousands at
-    // a high rate): only sweep once something can have lapsed.
+    // Settled ids are remembered for minutes (hundreds of thousands at a high rate): pop only the
+    // expired ones off the front of their queue, so a long-lived budget costs O(1) per operation.
+    const queue = budget.doneQueue
+    while (budget.doneHead < queue.length && queue[budget.doneHead].expiresAt <= now) {
+      const { id, expiresAt } = queue[budget.doneHead++]
+      const hold = budget.holds.get(id)
+      if (hold?.value === "done" && hold.expiresAt === expiresAt) budget.holds.delete(id)
+    }
+    if (budget.doneHead > 1024 && budget.doneHead * 2 > queue.length) {
+      queue.splice(0, budget.doneHead)
+      budget.doneHead = 0
+    }
     if (now < budget.nextLapse) return budget
     let nextLapse = Infinity
-    for (const [id, hold] of budget.holds) {
+    for (const id of budget.active) {
+      const hold = budget.holds.get(id)!
       if (hold.expiresAt > now) {
         nextLapse = Math.min(nextLapse, hold.expiresAt)
         continue
       }
       if (hold.value !== "done") budget.reserved -= hold.value
       budget.holds.delete(id)
+      budget.active.delete(id)
     }
     budget.nextLapse = nextLapse
     return budget
   }
   const setHold = (budget: Budget, id: string, hold: Hold) => {
     budget.holds.set(id, hold)
-    budget.nextLapse = Math.min(budget.nextLapse, hold.expiresAt)
+    if (hold.value === "done") {
+      budget.active.delete(id)
+      budget.doneQueue.push({ id, expiresAt: hold.expiresAt })
+    } else {
+      budget.active.add(id)
+      budget.nextLapse = Math.min(budget.nextLapse, hold.expiresAt)
+    }
   }
   /** A seeded budget, or undefined (absent, expired or unseeded). */
   const seeded = (name: string, now: number): (Budget & { spent: number }) | undefined => {
@@ -97,7 +123,10 @@ export const makeInProcess = (): InProcessStore => {
   const record = (name: string, now: number): Budget => {
     let budget = live(name, now)
     if (budget === undefined) {
-      budget = { spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0, nextLapse: Infinity }
+      budget = {
+        spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0,
+        active: new Set(), nextLapse: Infinity, doneQueue: [], doneHead: 0
+      }
       budgets.set(name, budget)
     }
     if (budget.spent === undefined) budget.expireAt = now + SETTLED_MEMORY_MS
@@ -238,7 +267,7 @@ export const makeInProcess = (): InProcessStore => {
       const next = budget ?? record(seed.budget, seed.now)
       // Holds registered while unseeded stay; `reserved` is recounted from them.
       let reserved = 0
-      for (const hold of next.holds.values()) if (hold.value !== "done") reserved += hold.value
+      for (const id of next.active) reserved += next.holds.get(id)!.value as number
       next.spent = spent
       next.reserved = reserved
       next.granted = seed.granted
