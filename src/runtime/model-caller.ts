@@ -25,7 +25,7 @@ import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import { countRequestInputTokens, countTextTokens } from "../model/tokens.ts"
+import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 import { CapacityQueues, type QueueTimeout } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
@@ -131,7 +131,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     const quote = Effect.fn("ModelCaller.quote")(function*(request: CanonicalRequest, continuity: Continuity = "auto") {
       const models = servingModels(request, continuity)
       if (models.length === 0) return yield* new NotImplemented({ message: `The model ${request.model} has no placement that can serve` })
-      const inputTokens = countRequestInputTokens(request)
+      const inputTokens = yield* meteredInputTokens(request, models[0])
       const maxOutputTokens = outputCeiling(models[0], inputTokens, request.maxOutputTokens)
       return { inputTokens, maxOutputTokens, worstCaseMicros: worstCaseOverMicros(models, inputTokens, maxOutputTokens) }
     })
@@ -141,7 +141,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
-      const inputTokens = countRequestInputTokens(request)
+      const inputTokens = yield* meteredInputTokens(request, models[0])
       const metered = yield* meter.beginScoped({
         key: options.key,
         model: models[0],
@@ -168,7 +168,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
             })
         }).pipe(Effect.tapError(() => metered.fail()))
         servingModel = modelById.get(dispatched.servedModel) ?? servingModel
-        const usage = makeUsageTracker(inputTokens)
+        const usage = makeUsageTracker(sent)
 
         /** Settles exactly once, whatever ended the stream. */
         const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>) =>
@@ -179,7 +179,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
               Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: makeUsage({}), costMicros: 0 }))
               return
             }
-            const used = usage.usage()
+            const used = yield* usage.usage()
             const { chargedMicros } = yield* metered.settle(used, servingModel)
             Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
           })
@@ -214,7 +214,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         maxOutput: 1,
         contextWindow: Number.MAX_SAFE_INTEGER
       }
-      const inputTokens = texts.reduce((sum, text) => sum + countTextTokens(text), 0)
+      const inputTokens = yield* textsTokenBound(texts)
       const metered = yield* meter.beginScoped({ key: options.key, model: priced, inputTokens, maxOutputTokens: 1 })
       const lease = yield* queues.acquire({
         candidates: serving.map((p) => p.runtime.id),
@@ -241,6 +241,17 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     return ModelCaller.of({ prepare, call, quote, embed })
   }))
 }
+
+/**
+ * The input tokens a call is metered at: the upper bound (no tokenizer), unless that bound would
+ * shorten the output ceiling (a prompt near the context window) — then the exact count, so a
+ * loose bound never cuts an answer short.
+ */
+const meteredInputTokens = (request: CanonicalRequest, model: ChatModel): Effect.Effect<number> =>
+  Effect.flatMap(requestTokenBound(request), (bound) =>
+    outputCeiling(model, bound, request.maxOutputTokens) === outputCeiling(model, 0, request.maxOutputTokens)
+      ? Effect.succeed(bound)
+      : countRequestTokens(request))
 
 const isRetryableExit = (exit: Exit.Exit<unknown, BackendError>) =>
   Exit.isFailure(exit) && exit.cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error.retryable)

@@ -14,6 +14,7 @@ import { Effect, Stream } from "effect"
 import { Pool } from "undici"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
+import { countText } from "../../model/tokenizer.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
@@ -49,9 +50,20 @@ const translateAll = (translator: UpstreamTranslator, events: ReadonlyArray<SseE
   return { events: out }
 }
 
-/** A step's events, then its error: events decoded before an error in the same chunk still count. */
-const emit = (step: TranslateStep): Stream.Stream<CanonicalEvent, BackendError> => {
-  const events = Stream.fromIterable(step.events)
+/**
+ * A step's events, then its error: events decoded before an error in the same chunk still count.
+ * The step that ends the answer gets its reasoning tokens counted when the upstream did not report
+ * them (in the tokenizer thread; at most the output tokens).
+ */
+const emit = (translator: UpstreamTranslator, step: TranslateStep): Stream.Stream<CanonicalEvent, BackendError> => {
+  const stop = step.events.at(-1)
+  const thinking = translator.unreportedThinking
+  const events = stop?.type === "message_stop" && thinking !== undefined
+    ? Stream.fromIterableEffect(Effect.map(countText(thinking), (counted) => [
+      ...step.events.slice(0, -1),
+      { ...stop, usage: { ...stop.usage, reasoningTokens: Math.min(counted, stop.usage.outputTokens) } }
+    ]))
+    : Stream.fromIterable(step.events)
   return step.error === undefined ? events : Stream.concat(events, Stream.fail(step.error))
 }
 
@@ -62,7 +74,7 @@ const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
     const parser = makeSseParser()
     const translator = makeUpstreamTranslator(modelId)
     const chunks = Stream.fromAsyncIterable(body, connectionError).pipe(
-      Stream.flatMap((bytes) => emit(translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true })))))
+      Stream.flatMap((bytes) => emit(translator, translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true })))))
     )
     // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
     const finish = (): TranslateStep => {
@@ -71,7 +83,7 @@ const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
       const end = translator.end()
       return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }
     }
-    return Stream.concat(chunks, Stream.suspend(() => emit(finish())))
+    return Stream.concat(chunks, Stream.suspend(() => emit(translator, finish())))
   })
 
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))

@@ -8,8 +8,10 @@
  * The upstream's model name never reaches the client: events name the catalog model, and error
  * messages have the upstream model name replaced by the catalog id.
  */
-import { Stream } from "effect"
-import { countRequestInputTokens } from "../../model/tokens.ts"
+import { Effect, Stream } from "effect"
+import { countText } from "../../model/tokenizer.ts"
+import { countRequestTokens } from "../../model/tokens.ts"
+import { makeUsage } from "../../model/usage.ts"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
@@ -66,9 +68,20 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
       const decoder = new TextDecoder()
       const parser = makeChunkParser({
         modelId: placement.modelId,
-        visibleReasoning: request.reasoning.enabled && request.reasoning.visible,
-        estimateInputTokens: () => countRequestInputTokens(request)
+        visibleReasoning: request.reasoning.enabled && request.reasoning.visible
       })
+      /** The final events, with the usage estimated exactly (tokenizer thread) when the upstream sent none. */
+      const withUsage = (events: Array<CanonicalEvent>): Stream.Stream<CanonicalEvent> => {
+        const stop = events.at(-1)
+        const unreported = parser.unreported
+        if (stop?.type !== "message_stop" || unreported === undefined) return Stream.fromIterable(events)
+        return Stream.fromIterableEffect(
+          Effect.map(
+            Effect.all([countRequestTokens(request), countText(unreported.generated)]),
+            ([inputTokens, outputTokens]) => [...events.slice(0, -1), { ...stop, usage: makeUsage({ inputTokens, outputTokens }) }]
+          )
+        )
+      }
       // Events decoded before a failure in the same read are still delivered, then the failure.
       const parse = (text: string, last: boolean): Stream.Stream<CanonicalEvent, BackendError> => {
         const events: Array<CanonicalEvent> = []
@@ -79,7 +92,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
         } catch (error) {
           return Stream.concat(Stream.fromIterable(events), Stream.fail(asBackendError(error)))
         }
-        return Stream.fromIterable(events)
+        return withUsage(events)
       }
       return postForStream(pools, prepared.call).pipe(
         Stream.flatMap((bytes) => parse(decoder.decode(bytes, { stream: true }), false)),

@@ -8,8 +8,9 @@
  * of its prefixes that is cached and holds at least PROMPT_CACHE_MIN_TOKENS tokens (as upstream
  * providers require). Entries are kept in a bounded least-recently-used map.
  */
+import { Effect } from "effect"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countMessageTokens, countPreambleTokens } from "../../model/tokens.ts"
+import { countPartTokens, promptParts } from "../../model/tokens.ts"
 import { hashString } from "./prng.ts"
 
 export const PROMPT_CACHE_MIN_TOKENS = 1024
@@ -20,18 +21,22 @@ export interface PromptPrefix {
   readonly tokens: number
 }
 
-/** The message-aligned prefixes of a request, shortest first; the last one is the whole prompt. */
-export const promptPrefixes = (request: CanonicalRequest): Array<PromptPrefix> => {
-  let hash = hashString(JSON.stringify([request.system, request.tools, request.responseFormat]))
-  let tokens = countPreambleTokens(request)
-  const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
-  for (const message of request.messages) {
-    hash = hashString(JSON.stringify(message), hash)
-    tokens += countMessageTokens(message)
-    prefixes.push({ hash, tokens })
-  }
-  return prefixes
-}
+/**
+ * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
+ * Tokens are exact (one job for the tokenizer thread).
+ */
+export const promptPrefixes = (request: CanonicalRequest): Effect.Effect<Array<PromptPrefix>> =>
+  Effect.map(countPartTokens(promptParts(request)), ([preamble, ...messages]) => {
+    let hash = hashString(JSON.stringify([request.system, request.tools, request.responseFormat]))
+    let tokens = preamble
+    const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
+    request.messages.forEach((message, i) => {
+      hash = hashString(JSON.stringify(message), hash)
+      tokens += messages[i]
+      prefixes.push({ hash, tokens })
+    })
+    return prefixes
+  })
 
 export interface PromptCache {
   /** Tokens read from the cache for this prompt, then remembers its prefixes. */

@@ -23,10 +23,10 @@
 import { Effect, Stream } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countTextTokens } from "../../model/tokens.ts"
+import { countTexts } from "../../model/tokenizer.ts"
 import type { Backend, EmbedRequest, EmbedResult, FaultSettings, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import { hashingEmbedding } from "./embeddings.ts"
+import { hashingEmbeddingSteps } from "./embeddings.ts"
 import { hashString, makePrng, seedFrom } from "./prng.ts"
 import { makePromptCache, promptPrefixes } from "./prompt-cache.ts"
 import { splitPrefill } from "./reply.ts"
@@ -95,6 +95,14 @@ const replySeed = (whole: CanonicalRequest, placement: PlacementRuntime): number
   ])
 }
 
+/** A text's embedding (embeddings.ts), a slice at a time with a yield between: a 1 MiB text takes ~100 ms of CPU. */
+export const embedInSlices = (text: string, dimensions: number): Effect.Effect<Array<number>> =>
+  Effect.gen(function*() {
+    const steps = hashingEmbeddingSteps(text, dimensions)
+    while (steps.next()) yield* Effect.yieldNow
+    return steps.vector
+  })
+
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)
   const faultDraws = new Map<string, number>()
@@ -108,17 +116,18 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
     return makePrng(seedFrom([placement.id, draw])).next() < rate ? mode : "none"
   }
 
-  const script = (request: CanonicalRequest, placement: PlacementRuntime): Array<ScriptStep> => {
-    const prefixes = promptPrefixes(request)
-    return writeScript({
-      request,
-      reasoningModel: placement.reasoning,
-      model: request.model,
-      seed: replySeed(request, placement),
-      inputTokens: prefixes[prefixes.length - 1].tokens,
-      cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+  const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
+    Effect.gen(function*() {
+      const prefixes = yield* promptPrefixes(request)
+      return yield* writeScript({
+        request,
+        reasoningModel: placement.reasoning,
+        model: request.model,
+        seed: replySeed(request, placement),
+        inputTokens: prefixes[prefixes.length - 1].tokens,
+        cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+      })
     })
-  }
 
   type EventStream = Stream.Stream<CanonicalEvent, BackendError>
   const openStream = Effect.fn("SimulatorBackend.stream")(
@@ -126,7 +135,7 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
       const fault = drawFault(placement)
       if (fault === "error") return Stream.fail(faultError(placement.faults, "error"))
       if (fault === "hang") return Stream.never
-      const steps = script(request, placement)
+      const steps = yield* script(request, placement)
       const timing = timingOf(placement, fault === "slow")
       if (fault === "break-mid-stream") {
         return Stream.concat(paced(beforeBreak(steps), timing), Stream.fail(faultError(placement.faults, "break-mid-stream")))
@@ -142,10 +151,10 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
       if (fault === "hang") return yield* Effect.never
       const { ttftMs } = timingOf(placement, fault === "slow")
       if (ttftMs > 0) yield* Effect.sleep(ttftMs)
-      return {
-        vectors: request.texts.map((text) => hashingEmbedding(text, request.dimensions)),
-        inputTokens: request.texts.reduce((sum, text) => sum + countTextTokens(text), 0)
-      }
+      const counts = yield* countTexts(request.texts)
+      const vectors: Array<Array<number>> = []
+      for (const text of request.texts) vectors.push(yield* embedInSlices(text, request.dimensions))
+      return { vectors, inputTokens: counts.reduce((sum, n) => sum + n, 0) }
     }
   )
 
