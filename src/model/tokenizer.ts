@@ -73,6 +73,14 @@ type Job =
   | { readonly op: "count"; readonly texts: ReadonlyArray<string> }
   | { readonly op: "pieces"; readonly text: string; readonly limit: number }
 
+/**
+ * Starts the thread (and its table loading) now, for a process that will need exact counts
+ * anyway (a simulator backend): the first request then does not wait for the tables.
+ */
+export const startTokenizer = (): void => {
+  started()
+}
+
 /** Sends one job and waits for its reply; interrupting cancels the job. A thread failure is a defect. */
 const ask = <A>(job: Job, read: (reply: TokenizerReply) => A | undefined) =>
   Effect.callback<A>((resume) => {

@@ -111,8 +111,8 @@ export const countPartTokens = (parts: ReadonlyArray<PromptPart>): Effect.Effect
 export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<number> =>
   Effect.map(countPartTokens(promptParts(request)), (counts) => counts.reduce((sum, n) => sum + n, 0))
 
-/** Characters bounded between two yields to the event loop (~1 ms of English at the slowest). */
-const BOUND_SLICE_UNITS = 65_536
+/** Characters bounded between two yields to the event loop (a fraction of a millisecond). */
+const BOUND_SLICE_UNITS = 16_384
 
 /**
  * An upper bound on the exact tokens of `texts` (see token-bound.ts), computed on the event loop

@@ -11,7 +11,7 @@
 import { Effect } from "effect"
 import type { CanonicalRequest } from "../../model/request.ts"
 import { countPartTokens, promptParts } from "../../model/tokens.ts"
-import { hashString } from "./prng.ts"
+import { hashParts } from "./prng.ts"
 
 export const PROMPT_CACHE_MIN_TOKENS = 1024
 
@@ -21,20 +21,37 @@ export interface PromptPrefix {
   readonly tokens: number
 }
 
+/** JSON of the parts of a request the simulator hashes, each serialized once. */
+export interface PromptJson {
+  readonly system: string
+  readonly tools: string
+  readonly responseFormat: string
+  readonly messages: ReadonlyArray<string>
+}
+
+export const promptJson = (request: CanonicalRequest): PromptJson => ({
+  system: JSON.stringify(request.system),
+  tools: JSON.stringify(request.tools),
+  responseFormat: JSON.stringify(request.responseFormat),
+  messages: request.messages.map((message) => JSON.stringify(message))
+})
+
 /**
  * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
- * Tokens are exact (one job for the tokenizer thread).
+ * Tokens are exact (one job for the tokenizer thread); hashes are computed in slices.
  */
-export const promptPrefixes = (request: CanonicalRequest): Effect.Effect<Array<PromptPrefix>> =>
-  Effect.map(countPartTokens(promptParts(request)), ([preamble, ...messages]) => {
-    let hash = hashString(JSON.stringify([request.system, request.tools, request.responseFormat]))
+export const promptPrefixes = (request: CanonicalRequest, json: PromptJson = promptJson(request)): Effect.Effect<Array<PromptPrefix>> =>
+  Effect.gen(function*() {
+    const [preamble, ...messages] = yield* countPartTokens(promptParts(request))
+    // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
+    let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
     let tokens = preamble
     const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
-    request.messages.forEach((message, i) => {
-      hash = hashString(JSON.stringify(message), hash)
+    for (let i = 0; i < json.messages.length; i++) {
+      hash = yield* hashParts([json.messages[i]], hash)
       tokens += messages[i]
       prefixes.push({ hash, tokens })
-    })
+    }
     return prefixes
   })
 

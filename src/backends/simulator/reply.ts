@@ -37,24 +37,31 @@ export type Reply =
 
 export const SAY_EXACTLY = "say exactly:"
 
-/** The text after `say exactly:` in a message, or undefined. */
+const SAY_EXACTLY_ANY_CASE = /say exactly:/i
+
+/** The text after `say exactly:` (any case) in a message, or undefined. Searches without copying the text. */
 export const sayExactly = (text: string): string | undefined => {
-  const at = text.toLowerCase().indexOf(SAY_EXACTLY)
-  return at === -1 ? undefined : text.slice(at + SAY_EXACTLY.length).trimStart()
+  const match = SAY_EXACTLY_ANY_CASE.exec(text)
+  return match === null ? undefined : text.slice(match.index + SAY_EXACTLY.length).trimStart()
 }
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
+/** A message this long is searched tool by tool with a yield between (each search reads it all). */
+const LONG_TEXT = 65_536
+
 /** Tools named in `text` as whole words, ordered by first mention. */
-export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Array<ToolDefinition> =>
-  tools
-    .map((tool) => {
+export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Effect.Effect<Array<ToolDefinition>> =>
+  Effect.gen(function*() {
+    const found: Array<{ tool: ToolDefinition; at: number }> = []
+    for (const tool of tools) {
       const wholeWord = new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")
-      return { tool, at: text.search(wholeWord) }
-    })
-    .filter(({ at }) => at !== -1)
-    .sort((a, b) => a.at - b.at)
-    .map(({ tool }) => tool)
+      const at = text.search(wholeWord)
+      if (at !== -1) found.push({ tool, at })
+      if (text.length > LONG_TEXT) yield* Effect.yieldNow
+    }
+    return found.sort((a, b) => a.at - b.at).map(({ tool }) => tool)
+  })
 
 const callTools = (tools: ReadonlyArray<ToolDefinition>, prng: Prng): Reply => ({
   kind: "tool_calls",
@@ -131,28 +138,28 @@ export const decideReply = (request: CanonicalRequest, prng: Prng): Effect.Effec
     return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
   })
 
-const decideFreshReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> => {
+const decideFreshReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> => Effect.gen(function*() {
   const last = request.messages.at(-1)
   const fromUser = last?.role === "user"
   const userText = fromUser ? joinText(last.content) : ""
   const { tools, toolChoice } = request
 
   if (tools.length > 0 && toolChoice.type === "tool") {
-    return Effect.succeed(callTools([tools.find((tool) => tool.name === toolChoice.name) ?? tools[0]], prng))
+    return callTools([tools.find((tool) => tool.name === toolChoice.name) ?? tools[0]], prng)
   }
   if (tools.length > 0 && toolChoice.type === "any") {
-    const named = mentionedTools(userText, tools)
-    return Effect.succeed(callTools(named.length > 0 ? (request.parallelToolCalls === false ? named.slice(0, 1) : named) : [tools[0]], prng))
+    const named = yield* mentionedTools(userText, tools)
+    return callTools(named.length > 0 ? (request.parallelToolCalls === false ? named.slice(0, 1) : named) : [tools[0]], prng)
   }
   const echo = sayExactly(userText)
-  if (echo !== undefined) return Effect.succeed({ kind: "text", text: echo })
+  if (echo !== undefined) return { kind: "text", text: echo } satisfies Reply
 
   const results = fromUser ? last.content.filter((block) => block.type === "tool_result") : []
-  if (results.length > 0) return compose(request, prng, results.map((r) => describeResult(r, request.messages)).join(" "))
+  if (results.length > 0) return yield* compose(request, prng, results.map((r) => describeResult(r, request.messages)).join(" "))
 
   if (tools.length > 0 && toolChoice.type === "auto") {
-    const named = mentionedTools(userText, tools)
-    if (named.length > 0) return Effect.succeed(callTools(request.parallelToolCalls === false ? named.slice(0, 1) : named, prng))
+    const named = yield* mentionedTools(userText, tools)
+    if (named.length > 0) return callTools(request.parallelToolCalls === false ? named.slice(0, 1) : named, prng)
   }
-  return compose(request, prng, "")
-}
+  return yield* compose(request, prng, "")
+})

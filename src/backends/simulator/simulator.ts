@@ -23,12 +23,12 @@
 import { Effect, Stream } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countTexts } from "../../model/tokenizer.ts"
+import { countTexts, startTokenizer } from "../../model/tokenizer.ts"
 import type { Backend, EmbedRequest, EmbedResult, FaultSettings, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { hashingEmbeddingSteps } from "./embeddings.ts"
-import { hashString, makePrng, seedFrom } from "./prng.ts"
-import { makePromptCache, promptPrefixes } from "./prompt-cache.ts"
+import { hashParts, makePrng, seedFrom } from "./prng.ts"
+import { makePromptCache, type PromptJson, promptJson, promptPrefixes } from "./prompt-cache.ts"
 import { splitPrefill } from "./reply.ts"
 import type { ScriptStep } from "./script.ts"
 import { writeScript } from "./script.ts"
@@ -83,17 +83,19 @@ const faultError = (faults: FaultSettings, what: string): BackendError => {
   return backendErrorFromStatus(status, `simulated fault (${what}) with status ${status}`, status === 429 ? 1 : undefined)
 }
 
-/** Seeds the reply: model, conversation content, temperature and seeds; not the ceiling or stops. */
-const replySeed = (whole: CanonicalRequest, placement: PlacementRuntime): number => {
-  const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
-  return seedFrom([
-    request.model,
-    hashString(JSON.stringify([request.system, request.messages, request.tools, request.responseFormat])),
-    request.temperature,
-    request.seed,
-    placement.simulator?.seed
-  ])
-}
+/**
+ * Seeds the reply: model, conversation content, temperature and seeds; not the ceiling or stops.
+ * The content hash is that of JSON.stringify([system, messages, tools, responseFormat]), from the
+ * JSON already made for the prompt cache, hashed in slices.
+ */
+const replySeed = (whole: CanonicalRequest, json: PromptJson, placement: PlacementRuntime): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
+    const messages = json.messages.slice(0, request.messages.length)
+    const separated = messages.flatMap((message, i) => (i === 0 ? [message] : [",", message]))
+    const content = yield* hashParts(["[", json.system, ",[", ...separated, "],", json.tools, ",", json.responseFormat, "]"])
+    return seedFrom([request.model, content, request.temperature, request.seed, placement.simulator?.seed])
+  })
 
 /** A text's embedding (embeddings.ts), a slice at a time with a yield between: a 1 MiB text takes ~100 ms of CPU. */
 export const embedInSlices = (text: string, dimensions: number): Effect.Effect<Array<number>> =>
@@ -104,6 +106,9 @@ export const embedInSlices = (text: string, dimensions: number): Effect.Effect<A
   })
 
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
+  // Every call needs exact counts: start the tokenizer thread (and its table loading) now, not
+  // at the first request.
+  startTokenizer()
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)
   const faultDraws = new Map<string, number>()
 
@@ -118,12 +123,13 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
 
   const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
     Effect.gen(function*() {
-      const prefixes = yield* promptPrefixes(request)
+      const json = promptJson(request)
+      const prefixes = yield* promptPrefixes(request, json)
       return yield* writeScript({
         request,
         reasoningModel: placement.reasoning,
         model: request.model,
-        seed: replySeed(request, placement),
+        seed: yield* replySeed(request, json, placement),
         inputTokens: prefixes[prefixes.length - 1].tokens,
         cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
       })
