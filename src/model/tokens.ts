@@ -30,6 +30,21 @@ export const TOOL_OVERHEAD_TOKENS = 8
 /** Priming of the assistant reply, once per request. */
 export const REQUEST_OVERHEAD_TOKENS = 3
 
+/**
+ * JSON of a tool schema, tool-call input or response schema, made once per object: a request's
+ * bound, exact count and the simulator all need it, and a megabyte schema should be serialized
+ * (and become garbage) once, not five times.
+ */
+const jsonMemo = new WeakMap<object, string>()
+export const jsonOf = (value: unknown): string => {
+  if (typeof value !== "object" || value === null) return JSON.stringify(value) ?? ""
+  const known = jsonMemo.get(value)
+  if (known !== undefined) return known
+  const json = JSON.stringify(value)
+  jsonMemo.set(value, json)
+  return json
+}
+
 /** What part of a prompt counts: tokens known without tokenizing, plus the tokens of `texts`. */
 export interface PromptPart {
   readonly flat: number
@@ -49,7 +64,7 @@ const collectBlock = (block: ContentBlock, part: { flat: number; texts: Array<st
       else part.flat += DOCUMENT_TOKENS
       return
     case "tool_use":
-      part.texts.push(block.name, JSON.stringify(block.input))
+      part.texts.push(block.name, jsonOf(block.input))
       return
     case "tool_result":
       if (typeof block.content === "string") part.texts.push(block.content)
@@ -82,10 +97,10 @@ export const preamblePart = (request: CanonicalRequest): PromptPart => {
   }
   for (const tool of request.tools) {
     flat += TOOL_OVERHEAD_TOKENS
-    texts.push(tool.name, tool.description ?? "", JSON.stringify(tool.inputSchema))
+    texts.push(tool.name, tool.description ?? "", jsonOf(tool.inputSchema))
   }
   if (request.responseFormat.type === "json_schema") {
-    texts.push(request.responseFormat.name, JSON.stringify(request.responseFormat.schema))
+    texts.push(request.responseFormat.name, jsonOf(request.responseFormat.schema))
   }
   return { flat, texts }
 }
