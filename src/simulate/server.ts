@@ -15,7 +15,7 @@ import { chatDialect } from "../dialects/chat/index.ts"
 import type { ChatDialect } from "../dialects/dialect.ts"
 import { messagesDialect } from "../dialects/messages/index.ts"
 import { type ApiError, MethodNotAllowed, NotFound, Unauthenticated } from "../errors.ts"
-import { countTexts } from "../model/tokenizer.ts"
+import { countTexts, startTokenizer } from "../model/tokenizer.ts"
 import { decodeWith, readJson } from "../http/body.ts"
 import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
@@ -44,6 +44,7 @@ const EmbedBody = Schema.Struct({
 
 export const makeSimulateApp = (options: SimulateOptions) => {
   const backend = makeSimulatorBackend()
+  startTokenizer() // every call counts tokens exactly: load the tables now, not at the first call
   let faults: FaultSettings = { mode: "none" }
   const placementFor = (model: string) =>
     simulatorPlacement({

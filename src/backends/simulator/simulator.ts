@@ -23,7 +23,7 @@
 import { Effect, Stream } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countTexts, startTokenizer } from "../../model/tokenizer.ts"
+import { countTexts } from "../../model/tokenizer.ts"
 import type { Backend, EmbedRequest, EmbedResult, FaultSettings, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { hashingEmbeddingSteps } from "./embeddings.ts"
@@ -106,9 +106,6 @@ export const embedInSlices = (text: string, dimensions: number): Effect.Effect<A
   })
 
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
-  // Every call needs exact counts: start the tokenizer thread (and its table loading) now, not
-  // at the first request.
-  startTokenizer()
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)
   const faultDraws = new Map<string, number>()
 
