@@ -141,19 +141,38 @@ const wordBound = (text: string, from: number, to: number, wildStart: boolean, w
   return result
 }
 
-/** Charges `text[from, to)` (see the proof above); returns where it stopped (at `to` or past it). */
+/** A digit run longer than this is charged its bytes (so it never has to be read whole at once). */
+const MAX_DIGIT_RUN = 3_072
+
+/**
+ * Charges `text[from, to)` (see the proof above); returns where it stopped: at `to`, or past it
+ * to finish a short word or digit run. A long run (charged its bytes anyway) may be left midway,
+ * so no step reads more than `to - from` + MAX_DIGIT_RUN characters; the next step then starts
+ * inside it — the only way a step can start between two letters or two digits — and goes on
+ * charging bytes.
+ */
 const boundOfRange = (text: string, from: number, to: number, sum: { tokens: number }): number => {
   let i = from
   const n = text.length
+  if (i > 0 && i < n) {
+    const inLetters = isLower(text.charCodeAt(i - 1)) && isLower(text.charCodeAt(i))
+    const inDigits = isDigit(text.charCodeAt(i - 1)) && isDigit(text.charCodeAt(i))
+    if (inLetters || inDigits) {
+      const same = inLetters ? isLower : isDigit
+      while (i < n && i < to && same(text.charCodeAt(i))) i++
+      sum.tokens += i - from
+    }
+  }
   while (i < to) {
     const code = text.charCodeAt(i)
     const spaceLed = code === SPACE && i + 1 < n && isLower(text.charCodeAt(i + 1))
     if (isLower(code) || spaceLed) {
       let end = spaceLed ? i + 1 : i
-      while (end < n && isLower(text.charCodeAt(end))) end++
+      const lookAhead = Math.min(n, Math.max(to, i + MAX_WORD + 1))
+      while (end < lookAhead && isLower(text.charCodeAt(end))) end++
       const before = i === 0 ? NONE : text.charCodeAt(i - 1)
       if (end - i > MAX_WORD || (!spaceLed && before === APOSTROPHE)) {
-        sum.tokens += end - i
+        sum.tokens += end - i // long (maybe left midway, see above), or right after a contraction
       } else {
         const wildStart = !spaceLed && before !== NONE && before !== 0x0a && before !== 0x0d && !isDigit(before)
         const after = end < n ? text.charCodeAt(end) : NONE
@@ -163,9 +182,10 @@ const boundOfRange = (text: string, from: number, to: number, sum: { tokens: num
       i = end
     } else if (isDigit(code)) {
       let end = i + 1
-      while (end < n && isDigit(text.charCodeAt(end))) end++
+      const lookAhead = Math.min(n, Math.max(to, i + MAX_DIGIT_RUN + 1))
+      while (end < lookAhead && isDigit(text.charCodeAt(end))) end++
       const asciiAround = (i === 0 || text.charCodeAt(i - 1) < 0x80) && (end === n || text.charCodeAt(end) < 0x80)
-      sum.tokens += asciiAround ? Math.ceil((end - i) / 3) : end - i
+      sum.tokens += asciiAround && end - i <= MAX_DIGIT_RUN ? Math.ceil((end - i) / 3) : end - i
       i = end
     } else if (code < 0x80) {
       sum.tokens += 1

@@ -47,6 +47,17 @@ describe("textTokenBound", () => {
     }
   })
 
+  it("is the same in steps through runs longer than a step, and no step reads far past its end", () => {
+    for (const sample of ["x" + "a".repeat(100_000) + "B", "1".repeat(50_000) + " x", "٣" + "12".repeat(5_000), "ab " + "z".repeat(40) + "'s"]) {
+      const steps = textTokenBoundSteps(sample, 1_000)
+      let calls = 0
+      while (steps.next()) calls++
+      assert.strictEqual(steps.tokens, textTokenBound(sample))
+      assert.isAtLeast(steps.tokens, countTextTokensExact(sample))
+      assert.isAtLeast(calls, Math.floor(sample.length / 5_000))
+    }
+  })
+
   it("is fast on an unbroken 1 MiB run", () => {
     for (const run of ["a".repeat(1 << 20), "A".repeat(1 << 20), "😀".repeat(1 << 18)]) {
       const started = performance.now()
