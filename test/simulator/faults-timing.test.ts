@@ -146,6 +146,7 @@ describe("timing", () => {
       const placement = simulatorPlacement({ modelId: "svc-sim-reasoner", reasoning: true, simulator: { tokensPerSecond: 10 } })
       const request = ask("say exactly: hi", { reasoning: { enabled: true, visible: false, budgetTokens: 20 } })
       const { seen, fiber } = yield* record(makeSimulatorBackend().stream(request, placement))
+      yield* scriptWritten
       yield* TestClock.adjust(0)
       assert.deepStrictEqual(seen.map((e) => e.type), ["message_start"])
       yield* TestClock.adjust(1999) // 20 reasoning tokens at 10 tokens/s
