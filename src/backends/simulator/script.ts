@@ -15,7 +15,7 @@
  *   event loop nothing);
  * - hidden reasoning is paced like visible output: its tokens delay the event that follows it.
  */
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
 import type { TokenPiece } from "../../model/tokenizer.ts"
@@ -38,8 +38,11 @@ export interface ScriptInput {
   readonly reasoningModel: boolean
   readonly model: string
   readonly seed: number
-  readonly inputTokens: number
-  readonly cachedInputTokens: number
+  /**
+   * The prompt's tokens and how many were cached; counted while the reply is written (both are
+   * round trips to the tokenizer thread) and filled into `message_start` and `message_stop`.
+   */
+  readonly prompt: Effect.Effect<{ readonly inputTokens: number; readonly cachedInputTokens: number }>
 }
 
 /** Output tokens per delta event. */
@@ -99,6 +102,7 @@ const sumTokens = (pieces: ReadonlyArray<TokenPiece>): number => pieces.reduce((
 
 export const writeScript = (input: ScriptInput): Effect.Effect<Array<ScriptStep>> => Effect.gen(function*() {
   const { request, model, seed } = input
+  const prompt = yield* Effect.forkChild(input.prompt)
   const budget = request.maxOutputTokens ?? Number.POSITIVE_INFINITY
   const steps: Array<ScriptStep> = []
   // Hidden reasoning shows nothing but takes time: its tokens are paced on the next event.
@@ -123,7 +127,7 @@ export const writeScript = (input: ScriptInput): Effect.Effect<Array<ScriptStep>
   emit({
     type: "message_start",
     model,
-    usage: makeUsage({ inputTokens: input.inputTokens, cachedInputTokens: input.cachedInputTokens })
+    usage: makeUsage({}) // filled in below, once the prompt is counted
   })
 
   if (input.reasoningModel && request.reasoning.enabled) {
@@ -170,13 +174,15 @@ export const writeScript = (input: ScriptInput): Effect.Effect<Array<ScriptStep>
     }
   }
 
+  const { inputTokens, cachedInputTokens } = yield* Fiber.join(prompt)
+  steps[0] = { ...steps[0], event: { type: "message_start", model, usage: makeUsage({ inputTokens, cachedInputTokens }) } }
   emit({
     type: "message_stop",
     stopReason: stop.reason,
     ...(stop.sequence === undefined ? {} : { stopSequence: stop.sequence }),
     usage: makeUsage({
-      inputTokens: input.inputTokens,
-      cachedInputTokens: input.cachedInputTokens,
+      inputTokens,
+      cachedInputTokens,
       outputTokens: used,
       reasoningTokens
     })

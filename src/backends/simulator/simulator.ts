@@ -121,14 +121,15 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
   const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
     Effect.gen(function*() {
       const json = promptJson(request)
-      const prefixes = yield* promptPrefixes(request, json)
       return yield* writeScript({
         request,
         reasoningModel: placement.reasoning,
         model: request.model,
         seed: yield* replySeed(request, json, placement),
-        inputTokens: prefixes[prefixes.length - 1].tokens,
-        cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+        prompt: Effect.map(promptPrefixes(request, json), (prefixes) => ({
+          inputTokens: prefixes[prefixes.length - 1].tokens,
+          cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+        }))
       })
     })
 
