@@ -22,6 +22,11 @@ export interface BodyDecoder {
   feed(bytes: Uint8Array): DecodeStep
   /** The body ended: whatever it completed, or why it was not a whole answer. */
   end(): DecodeStep
+  /**
+   * Completes the events of the read that ended the answer (its last event is `message_stop`),
+   * e.g. with usage counted exactly when the upstream reported none. Runs once.
+   */
+  finish?: ((events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>) | undefined
 }
 
 const isNonEmpty = <A>(as: ReadonlyArray<A>): as is NonEmptyReadonlyArray<A> => as.length > 0
@@ -31,6 +36,11 @@ export const decodeBody = <E>(bytes: Stream.Stream<Uint8Array, E>, decoder: Body
     Effect.sync(() => {
       let failure: BackendError | undefined
       let ended = false
+      /** The read's events, completed by `finish` when they end the answer. */
+      const emit = (events: NonEmptyReadonlyArray<CanonicalEvent>): Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, E | BackendError> =>
+        decoder.finish === undefined || events[events.length - 1].type !== "message_stop"
+          ? Effect.succeed(events)
+          : Effect.map(decoder.finish(events), (done) => (isNonEmpty(done) ? done : events))
       const next: Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, E | BackendError> = Effect.suspend(() => {
         if (failure !== undefined) return Effect.fail(failure)
         if (ended) return Cause.done()
@@ -45,14 +55,14 @@ export const decodeBody = <E>(bytes: Stream.Stream<Uint8Array, E>, decoder: Body
                 break
               }
             }
-            return isNonEmpty(events) ? Effect.succeed(events) : next
+            return isNonEmpty(events) ? emit(events) : next
           },
           onFailure: (error) => {
             if (!Cause.isDone(error)) return Effect.fail(error)
             ended = true
             const step = decoder.end()
             failure = step.error
-            return isNonEmpty(step.events) ? Effect.succeed(step.events) : next
+            return isNonEmpty(step.events) ? emit(step.events) : next
           }
         })
       })

@@ -5,7 +5,7 @@
  */
 import { Effect } from "effect"
 import { decodeCountTokens, messagesDialect } from "../dialects/messages/index.ts"
-import { countRequestInputTokens } from "../model/tokens.ts"
+import { countRequestTokens } from "../model/tokens.ts"
 import { readJson } from "./body.ts"
 import { chatRoute, resolveChatModel } from "./chat-endpoint.ts"
 import { jsonResponse } from "./json.ts"
@@ -13,14 +13,16 @@ import type { RequestContext, RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
 
 /**
- * An estimate over system, messages and tools for the resolved model (404 for an unknown one).
- * Capabilities are not checked: counting an image for a model without vision harms nobody.
+ * An estimate over system, messages and tools for the resolved model (404 for an unknown one):
+ * the exact o200k count, made in the tokenizer thread (model/tokenizer.ts), so even a 32 MiB
+ * body never holds the event loop. Capabilities are not checked: counting an image for a model
+ * without vision harms nobody.
  */
 const countTokens = (ctx: RequestContext) =>
   Effect.gen(function*() {
     const request = yield* Effect.flatMap(readJson(ctx), decodeCountTokens)
     const model = yield* resolveChatModel(ctx, request.model)
-    return jsonResponse({ input_tokens: countRequestInputTokens({ ...request, model: model.id }) })
+    return jsonResponse({ input_tokens: yield* countRequestTokens({ ...request, model: model.id }) })
   })
 
 export const messagesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [

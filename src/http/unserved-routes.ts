@@ -1,18 +1,19 @@
 /**
  * Routes the spec names that this deployment does not serve yet. They answer the spec's 501
- * `not_implemented` in the flat shape (`{error: {type, message}}`) — not 404 — so a client can
+ * `not_implemented` in the shape of their family — not 404 — so a client can
  * tell "not here" from "bad id". No key is needed to learn that: the answer reveals nothing.
  * Each group goes away when its surface is built.
  */
 import { Effect } from "effect"
 import { NotImplemented } from "../errors.ts"
 import type { RouteServices } from "./route-services.ts"
-import type { Method, RequestContext, RouteDef } from "./route.ts"
+import { type Method, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
 
 const unserved = (surface: string) => (method: Method, path: string): RouteDef<RouteServices> => ({
   method,
   path,
-  shape: "flat",
+  // The error shape of the family the path belongs to (Messages batches: the Messages shape).
+  shape: shapeForUnknownPath(path),
   auth: "none",
   handler: (_ctx: RequestContext) => Effect.fail(new NotImplemented({ message: `${surface} are not enabled on this deployment` }))
 })

@@ -37,7 +37,7 @@ export interface BeginRequest {
    * most expensive of them, so a failover can never be charged past what was held.
    */
   readonly alternatives?: ReadonlyArray<Pick<ChatModel, "pricing">> | undefined
-  /** The input estimate (model/tokens.ts `countRequestInputTokens`). */
+  /** The input tokens: an upper bound (model/tokens.ts `requestTokenBound`), never below the real count. */
   readonly inputTokens: number
   /** The request's own output limit (`max_tokens`, `max_output_tokens`…), when it sets one. */
   readonly maxOutputTokens?: number | undefined

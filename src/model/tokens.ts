@@ -1,21 +1,23 @@
 /**
- * Token counting with a real BPE tokenizer (o200k_base, the GPT-4o/GPT-5 encoding).
+ * What a request's input counts in o200k_base tokens (the GPT-4o/GPT-5 encoding), two ways:
+ * - `requestTokenBound`: an upper bound without the tokenizer (`token-bound.ts`), on the event
+ *   loop in slices — what metering reserves and rate-limits (it only needs never to undercount);
+ * - `countRequestTokens`: the exact count, in the tokenizer thread (`tokenizer.ts`) — what
+ *   count_tokens answers, what the simulator reports, and the usage estimate of a call whose
+ *   upstream reported none.
  *
- * Only the o200k_base module is imported so startup loads one encoding, not all of them. Special
- * token strings such as `<|endoftext|>` are counted as ordinary text (the library would throw).
- * Nothing is cached here beyond the library's own bounded merge cache.
- *
- * Request counting is an estimate for budgeting (what count_tokens reports and what metering
- * reserves), not a reproduction of any provider's chat template:
+ * Either is an estimate for budgeting, not a reproduction of any provider's chat template:
  * - text, thinking, tool-call arguments (as JSON) and tool results: their tokens;
  * - an image: IMAGE_TOKENS; a PDF or URL document: DOCUMENT_TOKENS; a text document: its tokens;
  * - every message: MESSAGE_OVERHEAD_TOKENS more; every tool: its name, description and input
  *   schema JSON plus TOOL_OVERHEAD_TOKENS; a JSON-schema response format: its schema JSON;
  * - every request: REQUEST_OVERHEAD_TOKENS (reply priming).
  */
-import { countTokens, decodeGenerator, encode } from "gpt-tokenizer/encoding/o200k_base"
+import { Effect } from "effect"
 import type { ContentBlock, Message } from "./content.ts"
 import type { CanonicalRequest } from "./request.ts"
+import { textTokenBoundSteps } from "./token-bound.ts"
+import { countTexts } from "./tokenizer.ts"
 
 /** Flat cost of one image: the ceiling of a ~1.15 megapixel image on the Messages dialect. */
 export const IMAGE_TOKENS = 1_600
@@ -28,86 +30,141 @@ export const TOOL_OVERHEAD_TOKENS = 8
 /** Priming of the assistant reply, once per request. */
 export const REQUEST_OVERHEAD_TOKENS = 3
 
-const asPlainText = { disallowedSpecial: new Set<string>() }
-
-export const countTextTokens = (text: string): number => (text.length === 0 ? 0 : countTokens(text, asPlainText))
-
-/** Token ids of a text. */
-export const encodeText = (text: string): Array<number> => (text.length === 0 ? [] : encode(text, asPlainText))
-
-/** A run of a text's tokens that decodes to whole characters. */
-export interface TokenPiece {
-  readonly text: string
-  readonly tokens: number
-}
-
 /**
- * A text cut at its token boundaries: the pieces concatenate to the text and their `tokens` sum
- * to its token count. A character split over several tokens (emoji, CJK) stays whole in one piece.
- * Used to stream output token by token and to cut it at an exact token count.
- *
- * Why not `decode(ids.slice(...))`: the library decodes with one shared streaming TextDecoder, so a
- * slice that ends inside a character leaves bytes behind that corrupt the next decode anywhere in
- * the process. Decoding the whole sequence in one pass always ends on a character boundary.
+ * JSON of a tool schema, tool-call input or response schema, made once per object: a request's
+ * bound, exact count and the simulator all need it, and a megabyte schema should be serialized
+ * (and become garbage) once, not five times.
  */
-export const tokenPieces = (text: string): Array<TokenPiece> => {
-  const ids = encodeText(text)
-  let consumed = 0
-  const counted = (function*() {
-    for (const id of ids) {
-      consumed++
-      yield id
-    }
-  })()
-  const pieces: Array<TokenPiece> = []
-  let reported = 0
-  for (const piece of decodeGenerator(counted)) {
-    pieces.push({ text: piece, tokens: consumed - reported })
-    reported = consumed
-  }
-  return pieces
+const jsonMemo = new WeakMap<object, string>()
+export const jsonOf = (value: unknown): string => {
+  if (typeof value !== "object" || value === null) return JSON.stringify(value) ?? ""
+  const known = jsonMemo.get(value)
+  if (known !== undefined) return known
+  const json = JSON.stringify(value)
+  jsonMemo.set(value, json)
+  return json
 }
 
-export const countBlockTokens = (block: ContentBlock): number => {
+/** What part of a prompt counts: tokens known without tokenizing, plus the tokens of `texts`. */
+export interface PromptPart {
+  readonly flat: number
+  readonly texts: ReadonlyArray<string>
+}
+
+const collectBlock = (block: ContentBlock, part: { flat: number; texts: Array<string> }): void => {
   switch (block.type) {
     case "text":
-      return countTextTokens(block.text)
+      part.texts.push(block.text)
+      return
     case "image":
-      return IMAGE_TOKENS
+      part.flat += IMAGE_TOKENS
+      return
     case "document":
-      return block.source.kind === "text" ? countTextTokens(block.source.text) : DOCUMENT_TOKENS
+      if (block.source.kind === "text") part.texts.push(block.source.text)
+      else part.flat += DOCUMENT_TOKENS
+      return
     case "tool_use":
-      return countTextTokens(block.name) + countTextTokens(JSON.stringify(block.input))
+      part.texts.push(block.name, jsonOf(block.input))
+      return
     case "tool_result":
-      if (typeof block.content === "string") return countTextTokens(block.content)
-      return block.content.reduce((sum, part) => sum + countBlockTokens(part), 0)
+      if (typeof block.content === "string") part.texts.push(block.content)
+      else for (const inner of block.content) collectBlock(inner, part)
+      return
     case "thinking":
-      return countTextTokens(block.thinking)
+      part.texts.push(block.thinking)
+      return
     case "redacted_thinking":
       // Opaque encrypted reasoning; its length in characters is the best available proxy.
-      return Math.ceil(block.data.length / 4)
+      part.flat += Math.ceil(block.data.length / 4)
+      return
   }
 }
 
-export const countMessageTokens = (message: Message): number =>
-  message.content.reduce((sum, block) => sum + countBlockTokens(block), MESSAGE_OVERHEAD_TOKENS)
+/** A message: its blocks and MESSAGE_OVERHEAD_TOKENS. */
+export const messagePart = (message: Message): PromptPart => {
+  const part = { flat: MESSAGE_OVERHEAD_TOKENS, texts: [] as Array<string> }
+  for (const block of message.content) collectBlock(block, part)
+  return part
+}
 
 /** Everything before the first message: system text, tool definitions, the response schema. */
-export const countPreambleTokens = (request: CanonicalRequest): number => {
-  let total = REQUEST_OVERHEAD_TOKENS
+export const preamblePart = (request: CanonicalRequest): PromptPart => {
+  const texts: Array<string> = []
+  let flat = REQUEST_OVERHEAD_TOKENS
   if (request.system.length > 0) {
-    total += MESSAGE_OVERHEAD_TOKENS
-    for (const block of request.system) total += countTextTokens(block.text)
+    flat += MESSAGE_OVERHEAD_TOKENS
+    for (const block of request.system) texts.push(block.text)
   }
   for (const tool of request.tools) {
-    total += TOOL_OVERHEAD_TOKENS + countTextTokens(tool.name) + countTextTokens(tool.description ?? "") +
-      countTextTokens(JSON.stringify(tool.inputSchema))
+    flat += TOOL_OVERHEAD_TOKENS
+    texts.push(tool.name, tool.description ?? "", jsonOf(tool.inputSchema))
   }
   if (request.responseFormat.type === "json_schema") {
-    total += countTextTokens(request.responseFormat.name) + countTextTokens(JSON.stringify(request.responseFormat.schema))
+    texts.push(request.responseFormat.name, jsonOf(request.responseFormat.schema))
   }
-  return total
+  return { flat, texts }
 }
 
-export const countRequestInputTokens = (request: CanonicalRequest): number =>
-  request.messages.reduce((sum, message) => sum + countMessageTokens(message), countPreambleTokens(request))
+/** The preamble, then each message. */
+export const promptParts = (request: CanonicalRequest): Array<PromptPart> => [
+  preamblePart(request),
+  ...request.messages.map(messagePart)
+]
+
+/** Exact tokens of each part, in order (one job for the tokenizer thread). */
+export const countPartTokens = (parts: ReadonlyArray<PromptPart>): Effect.Effect<Array<number>> =>
+  Effect.map(countTexts(parts.flatMap((part) => part.texts)), (counts) => {
+    let next = 0
+    return parts.map((part) => {
+      let total = part.flat
+      for (let i = 0; i < part.texts.length; i++) total += counts[next++]
+      return total
+    })
+  })
+
+/** Exact input tokens of a request. */
+export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<number> =>
+  Effect.map(countPartTokens(promptParts(request)), (counts) => counts.reduce((sum, n) => sum + n, 0))
+
+/** Characters bounded between two yields to the event loop (a fraction of a millisecond). */
+const BOUND_SLICE_UNITS = 16_384
+
+/**
+ * An upper bound on the exact tokens of `texts` (see token-bound.ts), computed on the event loop
+ * in slices of BOUND_SLICE_UNITS characters with a yield between them, so a 32 MiB input never
+ * holds the loop for more than about a millisecond at a time.
+ */
+export const textsTokenBound = (texts: ReadonlyArray<string>): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    let total = 0
+    let sinceYield = 0
+    for (const text of texts) {
+      const steps = textTokenBoundSteps(text, BOUND_SLICE_UNITS)
+      let more = steps.next()
+      sinceYield += Math.min(text.length, BOUND_SLICE_UNITS)
+      while (more) {
+        if (sinceYield >= BOUND_SLICE_UNITS) {
+          yield* Effect.yieldNow
+          sinceYield = 0
+        }
+        more = steps.next()
+        sinceYield += BOUND_SLICE_UNITS
+      }
+      total += steps.tokens
+      if (sinceYield >= BOUND_SLICE_UNITS) {
+        yield* Effect.yieldNow
+        sinceYield = 0
+      }
+    }
+    return total
+  })
+
+/** An upper bound on a request's input tokens (what metering reserves): never below `countRequestTokens`. */
+export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> =>
+  Effect.suspend(() => {
+    const parts = promptParts(request)
+    return Effect.map(
+      textsTokenBound(parts.flatMap((part) => part.texts)),
+      (bound) => parts.reduce((sum, part) => sum + part.flat, bound)
+    )
+  })

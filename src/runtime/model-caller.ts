@@ -26,7 +26,7 @@ import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import { countRequestInputTokens, countTextTokens } from "../model/tokens.ts"
+import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 import { CapacityQueues, type QueueTimeout } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
@@ -166,7 +166,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     const quote = Effect.fn("ModelCaller.quote")(function*(request: CanonicalRequest, continuity: Continuity = "auto", key?: KeyRecord) {
       const models = servingModels(request, continuity, key?.permissions ?? allPermissions)
       if (models.length === 0) return yield* new NotImplemented({ message: `The model ${request.model} has no placement that can serve` })
-      const inputTokens = countRequestInputTokens(request)
+      const inputTokens = yield* meteredInputTokens(request, models[0])
       const maxOutputTokens = outputCeiling(models[0], inputTokens, request.maxOutputTokens)
       return { inputTokens, maxOutputTokens, worstCaseMicros: worstCaseOverMicros(models, inputTokens, maxOutputTokens) }
     })
@@ -184,7 +184,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
-      const inputTokens = countRequestInputTokens(request)
+      const inputTokens = yield* meteredInputTokens(request, models[0])
       const metered = yield* meter.beginScoped({
         key: options.key,
         model: models[0],
@@ -194,11 +194,11 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         requestId: options.requestId
       })
       const sent: CanonicalRequest = { ...request, maxOutputTokens: metered.maxOutputTokens }
-      return { models, inputTokens, metered, sent }
+      return { models, metered, sent }
     })
 
     const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
-      const { models, inputTokens, metered, sent } = yield* meterCall(request, options)
+      const { models, metered, sent } = yield* meterCall(request, options)
       const upstream = candidatesFor(sent, models)
       const modelById = new Map(models.map((m) => [m.id, m]))
       const settledSignal = Deferred.makeUnsafe<Settlement>()
@@ -217,7 +217,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
             })
         }).pipe(Effect.tapError(() => metered.fail()))
         servingModel = modelById.get(dispatched.servedModel) ?? servingModel
-        const usage = makeUsageTracker(inputTokens)
+        const usage = makeUsageTracker(sent)
 
         /** Settles exactly once, whatever ended the stream. */
         const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>) =>
@@ -228,7 +228,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
               Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: makeUsage({}), costMicros: 0 }))
               return
             }
-            const used = usage.usage()
+            const used = yield* usage.usage()
             const { chargedMicros } = yield* metered.settle(used, servingModel)
             Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
           })
@@ -286,7 +286,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         maxOutput: 1,
         contextWindow: Number.MAX_SAFE_INTEGER
       }
-      const inputTokens = texts.reduce((sum, text) => sum + countTextTokens(text), 0)
+      const inputTokens = yield* textsTokenBound(texts)
       const metered = yield* meter.beginScoped({ key: options.key, model: priced, inputTokens, maxOutputTokens: 1 })
       const lease = yield* queues.acquire({
         candidates: serving.map((p) => p.runtime.id),
@@ -313,6 +313,17 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     return ModelCaller.of({ prepare, call, complete, quote, embed })
   }))
 }
+
+/**
+ * The input tokens a call is metered at: the upper bound (no tokenizer), unless that bound would
+ * shorten the output ceiling (a prompt near the context window) — then the exact count, so a
+ * loose bound never cuts an answer short.
+ */
+const meteredInputTokens = (request: CanonicalRequest, model: ChatModel): Effect.Effect<number> =>
+  Effect.flatMap(requestTokenBound(request), (bound) =>
+    outputCeiling(model, bound, request.maxOutputTokens) === outputCeiling(model, 0, request.maxOutputTokens)
+      ? Effect.succeed(bound)
+      : countRequestTokens(request))
 
 const isRetryableExit = (exit: Exit.Exit<unknown, BackendError>) =>
   Exit.isFailure(exit) && exit.cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error.retryable)

@@ -9,6 +9,7 @@ import type { Backend, PlacementRuntime } from "../backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../backends/openai-compatible/index.ts"
 import { makeSimulatorBackend } from "../backends/simulator/simulator.ts"
 import { Catalog } from "../catalog/catalog.ts"
+import { startTokenizer } from "../model/tokenizer.ts"
 import type { Placement } from "../config/schema.ts"
 
 export interface ServingPlacement {
@@ -61,6 +62,10 @@ export class Placements extends Context.Service<Placements, PlacementsShape>()("
       byId.set(placement.id, serving)
       byModel.set(modelId, [...(byModel.get(modelId) ?? []), serving])
     }
+    // Simulator placements count every call exactly: start the tokenizer thread (and its table
+    // loading) with the gateway rather than at the first request. Without them it starts only
+    // if something asks for an exact count.
+    if ([...byId.values()].some((serving) => serving.backend === simulator)) startTokenizer()
     return Placements.of({ byId, ofModel: (modelId) => byModel.get(modelId) ?? [] })
   }))
 }

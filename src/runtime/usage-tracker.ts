@@ -1,12 +1,16 @@
 /**
  * What a call used, as its events pass by. A stream that finishes reports exact usage in
- * `message_stop`; one that breaks (or whose client leaves) never does, so until then the tracker
- * estimates: the input from `message_start` (or the request's estimate) and the output from the
- * tokens of every delta sent. That estimate is what a broken call is charged: the client received
- * that output, and the reservation already bounds it.
+ * `message_stop`; one that breaks (or whose client leaves) never does, so the tracker estimates:
+ * the input from `message_start` (else the request's exact count) and the output from the exact
+ * tokens of every delta sent, both counted in the tokenizer thread only then. That estimate is
+ * what a broken call is charged: the client received that output, and the reservation (an upper
+ * bound of the same) already covers it.
  */
+import { Effect } from "effect"
 import type { CanonicalEvent } from "../model/events.ts"
-import { countTextTokens } from "../model/tokens.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+import { countTexts } from "../model/tokenizer.ts"
+import { countRequestTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 
 export interface UsageTracker {
@@ -14,11 +18,12 @@ export interface UsageTracker {
   /** True once any content (a block) was produced. */
   readonly produced: boolean
   /** Exact usage after `message_stop`, else the estimate so far. */
-  usage(): Usage
+  usage(): Effect.Effect<Usage>
 }
 
-export const makeUsageTracker = (inputEstimate: number): UsageTracker => {
-  let input = inputEstimate
+/** `request`: what was sent upstream, counted only when no `message_start` reported its input. */
+export const makeUsageTracker = (request: CanonicalRequest): UsageTracker => {
+  let input: number | undefined
   // The output is only tokenized if the stream ends without exact usage: keep the pieces until then.
   const pieces: Array<string> = []
   let exact: Usage | undefined
@@ -52,6 +57,11 @@ export const makeUsageTracker = (inputEstimate: number): UsageTracker => {
     get produced() {
       return produced
     },
-    usage: () => exact ?? makeUsage({ inputTokens: input, outputTokens: pieces.reduce((sum, piece) => sum + countTextTokens(piece), 0) })
+    usage: () =>
+      exact !== undefined
+        ? Effect.succeed(exact)
+        : Effect.all([input === undefined ? countRequestTokens(request) : Effect.succeed(input), countTexts(pieces)]).pipe(
+          Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
+        )
   }
 }

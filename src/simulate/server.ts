@@ -10,13 +10,12 @@ import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"
 import type { FaultSettings } from "../backends/backend.ts"
-import { hashingEmbedding } from "../backends/simulator/embeddings.ts"
-import { makeSimulatorBackend, simulatorPlacement } from "../backends/simulator/simulator.ts"
+import { embedInSlices, makeSimulatorBackend, simulatorPlacement } from "../backends/simulator/simulator.ts"
 import { chatDialect } from "../dialects/chat/index.ts"
 import type { ChatDialect } from "../dialects/dialect.ts"
 import { messagesDialect } from "../dialects/messages/index.ts"
 import { type ApiError, MethodNotAllowed, NotFound, Unauthenticated } from "../errors.ts"
-import { countTextTokens } from "../model/tokens.ts"
+import { countTexts, startTokenizer } from "../model/tokenizer.ts"
 import { decodeWith, readJson } from "../http/body.ts"
 import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
@@ -45,6 +44,7 @@ const EmbedBody = Schema.Struct({
 
 export const makeSimulateApp = (options: SimulateOptions) => {
   const backend = makeSimulatorBackend()
+  startTokenizer() // every call counts tokens exactly: load the tables now, not at the first call
   let faults: FaultSettings = { mode: "none" }
   const placementFor = (model: string) =>
     simulatorPlacement({
@@ -74,10 +74,12 @@ export const makeSimulateApp = (options: SimulateOptions) => {
     Effect.gen(function*() {
       const body = yield* decodeWith(EmbedBody)(yield* readJson(ctx))
       const texts = typeof body.input === "string" ? [body.input] : body.input
-      const tokens = texts.reduce((sum, text) => sum + countTextTokens(text), 0)
+      const tokens = (yield* countTexts(texts)).reduce((sum, n) => sum + n, 0)
+      const data: Array<{ object: "embedding"; index: number; embedding: Array<number> }> = []
+      for (const [index, text] of texts.entries()) data.push({ object: "embedding", index, embedding: yield* embedInSlices(text, body.dimensions ?? 1536) })
       return jsonResponse({
         object: "list",
-        data: texts.map((text, index) => ({ object: "embedding", index, embedding: hashingEmbedding(text, body.dimensions ?? 1536) })),
+        data,
         model: body.model,
         usage: { prompt_tokens: tokens, total_tokens: tokens }
       })

@@ -1,95 +1,133 @@
-import { describe, expect, it } from "vitest"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { countTextTokensExact, tokenPiecesExact } from "../../src/model/bpe.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import { makeRequest } from "../../src/model/request.ts"
+import { countText, takeTokenPieces } from "../../src/model/tokenizer.ts"
 import {
-  countMessageTokens,
-  countRequestInputTokens,
-  countTextTokens,
+  countRequestTokens,
   DOCUMENT_TOKENS,
   IMAGE_TOKENS,
   MESSAGE_OVERHEAD_TOKENS,
+  messagePart,
+  countPartTokens,
   REQUEST_OVERHEAD_TOKENS,
-  tokenPieces,
+  requestTokenBound,
   TOOL_OVERHEAD_TOKENS
 } from "../../src/model/tokens.ts"
 
-describe("countTextTokens", () => {
+describe("exact counts (bpe.ts)", () => {
   it("counts with o200k_base", () => {
     // Known o200k_base counts (tiktoken agrees): "The quick brown fox." is The|quick|brown|fox|.
-    expect(countTextTokens("The quick brown fox.")).toBe(5)
-    expect(countTextTokens("Hello world")).toBe(2)
-    expect(countTextTokens("You are a helpful assistant.")).toBe(6)
-    expect(countTextTokens("")).toBe(0)
+    assert.strictEqual(countTextTokensExact("The quick brown fox."), 5)
+    assert.strictEqual(countTextTokensExact("Hello world"), 2)
+    assert.strictEqual(countTextTokensExact("You are a helpful assistant."), 6)
+    assert.strictEqual(countTextTokensExact(""), 0)
   })
 
   it("counts special-token strings as plain text instead of throwing", () => {
-    expect(countTextTokens("<|endoftext|>")).toBe(7)
+    assert.strictEqual(countTextTokensExact("<|endoftext|>"), 7)
   })
 
-  it("is stable across calls and grows with the text", () => {
-    const text = "lorem ipsum dolor sit amet ".repeat(500)
-    expect(countTextTokens(text)).toBe(countTextTokens(text))
-    expect(countTextTokens(text + text)).toBeGreaterThan(countTextTokens(text))
-  })
-})
-
-describe("tokenPieces", () => {
   it("splits a text into pieces that concatenate back and sum to its token count", () => {
     const text = "héllo 日本語 🎉 done, and the quick brown fox jumps over the lazy dog."
-    const pieces = tokenPieces(text)
-    expect(pieces.map((p) => p.text).join("")).toBe(text)
-    expect(pieces.reduce((sum, p) => sum + p.tokens, 0)).toBe(countTextTokens(text))
-    expect(pieces.every((p) => !p.text.includes("\uFFFD"))).toBe(true)
+    const pieces = tokenPiecesExact(text)
+    assert.strictEqual(pieces.map((p) => p.text).join(""), text)
+    assert.strictEqual(pieces.reduce((sum, p) => sum + p.tokens, 0), countTextTokensExact(text))
+    assert.isTrue(pieces.every((p) => !p.text.includes("\uFFFD")))
   })
 
-  it("leaves the shared decoder clean for later calls", () => {
-    tokenPieces("🎉🎉🎉 emoji at the end 🎉")
-    const after = tokenPieces("plain text")
-    expect(after.map((p) => p.text).join("")).toBe("plain text")
+  it("counts an unbroken run in time linear in its length", () => {
+    // Unchunked, BPE on 256 KB of `A` took 16 s; in chunks it is well under a second.
+    const started = performance.now()
+    assert.strictEqual(countTextTokensExact("A".repeat(262_144)), 32_768)
+    assert.isBelow(performance.now() - started, 5_000)
+    assert.isAbove(countTextTokensExact("😀".repeat(50_000)), 0)
   })
 })
 
-describe("countRequestInputTokens", () => {
+describe("the tokenizer thread (tokenizer.ts)", () => {
+  it.effect("counts as bpe.ts does", () =>
+    Effect.gen(function*() {
+      const text = "The quick brown fox. 日本語 🎉 ".repeat(50)
+      assert.strictEqual(yield* countText(text), countTextTokensExact(text))
+    }))
+
+  it.effect("takes pieces up to a token limit and says when the text was cut", () =>
+    Effect.gen(function*() {
+      const text = "héllo 日本語 🎉 done, and the quick brown fox jumps over the lazy dog."
+      const all = yield* takeTokenPieces(text, Infinity)
+      assert.deepStrictEqual(all.pieces, tokenPiecesExact(text))
+      assert.isFalse(all.cut)
+      const first = yield* takeTokenPieces(text, 5)
+      assert.isTrue(first.cut)
+      assert.isAtMost(first.pieces.reduce((sum, p) => sum + p.tokens, 0), 5)
+      assert.isTrue(text.startsWith(first.pieces.map((p) => p.text).join("")))
+    }))
+
+  it.effect("answers a small count while a huge one runs", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(countText("😀".repeat(400_000)))
+      const started = performance.now()
+      assert.strictEqual(yield* countText("Hello world"), 2)
+      const waited = performance.now() - started
+      assert.isAbove(yield* Fiber.join(fiber), 0)
+      assert.isBelow(waited, 1_000)
+    }))
+})
+
+describe("countRequestTokens", () => {
   const question = "What is the weather in Paris?" // 7 tokens
 
-  it("adds message and request overheads to the text", () => {
-    const request = makeRequest({ model: "svc-x", messages: [userMessage(question)] })
-    expect(countRequestInputTokens(request)).toBe(REQUEST_OVERHEAD_TOKENS + MESSAGE_OVERHEAD_TOKENS + 7)
+  it.effect("adds message and request overheads to the text", () =>
+    Effect.gen(function*() {
+      const request = makeRequest({ model: "svc-x", messages: [userMessage(question)] })
+      assert.strictEqual(yield* countRequestTokens(request), REQUEST_OVERHEAD_TOKENS + MESSAGE_OVERHEAD_TOKENS + 7)
+    }))
+
+  it.effect("counts the system prompt as one more message", () =>
+    Effect.gen(function*() {
+      const request = makeRequest({
+        model: "svc-x",
+        system: [{ type: "text", text: "You are a helpful assistant." }],
+        messages: [userMessage(question)]
+      })
+      assert.strictEqual(yield* countRequestTokens(request), REQUEST_OVERHEAD_TOKENS + 2 * MESSAGE_OVERHEAD_TOKENS + 6 + 7)
+    }))
+
+  it.effect("charges images and binary documents a flat cost, text documents by their text", () =>
+    Effect.gen(function*() {
+      const message = userMessage([
+        { type: "image", source: { kind: "base64", mediaType: "image/png", data: "iVBORw0KGgo=".repeat(1000) } },
+        { type: "document", source: { kind: "base64", mediaType: "application/pdf", data: "JVBERi0=" } },
+        { type: "document", source: { kind: "text", mediaType: "text/plain", text: "Hello world" } }
+      ])
+      const [counted] = yield* countPartTokens([messagePart(message)])
+      assert.strictEqual(counted, MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS + DOCUMENT_TOKENS + 2)
+    }))
+
+  const withTools = makeRequest({
+    model: "svc-x",
+    tools: [{ name: "get_weather", inputSchema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } }],
+    messages: [
+      userMessage(question),
+      assistantMessage([{ type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } }]),
+      userMessage([{ type: "tool_result", toolUseId: "t1", content: "Hello world", isError: false }])
+    ]
   })
 
-  it("counts the system prompt as one more message", () => {
-    const request = makeRequest({
-      model: "svc-x",
-      system: [{ type: "text", text: "You are a helpful assistant." }],
-      messages: [userMessage(question)]
-    })
-    expect(countRequestInputTokens(request)).toBe(REQUEST_OVERHEAD_TOKENS + 2 * MESSAGE_OVERHEAD_TOKENS + 6 + 7)
-  })
+  it.effect("counts tool definitions, tool calls and tool results", () =>
+    Effect.gen(function*() {
+      const toolTokens = TOOL_OVERHEAD_TOKENS + 2 + 19 // the schema is 19 tokens as JSON
+      const callTokens = 2 + countTextTokensExact(JSON.stringify({ city: "Paris" }))
+      assert.strictEqual(yield* countRequestTokens(withTools), REQUEST_OVERHEAD_TOKENS + toolTokens + 3 * MESSAGE_OVERHEAD_TOKENS + 7 + callTokens + 2)
+    }))
 
-  it("charges images and binary documents a flat cost, text documents by their text", () => {
-    const message = userMessage([
-      { type: "image", source: { kind: "base64", mediaType: "image/png", data: "iVBORw0KGgo=".repeat(1000) } },
-      { type: "document", source: { kind: "base64", mediaType: "application/pdf", data: "JVBERi0=" } },
-      { type: "document", source: { kind: "text", mediaType: "text/plain", text: "Hello world" } }
-    ])
-    expect(countMessageTokens(message)).toBe(MESSAGE_OVERHEAD_TOKENS + IMAGE_TOKENS + DOCUMENT_TOKENS + 2)
-  })
-
-  it("counts tool definitions, tool calls and tool results", () => {
-    const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"] } // 19 tokens as JSON
-    const withTools = makeRequest({
-      model: "svc-x",
-      tools: [{ name: "get_weather", inputSchema: schema }],
-      messages: [
-        userMessage(question),
-        assistantMessage([{ type: "tool_use", id: "t1", name: "get_weather", input: { city: "Paris" } }]),
-        userMessage([{ type: "tool_result", toolUseId: "t1", content: "Hello world", isError: false }])
-      ]
-    })
-    const toolTokens = TOOL_OVERHEAD_TOKENS + 2 + 19
-    const callTokens = 2 + countTextTokens(JSON.stringify({ city: "Paris" }))
-    expect(countRequestInputTokens(withTools)).toBe(
-      REQUEST_OVERHEAD_TOKENS + toolTokens + 3 * MESSAGE_OVERHEAD_TOKENS + 7 + callTokens + 2
-    )
-  })
+  it.effect("is never above the bound metering reserves", () =>
+    Effect.gen(function*() {
+      const exact = yield* countRequestTokens(withTools)
+      const bound = yield* requestTokenBound(withTools)
+      assert.isAtLeast(bound, exact)
+      assert.isBelow(bound, 3 * exact)
+    }))
 })

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { cosineSimilarity, hashingEmbedding } from "../../src/backends/simulator/embeddings.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../src/backends/simulator/simulator.ts"
-import { countTextTokens } from "../../src/model/tokens.ts"
+import { countTextTokensExact as countTextTokens } from "../../src/model/bpe.ts"
 
 const norm = (v: ReadonlyArray<number>) => Math.sqrt(v.reduce((sum, x) => sum + x * x, 0))
 const placement = simulatorPlacement({ modelId: "svc-embed-sim" })

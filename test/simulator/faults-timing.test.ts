@@ -5,6 +5,7 @@ import type { FaultSettings, PlacementRuntime } from "../../src/backends/backend
 import { BackendError } from "../../src/backends/backend.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../src/backends/simulator/simulator.ts"
 import type { CanonicalEvent } from "../../src/model/events.ts"
+import { countText } from "../../src/model/tokenizer.ts"
 import { ask } from "./support.ts"
 
 const withFaults = (faults: FaultSettings, simulator: PlacementRuntime["simulator"] = {}): PlacementRuntime =>
@@ -17,6 +18,15 @@ const record = (stream: Stream.Stream<CanonicalEvent, BackendError>) =>
     const fiber = yield* Effect.forkChild(Stream.runForEach(stream, (event) => Effect.sync(() => seen.push(event))))
     return { seen, fiber }
   })
+
+/**
+ * Lets a recorded stream write its script in real time before the test clock moves: the script's
+ * token counts come from the tokenizer thread (warmed first, so this is a round trip or two).
+ */
+const scriptWritten = Effect.gen(function*() {
+  yield* countText("warm up")
+  yield* TestClock.withLive(Effect.sleep("250 millis"))
+})
 
 const isContentDelta = (e: CanonicalEvent) => e.type === "text_delta" || e.type === "thinking_delta" || e.type === "tool_input_delta"
 
@@ -100,6 +110,7 @@ describe("timing", () => {
       // 6 tokens in two deltas of 3, at 10 tokens/s: 300 ms per delta after a 1 s first token.
       const placement = withFaults({ mode: "none" }, { ttftMs: 1000, tokensPerSecond: 10 })
       const { seen, fiber } = yield* record(makeSimulatorBackend().stream(ask("say exactly: one two three four five six"), placement))
+      yield* scriptWritten
       yield* TestClock.adjust(999)
       assert.strictEqual(seen.length, 0)
       yield* TestClock.adjust(1)
@@ -117,6 +128,7 @@ describe("timing", () => {
   it.effect("slow is ten times slower, even on a placement without delays", () =>
     Effect.gen(function*() {
       const { seen, fiber } = yield* record(makeSimulatorBackend().stream(ask("say exactly: one two three"), withFaults({ mode: "slow" })))
+      yield* scriptWritten
       yield* TestClock.adjust(999)
       assert.strictEqual(seen.length, 0)
       yield* TestClock.adjust(1)
@@ -134,6 +146,7 @@ describe("timing", () => {
       const placement = simulatorPlacement({ modelId: "svc-sim-reasoner", reasoning: true, simulator: { tokensPerSecond: 10 } })
       const request = ask("say exactly: hi", { reasoning: { enabled: true, visible: false, budgetTokens: 20 } })
       const { seen, fiber } = yield* record(makeSimulatorBackend().stream(request, placement))
+      yield* scriptWritten
       yield* TestClock.adjust(0)
       assert.deepStrictEqual(seen.map((e) => e.type), ["message_start"])
       yield* TestClock.adjust(1999) // 20 reasoning tokens at 10 tokens/s

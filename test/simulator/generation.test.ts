@@ -2,7 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { simulatorPlacement } from "../../src/backends/simulator/simulator.ts"
 import { SIMULATOR_VOCABULARY } from "../../src/backends/simulator/words.ts"
-import { countRequestInputTokens, countTextTokens } from "../../src/model/tokens.ts"
+import { countTextTokensExact as countTextTokens } from "../../src/model/bpe.ts"
+import { countRequestTokens } from "../../src/model/tokens.ts"
 import { ask, reasoningModel, runEvents, textOf } from "./support.ts"
 
 const prompt = "Tell me something about rivers."
@@ -51,9 +52,9 @@ describe("simulator text", () => {
     Effect.gen(function*() {
       const request = ask(prompt, { system: [{ type: "text", text: "Be brief." }] })
       const { response, events } = yield* runEvents(request)
-      assert.strictEqual(response.usage.inputTokens, countRequestInputTokens(request))
+      assert.strictEqual(response.usage.inputTokens, yield* countRequestTokens(request))
       const start = events[0]
-      assert.strictEqual(start.type === "message_start" ? start.usage?.inputTokens : -1, countRequestInputTokens(request))
+      assert.strictEqual(start.type === "message_start" ? start.usage?.inputTokens : -1, yield* countRequestTokens(request))
     }))
 
   it.effect("streams text in deltas of a few tokens", () =>

@@ -5,7 +5,7 @@ import { makeSimulatorBackend, simulatorPlacement } from "../../src/backends/sim
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import type { CanonicalRequest } from "../../src/model/request.ts"
 import { makeRequest } from "../../src/model/request.ts"
-import { countRequestInputTokens } from "../../src/model/tokens.ts"
+import { countRequestTokens } from "../../src/model/tokens.ts"
 import { plainModel, runEvents } from "./support.ts"
 
 const longSystem = [{ type: "text" as const, text: "You are a careful assistant who checks every fact. ".repeat(150) }]
@@ -24,12 +24,13 @@ const secondTurn = (affinity?: string): CanonicalRequest => ({
 })
 
 describe("simulated prompt cache", () => {
-  it("prefixes are message-aligned and end at the whole prompt", () => {
-    const prefixes = promptPrefixes(secondTurn())
-    assert.strictEqual(prefixes.length, 4)
-    assert.strictEqual(prefixes[3].tokens, countRequestInputTokens(secondTurn()))
-    assert.isAbove(prefixes[0].tokens, PROMPT_CACHE_MIN_TOKENS)
-  })
+  it.effect("prefixes are message-aligned and end at the whole prompt", () =>
+    Effect.gen(function*() {
+      const prefixes = yield* promptPrefixes(secondTurn())
+      assert.strictEqual(prefixes.length, 4)
+      assert.strictEqual(prefixes[3].tokens, yield* countRequestTokens(secondTurn()))
+      assert.isAbove(prefixes[0].tokens, PROMPT_CACHE_MIN_TOKENS)
+    }))
 
   it.effect("a later turn of the same conversation reads the shared prefix from the cache", () =>
     Effect.gen(function*() {
@@ -37,7 +38,7 @@ describe("simulated prompt cache", () => {
       const first = (yield* runEvents(firstTurn("conv-1"), plainModel, backend)).response
       assert.strictEqual(first.usage.cachedInputTokens, 0)
       const second = (yield* runEvents(secondTurn("conv-1"), plainModel, backend)).response
-      assert.strictEqual(second.usage.cachedInputTokens, countRequestInputTokens(firstTurn()))
+      assert.strictEqual(second.usage.cachedInputTokens, yield* countRequestTokens(firstTurn()))
       assert.isBelow(second.usage.cachedInputTokens, second.usage.inputTokens)
     }))
 

@@ -4,7 +4,7 @@ import type { JsonObject, OutputBlock } from "../../src/model/content.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import type { ToolDefinition } from "../../src/model/request.ts"
 import { makeRequest } from "../../src/model/request.ts"
-import { countTextTokens } from "../../src/model/tokens.ts"
+import { countTextTokensExact as countTextTokens } from "../../src/model/bpe.ts"
 import { ask, runEvents, textOf } from "./support.ts"
 import { validateJsonSchema } from "./validate-json-schema.ts"
 

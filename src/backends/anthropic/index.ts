@@ -10,7 +10,8 @@
  * `sse-parser.ts` + `wire-events.ts` (Messages SSE → canonical events); failures map as in `../upstream/upstream.ts`.
  */
 import { Effect, Stream } from "effect"
-import { type CanonicalEvent, type CanonicalResponse, collect, makeResponseBuilder } from "../../model/events.ts"
+import { countText } from "../../model/tokenizer.ts"
+import { type CanonicalEvent, type CanonicalResponse, collect } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
@@ -19,7 +20,7 @@ import { makeSseParser } from "./sse-parser.ts"
 import { decodeBody } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
-import { makeUpstreamTranslator, messageAsEvents, translateMessagesSse } from "./wire-events.ts"
+import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
@@ -48,6 +49,20 @@ const translateAll = (translator: UpstreamTranslator, events: ReadonlyArray<SseE
   return { events: out }
 }
 
+/**
+ * The events that end the answer, with its reasoning tokens counted (in the tokenizer thread; at
+ * most the output tokens) when the upstream did not report them.
+ */
+const withThinking = (translator: UpstreamTranslator) => (events: ReadonlyArray<CanonicalEvent>): Effect.Effect<ReadonlyArray<CanonicalEvent>> => {
+  const stop = events.at(-1)
+  const thinking = translator.unreportedThinking
+  if (stop?.type !== "message_stop" || thinking === undefined) return Effect.succeed(events)
+  return Effect.map(countText(thinking), (counted) => [
+    ...events.slice(0, -1),
+    { ...stop, usage: { ...stop.usage, reasoningTokens: Math.min(counted, stop.usage.outputTokens) } }
+  ])
+}
+
 /** The upstream body (bytes of Messages SSE) as canonical events, one step per read. */
 const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
   Stream.suspend(() => {
@@ -55,6 +70,7 @@ const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
     const parser = makeSseParser()
     const translator = makeUpstreamTranslator(modelId)
     return decodeBody(Stream.fromAsyncIterable(body, connectionError), {
+      finish: withThinking(translator),
       feed: (bytes) => translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true }))),
       // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
       end: () => {
@@ -100,25 +116,28 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
         catch: connectionError
       }).pipe(Effect.flatMap(({ status, headers, text }) => {
         if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, text, placement))
+        const translator = makeUpstreamTranslator(placement.modelId)
+        const events: Array<CanonicalEvent> = []
+        const steps: Array<TranslateStep> = []
         if (String(headers["content-type"] ?? "").includes("text/event-stream")) {
           // An upstream that streams whatever `stream` says: decoded like a stream.
-          const step = translateMessagesSse(text, placement.modelId)
-          return step.error === undefined ? Effect.succeed(collect(step.events)) : Effect.fail(step.error)
+          const parser = makeSseParser()
+          steps.push(translateAll(translator, [...parser.feed(text), ...parser.end()]))
+        } else {
+          let body: unknown
+          try {
+            body = JSON.parse(text)
+          } catch {
+            return Effect.fail(new BackendError({ status: 502, type: "api_error", message: "The upstream answered with a body that is not JSON", retryable: true }))
+          }
+          for (const event of messageAsEvents(body)) steps.push(translator.pushEvent(event))
         }
-        let body: unknown
-        try {
-          body = JSON.parse(text)
-        } catch {
-          return Effect.fail(new BackendError({ status: 502, type: "api_error", message: "The upstream answered with a body that is not JSON", retryable: true }))
-        }
-        const translator = makeUpstreamTranslator(placement.modelId)
-        const builder = makeResponseBuilder()
-        for (const event of [...messageAsEvents(body), undefined]) {
-          const step = event === undefined ? translator.end() : translator.pushEvent(event)
-          for (const e of step.events) builder.add(e)
+        steps.push(translator.end())
+        for (const step of steps) {
+          events.push(...step.events)
           if (step.error !== undefined) return Effect.fail(step.error)
         }
-        return Effect.succeed(builder.finish())
+        return Effect.map(withThinking(translator)(events), collect)
       }))
     })
 

@@ -7,11 +7,11 @@
  *   others renumbered 0, 1, 2…; a block that starts while another is open closes the open one;
  * - usage is folded into `message_stop`: input from `message_start` (cache reads and writes are
  *   prompt tokens too, so both count in `inputTokens`), output from `message_delta`, reasoning from
- *   `output_tokens_details.thinking_tokens` or, when absent, counted from the thinking text;
+ *   `output_tokens_details.thinking_tokens` or, when absent, counted from the thinking text by the
+ *   backend (`unreportedThinking`);
  * - an `error` event, malformed data, or an end before `message_stop` is a `BackendError`.
  */
 import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
-import { countTextTokens } from "../../model/tokens.ts"
 import { makeUsage } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
@@ -28,6 +28,12 @@ export interface UpstreamTranslator {
   pushEvent(event: unknown): TranslateStep
   /** The upstream stream ended: fails unless `message_stop` was seen. */
   end(): TranslateStep
+  /**
+   * After `message_stop`: the thinking text when the upstream streamed thinking without reporting
+   * its tokens. `message_stop` then carries `reasoningTokens` 0, for the backend to fill in with
+   * the tokenizer (min of that count and the output tokens): this stays synchronous.
+   */
+  readonly unreportedThinking: string | undefined
 }
 
 interface WireUsage {
@@ -108,7 +114,7 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
   /** The open block: upstream index → canonical index and type. */
   let open: { upstream: number; index: number; type: BlockStart["type"] } | undefined
   let nextIndex = 0
-  let thinkingTokens = 0
+  const thinking: Array<string> = []
 
   const closeOpen = (): Array<CanonicalEvent> => {
     if (open === undefined) return []
@@ -126,7 +132,7 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
       inputTokens: pick("input_tokens") + cacheRead + pick("cache_creation_input_tokens"),
       cachedInputTokens: cacheRead,
       outputTokens,
-      reasoningTokens: reported ?? Math.min(thinkingTokens, outputTokens)
+      reasoningTokens: reported ?? 0
     })
   }
 
@@ -136,7 +142,7 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
     const { index, type } = open
     if (d.type === "text_delta" && type === "text" && d.text) return [{ type: "text_delta", index, text: d.text }]
     if (d.type === "thinking_delta" && type === "thinking" && d.thinking) {
-      thinkingTokens += countTextTokens(d.thinking)
+      thinking.push(d.thinking)
       return [{ type: "thinking_delta", index, thinking: d.thinking }]
     }
     if (d.type === "signature_delta" && type === "thinking" && d.signature) return [{ type: "signature_delta", index, signature: d.signature }]
@@ -211,12 +217,15 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
       // The data's own `type` is authoritative; the SSE name covers frames that omit it.
       return step({ ...parsed, type: parsed?.type ?? sse.event })
     },
-    end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") })
+    end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") }),
+    get unreportedThinking() {
+      return finished && thinking.length > 0 && finalUsage.output_tokens_details?.thinking_tokens == null ? thinking.join("") : undefined
+    }
   }
 }
 
-/** Translates a whole Messages SSE text at once (tests, and upstreams that answer in one piece). */
-export const translateMessagesSse = (text: string, modelId: string): TranslateStep => {
+/** Translates a whole Messages SSE text at once (tests). */
+export const translateMessagesSse = (text: string, modelId: string): TranslateStep & { readonly unreportedThinking?: string | undefined } => {
   const parser = makeSseParser()
   const translator = makeUpstreamTranslator(modelId)
   const events: Array<CanonicalEvent> = []
@@ -226,7 +235,7 @@ export const translateMessagesSse = (text: string, modelId: string): TranslateSt
     if (step.error !== undefined) return { events, error: step.error }
   }
   const last = translator.end()
-  return last.error === undefined ? { events } : { events, error: last.error }
+  return last.error === undefined ? { events, unreportedThinking: translator.unreportedThinking } : { events, error: last.error }
 }
 
 /**

@@ -9,14 +9,14 @@
  * - reasoning text (`reasoning_content` / `reasoning`, sent by several compatible servers) becomes
  *   a thinking block when the request asked for visible reasoning, else it is dropped;
  * - `message_stop` at `[DONE]` (or at the end of the body after a `finish_reason`) with the usage
- *   chunk's totals; when the upstream sent no usage it is estimated with the tokenizer, so
- *   metering never settles a call at zero.
+ *   chunk's totals; when the upstream sent no usage, its usage is zero and `unreported` holds the
+ *   generated text, for the backend to estimate with the tokenizer (so metering never settles a
+ *   call at zero) — the parser stays synchronous and never tokenizes.
  * Failures are thrown as `BackendError`: an `{"error":…}` chunk, invalid JSON, a body that ends
  * before `finish_reason` or `[DONE]`.
  */
 import { randomBytes } from "node:crypto"
 import type { CanonicalEvent, StopReason } from "../../model/events.ts"
-import { countTextTokens } from "../../model/tokens.ts"
 import type { Usage } from "../../model/usage.ts"
 import { makeUsage } from "../../model/usage.ts"
 import type { BackendError } from "../backend.ts"
@@ -27,8 +27,6 @@ export interface ChunkParserOptions {
   readonly modelId: string
   /** Surface upstream reasoning text as thinking blocks. */
   readonly visibleReasoning: boolean
-  /** Input tokens to report when the upstream sends no usage. */
-  readonly estimateInputTokens: () => number
 }
 
 export interface ChunkParser {
@@ -38,6 +36,8 @@ export interface ChunkParser {
   pushChunk(chunk: unknown): Array<CanonicalEvent>
   /** The body ended. Throws `BackendError` when the answer was cut short. */
   end(): Array<CanonicalEvent>
+  /** Once `message_stop` went out without upstream usage: the text generated, to estimate it from. */
+  readonly unreported: { readonly generated: string } | undefined
 }
 
 interface ToolCallState {
@@ -95,6 +95,7 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
   let usage: Usage | undefined
   let refused = false
   let generated = ""
+  let unreported: { readonly generated: string } | undefined
 
   const close = (events: Array<CanonicalEvent>) => {
     if (open === undefined) return
@@ -154,8 +155,8 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     }
     close(events)
     finished = true
-    const final = usage ?? makeUsage({ inputTokens: options.estimateInputTokens(), outputTokens: countTextTokens(generated) })
-    events.push({ type: "message_stop", stopReason: stopReasonOf(finish, calls.size > 0, refused), usage: final })
+    if (usage === undefined) unreported = { generated }
+    events.push({ type: "message_stop", stopReason: stopReasonOf(finish, calls.size > 0, refused), usage: usage ?? makeUsage({}) })
     return events
   }
 
@@ -208,6 +209,9 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
       if (!started) throw broken("the upstream ended the stream before sending anything")
       if (finish === undefined) throw broken("the upstream stream ended before the answer was complete")
       return stop()
+    },
+    get unreported() {
+      return unreported
     }
   }
 }

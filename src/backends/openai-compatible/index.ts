@@ -11,13 +11,15 @@
  * messages have the upstream model name replaced by the catalog id.
  */
 import { Effect, Stream } from "effect"
-import { countRequestInputTokens } from "../../model/tokens.ts"
-import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../../model/events.ts"
+import { countText } from "../../model/tokenizer.ts"
+import { countRequestTokens } from "../../model/tokens.ts"
+import { makeUsage } from "../../model/usage.ts"
+import { type CanonicalEvent, type CanonicalResponse, collect } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { decodeBody, type DecodeStep } from "../decode-stream.ts"
-import { completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
+import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { postForStream, postForWhole } from "./upstream-http.ts"
@@ -53,32 +55,46 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   const parserFor = (request: CanonicalRequest, placement: PlacementRuntime) =>
     makeChunkParser({
       modelId: placement.modelId,
-      visibleReasoning: request.reasoning.enabled && request.reasoning.visible,
-      estimateInputTokens: () => countRequestInputTokens(request)
+      visibleReasoning: request.reasoning.enabled && request.reasoning.visible
     })
+
+  /**
+   * The events that end the answer, with its usage counted exactly (in the tokenizer thread) when
+   * the upstream reported none, so metering never settles a call at zero.
+   */
+  const withUsage = (request: CanonicalRequest, parser: ChunkParser) => (events: ReadonlyArray<CanonicalEvent>): Effect.Effect<ReadonlyArray<CanonicalEvent>> => {
+    const stop = events.at(-1)
+    const unreported = parser.unreported
+    if (stop?.type !== "message_stop" || unreported === undefined) return Effect.succeed(events)
+    return Effect.map(
+      Effect.all([countRequestTokens(request), countText(unreported.generated)]),
+      ([inputTokens, outputTokens]) => [...events.slice(0, -1), { ...stop, usage: makeUsage({ inputTokens, outputTokens }) }]
+    )
+  }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
     Effect.suspend(() => {
       const prepared = prepare(request, placement, false)
       if (prepared.error !== undefined) return Effect.fail(prepared.error)
+      const parser = parserFor(request, placement)
       return postForWhole(pools, prepared.call).pipe(
         Effect.flatMap((answer) =>
           Effect.try({
             try: () => {
-              const parser = parserFor(request, placement)
-              const builder = makeResponseBuilder()
-              if (answer.kind === "json") {
-                for (const event of parser.pushChunk(completionAsChunk(answer.body))) builder.add(event)
-              } else {
+              const events: Array<CanonicalEvent> = []
+              if (answer.kind === "json") events.push(...parser.pushChunk(completionAsChunk(answer.body)))
+              else {
                 const sse = makeSseDecoder()
-                for (const data of [...sse.feed(answer.text), ...sse.end()]) for (const event of parser.push(data)) builder.add(event)
+                for (const data of [...sse.feed(answer.text), ...sse.end()]) events.push(...parser.push(data))
               }
-              for (const event of parser.end()) builder.add(event)
-              return builder.finish()
+              events.push(...parser.end())
+              return events
             },
             catch: asBackendError
           })
         ),
+        Effect.flatMap(withUsage(request, parser)),
+        Effect.map((events) => collect(events)),
         Effect.mapError(scrubError(placement))
       )
     })
@@ -105,7 +121,8 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
       }
       return decodeBody(postForStream(pools, prepared.call), {
         feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
-        end: () => parse(text.decode(), true)
+        end: () => parse(text.decode(), true),
+        finish: withUsage(request, parser)
       }).pipe(
         Stream.mapError(scrubError(placement))
       )

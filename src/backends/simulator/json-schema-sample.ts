@@ -11,12 +11,19 @@
  * (`minimum`, `maximum`, both `exclusive…` forms, `multipleOf`), booleans.
  * Not supported: `pattern` (ignored), `not`, conditionals (`if`/`then`), `dependentRequired`.
  * Optional properties are included with probability ½; beyond depth 6 only required ones are.
+ *
+ * Bounded whatever the schema says, so a hostile one cannot hang the process: `minLength` and
+ * `minItems` above MAX_SAMPLE_LENGTH / MAX_SAMPLE_ITEMS are sampled at those (the value is then
+ * shorter than asked), and a `$ref` cycle or nesting deeper than MAX_NESTING gives `null` there.
  */
 import type { JsonObject, JsonValue } from "../../model/content.ts"
 import type { Prng } from "./prng.ts"
 import { SIMULATOR_VOCABULARY } from "./words.ts"
 
 const MAX_DEPTH = 6
+const MAX_NESTING = 64
+const MAX_SAMPLE_LENGTH = 4_096
+const MAX_SAMPLE_ITEMS = 64
 
 const isObject = (value: JsonValue | undefined): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)
@@ -62,6 +69,7 @@ const typeOf = (schema: JsonObject): string => {
 }
 
 const sample = (schema: JsonValue, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+  if (depth > MAX_NESTING) return null
   if (!isObject(schema)) return schema === false ? null : "value"
   if (typeof schema.$ref === "string") return sample(resolveRef(root, schema.$ref), root, prng, depth + 1)
   if ("const" in schema) return schema.const
@@ -119,9 +127,9 @@ const sampleObject = (schema: JsonObject, root: JsonValue, prng: Prng, depth: nu
 const sampleArray = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : Array.isArray(schema.items) ? schema.items : []
   const itemSchema: JsonValue = isObject(schema.items) ? schema.items : {}
-  const min = num(schema.minItems) ?? 0
+  const min = Math.min(num(schema.minItems) ?? 0, MAX_SAMPLE_ITEMS)
   const max = num(schema.maxItems) ?? Math.max(min, 3)
-  const wanted = depth >= MAX_DEPTH ? min : Math.min(max, Math.max(min, prng.int(1, 2), prefix.length))
+  const wanted = Math.min(MAX_SAMPLE_ITEMS, depth >= MAX_DEPTH ? min : Math.min(max, Math.max(min, prng.int(1, 2), prefix.length)))
   const out: Array<JsonValue> = []
   const seen = new Set<string>()
   for (let attempt = 0; out.length < wanted && attempt < wanted * 10; attempt++) {
@@ -177,7 +185,7 @@ const sampleString = (schema: JsonObject, prng: Prng): string => {
     case "hostname":
       return `${word()}.example.com`
   }
-  const minLength = num(schema.minLength) ?? 0
+  const minLength = Math.min(num(schema.minLength) ?? 0, MAX_SAMPLE_LENGTH)
   const maxLength = num(schema.maxLength) ?? Number.POSITIVE_INFINITY
   let text = Array.from({ length: prng.int(1, 3) }, word).join(" ")
   while (text.length < minLength) text += ` ${word()}`

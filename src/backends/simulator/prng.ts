@@ -2,15 +2,21 @@
  * Deterministic randomness for the simulator: a string hash to derive seeds and a small seeded
  * generator (mulberry32). Same seed, same sequence, on every machine and every run.
  */
+import { Effect } from "effect"
 
-/** 32-bit FNV-1a over UTF-16 code units; `seed` chains hashes (`hashString(b, hashString(a))`). */
-export const hashString = (text: string, seed = 0x811c9dc5): number => {
-  let hash = seed >>> 0
-  for (let i = 0; i < text.length; i++) {
+const FNV_OFFSET = 0x811c9dc5
+
+/** FNV-1a over `text[from, to)`, continuing from `hash`, without the final avalanche. */
+const fnvRange = (hash: number, text: string, from: number, to: number): number => {
+  for (let i = from; i < to; i++) {
     hash ^= text.charCodeAt(i)
     hash = Math.imul(hash, 0x01000193)
   }
-  // Final avalanche (from murmur3) so similar inputs give unrelated seeds.
+  return hash
+}
+
+/** The final avalanche (from murmur3), so similar inputs give unrelated seeds. */
+const avalanche = (hash: number): number => {
   hash ^= hash >>> 16
   hash = Math.imul(hash, 0x85ebca6b)
   hash ^= hash >>> 13
@@ -18,6 +24,34 @@ export const hashString = (text: string, seed = 0x811c9dc5): number => {
   hash ^= hash >>> 16
   return hash >>> 0
 }
+
+/** 32-bit FNV-1a over UTF-16 code units; `seed` chains hashes (`hashString(b, hashString(a))`). */
+export const hashString = (text: string, seed = FNV_OFFSET): number => avalanche(fnvRange(seed >>> 0, text, 0, text.length))
+
+/** Characters hashed between two yields to the event loop (well under a millisecond). */
+const HASH_SLICE_UNITS = 131_072
+
+/**
+ * `hashString` of the concatenation of `parts`, computed a slice at a time with yields between
+ * slices, so hashing a prompt of any size never holds the event loop for long.
+ */
+export const hashParts = (parts: ReadonlyArray<string>, seed = FNV_OFFSET): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    let hash = seed >>> 0
+    let sinceYield = 0
+    for (const part of parts) {
+      for (let from = 0; from < part.length; from += HASH_SLICE_UNITS) {
+        const to = Math.min(part.length, from + HASH_SLICE_UNITS)
+        hash = fnvRange(hash, part, from, to)
+        sinceYield += to - from
+        if (sinceYield >= HASH_SLICE_UNITS) {
+          yield* Effect.yieldNow
+          sinceYield = 0
+        }
+      }
+    }
+    return avalanche(hash)
+  })
 
 /** One seed from several parts; `undefined` parts still shift the result (position matters). */
 export const seedFrom = (parts: ReadonlyArray<string | number | undefined>): number =>

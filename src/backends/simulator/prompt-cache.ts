@@ -8,9 +8,10 @@
  * of its prefixes that is cached and holds at least PROMPT_CACHE_MIN_TOKENS tokens (as upstream
  * providers require). Entries are kept in a bounded least-recently-used map.
  */
+import { Effect } from "effect"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countMessageTokens, countPreambleTokens } from "../../model/tokens.ts"
-import { hashString } from "./prng.ts"
+import { countPartTokens, promptParts } from "../../model/tokens.ts"
+import { hashParts } from "./prng.ts"
 
 export const PROMPT_CACHE_MIN_TOKENS = 1024
 
@@ -20,18 +21,39 @@ export interface PromptPrefix {
   readonly tokens: number
 }
 
-/** The message-aligned prefixes of a request, shortest first; the last one is the whole prompt. */
-export const promptPrefixes = (request: CanonicalRequest): Array<PromptPrefix> => {
-  let hash = hashString(JSON.stringify([request.system, request.tools, request.responseFormat]))
-  let tokens = countPreambleTokens(request)
-  const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
-  for (const message of request.messages) {
-    hash = hashString(JSON.stringify(message), hash)
-    tokens += countMessageTokens(message)
-    prefixes.push({ hash, tokens })
-  }
-  return prefixes
+/** JSON of the parts of a request the simulator hashes, each serialized once. */
+export interface PromptJson {
+  readonly system: string
+  readonly tools: string
+  readonly responseFormat: string
+  readonly messages: ReadonlyArray<string>
 }
+
+export const promptJson = (request: CanonicalRequest): PromptJson => ({
+  system: JSON.stringify(request.system),
+  tools: JSON.stringify(request.tools),
+  responseFormat: JSON.stringify(request.responseFormat),
+  messages: request.messages.map((message) => JSON.stringify(message))
+})
+
+/**
+ * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
+ * Tokens are exact (one job for the tokenizer thread); hashes are computed in slices.
+ */
+export const promptPrefixes = (request: CanonicalRequest, json: PromptJson = promptJson(request)): Effect.Effect<Array<PromptPrefix>> =>
+  Effect.gen(function*() {
+    const [preamble, ...messages] = yield* countPartTokens(promptParts(request))
+    // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
+    let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
+    let tokens = preamble
+    const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
+    for (let i = 0; i < json.messages.length; i++) {
+      hash = yield* hashParts([json.messages[i]], hash)
+      tokens += messages[i]
+      prefixes.push({ hash, tokens })
+    }
+    return prefixes
+  })
 
 export interface PromptCache {
   /** Tokens read from the cache for this prompt, then remembers its prefixes. */

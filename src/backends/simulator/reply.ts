@@ -17,6 +17,7 @@
  * With a JSON response format, rules 3 and 5 produce JSON instead: `{"answer": "<prose>"}` for
  * `json_object`, a value generated from the schema for `json_schema`.
  */
+import { Effect } from "effect"
 import type { JsonValue, Message, ToolResultBlock } from "../../model/content.ts"
 import { joinText, toolResultText } from "../../model/content.ts"
 import type { CanonicalRequest, ToolDefinition } from "../../model/request.ts"
@@ -36,24 +37,31 @@ export type Reply =
 
 export const SAY_EXACTLY = "say exactly:"
 
-/** The text after `say exactly:` in a message, or undefined. */
+const SAY_EXACTLY_ANY_CASE = /say exactly:/i
+
+/** The text after `say exactly:` (any case) in a message, or undefined. Searches without copying the text. */
 export const sayExactly = (text: string): string | undefined => {
-  const at = text.toLowerCase().indexOf(SAY_EXACTLY)
-  return at === -1 ? undefined : text.slice(at + SAY_EXACTLY.length).trimStart()
+  const match = SAY_EXACTLY_ANY_CASE.exec(text)
+  return match === null ? undefined : text.slice(match.index + SAY_EXACTLY.length).trimStart()
 }
 
 const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
+/** A message this long is searched tool by tool with a yield between (each search reads it all). */
+const LONG_TEXT = 65_536
+
 /** Tools named in `text` as whole words, ordered by first mention. */
-export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Array<ToolDefinition> =>
-  tools
-    .map((tool) => {
+export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Effect.Effect<Array<ToolDefinition>> =>
+  Effect.gen(function*() {
+    const found: Array<{ tool: ToolDefinition; at: number }> = []
+    for (const tool of tools) {
       const wholeWord = new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")
-      return { tool, at: text.search(wholeWord) }
-    })
-    .filter(({ at }) => at !== -1)
-    .sort((a, b) => a.at - b.at)
-    .map(({ tool }) => tool)
+      const at = text.search(wholeWord)
+      if (at !== -1) found.push({ tool, at })
+      if (text.length > LONG_TEXT) yield* Effect.yieldNow
+    }
+    return found.sort((a, b) => a.at - b.at).map(({ tool }) => tool)
+  })
 
 const callTools = (tools: ReadonlyArray<ToolDefinition>, prng: Prng): Reply => ({
   kind: "tool_calls",
@@ -67,8 +75,33 @@ const toolNameOf = (toolUseId: string, messages: ReadonlyArray<Message>): string
   return "requested"
 }
 
+const SNIPPET_LENGTH = 200
+/** JavaScript's `\s`, by character code. */
+const isSpace = (code: number) =>
+  (code >= 0x09 && code <= 0x0d) || code === 0x20 || code === 0xa0 || code === 0x1680 || (code >= 0x2000 && code <= 0x200a) ||
+  code === 0x2028 || code === 0x2029 || code === 0x202f || code === 0x205f || code === 0x3000 || code === 0xfeff
+
+/**
+ * The first SNIPPET_LENGTH characters of `text` with whitespace runs collapsed to one space and
+ * trimmed; reads only as far as it needs, so a huge tool result costs nothing more.
+ */
+export const snippetOf = (text: string): string => {
+  let out = ""
+  let pendingSpace = false
+  for (let i = 0; i < text.length && out.length < SNIPPET_LENGTH; i++) {
+    if (isSpace(text.charCodeAt(i))) {
+      pendingSpace = out.length > 0
+      continue
+    }
+    if (pendingSpace) out += " "
+    pendingSpace = false
+    out += text[i]
+  }
+  return out.slice(0, SNIPPET_LENGTH)
+}
+
 const describeResult = (result: ToolResultBlock, messages: ReadonlyArray<Message>): string => {
-  const snippet = toolResultText(result).replace(/\s+/g, " ").trim().slice(0, 200) || "(no text)"
+  const snippet = snippetOf(toolResultText(result)) || "(no text)"
   const name = toolNameOf(result.toolUseId, messages)
   return result.isError ? `The ${name} tool reported an error: ${snippet}.` : `The ${name} tool returned: ${snippet}.`
 }
@@ -76,13 +109,14 @@ const describeResult = (result: ToolResultBlock, messages: ReadonlyArray<Message
 const proseTokens = (prng: Prng): number => prng.int(20, 120)
 
 /** Free text in the requested format. `lead` (a tool result summary) goes first in text mode. */
-const compose = (request: CanonicalRequest, prng: Prng, lead: string): Reply => {
-  const format = request.responseFormat
-  if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
-  const prose = composeProse(prng, proseTokens(prng))
-  const text = lead === "" ? prose : `${lead} ${prose}`
-  return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
-}
+const compose = (request: CanonicalRequest, prng: Prng, lead: string): Effect.Effect<Reply> =>
+  Effect.gen(function*() {
+    const format = request.responseFormat
+    if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
+    const prose = yield* composeProse(prng, proseTokens(prng))
+    const text = lead === "" ? prose : `${lead} ${prose}`
+    return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
+  })
 
 /**
  * A trailing assistant message of plain text is a prefill: the answer must continue it (the
@@ -95,15 +129,16 @@ export const splitPrefill = (request: CanonicalRequest): { readonly request: Can
   return { request: { ...request, messages: request.messages.slice(0, -1) }, prefill: joinText(last.content) }
 }
 
-export const decideReply = (request: CanonicalRequest, prng: Prng): Reply => {
-  const { request: base, prefill } = splitPrefill(request)
-  if (prefill === undefined) return decideFreshReply(request, prng)
-  const reply = decideFreshReply(base, prng)
-  if (reply.kind !== "text") return reply
-  return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
-}
+export const decideReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> =>
+  Effect.gen(function*() {
+    const { request: base, prefill } = splitPrefill(request)
+    if (prefill === undefined) return yield* decideFreshReply(request, prng)
+    const reply = yield* decideFreshReply(base, prng)
+    if (reply.kind !== "text") return reply
+    return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
+  })
 
-const decideFreshReply = (request: CanonicalRequest, prng: Prng): Reply => {
+const decideFreshReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> => Effect.gen(function*() {
   const last = request.messages.at(-1)
   const fromUser = last?.role === "user"
   const userText = fromUser ? joinText(last.content) : ""
@@ -113,18 +148,18 @@ const decideFreshReply = (request: CanonicalRequest, prng: Prng): Reply => {
     return callTools([tools.find((tool) => tool.name === toolChoice.name) ?? tools[0]], prng)
   }
   if (tools.length > 0 && toolChoice.type === "any") {
-    const named = mentionedTools(userText, tools)
+    const named = yield* mentionedTools(userText, tools)
     return callTools(named.length > 0 ? (request.parallelToolCalls === false ? named.slice(0, 1) : named) : [tools[0]], prng)
   }
   const echo = sayExactly(userText)
-  if (echo !== undefined) return { kind: "text", text: echo }
+  if (echo !== undefined) return { kind: "text", text: echo } satisfies Reply
 
   const results = fromUser ? last.content.filter((block) => block.type === "tool_result") : []
-  if (results.length > 0) return compose(request, prng, results.map((r) => describeResult(r, request.messages)).join(" "))
+  if (results.length > 0) return yield* compose(request, prng, results.map((r) => describeResult(r, request.messages)).join(" "))
 
   if (tools.length > 0 && toolChoice.type === "auto") {
-    const named = mentionedTools(userText, tools)
+    const named = yield* mentionedTools(userText, tools)
     if (named.length > 0) return callTools(request.parallelToolCalls === false ? named.slice(0, 1) : named, prng)
   }
-  return compose(request, prng, "")
-}
+  return yield* compose(request, prng, "")
+})

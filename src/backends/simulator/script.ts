@@ -1,6 +1,6 @@
 /**
  * Turns a decided reply into the exact event sequence the simulator will emit, enforcing the
- * output ceiling, stop sequences and reasoning. Pure: timing and faults are applied later.
+ * output ceiling, stop sequences and reasoning. Deterministic: timing and faults are applied later.
  *
  * Output accounting (what `usage` reports):
  * - reasoning comes first and counts against `maxOutputTokens`, visible or hidden; when it uses
@@ -10,13 +10,16 @@
  *   the stop reason is `max_tokens` and `outputTokens` equals the ceiling exactly;
  * - a stop sequence (text only, not thinking or tool JSON) cuts the text just before its first
  *   occurrence; the stop reason is `stop_sequence` and `stopSequence` names it;
- * - token counts come from the o200k_base tokenizer over exactly what is emitted;
+ * - token counts come from the o200k_base tokenizer over exactly what is emitted (in the tokenizer
+ *   thread, which only tokenizes as far as the ceiling reaches: an echoed 1 MiB text costs the
+ *   event loop nothing);
  * - hidden reasoning is paced like visible output: its tokens delay the event that follows it.
  */
+import { Effect, Fiber } from "effect"
 import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
-import type { TokenPiece } from "../../model/tokens.ts"
-import { tokenPieces } from "../../model/tokens.ts"
+import type { TokenPiece } from "../../model/tokenizer.ts"
+import { takeTokenPieces } from "../../model/tokenizer.ts"
 import { makeUsage } from "../../model/usage.ts"
 import { hashString, makePrng } from "./prng.ts"
 import type { Reply } from "./reply.ts"
@@ -35,26 +38,17 @@ export interface ScriptInput {
   readonly reasoningModel: boolean
   readonly model: string
   readonly seed: number
-  readonly inputTokens: number
-  readonly cachedInputTokens: number
+  /**
+   * The prompt's tokens and how many were cached; counted while the reply is written (both are
+   * round trips to the tokenizer thread) and filled into `message_start` and `message_stop`.
+   */
+  readonly prompt: Effect.Effect<{ readonly inputTokens: number; readonly cachedInputTokens: number }>
 }
 
 /** Output tokens per delta event. */
 export const TOKENS_PER_DELTA = 3
 
 const effortScale: Record<ReasoningEffort, number> = { minimal: 0.25, low: 0.5, medium: 1, high: 2 }
-
-/** Pieces up to `limit` tokens; `cut` when some were left out. */
-const takeTokens = (pieces: ReadonlyArray<TokenPiece>, limit: number) => {
-  const taken: Array<TokenPiece> = []
-  let tokens = 0
-  for (const piece of pieces) {
-    if (tokens + piece.tokens > limit) return { pieces: taken, cut: true }
-    taken.push(piece)
-    tokens += piece.tokens
-  }
-  return { pieces: taken, cut: false }
-}
 
 /** Pieces grouped into deltas of about TOKENS_PER_DELTA tokens. */
 const groupDeltas = (pieces: ReadonlyArray<TokenPiece>): Array<TokenPiece> => {
@@ -106,8 +100,9 @@ const deltaEvent = (kind: StreamedBlock["type"], index: number, text: string): C
 
 const sumTokens = (pieces: ReadonlyArray<TokenPiece>): number => pieces.reduce((sum, p) => sum + p.tokens, 0)
 
-export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
+export const writeScript = (input: ScriptInput): Effect.Effect<Array<ScriptStep>> => Effect.gen(function*() {
   const { request, model, seed } = input
+  const prompt = yield* Effect.forkChild(input.prompt)
   const budget = request.maxOutputTokens ?? Number.POSITIVE_INFINITY
   const steps: Array<ScriptStep> = []
   // Hidden reasoning shows nothing but takes time: its tokens are paced on the next event.
@@ -132,7 +127,7 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
   emit({
     type: "message_start",
     model,
-    usage: makeUsage({ inputTokens: input.inputTokens, cachedInputTokens: input.cachedInputTokens })
+    usage: makeUsage({}) // filled in below, once the prompt is counted
   })
 
   if (input.reasoningModel && request.reasoning.enabled) {
@@ -140,8 +135,8 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
     reasoningTokens = Math.min(planned, budget)
     used = reasoningTokens
     if (request.reasoning.visible && reasoningTokens > 0) {
-      const prose = composeProse(makePrng(seed ^ 0x7417), planned)
-      const thinking = takeTokens(tokenPieces(`I read the request and plan the answer. ${prose}`), reasoningTokens).pieces
+      const prose = yield* composeProse(makePrng(seed ^ 0x7417), planned)
+      const thinking = (yield* takeTokenPieces(`I read the request and plan the answer. ${prose}`, reasoningTokens)).pieces
       const digest = hashString(thinking.map((p) => p.text).join(""), seed).toString(16)
       const signature = btoa(`simulator-signature:${model}:${digest}`)
       block({ type: "thinking" }, thinking, [{ type: "signature_delta", index, signature }])
@@ -152,11 +147,11 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
   }
 
   if (stop === undefined) {
-    const reply: Reply = decideReply(request, makePrng(seed))
+    const reply: Reply = yield* decideReply(request, makePrng(seed))
     if (reply.kind === "text") {
       const match = firstStopSequence(reply.text, request.stopSequences)
       const text = match === undefined ? reply.text : reply.text.slice(0, match.at)
-      const { pieces, cut } = takeTokens(tokenPieces(text), budget - used)
+      const { pieces, cut } = yield* takeTokenPieces(text, budget - used)
       if (pieces.length > 0) block({ type: "text" }, pieces)
       used = cut ? budget : used + sumTokens(pieces)
       stop = cut
@@ -166,7 +161,7 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
         : { reason: "end_turn" }
     } else {
       for (const call of reply.calls) {
-        const { pieces, cut } = takeTokens(tokenPieces(JSON.stringify(call.input)), budget - used)
+        const { pieces, cut } = yield* takeTokenPieces(JSON.stringify(call.input), budget - used)
         if (pieces.length > 0) block({ type: "tool_use", id: call.id, name: call.name }, pieces)
         used = cut ? budget : used + sumTokens(pieces)
         if (cut) {
@@ -179,16 +174,18 @@ export const writeScript = (input: ScriptInput): Array<ScriptStep> => {
     }
   }
 
+  const { inputTokens, cachedInputTokens } = yield* Fiber.join(prompt)
+  steps[0] = { ...steps[0], event: { type: "message_start", model, usage: makeUsage({ inputTokens, cachedInputTokens }) } }
   emit({
     type: "message_stop",
     stopReason: stop.reason,
     ...(stop.sequence === undefined ? {} : { stopSequence: stop.sequence }),
     usage: makeUsage({
-      inputTokens: input.inputTokens,
-      cachedInputTokens: input.cachedInputTokens,
+      inputTokens,
+      cachedInputTokens,
       outputTokens: used,
       reasoningTokens
     })
   })
   return steps
-}
+})

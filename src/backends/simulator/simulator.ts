@@ -23,12 +23,12 @@
 import { Effect, Stream } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
-import { countTextTokens } from "../../model/tokens.ts"
+import { countTexts } from "../../model/tokenizer.ts"
 import type { Backend, EmbedRequest, EmbedResult, FaultSettings, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import { hashingEmbedding } from "./embeddings.ts"
-import { hashString, makePrng, seedFrom } from "./prng.ts"
-import { makePromptCache, promptPrefixes } from "./prompt-cache.ts"
+import { hashingEmbeddingSteps } from "./embeddings.ts"
+import { hashParts, makePrng, seedFrom } from "./prng.ts"
+import { makePromptCache, type PromptJson, promptJson, promptPrefixes } from "./prompt-cache.ts"
 import { splitPrefill } from "./reply.ts"
 import type { ScriptStep } from "./script.ts"
 import { writeScript } from "./script.ts"
@@ -83,17 +83,27 @@ const faultError = (faults: FaultSettings, what: string): BackendError => {
   return backendErrorFromStatus(status, `simulated fault (${what}) with status ${status}`, status === 429 ? 1 : undefined)
 }
 
-/** Seeds the reply: model, conversation content, temperature and seeds; not the ceiling or stops. */
-const replySeed = (whole: CanonicalRequest, placement: PlacementRuntime): number => {
-  const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
-  return seedFrom([
-    request.model,
-    hashString(JSON.stringify([request.system, request.messages, request.tools, request.responseFormat])),
-    request.temperature,
-    request.seed,
-    placement.simulator?.seed
-  ])
-}
+/**
+ * Seeds the reply: model, conversation content, temperature and seeds; not the ceiling or stops.
+ * The content hash is that of JSON.stringify([system, messages, tools, responseFormat]), from the
+ * JSON already made for the prompt cache, hashed in slices.
+ */
+const replySeed = (whole: CanonicalRequest, json: PromptJson, placement: PlacementRuntime): Effect.Effect<number> =>
+  Effect.gen(function*() {
+    const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
+    const messages = json.messages.slice(0, request.messages.length)
+    const separated = messages.flatMap((message, i) => (i === 0 ? [message] : [",", message]))
+    const content = yield* hashParts(["[", json.system, ",[", ...separated, "],", json.tools, ",", json.responseFormat, "]"])
+    return seedFrom([request.model, content, request.temperature, request.seed, placement.simulator?.seed])
+  })
+
+/** A text's embedding (embeddings.ts), a slice at a time with a yield between: a 1 MiB text takes ~100 ms of CPU. */
+export const embedInSlices = (text: string, dimensions: number): Effect.Effect<Array<number>> =>
+  Effect.gen(function*() {
+    const steps = hashingEmbeddingSteps(text, dimensions)
+    while (steps.next()) yield* Effect.yieldNow
+    return steps.vector
+  })
 
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)
@@ -108,17 +118,20 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
     return makePrng(seedFrom([placement.id, draw])).next() < rate ? mode : "none"
   }
 
-  const script = (request: CanonicalRequest, placement: PlacementRuntime): Array<ScriptStep> => {
-    const prefixes = promptPrefixes(request)
-    return writeScript({
-      request,
-      reasoningModel: placement.reasoning,
-      model: request.model,
-      seed: replySeed(request, placement),
-      inputTokens: prefixes[prefixes.length - 1].tokens,
-      cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+  const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
+    Effect.gen(function*() {
+      const json = promptJson(request)
+      return yield* writeScript({
+        request,
+        reasoningModel: placement.reasoning,
+        model: request.model,
+        seed: yield* replySeed(request, json, placement),
+        prompt: Effect.map(promptPrefixes(request, json), (prefixes) => ({
+          inputTokens: prefixes[prefixes.length - 1].tokens,
+          cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
+        }))
+      })
     })
-  }
 
   type EventStream = Stream.Stream<CanonicalEvent, BackendError>
   const openStream = Effect.fn("SimulatorBackend.stream")(
@@ -126,7 +139,7 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
       const fault = drawFault(placement)
       if (fault === "error") return Stream.fail(faultError(placement.faults, "error"))
       if (fault === "hang") return Stream.never
-      const steps = script(request, placement)
+      const steps = yield* script(request, placement)
       const timing = timingOf(placement, fault === "slow")
       if (fault === "break-mid-stream") {
         return Stream.concat(paced(beforeBreak(steps), timing), Stream.fail(faultError(placement.faults, "break-mid-stream")))
@@ -142,10 +155,10 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
       if (fault === "hang") return yield* Effect.never
       const { ttftMs } = timingOf(placement, fault === "slow")
       if (ttftMs > 0) yield* Effect.sleep(ttftMs)
-      return {
-        vectors: request.texts.map((text) => hashingEmbedding(text, request.dimensions)),
-        inputTokens: request.texts.reduce((sum, text) => sum + countTextTokens(text), 0)
-      }
+      const counts = yield* countTexts(request.texts)
+      const vectors: Array<Array<number>> = []
+      for (const text of request.texts) vectors.push(yield* embedInSlices(text, request.dimensions))
+      return { vectors, inputTokens: counts.reduce((sum, n) => sum + n, 0) }
     }
   )
 

@@ -7,7 +7,8 @@
  *   space; there are no newlines, digits or other punctuation besides `,` after an adverb;
  * - every word comes from `SIMULATOR_VOCABULARY`.
  */
-import { countTextTokens } from "../../model/tokens.ts"
+import { Effect } from "effect"
+import { countTexts } from "../../model/tokenizer.ts"
 import type { Prng } from "./prng.ts"
 
 const adjectives = [
@@ -45,15 +46,26 @@ const templates: ReadonlyArray<(p: Prng) => ReadonlyArray<string>> = [
 
 export const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng).join(" "))}.`
 
-/** Whole sentences until the text holds at least `minTokens` tokens (at least one sentence). */
-export const composeProse = (prng: Prng, minTokens: number): string => {
-  const sentences: Array<string> = []
-  let tokens = 0
-  do {
-    const sentence = composeSentence(prng)
-    // Each sentence after the first is preceded by a space, which BPE folds into its first word.
-    tokens += countTextTokens(sentences.length === 0 ? sentence : ` ${sentence}`)
-    sentences.push(sentence)
-  } while (tokens < minTokens)
-  return sentences.join(" ")
-}
+/** A sentence is at least this many tokens (7 words and a full stop), so a batch never overshoots by much. */
+const MIN_SENTENCE_TOKENS = 8
+
+/**
+ * Whole sentences until the text holds at least `minTokens` tokens (at least one sentence). The
+ * sentences are drawn in batches and counted in one round trip to the tokenizer thread; drawing
+ * more than are kept changes nothing, since each sentence depends only on the draws before it.
+ */
+export const composeProse = (prng: Prng, minTokens: number): Effect.Effect<string> =>
+  Effect.gen(function*() {
+    const sentences: Array<string> = []
+    let tokens = 0
+    do {
+      const batch = Array.from({ length: Math.max(1, Math.ceil((minTokens - tokens) / MIN_SENTENCE_TOKENS)) }, () => composeSentence(prng))
+      // Each sentence after the first is preceded by a space, which BPE folds into its first word.
+      const counts = yield* countTexts(batch.map((sentence, i) => (sentences.length + i === 0 ? sentence : ` ${sentence}`)))
+      for (let i = 0; i < batch.length && (tokens < minTokens || sentences.length === 0); i++) {
+        tokens += counts[i]
+        sentences.push(batch[i])
+      }
+    } while (tokens < minTokens)
+    return sentences.join(" ")
+  })

@@ -9,7 +9,7 @@ import { eventOrderViolation } from "../../../src/model/event-order.ts"
 import { collect } from "../../../src/model/events.ts"
 import type { CanonicalRequestInit } from "../../../src/model/request.ts"
 import { makeRequest } from "../../../src/model/request.ts"
-import { countTextTokens } from "../../../src/model/tokens.ts"
+import { countTextTokensExact as countTextTokens } from "../../../src/model/bpe.ts"
 import { placementFor, runAll, SECRET_MODEL, UPSTREAM_KEY } from "./support.ts"
 import { type SimulateUpstream, startSimulateUpstream } from "./upstreams.ts"
 

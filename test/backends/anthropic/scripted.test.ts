@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeAnthropicBackend } from "../../../src/backends/anthropic/index.ts"
 import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
+import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
 import { placementFor, runAll, SECRET_MODEL } from "./support.ts"
 import { type ScriptedUpstream, sse, startScriptedUpstream } from "./upstreams.ts"
@@ -68,6 +69,23 @@ describe("Anthropic backend against a scripted upstream", () => {
       usage: makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 3 })
     })
     expect(JSON.stringify(events)).not.toMatch(/upstream-model-secret|msg_upstream/)
+  })
+
+  it("counts the reasoning tokens of thinking the upstream streamed without reporting them (at most the output)", async () => {
+    const thinking = "Let me think about the weather in Paris first."
+    answerWith(200, streamHeaders, sse(
+      start,
+      { type: "content_block_start", index: 0, content_block: { type: "thinking", thinking: "", signature: "" } },
+      { type: "content_block_delta", index: 0, delta: { type: "thinking_delta", thinking } },
+      { type: "content_block_delta", index: 0, delta: { type: "signature_delta", signature: "sig" } },
+      { type: "content_block_stop", index: 0 },
+      ...textBlock.map((event) => ("index" in event ? { ...event, index: 1 } : event)),
+      { type: "message_delta", delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: 40 } },
+      { type: "message_stop" }
+    ))
+    const { events, error } = await call()
+    expect(error).toBeUndefined()
+    expect(collect(events).usage).toEqual(makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 40, reasoningTokens: countTextTokensExact(thinking) }))
   })
 
   it("reuses one kept-alive connection across calls", async () => {

@@ -80,7 +80,9 @@ describe("upstream event translation", () => {
       { type: "content_block_stop", index: 0 },
       ...stop("end_turn")
     ), "m")
-    expect(collect(counted.events).usage.reasoningTokens).toBe(2)
+    // Not reported upstream: left for the backend to count in the tokenizer thread.
+    expect(collect(counted.events).usage.reasoningTokens).toBe(0)
+    expect(counted.unreportedThinking).toBe("two words")
     expect(collect(counted.events).content).toEqual([{ type: "thinking", thinking: "two words", signature: "sig" }])
   })
 

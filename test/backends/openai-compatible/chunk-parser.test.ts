@@ -17,7 +17,7 @@ import { makeRequest } from "../../../src/model/request.ts"
 import { contextFor } from "../../dialects/chat/support.ts"
 import { sse, upstreamChunk } from "./fake-upstream.ts"
 
-const parserOptions = { modelId: "svc-up", visibleReasoning: false, estimateInputTokens: () => 11 }
+const parserOptions = { modelId: "svc-up", visibleReasoning: false }
 
 /** Runs SSE text through decoder and parser, fed in pieces of `step` characters. */
 const parse = (text: string, step = text.length, options = parserOptions): Array<CanonicalEvent> => {
@@ -155,9 +155,16 @@ describe("chunk parser", () => {
     expect(withUsage.at(-1)).toEqual({ type: "message_stop", stopReason: "end_turn", usage: { inputTokens: 50, outputTokens: 9, cachedInputTokens: 20, reasoningTokens: 4 } })
   })
 
-  it("estimates usage when the upstream sends none, and accepts a body that ends after finish_reason", () => {
-    const parsed = parse(sse(upstreamChunk({ content: "hello world" }, "stop")))
-    expect(parsed.at(-1)).toMatchObject({ type: "message_stop", usage: { inputTokens: 11, outputTokens: 2 } })
+  it("leaves usage to estimate when the upstream sends none, and accepts a body that ends after finish_reason", () => {
+    const parser = makeChunkParser(parserOptions)
+    const parsed = [...parser.push(JSON.stringify(upstreamChunk({ content: "hello world" }, "stop"))), ...parser.end()]
+    expect(parsed.at(-1)).toMatchObject({ type: "message_stop", usage: { inputTokens: 0, outputTokens: 0 } })
+    expect(parser.unreported).toEqual({ generated: "hello world" })
+    const reported = makeChunkParser(parserOptions)
+    reported.push(JSON.stringify(upstreamChunk({ content: "x" }, "stop")))
+    reported.push(JSON.stringify({ ...upstreamChunk({}), choices: [], usage: { prompt_tokens: 5, completion_tokens: 1 } }))
+    reported.push("[DONE]")
+    expect(reported.unreported).toBeUndefined()
   })
 
   it("fails on an error chunk, invalid JSON, a body cut short, or nothing at all", () => {

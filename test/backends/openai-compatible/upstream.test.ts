@@ -14,6 +14,9 @@ import type { CanonicalEvent } from "../../../src/model/events.ts"
 import { collect } from "../../../src/model/events.ts"
 import type { CanonicalRequest } from "../../../src/model/request.ts"
 import { makeRequest } from "../../../src/model/request.ts"
+import { countTextTokensExact } from "../../../src/model/bpe.ts"
+import { countRequestTokens } from "../../../src/model/tokens.ts"
+import { makeUsage } from "../../../src/model/usage.ts"
 import { type FakeUpstream, openAiLike, sse, startFakeUpstream, upstreamChunk } from "./fake-upstream.ts"
 
 const backend = makeOpenAICompatibleBackend()
@@ -120,6 +123,19 @@ describe("openai-compatible backend", () => {
     }
     const { error } = await runToFailure(ask("hi"))
     expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+  })
+
+  it("estimates usage with the exact token counts when the upstream reports none", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(upstreamChunk({ role: "assistant", content: "" }), upstreamChunk({ content: "Bonjour, " }), upstreamChunk({ content: "le monde." }, "stop"), "[DONE]"))
+    }
+    const request = ask("Say hello in French, please.")
+    const events = await run(request)
+    expect(collect(events).usage).toEqual(makeUsage({
+      inputTokens: await Effect.runPromise(countRequestTokens(request)),
+      outputTokens: countTextTokensExact("Bonjour, le monde.")
+    }))
   })
 
   it("fails the stream on a mid-stream error chunk, after the events already sent", async () => {

@@ -1,0 +1,82 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Arbitrary, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { shortWordTokens } from "../../scripts/generate-o200k-words.ts"
+import { countTextTokensExact } from "../../src/model/bpe.ts"
+import { O200K_SHORT_WORDS } from "../../src/model/o200k-words.ts"
+import { textTokenBound, textTokenBoundSteps } from "../../src/model/token-bound.ts"
+
+/** Fragments that exercise every rule of the bound: words, contractions, case changes, digits, CJK, emoji, marks, surrogates. */
+const FRAGMENTS = [
+  "a", "e", "s", "t", "l", "q", "x", "the", "ing", " ", "  ", "\t", "\n", "\r\n", "'", "'s", "'ll", "'re", "A", "B", "Z", "HTTP",
+  "0", "1", "23", "456", "7890", ".", ",", "(", ")", "\"", "-", "/", "_", "<|endoftext|>", "é", "É", "ß", "中", "文", "日本語",
+  "ภาษา", "😀", "👍🏽", "❤️", "\u0301", "٣", "²", "\ud800", "\udc00", " hello", "Hello", "don't", "naïve"
+] as const
+const fragment = Arbitrary.schema(Schema.Literals(FRAGMENTS))
+const count = Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 })))
+/** A fragment, or a run of one repeated (long unbroken runs are where BPE is slow and chunks are cut). */
+const piece = Arbitrary.all([fragment, count, Arbitrary.schema(Schema.Boolean)]).pipe(
+  Arbitrary.map(([text, times, repeat]) => (repeat ? text.repeat(times) : text))
+)
+const text = Arbitrary.array(piece, { maxLength: 40 }).pipe(Arbitrary.map((pieces) => pieces.join("")))
+
+describe("textTokenBound", () => {
+  it.prop("is never below the exact count", [text], ([sample]) => {
+    const exact = countTextTokensExact(sample)
+    const bound = textTokenBound(sample)
+    if (bound < exact) throw new Error(`bound ${bound} < exact ${exact} for ${JSON.stringify(sample)}`)
+  }, { timeout: 120_000, arbitrary: { runs: 3_000 } })
+
+  it.prop("is never above the UTF-8 bytes", [text], ([sample]) => {
+    assert.isAtMost(textTokenBound(sample), new TextEncoder().encode(sample).length)
+  }, { arbitrary: { runs: 1_000 } })
+
+  it.prop("is the same computed in steps", [text], ([sample]) => {
+    const steps = textTokenBoundSteps(sample, 7)
+    while (steps.next());
+    assert.strictEqual(steps.tokens, textTokenBound(sample))
+  }, { arbitrary: { runs: 1_000 } })
+
+  it("holds on real text and is tighter than bytes there", () => {
+    for (const file of ["README.md", "src/runtime/model-caller.ts", "package.json"]) {
+      const sample = readFileSync(file, "utf8")
+      const exact = countTextTokensExact(sample)
+      const bound = textTokenBound(sample)
+      assert.isAtLeast(bound, exact, file)
+      assert.isBelow(bound, Buffer.byteLength(sample) * 0.8, file)
+    }
+  })
+
+  it("is the same in steps through runs longer than a step, and no step reads far past its end", () => {
+    for (const sample of ["x" + "a".repeat(100_000) + "B", "1".repeat(50_000) + " x", "٣" + "12".repeat(5_000), "ab " + "z".repeat(40) + "'s"]) {
+      const steps = textTokenBoundSteps(sample, 1_000)
+      let calls = 0
+      while (steps.next()) calls++
+      assert.strictEqual(steps.tokens, textTokenBound(sample))
+      assert.isAtLeast(steps.tokens, countTextTokensExact(sample))
+      assert.isAtLeast(calls, Math.floor(sample.length / 5_000))
+    }
+  })
+
+  it("is fast on an unbroken 1 MiB run", () => {
+    for (const run of ["a".repeat(1 << 20), "A".repeat(1 << 20), "😀".repeat(1 << 18)]) {
+      const started = performance.now()
+      assert.isAtLeast(textTokenBound(run), countTextTokensExact(run.slice(0, 4096)))
+      assert.isBelow(performance.now() - started, 1_000)
+    }
+  })
+})
+
+describe("the vocabulary facts the bound relies on", () => {
+  it("o200k-words.ts lists exactly the o200k tokens of 2–4 characters over [ a-z] (regenerate with scripts/generate-o200k-words.ts)", () => {
+    assert.deepStrictEqual([...O200K_SHORT_WORDS].sort(), shortWordTokens())
+  })
+
+  it("every string of 1 to 3 ASCII digits is one token", () => {
+    for (let n = 0; n < 1000; n++) {
+      for (const digits of new Set([String(n), String(n).padStart(2, "0"), String(n).padStart(3, "0")])) {
+        if (digits.length <= 3) assert.strictEqual(countTextTokensExact(digits), 1, digits)
+      }
+    }
+  })
+})
