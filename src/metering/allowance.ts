@@ -259,7 +259,7 @@ function make(options: AllowanceOptions) {
         Effect.catch((error) => Effect.logError(`allowance: ${what} gave up`, error))
       )).pipe(Effect.asVoid)
 
-    const reserve = Effect.fn("Allowance.reserve")(function*(request: ReserveRequest) {
+    const reserve = Effect.fnUntraced(function*(request: ReserveRequest) {
       const id = newId("res")
       const amount = Math.max(0, Math.ceil(request.maxCostMicros))
       for (let attempt = 0; attempt < 3; attempt++) {
@@ -314,7 +314,7 @@ function make(options: AllowanceOptions) {
         return undefined
       })
 
-    const settle = Effect.fn("Allowance.settle")(function*(reservation: Reservation, actualCostMicros: Micros) {
+    const settle = Effect.fnUntraced(function*(reservation: Reservation, actualCostMicros: Micros) {
       live.delete(reservation.id)
       if (actualCostMicros > reservation.amountMicros) {
         yield* Effect.logWarning(`allowance: call ${reservation.id} cost ${actualCostMicros} µ$ but reserved ${reservation.amountMicros}; charged the reservation`)
@@ -326,7 +326,7 @@ function make(options: AllowanceOptions) {
         })), true)
     })
 
-    const release = Effect.fn("Allowance.release")(function*(reservation: Reservation) {
+    const release = Effect.fnUntraced(function*(reservation: Reservation) {
       live.delete(reservation.id)
       // A release that never lands only keeps the hold until it lapses: nothing to retry for.
       return yield* finish(reservation, Effect.flatMap(Clock.currentTimeMillis, (now) =>

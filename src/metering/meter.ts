@@ -82,7 +82,7 @@ export class Meter extends Context.Service<Meter, {
 
     const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
 
-    const begin = Effect.fn("Meter.begin")(function*(request: BeginRequest) {
+    const begin = Effect.fnUntraced(function*(request: BeginRequest) {
       const plan = planOf(request.key)
       const { key, model } = request
       const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
@@ -98,7 +98,7 @@ export class Meter extends Context.Service<Meter, {
       let remaining: Micros | undefined = reservation.remainingMicros
       let finished = false
 
-      const settle = Effect.fn("MeteredCall.settle")(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
+      const settle = Effect.fnUntraced(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
         const costMicros = callCostMicros(usage, servedBy)
         const chargedMicros = Math.min(costMicros, reservation.amountMicros)
         if (finished) return { costMicros, chargedMicros }
@@ -120,7 +120,7 @@ export class Meter extends Context.Service<Meter, {
         return { costMicros, chargedMicros }
       })
 
-      const fail = Effect.fn("MeteredCall.fail")(function*() {
+      const fail = Effect.fnUntraced(function*() {
         if (finished) return
         finished = true
         const after = yield* allowance.release(reservation)

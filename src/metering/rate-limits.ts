@@ -111,7 +111,7 @@ function make(options: RateLimitOptions) {
       })
     }
 
-    const admit = Effect.fn("RateLimits.admit")(function*(request: { keyId: string; plan: Plan; tokens: number }) {
+    const admit = Effect.fnUntraced(function*(request: { keyId: string; plan: Plan; tokens: number }) {
       const now = yield* Clock.currentTimeMillis
       const { plan } = request
       const lease = { limit: plan.concurrency, id: newId("lease"), ttlMs: leaseTtlMs }

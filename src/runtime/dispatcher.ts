@@ -84,7 +84,7 @@ export interface DispatcherOptions {
 }
 
 export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
-  const dispatch = Effect.fn("Dispatcher.dispatch")(function*(options: DispatchOptions) {
+  const dispatch = Effect.fnUntraced(function*(options: DispatchOptions) {
     const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
     let state = startDispatch({
       candidates: options.candidates.map(({ placementId, modelId, resume }) => ({ placementId, modelId, canResume: resume !== undefined }))

@@ -197,7 +197,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { models, metered, sent }
     })
 
-    const prepare = Effect.fn("ModelCaller.prepare")(function*(request: CanonicalRequest, options: CallOptions) {
+    const prepare = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
       const { models, metered, sent } = yield* meterCall(request, options)
       const upstream = candidatesFor(sent, models)
       const modelById = new Map(models.map((m) => [m.id, m]))
@@ -252,7 +252,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { request: sent, headers: metered.headers, start } satisfies PreparedCall
     })
 
-    const call = Effect.fn("ModelCaller.call")(function*(request: CanonicalRequest, options: CallOptions) {
+    const call = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
       const prepared = yield* prepare(request, options)
       return yield* prepared.start
     })
@@ -276,7 +276,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         } satisfies CompletedCall
       })
 
-    const embed = Effect.fn("ModelCaller.embed")(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: CallOptions) {
+    const embed = Effect.fnUntraced(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: CallOptions) {
       const serving = placements.ofModel(model.id)
       if (serving.length === 0) return yield* new NotImplemented({ message: `No placement of ${model.id} has an available backend` })
       // An embedding call has no output: it is metered as input at the model's input rate.

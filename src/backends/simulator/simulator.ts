@@ -134,7 +134,7 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
     })
 
   type EventStream = Stream.Stream<CanonicalEvent, BackendError>
-  const openStream = Effect.fn("SimulatorBackend.stream")(
+  const openStream = Effect.fnUntraced(
     function*(request: CanonicalRequest, placement: PlacementRuntime): Effect.fn.Return<EventStream> {
       const fault = drawFault(placement)
       if (fault === "error") return Stream.fail(faultError(placement.faults, "error"))
