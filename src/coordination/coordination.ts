@@ -30,8 +30,23 @@ import type {
   SeedAnswer
 } from "./types.ts"
 
+/**
+ * The operations the request path takes on every call, answered synchronously — offered by a
+ * store that lives in this process, so a call is metered without an Effect per step. Same
+ * semantics as the Effect versions (which the in-process store builds from these).
+ */
+export interface LocalCounters {
+  gate(request: GateRequest): GateResult
+  releaseLease(lease: LeaseRef): void
+  budgetReserve(request: BudgetReserveRequest): BudgetAnswer
+  budgetSettle(request: BudgetSettleRequest): BudgetState | undefined
+  budgetRelease(hold: { readonly budget: string; readonly id: string }, now: number): BudgetState | undefined
+}
+
 export interface CoordinationShape {
   readonly kind: "in-process" | "redis"
+  /** The hot operations, synchronous: present when the store is in process (absent on Redis). */
+  readonly local?: LocalCounters | undefined
   /** What tells this store's state apart from another's in one database (Redis: the key prefix). */
   readonly scope: string
   /** Checks every bucket and the lease limit; takes all of them, or none. */

@@ -4,7 +4,7 @@
  * the arithmetic mirrors `lua.ts` line for line (the shared test suite runs against both).
  */
 import { Effect } from "effect"
-import type { CoordinationShape } from "./coordination.ts"
+import type { CoordinationShape, LocalCounters } from "./coordination.ts"
 import {
   type BucketState,
   type BudgetAnswer,
@@ -152,11 +152,8 @@ export const makeInProcess = (): InProcessStore => {
     return budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
   }
 
-  return {
-    kind: "in-process",
-    scope: "in-process",
-
-    gate: (request) => Effect.sync(() => {
+  const local: LocalCounters = {
+    gate: (request) => {
       const scope = scopeOf(request.scope)
       const { now } = request
       // A bucket stores what was used (draining at capacity/period), not what is left, so a plan
@@ -192,21 +189,13 @@ export const makeInProcess = (): InProcessStore => {
         }
       })
       return { admitted, buckets, leasesInUse: scope.leases.size, leaseRefused }
-    }),
+    },
 
-    releaseLease: (lease) => Effect.sync(() => {
+    releaseLease: (lease) => {
       scopes.get(lease.scope)?.leases.delete(lease.id)
-    }),
+    },
 
-    renewLeases: (leases, ttlMs, now) => Effect.sync(() => {
-      for (const lease of leases) {
-        const held = scopes.get(lease.scope)?.leases
-        // Only a lease still held is extended: a lapsed one is not brought back.
-        if (held?.has(lease.id) === true) held.set(lease.id, now + ttlMs)
-      }
-    }),
-
-    budgetReserve: (request) => Effect.sync((): BudgetAnswer => {
+    budgetReserve: (request): BudgetAnswer => {
       const budget = seeded(request.budget, request.now)
       if (budget === undefined) return { _tag: "Unseeded" }
       if (budget.holds.has(request.id)) return { _tag: "Reserved", state: stateOf(budget) }
@@ -219,13 +208,33 @@ export const makeInProcess = (): InProcessStore => {
       setHold(budget, request.id, { value: request.amount, expiresAt: request.now + request.ttlMs })
       if (request.expireAt > 0) budget.expireAt = request.expireAt
       return { _tag: "Reserved", state: stateOf(budget) }
-    }),
+    },
 
     // Charge at most what was reserved; a missing hold (lapsed, or the store was rebuilt) still charges.
-    budgetSettle: (request) => Effect.sync(() =>
-      close(request.budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) })),
+    budgetSettle: (request) =>
+      close(request.budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) }),
 
-    budgetRelease: (hold, now) => Effect.sync(() => close(hold.budget, hold.id, now)),
+    budgetRelease: (hold, now) => close(hold.budget, hold.id, now)
+  }
+
+  return {
+    kind: "in-process",
+    scope: "in-process",
+    local,
+    gate: (request) => Effect.sync(() => local.gate(request)),
+    releaseLease: (lease) => Effect.sync(() => local.releaseLease(lease)),
+
+    renewLeases: (leases, ttlMs, now) => Effect.sync(() => {
+      for (const lease of leases) {
+        const held = scopes.get(lease.scope)?.leases
+        // Only a lease still held is extended: a lapsed one is not brought back.
+        if (held?.has(lease.id) === true) held.set(lease.id, now + ttlMs)
+      }
+    }),
+
+    budgetReserve: (request) => Effect.sync(() => local.budgetReserve(request)),
+    budgetSettle: (request) => Effect.sync(() => local.budgetSettle(request)),
+    budgetRelease: (hold, now) => Effect.sync(() => local.budgetRelease(hold, now)),
 
     budgetRenew: (holds, ttlMs, now) => Effect.sync(() => {
       for (const hold of holds) {

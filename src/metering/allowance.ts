@@ -91,6 +91,16 @@ export interface ReserveRequest {
 
 export class Allowance extends Context.Service<Allowance, {
   reserve(request: ReserveRequest): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
+  /**
+   * The hot path's shortcut where the coordination store is in process: `reserve`, `settle` and
+   * `release` answered synchronously. `reserve` answers `undefined` when it cannot (an unseeded
+   * budget to rebuild): the caller then takes `reserve`. Absent on Redis.
+   */
+  readonly now?: {
+    reserve(request: ReserveRequest, now: number): Reservation | LimitExceeded | undefined
+    settle(reservation: Reservation, actualCostMicros: Micros, now: number): Micros | undefined
+    release(reservation: Reservation, now: number): Micros | undefined
+  } | undefined
   /** Charges min(actual, reserved). Never fails; returns the remaining micros when known. */
   settle(reservation: Reservation, actualCostMicros: Micros): Effect.Effect<Micros | undefined>
   /** For calls that failed before producing output. Never fails. */
@@ -259,6 +269,31 @@ function make(options: AllowanceOptions) {
         Effect.catch((error) => Effect.logError(`allowance: ${what} gave up`, error))
       )).pipe(Effect.asVoid)
 
+    /** A reserve answer as the reservation (kept renewed) or the refusal. */
+    const reserved = (request: ReserveRequest, t: Target, id: string, amount: number, now: number, state: BudgetState, refused: boolean): Reservation | LimitExceeded => {
+      if (refused) {
+        const left = formatUsd(remainingOf(state, t.cap))
+        return t.funding === "credits"
+          ? new LimitExceeded({
+            kind: "credits_exhausted",
+            message: `Prepaid credits are exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); add credits to continue`,
+            headers: { "xsvc-allowance-remaining": left }
+          })
+          : new LimitExceeded({
+            kind: "allowance_exhausted",
+            headers: { "xsvc-allowance-remaining": left },
+            message: `Monthly allowance exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); it resets at the start of next month (UTC)`,
+            retryAfterSeconds: secondsUntilNextMonth(now)
+          })
+      }
+      const reservation: Reservation = {
+        id, chargeId: request.requestId ?? id, keyId: request.keyId, funding: t.funding, budget: t.budget, amountMicros: amount,
+        capMicros: t.cap, at: now, remainingMicros: remainingOf(state, t.cap)
+      }
+      live.set(id, reservation)
+      return reservation
+    }
+
     const reserve = Effect.fnUntraced(function*(request: ReserveRequest) {
       const id = newId("res")
       const amount = Math.max(0, Math.ceil(request.maxCostMicros))
@@ -271,27 +306,8 @@ function make(options: AllowanceOptions) {
           yield* recover(request.keyId, t)
           continue
         }
-        if (answer._tag === "Refused") {
-          const left = formatUsd(remainingOf(answer.state, t.cap))
-          return yield* t.funding === "credits"
-            ? new LimitExceeded({
-              kind: "credits_exhausted",
-              message: `Prepaid credits are exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); add credits to continue`,
-              headers: { "xsvc-allowance-remaining": left }
-            })
-            : new LimitExceeded({
-              kind: "allowance_exhausted",
-              headers: { "xsvc-allowance-remaining": left },
-              message: `Monthly allowance exhausted ($${left} left, this request may cost up to $${formatUsd(amount)}); it resets at the start of next month (UTC)`,
-              retryAfterSeconds: secondsUntilNextMonth(now)
-            })
-        }
-        const reservation: Reservation = {
-          id, chargeId: request.requestId ?? id, keyId: request.keyId, funding: t.funding, budget: t.budget, amountMicros: amount,
-          capMicros: t.cap, at: now, remainingMicros: remainingOf(answer.state, t.cap)
-        }
-        live.set(id, reservation)
-        return reservation
+        const result = reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused")
+        return result instanceof LimitExceeded ? yield* result : result
       }
       return yield* unavailable("rebuild did not take")()
     })
@@ -333,6 +349,43 @@ function make(options: AllowanceOptions) {
         store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now)), false)
     })
 
+    const local = store.local
+    const runInBackground = yield* FiberSet.makeRuntime<never>()
+    const overcharged = (reservation: Reservation, actualCostMicros: Micros) => {
+      if (actualCostMicros > reservation.amountMicros) {
+        runInBackground(Effect.logWarning(`allowance: call ${reservation.id} cost ${actualCostMicros} µ$ but reserved ${reservation.amountMicros}; charged the reservation`))
+      }
+    }
+    /** The store's state after a settle or release, as what is left; an unseeded budget is noticed. */
+    const remainingAfter = (reservation: Reservation, state: BudgetState | undefined) => {
+      if (state === undefined) {
+        runInBackground(noticeUnseeded)
+        return undefined
+      }
+      return remainingOf(state, reservation.capMicros)
+    }
+    const now = local === undefined ? undefined : {
+      reserve: (request: ReserveRequest, now: number) => {
+        const id = newId("res")
+        const amount = Math.max(0, Math.ceil(request.maxCostMicros))
+        const t = target(request.keyId, request.plan, now)
+        const answer = local.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })
+        return answer._tag === "Unseeded" ? undefined : reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused")
+      },
+      settle: (reservation: Reservation, actualCostMicros: Micros, now: number) => {
+        live.delete(reservation.id)
+        overcharged(reservation, actualCostMicros)
+        return remainingAfter(reservation, local.budgetSettle({
+          budget: reservation.budget, id: reservation.id, chargeId: reservation.chargeId,
+          amount: reservation.amountMicros, actual: actualCostMicros, now
+        }))
+      },
+      release: (reservation: Reservation, now: number) => {
+        live.delete(reservation.id)
+        return remainingAfter(reservation, local.budgetRelease({ budget: reservation.budget, id: reservation.id }, now))
+      }
+    }
+
     const remaining = Effect.fn("Allowance.remaining")(function*(keyId: string, plan: Plan) {
       const t = target(keyId, plan, yield* Clock.currentTimeMillis)
       const read = Effect.flatMap(Clock.currentTimeMillis, (now) => store.budgetState(t.budget, now)).pipe(Effect.mapError(unavailable("read")))
@@ -373,6 +426,6 @@ function make(options: AllowanceOptions) {
       yield* Effect.sleep(Math.min(epochCheckEveryMs, renewEveryMs))
     })))
 
-    return Allowance.of({ reserve, settle, release, remaining, addCredits })
+    return Allowance.of({ reserve, now, settle, release, remaining, addCredits })
   })
 }

@@ -16,14 +16,14 @@ import { ConfigFile } from "../config/config-file.ts"
 import { Settings } from "../config/settings.ts"
 import { Coordination } from "../coordination/coordination.ts"
 import type { ChatModel, Plan } from "../config/schema.ts"
-import type { LimitExceeded, ServiceUnavailable } from "../errors.ts"
+import { LimitExceeded, type ServiceUnavailable } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { newId } from "../keys/secrets.ts"
 import { formatUsd, type Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
-import { Allowance } from "./allowance.ts"
+import { Allowance, type Reservation } from "./allowance.ts"
 import { callCostMicros, outputCeiling, worstCaseOverMicros } from "./pricing.ts"
-import { RateLimits } from "./rate-limits.ts"
+import { type Admission, RateLimits } from "./rate-limits.ts"
 import { UsageLedger } from "./usage-ledger.ts"
 
 /** What metering needs of a model: its list rates and output limits (chat and embedding models). */
@@ -82,53 +82,71 @@ export class Meter extends Context.Service<Meter, {
 
     const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
 
-    const begin = Effect.fnUntraced(function*(request: BeginRequest) {
-      const plan = planOf(request.key)
+    /**
+     * A metered call over its admission and reservation. Settling goes to the store first, then the
+     * ledger: a rebuild that runs in between reads SQL without this entry and the settle (finding
+     * no hold) still charges it, so it is counted exactly once.
+     */
+    const meteredCall = (request: BeginRequest, maxOutputTokens: number, requestId: string, admission: Admission, reservation: Reservation): MeteredCall => {
       const { key, model } = request
-      const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
-      const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
-      if (!enforce) return recordOnly(request, maxOutputTokens)
-      const admission = yield* rateLimits.admit({ keyId: key.id, plan, tokens: inputTokens + maxOutputTokens })
-      const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
-      const requestId = request.requestId ?? newId("call")
-      // The ledger row's id doubles as the charge's id in the store: after a store loss, a charge
-      // is re-registered and reconciled with SQL by it (allowance.ts).
-      const reservation = yield* allowance.reserve({ keyId: key.id, plan, maxCostMicros, requestId })
-        .pipe(Effect.tapError(() => admission.release))
       let remaining: Micros | undefined = reservation.remainingMicros
       let finished = false
-
-      const settle = Effect.fnUntraced(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
+      const entry = (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing">, chargedMicros: Micros) => ({
+        keyId: key.id,
+        model: servedBy.id,
+        requestId,
+        usage,
+        costMicros: chargedMicros,
+        at: new Date(reservation.at),
+        funding: reservation.funding
+      })
+      const fast = allowance.now
+      const releaseNow = admission.releaseNow
+      // In process: every step is a plain call, one Effect per settle.
+      const settleNow = fast === undefined || releaseNow === undefined ? undefined : (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing">, now: number) => {
         const costMicros = callCostMicros(usage, servedBy)
         const chargedMicros = Math.min(costMicros, reservation.amountMicros)
         if (finished) return { costMicros, chargedMicros }
         finished = true
-        // The store first, then the ledger: a rebuild that runs in between reads SQL without this
-        // entry and the settle (finding no hold) still charges it, so it is counted exactly once.
-        const after = yield* allowance.settle(reservation, costMicros)
+        const after = fast.settle(reservation, costMicros, now)
         if (after !== undefined) remaining = after
-        yield* ledger.record({
-          keyId: key.id,
-          model: servedBy.id,
-          requestId,
-          usage,
-          costMicros: chargedMicros,
-          at: new Date(reservation.at),
-          funding: reservation.funding
-        })
-        yield* admission.release
+        ledger.recordNow(entry(usage, servedBy, chargedMicros))
+        releaseNow()
         return { costMicros, chargedMicros }
-      })
-
-      const fail = Effect.fnUntraced(function*() {
-        if (finished) return
-        finished = true
-        const after = yield* allowance.release(reservation)
-        if (after !== undefined) remaining = after
-        yield* admission.release
-      })
-
-      const call: MeteredCall = {
+      }
+      const settle = settleNow !== undefined
+        ? (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) =>
+          Effect.clockWith((clock) => Effect.succeed(settleNow(usage, servedBy, clock.currentTimeMillisUnsafe())))
+        : Effect.fnUntraced(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
+          const costMicros = callCostMicros(usage, servedBy)
+          const chargedMicros = Math.min(costMicros, reservation.amountMicros)
+          if (finished) return { costMicros, chargedMicros }
+          finished = true
+          const after = yield* allowance.settle(reservation, costMicros)
+          if (after !== undefined) remaining = after
+          yield* ledger.record(entry(usage, servedBy, chargedMicros))
+          yield* admission.release
+          return { costMicros, chargedMicros }
+        })
+      const fail = fast !== undefined && releaseNow !== undefined
+        ? () =>
+          Effect.clockWith((clock) =>
+            Effect.sync(() => {
+              if (finished) return
+              finished = true
+              const after = fast.release(reservation, clock.currentTimeMillisUnsafe())
+              if (after !== undefined) remaining = after
+              releaseNow()
+            })
+          )
+        : Effect.fnUntraced(function*() {
+          if (finished) return
+          finished = true
+          const after = yield* allowance.release(reservation)
+          if (after !== undefined) remaining = after
+          yield* admission.release
+        })
+      return {
         requestId,
         maxOutputTokens,
         reservedMicros: reservation.amountMicros,
@@ -139,8 +157,45 @@ export class Meter extends Context.Service<Meter, {
           ...(remaining === undefined ? {} : { "xsvc-allowance-remaining": formatUsd(remaining) })
         })
       }
-      return call
-    })
+    }
+
+    /**
+     * Rate-limit admission first (cheap; refuses floods before touching the allowance), then the
+     * reservation of the worst case. With the coordination store in process both are plain calls
+     * inside one Effect; on Redis (or an unseeded budget to rebuild) they are the store's Effects.
+     */
+    const begin = (request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable> =>
+      Effect.clockWith((clock) => {
+        const plan = planOf(request.key)
+        const { key, model } = request
+        const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
+        const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
+        if (!enforce) return Effect.succeed(recordOnly(request, maxOutputTokens))
+        const admit = { keyId: key.id, plan, tokens: inputTokens + maxOutputTokens }
+        const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
+        const requestId = request.requestId ?? newId("call")
+        // The ledger row's id doubles as the charge's id in the store: after a store loss, a charge
+        // is re-registered and reconciled with SQL by it (allowance.ts).
+        const reserve = { keyId: key.id, plan, maxCostMicros, requestId }
+        const reserveEffect = (admission: Admission) =>
+          allowance.reserve(reserve).pipe(
+            Effect.tapError(() => admission.release),
+            Effect.map((reservation) => meteredCall(request, maxOutputTokens, requestId, admission, reservation))
+          )
+        if (rateLimits.admitNow !== undefined && allowance.now !== undefined) {
+          const now = clock.currentTimeMillisUnsafe()
+          const admission = rateLimits.admitNow(admit, now)
+          if (admission instanceof LimitExceeded) return Effect.fail(admission)
+          const reservation = allowance.now.reserve(reserve, now)
+          if (reservation === undefined) return reserveEffect(admission) // unseeded: rebuilt by the Effect path
+          if (reservation instanceof LimitExceeded) {
+            admission.releaseNow?.()
+            return Effect.fail(reservation)
+          }
+          return Effect.succeed(meteredCall(request, maxOutputTokens, requestId, admission, reservation))
+        }
+        return Effect.flatMap(rateLimits.admit(admit), reserveEffect)
+      })
 
     /** Metering off: price and record the call, check nothing, send no limit headers. */
     const recordOnly = (request: BeginRequest, maxOutputTokens: number): MeteredCall => {

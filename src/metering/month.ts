@@ -9,7 +9,16 @@ export interface Month {
   readonly end: number
 }
 
+// The request path asks on every call; the answer only changes once a month.
+let last: Month | undefined
+
 export const monthOf = (epochMs: number): Month => {
+  if (last !== undefined && epochMs >= last.start && epochMs < last.end) return last
+  last = computeMonth(epochMs)
+  return last
+}
+
+const computeMonth = (epochMs: number): Month => {
   const date = new Date(epochMs)
   const year = date.getUTCFullYear()
   const month = date.getUTCMonth()

@@ -14,7 +14,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
-import type { BucketState } from "../coordination/types.ts"
+import type { BucketState, GateResult } from "../coordination/types.ts"
 import { LimitExceeded } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 
@@ -35,6 +35,8 @@ export interface Admission {
   readonly state: RateState | undefined
   /** Frees the concurrency slot; idempotent, never fails. */
   readonly release: Effect.Effect<void>
+  /** The same, at once, where the store is in process (`admitNow`). */
+  readonly releaseNow?: (() => void) | undefined
 }
 
 export interface RateLimitOptions {
@@ -64,8 +66,19 @@ export const formatResetDuration = (ms: number): string => {
 
 const windowOf = (bucket: BucketState): Window => ({ limit: bucket.capacity, remaining: bucket.remaining, resetMs: bucket.resetMs })
 
+export interface AdmitRequest {
+  readonly keyId: string
+  readonly plan: Plan
+  readonly tokens: number
+}
+
 export class RateLimits extends Context.Service<RateLimits, {
-  admit(request: { keyId: string; plan: Plan; tokens: number }): Effect.Effect<Admission, LimitExceeded>
+  admit(request: AdmitRequest): Effect.Effect<Admission, LimitExceeded>
+  /**
+   * `admit` answered synchronously, when the coordination store is in process (the hot path's
+   * shortcut); absent on Redis.
+   */
+  readonly admitNow?: ((request: AdmitRequest, now: number) => Admission | LimitExceeded) | undefined
   headers(state: RateState | undefined): Record<string, string>
 }>()("gateway/metering/RateLimits") {
   static readonly layerWith = (options: RateLimitOptions) => Layer.effect(RateLimits, make(options))
@@ -111,19 +124,37 @@ function make(options: RateLimitOptions) {
       })
     }
 
-    const admit = Effect.fnUntraced(function*(request: { keyId: string; plan: Plan; tokens: number }) {
+    const gateOf = (request: AdmitRequest, now: number) => ({
+      scope: request.keyId,
+      buckets: [
+        { name: "rpm", capacity: request.plan.rpm, periodMs: MINUTE_MS, cost: 1 },
+        { name: "tpm", capacity: request.plan.tpm, periodMs: MINUTE_MS, cost: Math.max(0, Math.ceil(request.tokens)) }
+      ],
+      lease: { limit: request.plan.concurrency, id: newId("lease"), ttlMs: leaseTtlMs },
+      now
+    })
+
+    /** The store's answer as an admission (its lease kept renewed) or the refusal. */
+    const decide = (request: AdmitRequest, gate: ReturnType<typeof gateOf>, answer: GateResult): Admission | LimitExceeded => {
+      if (!answer.admitted) return refuse(request.plan, answer.buckets, answer.leaseRefused)
+      const held = { scope: request.keyId, id: gate.lease.id, since: gate.now }
+      live.set(held.id, held)
+      const release = Effect.suspend(() =>
+        live.delete(held.id) ? store.releaseLease(held).pipe(Effect.ignore) : Effect.void)
+      const local = store.local
+      return {
+        state: { requests: windowOf(answer.buckets[0]), tokens: windowOf(answer.buckets[1]) },
+        release,
+        releaseNow: local === undefined ? undefined : () => {
+          if (live.delete(held.id)) local.releaseLease(held)
+        }
+      }
+    }
+
+    const admit = Effect.fnUntraced(function*(request: AdmitRequest) {
       const now = yield* Clock.currentTimeMillis
-      const { plan } = request
-      const lease = { limit: plan.concurrency, id: newId("lease"), ttlMs: leaseTtlMs }
-      const answer = yield* store.gate({
-        scope: request.keyId,
-        buckets: [
-          { name: "rpm", capacity: plan.rpm, periodMs: MINUTE_MS, cost: 1 },
-          { name: "tpm", capacity: plan.tpm, periodMs: MINUTE_MS, cost: Math.max(0, Math.ceil(request.tokens)) }
-        ],
-        lease,
-        now
-      }).pipe(Effect.catchTag("CoordinationError", (error) => {
+      const gate = gateOf(request, now)
+      const answer = yield* store.gate(gate).pipe(Effect.catchTag("CoordinationError", (error) => {
         if (now - lastOutageLog > 10_000) {
           lastOutageLog = now
           return Effect.as(Effect.logWarning(`rate limits: store unavailable, admitting without limits (${error.message})`), undefined)
@@ -131,13 +162,15 @@ function make(options: RateLimitOptions) {
         return Effect.succeed(undefined)
       }))
       if (answer === undefined) return { state: undefined, release: Effect.void }
-      if (!answer.admitted) return yield* refuse(plan, answer.buckets, answer.leaseRefused)
-      const held = { scope: request.keyId, id: lease.id, since: now }
-      live.set(lease.id, held)
-      const release = Effect.suspend(() =>
-        live.delete(lease.id) ? store.releaseLease(held).pipe(Effect.ignore) : Effect.void)
-      return { state: { requests: windowOf(answer.buckets[0]), tokens: windowOf(answer.buckets[1]) }, release }
+      const decided = decide(request, gate, answer)
+      return decided instanceof LimitExceeded ? yield* decided : decided
     })
+
+    const local = store.local
+    const admitNow = local === undefined ? undefined : (request: AdmitRequest, now: number) => {
+      const gate = gateOf(request, now)
+      return decide(request, gate, local.gate(gate))
+    }
 
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       yield* Effect.sleep(renewEveryMs)
@@ -150,6 +183,6 @@ function make(options: RateLimitOptions) {
       yield* store.renewLeases(leases, leaseTtlMs, now).pipe(Effect.ignore)
     })))
 
-    return RateLimits.of({ admit, headers })
+    return RateLimits.of({ admit, admitNow, headers })
   })
 }

@@ -57,6 +57,8 @@ export interface LedgerOptions {
 export class UsageLedger extends Context.Service<UsageLedger, {
   /** Appends to the in-memory buffer: O(1), never fails, never waits. */
   record(entry: LedgerEntry): Effect.Effect<void>
+  /** The same, as a plain call (the metering hot path). */
+  recordNow(entry: LedgerEntry): void
   /** Writes everything buffered so far. */
   flush(): Effect.Effect<void, SqlError.SqlError>
   /** Per-model totals of `[from, to)`, for one key or (keyId absent) all keys; flushes first. */
@@ -131,10 +133,11 @@ function make(options: LedgerOptions) {
       }))
     })
 
-    const record = (entry: LedgerEntry) => Effect.sync(() => {
+    const recordNow = (entry: LedgerEntry) => {
       buffer.push(entry)
       if (buffer.length >= batchSize) wake.openUnsafe()
-    })
+    }
+    const record = (entry: LedgerEntry) => Effect.sync(() => recordNow(entry))
 
     // Registered before the loop is forked, so at close the loop stops first, then this drains.
     yield* Effect.addFinalizer(() =>
@@ -203,6 +206,7 @@ function make(options: LedgerOptions) {
 
     return UsageLedger.of({
       record,
+      recordNow,
       flush,
       summary,
       spentOn,
