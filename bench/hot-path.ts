@@ -10,7 +10,7 @@
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops).
  */
-import { mkdtempSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
@@ -73,11 +73,20 @@ try {
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })
   const c1 = summarize(await sequential(Number(values.c1), () => spec, values.stream))
   await gateway.loopDelay()
+  const threads = () => Object.fromEntries(readdirSync(`/proc/${gateway.pid}/task`).map((tid) => {
+    const stat = readFileSync(`/proc/${gateway.pid}/task/${tid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const name = readFileSync(`/proc/${gateway.pid}/task/${tid}/comm`, "utf8").trim()
+    return [`${name}#${tid}`, (Number(fields[11]) + Number(fields[12])) * 10_000]
+  }))
+  const t0 = threads()
   const cpu0 = cpuMicros(gateway.pid)
   const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
   const cpu1 = cpuMicros(gateway.pid)
   const loop = await gateway.loopDelay()
   const s = summarize(run.samples, run.t0)
+  const t1 = threads()
+  const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
   console.log(JSON.stringify({
     rate,
     seconds,
@@ -89,6 +98,7 @@ try {
     c1P99Us: Math.round(c1.latencyUs.p99),
     rateP50Us: Math.round(s.latencyUs.p50),
     rateP99Us: Math.round(s.latencyUs.p99),
+    perThreadUs: Object.fromEntries(perThread),
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
     idleRssMiB: Math.round(idleRss / 1048576),

@@ -53,7 +53,8 @@ const optionalString = (name: string) =>
 
 export const settingsConfig = Config.all({
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
-  port: Config.Port("PORT").pipe(Config.withDefault(8080)),
+  // Config.Port refuses 0; 0 asks the OS for a free port (documented, and what tests use).
+  port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "PORT").pipe(Config.withDefault(8080)),
   dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
   databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
   redisUrl: optionalString("REDIS_URL"),
