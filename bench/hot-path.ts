@@ -56,6 +56,7 @@ const gateway = await startGateway({
   cpu: 0,
   nodeArgs,
   env: {
+    ...(process.env.BENCH_DATABASE_URL !== undefined ? { DATABASE_URL: process.env.BENCH_DATABASE_URL } : {}),
     ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
     ...(values.unmetered ? { GATEWAY_METERING: "off" } : {})
   }
