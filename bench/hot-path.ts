@@ -17,7 +17,7 @@ import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
-import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, stopAll } from "./lib/procs.ts"
+import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -28,7 +28,8 @@ const { values } = parseArgs({
     redis: { type: "boolean", default: false },
     unmetered: { type: "boolean", default: false },
     "node-args": { type: "string", default: "" },
-    c1: { type: "string", default: "500" }
+    c1: { type: "string", default: "500" },
+    portkey: { type: "boolean", default: false }
   }
 })
 
@@ -48,7 +49,7 @@ const nodeArgs = [
   ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
-const gateway = await startGateway({
+const gateway = values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
   name: "gateway",
   config,
   adminToken: randomToken(),
@@ -67,8 +68,12 @@ try {
   const spec = {
     pool,
     path: "/v1/chat/completions",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+    headers: {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      ...(values.portkey ? { "x-portkey-provider": "openai", "x-portkey-custom-host": `${upstream.url}/v1` } : {})
+    },
+    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
   }
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })

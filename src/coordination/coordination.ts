@@ -58,6 +58,12 @@ export interface CoordinationShape {
   /** Holds `amount` unless spent + reserved + max(amount, 1) would pass the cap. Idempotent per id. */
   budgetReserve(request: BudgetReserveRequest): Effect.Effect<BudgetAnswer, CoordinationError>
   /**
+   * `gate` and `budgetReserve` in one round trip (each atomic on its own, both applied): a remote
+   * store's admission path. The caller undoes the one that succeeded when the other refused.
+   * Absent where round trips cost nothing (in process: see `local`).
+   */
+  readonly gateAndReserve?: ((gate: GateRequest, reserve: BudgetReserveRequest) => Effect.Effect<readonly [GateResult, BudgetAnswer], CoordinationError>) | undefined
+  /**
    * Turns a hold into spend of min(actual, amount). Idempotent per hold id and per charge id. A hold
    * that is gone (lapsed or lost with the store) is still charged. On an unseeded budget the charge
    * is kept as a pending charge for the next seed, and the answer is `undefined`.

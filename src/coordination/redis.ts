@@ -11,7 +11,7 @@ import { Effect, Scope } from "effect"
 import { Redis } from "ioredis"
 import type { CoordinationShape } from "./coordination.ts"
 import * as Lua from "./lua.ts"
-import { type BudgetState, CoordinationError, type Epoch, KEY_PREFIX, SETTLED_MEMORY_MS } from "./types.ts"
+import { type BudgetAnswer, type BudgetReserveRequest, type BudgetState, CoordinationError, type Epoch, type GateRequest, type GateResult, KEY_PREFIX, SETTLED_MEMORY_MS } from "./types.ts"
 
 export interface RedisOptions {
   /** Prefix of every key (default `gw:`); tests use a unique one. */
@@ -115,32 +115,58 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
         for (const [error] of (await pipeline.exec()) ?? []) if (error !== null) throw error
       })
 
+    const gateCall = (request: GateRequest) => ({
+      keys: [scopeKey(request.scope, "leases"), ...request.buckets.map((b) => scopeKey(request.scope, `bucket:${b.name}`))],
+      args: [
+        request.now,
+        request.lease?.limit ?? -1,
+        request.lease?.id ?? "",
+        request.lease?.ttlMs ?? 0,
+        request.buckets.length,
+        ...request.buckets.flatMap((b) => [b.capacity, b.periodMs, b.cost])
+      ] as Array<string | number>,
+      parse: (reply: Reply): GateResult => ({
+        admitted: reply[0] === 1,
+        leaseRefused: reply[1] === 1,
+        leasesInUse: reply[2],
+        buckets: request.buckets.map((b, i) => ({
+          name: b.name,
+          capacity: b.capacity,
+          remaining: reply[3 + 3 * i],
+          resetMs: reply[4 + 3 * i],
+          retryAfterMs: reply[5 + 3 * i]
+        }))
+      })
+    })
+    const reserveCall = (request: BudgetReserveRequest) => ({
+      keys: [...budgetKeys(request.budget)],
+      args: [request.cap ?? -1, request.amount, request.id, request.ttlMs, request.now, request.expireAt] as Array<string | number>,
+      parse: (reply: Reply): BudgetAnswer =>
+        reply[0] === 0 ? { _tag: "Unseeded" } : { _tag: reply[0] === 1 ? "Reserved" : "Refused", state: toState(reply) }
+    })
+
     return {
       kind: "redis",
       scope: prefix,
 
       gate: (request) => {
-        const keys = [scopeKey(request.scope, "leases"), ...request.buckets.map((b) => scopeKey(request.scope, `bucket:${b.name}`))]
-        const args: Array<string | number> = [
-          request.now,
-          request.lease?.limit ?? -1,
-          request.lease?.id ?? "",
-          request.lease?.ttlMs ?? 0,
-          request.buckets.length,
-          ...request.buckets.flatMap((b) => [b.capacity, b.periodMs, b.cost])
-        ]
-        return call("gate", () => scripts.gwGate(keys.length, ...keys, ...args)).pipe(Effect.map((reply) => ({
-          admitted: reply[0] === 1,
-          leaseRefused: reply[1] === 1,
-          leasesInUse: reply[2],
-          buckets: request.buckets.map((b, i) => ({
-            name: b.name,
-            capacity: b.capacity,
-            remaining: reply[3 + 3 * i],
-            resetMs: reply[4 + 3 * i],
-            retryAfterMs: reply[5 + 3 * i]
-          }))
-        })))
+        const { keys, args, parse } = gateCall(request)
+        return call("gate", () => scripts.gwGate(keys.length, ...keys, ...args)).pipe(Effect.map(parse))
+      },
+
+      gateAndReserve: (gate, reserve) => {
+        // One round trip for a call's admission: both scripts go in one pipeline. Each stays atomic
+        // on its own; the caller undoes the one that succeeded when the other refuses.
+        const g = gateCall(gate)
+        const r = reserveCall(reserve)
+        return call("gateAndReserve", async () => {
+          const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<Array<[Error | null, unknown]> | null> }
+          pipeline.gwGate(g.keys.length, ...g.keys, ...g.args)
+          pipeline.gwReserve(r.keys.length, ...r.keys, ...r.args)
+          const replies = (await pipeline.exec()) ?? []
+          for (const [error] of replies) if (error !== null) throw error
+          return [g.parse(replies[0]![1] as Reply), r.parse(replies[1]![1] as Reply)] as const
+        })
       },
 
       releaseLease: (lease) => call("releaseLease", () => client.zrem(scopeKey(lease.scope, "leases"), lease.id)).pipe(Effect.asVoid),
@@ -152,13 +178,10 @@ export const makeRedis = (url: string, options: RedisOptions = {}): Effect.Effec
           return pipeline.exec()
         }).pipe(Effect.asVoid),
 
-      budgetReserve: (request) =>
-        call("budgetReserve", () =>
-          scripts.gwReserve(3, ...budgetKeys(request.budget), request.cap ?? -1, request.amount, request.id, request.ttlMs, request.now, request.expireAt)
-        ).pipe(Effect.map((reply) =>
-          reply[0] === 0 ? { _tag: "Unseeded" as const }
-          : { _tag: reply[0] === 1 ? "Reserved" as const : "Refused" as const, state: toState(reply) }
-        )),
+      budgetReserve: (request) => {
+        const { keys, args, parse } = reserveCall(request)
+        return call("budgetReserve", () => scripts.gwReserve(keys.length, ...keys, ...args)).pipe(Effect.map(parse))
+      },
 
       budgetSettle: (request) =>
         call("budgetSettle", () =>

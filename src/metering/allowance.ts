@@ -41,7 +41,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
-import type { BudgetState, Epoch } from "../coordination/types.ts"
+import type { BudgetAnswer, BudgetReserveRequest, BudgetState, Epoch } from "../coordination/types.ts"
 import { InvalidRequest, LimitExceeded, ServiceUnavailable } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 import { formatUsd, type Micros, usdToMicros } from "../model/money.ts"
@@ -96,6 +96,15 @@ export class Allowance extends Context.Service<Allowance, {
    * `release` answered synchronously. `reserve` answers `undefined` when it cannot (an unseeded
    * budget to rebuild): the caller then takes `reserve`. Absent on Redis.
    */
+  /**
+   * The store command `reserve` sends, and how its answer becomes the reservation (`undefined`: an
+   * unseeded budget — take `reserve`, which rebuilds it): for a caller that sends it together with
+   * other commands (one round trip to a remote store).
+   */
+  prepareReserve(request: ReserveRequest, now: number): {
+    readonly command: BudgetReserveRequest
+    decide(answer: BudgetAnswer): Reservation | LimitExceeded | undefined
+  }
   readonly now?: {
     reserve(request: ReserveRequest, now: number): Reservation | LimitExceeded | undefined
     settle(reservation: Reservation, actualCostMicros: Micros, now: number): Micros | undefined
@@ -364,13 +373,20 @@ function make(options: AllowanceOptions) {
       }
       return remainingOf(state, reservation.capMicros)
     }
+    const prepareReserve = (request: ReserveRequest, now: number) => {
+      const id = newId("res")
+      const amount = Math.max(0, Math.ceil(request.maxCostMicros))
+      const t = target(request.keyId, request.plan, now)
+      return {
+        command: { budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt },
+        decide: (answer: BudgetAnswer) =>
+          answer._tag === "Unseeded" ? undefined : reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused")
+      }
+    }
     const now = local === undefined ? undefined : {
       reserve: (request: ReserveRequest, now: number) => {
-        const id = newId("res")
-        const amount = Math.max(0, Math.ceil(request.maxCostMicros))
-        const t = target(request.keyId, request.plan, now)
-        const answer = local.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })
-        return answer._tag === "Unseeded" ? undefined : reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused")
+        const { command, decide } = prepareReserve(request, now)
+        return decide(local.budgetReserve(command))
       },
       settle: (reservation: Reservation, actualCostMicros: Micros, now: number) => {
         live.delete(reservation.id)
@@ -426,6 +442,6 @@ function make(options: AllowanceOptions) {
       yield* Effect.sleep(Math.min(epochCheckEveryMs, renewEveryMs))
     })))
 
-    return Allowance.of({ reserve, now, settle, release, remaining, addCredits })
+    return Allowance.of({ reserve, prepareReserve, now, settle, release, remaining, addCredits })
   })
 }

@@ -79,6 +79,7 @@ export class Meter extends Context.Service<Meter, {
     const allowance = yield* Allowance
     const rateLimits = yield* RateLimits
     const ledger = yield* UsageLedger
+    const store = yield* Coordination
 
     const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
 
@@ -193,6 +194,31 @@ export class Meter extends Context.Service<Meter, {
             return Effect.fail(reservation)
           }
           return Effect.succeed(meteredCall(request, maxOutputTokens, requestId, admission, reservation))
+        }
+        if (store.gateAndReserve !== undefined) {
+          // A remote store: admission and reservation in one round trip.
+          const now = clock.currentTimeMillisUnsafe()
+          const gate = rateLimits.prepare(admit, now)
+          const hold = allowance.prepareReserve(reserve, now)
+          return store.gateAndReserve(gate.gate, hold.command).pipe(
+            Effect.matchEffect({
+              // The store failed: the step-by-step path applies each policy (rate limits fail
+              // open, the allowance fails closed).
+              onFailure: () => Effect.flatMap(rateLimits.admit(admit), reserveEffect),
+              onSuccess: ([gateAnswer, holdAnswer]) => {
+                const admission = gate.decide(gateAnswer)
+                const reservation = hold.decide(holdAnswer)
+                if (admission instanceof LimitExceeded) {
+                  return reservation === undefined || reservation instanceof LimitExceeded
+                    ? Effect.fail(admission)
+                    : Effect.andThen(allowance.release(reservation), Effect.fail(admission))
+                }
+                if (reservation instanceof LimitExceeded) return Effect.andThen(admission.release, Effect.fail(reservation))
+                if (reservation === undefined) return reserveEffect(admission) // unseeded: rebuilt step by step
+                return Effect.succeed(meteredCall(request, maxOutputTokens, requestId, admission, reservation))
+              }
+            })
+          )
         }
         return Effect.flatMap(rateLimits.admit(admit), reserveEffect)
       })

@@ -11,10 +11,10 @@
  * Concurrency uses leases renewed while the call runs; a dead instance's leases lapse after
  * `leaseTtlMs`. The store being unreachable FAILS OPEN: the call is admitted without headers.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, FiberSet, Layer } from "effect"
 import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
-import type { BucketState, GateResult } from "../coordination/types.ts"
+import type { BucketState, GateRequest, GateResult } from "../coordination/types.ts"
 import { LimitExceeded } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 
@@ -79,6 +79,11 @@ export class RateLimits extends Context.Service<RateLimits, {
    * shortcut); absent on Redis.
    */
   readonly admitNow?: ((request: AdmitRequest, now: number) => Admission | LimitExceeded) | undefined
+  /**
+   * The store command `admit` sends, and how its answer becomes the admission: for a caller that
+   * sends it together with other commands (one round trip to a remote store).
+   */
+  prepare(request: AdmitRequest, now: number): { readonly gate: GateRequest; decide(answer: GateResult): Admission | LimitExceeded }
   headers(state: RateState | undefined): Record<string, string>
 }>()("gateway/metering/RateLimits") {
   static readonly layerWith = (options: RateLimitOptions) => Layer.effect(RateLimits, make(options))
@@ -104,6 +109,7 @@ function make(options: RateLimitOptions) {
     const renewEveryMs = options.renewEveryMs ?? Math.max(100, Math.floor(leaseTtlMs / 4))
     const maxLeaseMs = options.maxLeaseMs ?? 2 * 60 * 60_000
     const live = new Map<string, { scope: string; id: string; since: number }>()
+    const runInBackground = yield* FiberSet.makeRuntime<never>()
     let lastOutageLog = 0
 
     const refuse = (plan: Plan, buckets: ReadonlyArray<BucketState>, leaseRefused: boolean) => {
@@ -139,8 +145,10 @@ function make(options: RateLimitOptions) {
       if (!answer.admitted) return refuse(request.plan, answer.buckets, answer.leaseRefused)
       const held = { scope: request.keyId, id: gate.lease.id, since: gate.now }
       live.set(held.id, held)
-      const release = Effect.suspend(() =>
-        live.delete(held.id) ? store.releaseLease(held).pipe(Effect.ignore) : Effect.void)
+      // Off the caller's path: a release that fails only leaves the lease to lapse by its ttl.
+      const release = Effect.sync(() => {
+        if (live.delete(held.id)) runInBackground(store.releaseLease(held).pipe(Effect.ignore))
+      })
       const local = store.local
       return {
         state: { requests: windowOf(answer.buckets[0]), tokens: windowOf(answer.buckets[1]) },
@@ -183,6 +191,11 @@ function make(options: RateLimitOptions) {
       yield* store.renewLeases(leases, leaseTtlMs, now).pipe(Effect.ignore)
     })))
 
-    return RateLimits.of({ admit, admitNow, headers })
+    const prepare = (request: AdmitRequest, now: number) => {
+      const gate = gateOf(request, now)
+      return { gate, decide: (answer: GateResult) => decide(request, gate, answer) }
+    }
+
+    return RateLimits.of({ admit, admitNow, prepare, headers })
   })
 }
