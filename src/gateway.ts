@@ -30,6 +30,9 @@ import { OperatorRuns } from "./dashboard/operator-runs.ts"
 import { DashboardSessions } from "./dashboard/sessions.ts"
 import { UsageReport } from "./dashboard/usage-report.ts"
 import { Readiness } from "./health/readiness.ts"
+import { MetricsScrape } from "./observability/metrics-scrape.ts"
+import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
+import { TelemetryLive } from "./observability/telemetry.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
@@ -40,9 +43,9 @@ export const RuntimeLive = ModelCaller.layer.pipe(
   Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
 
-/** The dashboard's services (sessions, reports, built assets) and the readiness probe. */
+/** The dashboard's services (sessions, reports, built assets), the readiness probe and the metrics scrape. */
 const DashboardLive = Layer.mergeAll(
-  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, Readiness.layer
+  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, Readiness.layer, MetricsScrape.layer
 )
 
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
@@ -50,6 +53,8 @@ const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
   DashboardLive.pipe(
     Layer.provideMerge(RunsLive),
     Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
+    // Metrics and the request log (a Context.Reference: the runtime reads it without requiring it).
+    Layer.provideMerge(TelemetryLive),
     Layer.provideMerge(Catalog.layer),
     Layer.provideMerge(DatabaseLive),
     Layer.provideMerge(config)
@@ -138,5 +143,12 @@ export const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
   }
 }))
 
-/** The whole server: services, first-start bootstrap, HTTP listener. Requires `Settings`. */
-export const ServerLive = HttpListenerLive.pipe(Layer.provideMerge(BootstrapLive), Layer.provideMerge(GatewayServices))
+/**
+ * The whole server: services, first-start bootstrap, HTTP listener (and the metrics listener), with
+ * the JSON logger and, when configured, the OTLP tracer under everything. Requires `Settings`.
+ */
+export const ServerLive = Layer.mergeAll(HttpListenerLive, MetricsListenerLive).pipe(
+  Layer.provideMerge(BootstrapLive),
+  Layer.provideMerge(GatewayServices),
+  Layer.provideMerge(Layer.mergeAll(LoggingLive, TracingLive))
+)

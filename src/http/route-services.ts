@@ -21,6 +21,7 @@ import type { OperatorRuns } from "../dashboard/operator-runs.ts"
 import type { DashboardSessions } from "../dashboard/sessions.ts"
 import type { UsageReport } from "../dashboard/usage-report.ts"
 import type { Readiness } from "../health/readiness.ts"
+import type { MetricsScrape } from "../observability/metrics-scrape.ts"
 
 export type RouteServices =
   | Catalog
@@ -45,3 +46,4 @@ export type RouteServices =
   | UsageReport
   | KeyStatus
   | OperatorRuns
+  | MetricsScrape
