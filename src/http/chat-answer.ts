@@ -96,6 +96,7 @@ export const answerChat = <Echo>(
   Effect.interruptible(Effect.gen(function*() {
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
+    ctx.record.stream = request.stream
     const id = dialect.newId()
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
@@ -105,7 +106,7 @@ export const answerChat = <Echo>(
 
     if (!request.stream) {
       // The whole answer at once: the upstream is called without streaming.
-      const call = yield* caller.complete(request, { key }).pipe(
+      const call = yield* caller.complete(request, { key, record: ctx.record }).pipe(
         Effect.catchTags({ BackendError: (e) => Effect.fail(callFailureToApiError(e)), QueueTimeout: (e) => Effect.fail(callFailureToApiError(e)) })
       )
       const context = contextFor(call.servedModel)
@@ -122,6 +123,7 @@ export const answerChat = <Echo>(
     let switchNote: string | undefined
     const prepared = yield* caller.prepare(request, {
       key,
+      record: ctx.record,
       onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid),
       onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
     })

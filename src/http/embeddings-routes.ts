@@ -33,6 +33,7 @@ const create = (ctx: RequestContext) =>
     const body = yield* readEmbeddings(ctx)
     const catalog = yield* Catalog
     const model = catalog.resolveEmbedding(body.model)
+    ctx.record.modelAsked = body.model
     if (model === undefined) {
       return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
     }
@@ -46,11 +47,12 @@ const create = (ctx: RequestContext) =>
     if (dimensions > model.dimensions) {
       return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
     }
+    ctx.record.model = model.id
     const texts = typeof body.input === "string" ? [body.input] : body.input
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
     // Interruptible, like chat answers: a client that leaves gives its queue place back.
-    const result = yield* caller.embed(model, texts, { key }).pipe(
+    const result = yield* caller.embed(model, texts, { key, record: ctx.record }).pipe(
       Effect.interruptible,
       Effect.catchTags({
         BackendError: (error) => Effect.fail(callFailureToApiError(error)),

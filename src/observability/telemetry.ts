@@ -34,6 +34,8 @@ const ORDER: Record<LogLevel.LogLevel, number> = {
 /** Probes, scrapes and the dashboard's assets are logged at debug: they would drown the requests. */
 const isQuiet = (record: RequestRecord) => record.surface === "health" || record.surface === "metrics" || record.surface === "dashboard"
 
+const LOOP_RESOLUTION_MS = 20
+
 const ms = (value: number) => Math.round(value * 1000) / 1000
 
 /** The request log line's fields (snake_case, as log pipelines and LiteLLM's payload name them). */
@@ -47,7 +49,7 @@ export const requestLogFields = (record: RequestRecord, durationMs: number): Rec
     duration_ms: ms(durationMs)
   }
   if (record.keyId !== undefined) fields.key_id = record.keyId
-  if (record.modelAsked !== undefined) fields.model_asked = record.modelAsked
+  if (record.modelAsked !== undefined) fields.model_asked = record.modelAsked.length > 200 ? `${record.modelAsked.slice(0, 200)}…` : record.modelAsked
   if (record.model !== undefined) fields.model = record.model
   if (record.servedModel !== undefined) fields.served_model = record.servedModel
   if (record.placement !== undefined) fields.placement = record.placement
@@ -83,7 +85,8 @@ export const makeTelemetry = (options: {
 }): TelemetryShape => {
   const metrics = options.metrics ? makeGatewayMetrics() : undefined
   const minimum = ORDER[options.logLevel]
-  const histogram = options.metrics ? monitorEventLoopDelay({ resolution: 20 }) : undefined
+  // Samples every 20 ms; each sample is the timer's interval, so the delay is what exceeds 20 ms.
+  const histogram = options.metrics ? monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS }) : undefined
   histogram?.enable()
   return {
     metrics,
@@ -100,7 +103,8 @@ export const makeTelemetry = (options: {
     },
     eventLoop: () => {
       if (histogram === undefined || histogram.count === 0) return undefined
-      const sample = { p50: histogram.percentile(50) / 1e9, p99: histogram.percentile(99) / 1e9, max: histogram.max / 1e9 }
+      const beyond = (ns: number) => Math.max(0, ns / 1e9 - LOOP_RESOLUTION_MS / 1000)
+      const sample = { p50: beyond(histogram.percentile(50)), p99: beyond(histogram.percentile(99)), max: beyond(histogram.max) }
       histogram.reset()
       return sample
     }

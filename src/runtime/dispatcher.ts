@@ -23,6 +23,9 @@ import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
+import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
+import type { RequestRecord } from "../observability/request-record.ts"
+import { Telemetry } from "../observability/telemetry.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -43,6 +46,8 @@ export interface DispatchHooks {
   readonly onQueued?: Effect.Effect<void> | undefined
   /** Runs when a broken text stream continues on another candidate. */
   readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
+  /** The HTTP request's record: queue waits, attempts, upstream time, retries, failovers. */
+  readonly record?: RequestRecord | undefined
 }
 
 export interface DispatchOptions extends DispatchHooks {
@@ -81,6 +86,54 @@ const outcomeOf = (error: BackendError): LeaseOutcome => (error.retryable ? "fai
 export interface DispatcherOptions {
   /** First backoff delay (doubling per round); the spec's 1 s unless a test or demo shortens it. */
   readonly retryBaseMs?: number | undefined
+  /** Where waits, attempts, retries and failovers are counted (absent: nowhere). */
+  readonly metrics?: GatewayMetrics | undefined
+}
+
+/**
+ * Counts one dispatch's attempts as plain calls (no Effect): each grant's wait, each attempt's
+ * upstream time and outcome, and — after a failure — whether the next attempt is a retry on the
+ * same placement or a failover to another. Into the metrics and the request's record.
+ */
+const makeAttemptCounter = (metrics: GatewayMetrics | undefined, record: RequestRecord | undefined) => {
+  let failedOn: string | undefined
+  return {
+    /** A slot was granted after waiting `waitedMs`; the attempt on it starts now. */
+    granted(placementId: string, waitedMs: number) {
+      if (metrics !== undefined) {
+        metrics.queueWait(placementId, waitedMs / 1000)
+        if (failedOn !== undefined) {
+          metrics.retry(placementId)
+          if (failedOn !== placementId) metrics.failover(failedOn, placementId)
+        }
+      }
+      if (record !== undefined) {
+        record.queueWaitMs += waitedMs
+        record.attempts++
+        record.placement = placementId
+        if (failedOn !== undefined) {
+          record.retries++
+          if (failedOn !== placementId) record.failovers++
+        }
+      }
+    },
+    /** The attempt ended: `success`, `failure` (counted against the placement) or `cancelled`. */
+    ended(placementId: string, modelId: string, outcome: LeaseOutcome, upstreamMs: number) {
+      if (metrics !== undefined) metrics.upstream(placementId, modelId, outcome, upstreamMs / 1000)
+      if (record !== undefined) record.upstreamMs += upstreamMs
+      failedOn = outcome === "success" || outcome === "cancelled" ? undefined : placementId
+    },
+    /** A failure that the placement did not cause (a 4xx) still makes the next attempt a retry. */
+    failedOn(placementId: string) {
+      failedOn = placementId
+    },
+    backoff(ms: number) {
+      if (record !== undefined) record.backoffMs += ms
+    },
+    timedOut(placementIds: ReadonlyArray<string>) {
+      metrics?.queueTimeout(placementIds)
+    }
+  }
 }
 
 export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
@@ -98,6 +151,8 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     let lastError: BackendError | undefined
     let queued = false
     let current: Attempt | undefined
+    const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
+    const dispatchedAt = performance.now()
 
     const onQueued = Effect.suspend(() => {
       if (queued || options.onQueued === undefined) return Effect.void
@@ -123,7 +178,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           if (phase() === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           if (phase() === "retryWait") {
             const random = yield* Random.next
-            yield* Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)
+            const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+            counter.backoff(delay)
+            yield* Effect.sleep(delay)
             send({ type: "RETRY_DUE" })
             continue
           }
@@ -138,25 +195,46 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           const scope = yield* Scope.make()
           let outcome: LeaseOutcome = "cancelled"
+          let grantedAt: number | undefined
+          let attemptOn: DispatchCandidate | undefined
           const end = (result: LeaseOutcome) =>
             Effect.suspend(() => {
               outcome = result
+              if (grantedAt !== undefined && attemptOn !== undefined) {
+                counter.ended(attemptOn.placementId, attemptOn.modelId, result, performance.now() - grantedAt)
+                grantedAt = undefined
+              }
               return Scope.close(scope, Exit.void)
             })
           pendingEnd = end
+          const askedAt = performance.now()
+          const targets = eligible.map((c) => c.placementId)
           // Tie the slot's release to the scope before anything can interrupt us.
           const lease = yield* Effect.uninterruptibleMask((restore) =>
-            restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            restore(queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
-              Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" })))
+              Effect.tapError(() => Effect.sync(() => {
+                counter.timedOut(targets)
+                send({ type: "QUEUE_TIMEOUT" })
+              }))
             )
           )
           send({ type: "GRANTED", placementId: lease.placementId })
           const candidate = byId.get(lease.placementId)!
+          grantedAt = performance.now()
+          attemptOn = candidate
+          counter.granted(lease.placementId, grantedAt - askedAt)
           const open = state.context.continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
           const result = yield* Effect.result(firstChunk(candidate, open, scope))
           if (Result.isSuccess(result)) {
             send({ type: "FIRST_BYTE" })
+            if (current === undefined) {
+              // The answer's first event: time to first token, from the request's arrival when known.
+              const firstAt = performance.now()
+              const record = options.record
+              if (record !== undefined) record.ttftMs = firstAt - record.startedAt
+              dispatcherOptions.metrics?.timeToFirstToken(candidate.modelId, (firstAt - (record?.startedAt ?? dispatchedAt)) / 1000)
+            }
             pendingEnd = undefined
             return { candidate, end, ...result.success } satisfies Attempt
           }
@@ -233,26 +311,37 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const onQueued = options.onQueued === undefined
         ? undefined
         : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
+      const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
 
       // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
       // queue at once); a slot, once granted, is always given back.
-      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) =>
-        Effect.uninterruptibleMask((restore) =>
-          restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
-            Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" }))),
+      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
+        const askedAt = performance.now()
+        const targets = eligible.map((c) => c.placementId)
+        return Effect.uninterruptibleMask((restore) =>
+          restore(queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            Effect.tapError(() => Effect.sync(() => {
+              counter.timedOut(targets)
+              send({ type: "QUEUE_TIMEOUT" })
+            })),
             Effect.flatMap((lease) => {
               send({ type: "GRANTED", placementId: lease.placementId })
               const candidate = byId.get(lease.placementId)!
+              const grantedAt = performance.now()
+              counter.granted(lease.placementId, grantedAt - askedAt)
               const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
               return restore(call).pipe(
-                Effect.onExit((exit) =>
-                  lease.release(Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause))
-                ),
+                Effect.onExit((exit) => {
+                  const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
+                  counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
+                  return lease.release(outcome)
+                }),
                 Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
               )
             })
           )
         )
+      }
 
       const loop: Effect.Effect<Completed, BackendError | QueueTimeout> = Effect.suspend(() => {
         switch (state.value) {
@@ -260,7 +349,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
             return Effect.fail(lastError ?? emptyStream("dispatch"))
           case "retryWait":
             return Random.next.pipe(
-              Effect.flatMap((random) => Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)),
+              Effect.flatMap((random) => {
+                const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+                counter.backoff(delay)
+                return Effect.sleep(delay)
+              }),
               Effect.andThen(Effect.suspend(() => {
                 send({ type: "RETRY_DUE" })
                 return loop
@@ -314,12 +407,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 }>()("gateway/runtime/Dispatcher") {
   static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
     const { retryBaseMs } = yield* Settings
-    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs }))
+    const { metrics } = yield* Telemetry
+    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs, metrics }))
   }))
 
   /** With explicit options instead of Settings (tests, embedders). */
   static readonly layerWith = (options: DispatcherOptions) =>
     Layer.effect(Dispatcher, Effect.gen(function*() {
-      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, options))
+      const { metrics } = yield* Telemetry
+      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { metrics, ...options }))
     }))
 }
