@@ -26,6 +26,8 @@ import { type CanonicalEvent, collectStream, responseEvents } from "../model/eve
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queues.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
+import { Telemetry } from "../observability/telemetry.ts"
+import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
@@ -97,6 +99,9 @@ export const answerChat = <Echo>(
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
     ctx.record.stream = request.stream
+    // The request's GenAI span, only when traces are exported; the dispatch's spans go under it.
+    const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, request.model, requestAttributes(request)) : undefined
+    const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => (span === undefined ? effect : Effect.withParentSpan(effect, span))
     const id = dialect.newId()
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
@@ -106,7 +111,7 @@ export const answerChat = <Echo>(
 
     if (!request.stream) {
       // The whole answer at once: the upstream is called without streaming.
-      const call = yield* caller.complete(request, { key, record: ctx.record }).pipe(
+      const call = yield* traced(caller.complete(request, { key, record: ctx.record })).pipe(
         Effect.catchTags({ BackendError: (e) => Effect.fail(callFailureToApiError(e)), QueueTimeout: (e) => Effect.fail(callFailureToApiError(e)) })
       )
       const context = contextFor(call.servedModel)
@@ -141,7 +146,7 @@ export const answerChat = <Echo>(
       })
     }
 
-    const starting = yield* Effect.forkScoped(prepared.start)
+    const starting = yield* Effect.forkScoped(traced(prepared.start))
     const first = yield* Effect.raceFirst(
       Fiber.await(starting).pipe(Effect.map(() => "started" as const)),
       Deferred.await(queued).pipe(Effect.as("queued" as const))

@@ -15,6 +15,8 @@ import { callFailureToApiError } from "./chat-answer.ts"
 import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
+import { Telemetry } from "../observability/telemetry.ts"
+import { startRequestSpan } from "../observability/tracing.ts"
 
 const MAX_INPUTS = 2048
 const NonEmptyText = Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" }))
@@ -52,7 +54,9 @@ const create = (ctx: RequestContext) =>
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
     // Interruptible, like chat answers: a client that leaves gives its queue place back.
-    const result = yield* caller.embed(model, texts, { key, record: ctx.record }).pipe(
+    const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, model.id) : undefined
+    const embed = caller.embed(model, texts, { key, record: ctx.record })
+    const result = yield* (span === undefined ? embed : Effect.withParentSpan(embed, span)).pipe(
       Effect.interruptible,
       Effect.catchTags({
         BackendError: (error) => Effect.fail(callFailureToApiError(error)),

@@ -20,17 +20,25 @@ export const LoggingLive = Layer.unwrap(Effect.gen(function*() {
 }))
 
 /**
- * Effect's OTLP/HTTP (JSON) span exporter, configured by the standard variables
- * (`OTEL_EXPORTER_OTLP_ENDPOINT`, `…_TRACES_ENDPOINT`, `…_HEADERS`, `OTEL_BSP_SCHEDULE_DELAY`, …);
- * absent → no tracer at all, so no span is ever made (Effect's HTTP server skips its server span
- * too when no real tracer is installed).
+ * Effect's OTLP/HTTP (JSON) span exporter at `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`, with the
+ * standard `OTEL_EXPORTER_OTLP_HEADERS` (`k=v,k2=v2`) and `OTEL_BSP_SCHEDULE_DELAY` (ms, default
+ * 5000). Unset → no tracer at all, so no span is ever made (Effect's HTTP server skips its server
+ * span too when no real tracer is installed).
  */
 export const TracingLive = Layer.unwrap(Effect.gen(function*() {
   const { otlpEndpoint, serviceName } = yield* Settings
   if (otlpEndpoint === undefined) return Layer.empty
-  return OtlpTracer.layerFromConfig({ resource: { serviceName } }).pipe(
-    Layer.provide(Layer.mergeAll(OtlpSerialization.layerJson, NodeHttpClient.layerUndici))
-  )
+  const headers = Object.fromEntries((process.env.OTEL_EXPORTER_OTLP_HEADERS ?? "").split(",").flatMap((pair) => {
+    const at = pair.indexOf("=")
+    return at <= 0 ? [] : [[pair.slice(0, at).trim(), decodeURIComponent(pair.slice(at + 1).trim())]]
+  }))
+  const delay = Number(process.env.OTEL_BSP_SCHEDULE_DELAY)
+  return OtlpTracer.layer({
+    url: `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`,
+    resource: { serviceName },
+    headers,
+    ...(Number.isFinite(delay) && delay > 0 ? { exportInterval: `${delay} millis` } : {})
+  }).pipe(Layer.provide(Layer.mergeAll(OtlpSerialization.layerJson, NodeHttpClient.layerUndici)))
 }))
 
 /** `GET /metrics` without credentials on `HOST:GATEWAY_METRICS_PORT`, when set; anything else is 404. */

@@ -4,6 +4,7 @@
  * waits, upstream time, retries, failovers), then turned once into the request's metrics and its
  * log line. A plain mutable object: recording a fact is an assignment, not an Effect.
  */
+import type { Tracer } from "effect"
 import type { Usage } from "../model/usage.ts"
 
 export interface RequestRecord {
@@ -42,6 +43,8 @@ export interface RequestRecord {
   error: { readonly type: string; readonly message: string } | undefined
   /** A defect or a failure worth a stack: its pretty cause. */
   cause: string | undefined
+  /** The request's GenAI span, when tracing is on (ended with the record). */
+  span: Tracer.Span | undefined
 }
 
 export const newRequestRecord = (requestId: string, method: string, path: string, startedAt: number): RequestRecord => ({
@@ -67,5 +70,6 @@ export const newRequestRecord = (requestId: string, method: string, path: string
   usage: undefined,
   costMicros: undefined,
   error: undefined,
-  cause: undefined
+  cause: undefined,
+  span: undefined
 })

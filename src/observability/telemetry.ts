@@ -15,6 +15,7 @@ import { microsToUsd } from "../model/money.ts"
 import { type GatewayMetrics, makeGatewayMetrics } from "./gateway-metrics.ts"
 import { LogFields } from "./json-logger.ts"
 import type { RequestRecord } from "./request-record.ts"
+import { finishRequestSpan } from "./tracing.ts"
 
 export interface TelemetryShape {
   /** Undefined when metrics are off (`GATEWAY_METRICS=off`). */
@@ -98,6 +99,15 @@ export const makeTelemetry = (options: {
         metrics.request(record.surface, record.model ?? "", record.status, durationMs / 1000, overheadMs === undefined ? undefined : overheadMs / 1000)
       }
       const level: LogLevel.LogLevel = record.status >= 500 ? "Error" : isQuiet(record) ? "Debug" : "Info"
+      const span = record.span
+      if (span !== undefined) {
+        record.span = undefined
+        const log = ORDER[level] < minimum ? Effect.void : Effect.logWithLevel(level)(new LogFields("request", { ...requestLogFields(record, durationMs), trace_id: span.traceId }))
+        return Effect.clockWith((clock) => {
+          finishRequestSpan(record, span, clock.currentTimeNanosUnsafe())
+          return log
+        })
+      }
       if (ORDER[level] < minimum) return Effect.void
       return Effect.logWithLevel(level)(new LogFields("request", requestLogFields(record, durationMs)))
     },

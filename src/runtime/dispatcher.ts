@@ -14,7 +14,7 @@
  * (outcome `success` / `failure` / `cancelled`). A non-retryable error releases as `success`:
  * the placement answered, the request was wrong.
  */
-import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream, type Tracer } from "effect"
 import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Array"
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
@@ -26,6 +26,7 @@ import { nextDelay } from "./retry-policy.ts"
 import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
+import { type DispatchTrace, makeDispatchTrace } from "../observability/tracing.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -88,6 +89,8 @@ export interface DispatcherOptions {
   readonly retryBaseMs?: number | undefined
   /** Where waits, attempts, retries and failovers are counted (absent: nowhere). */
   readonly metrics?: GatewayMetrics | undefined
+  /** Spans for queue waits, attempts and failovers (only when an exporter is configured). */
+  readonly tracing?: boolean | undefined
 }
 
 /**
@@ -123,10 +126,6 @@ const makeAttemptCounter = (metrics: GatewayMetrics | undefined, record: Request
       if (record !== undefined) record.upstreamMs += upstreamMs
       failedOn = outcome === "success" || outcome === "cancelled" ? undefined : placementId
     },
-    /** A failure that the placement did not cause (a 4xx) still makes the next attempt a retry. */
-    failedOn(placementId: string) {
-      failedOn = placementId
-    },
     backoff(ms: number) {
       if (record !== undefined) record.backoffMs += ms
     },
@@ -153,6 +152,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     let current: Attempt | undefined
     const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
     const dispatchedAt = performance.now()
+    const trace: DispatchTrace | undefined = dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined
 
     const onQueued = Effect.suspend(() => {
       if (queued || options.onQueued === undefined) return Effect.void
@@ -197,12 +197,14 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           let outcome: LeaseOutcome = "cancelled"
           let grantedAt: number | undefined
           let attemptOn: DispatchCandidate | undefined
+          let attemptSpan: Tracer.Span | undefined
           const end = (result: LeaseOutcome) =>
             Effect.suspend(() => {
               outcome = result
               if (grantedAt !== undefined && attemptOn !== undefined) {
                 counter.ended(attemptOn.placementId, attemptOn.modelId, result, performance.now() - grantedAt)
                 grantedAt = undefined
+                if (attemptSpan !== undefined) trace!.attemptEnded(attemptSpan, attemptOn.placementId, result, lastError)
               }
               return Scope.close(scope, Exit.void)
             })
@@ -210,8 +212,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           const askedAt = performance.now()
           const targets = eligible.map((c) => c.placementId)
           // Tie the slot's release to the scope before anything can interrupt us.
+          const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
           const lease = yield* Effect.uninterruptibleMask((restore) =>
-            restore(queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
               Effect.tapError(() => Effect.sync(() => {
                 counter.timedOut(targets)
@@ -224,8 +227,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           grantedAt = performance.now()
           attemptOn = candidate
           counter.granted(lease.placementId, grantedAt - askedAt)
+          if (trace !== undefined) attemptSpan = yield* trace.attempt(candidate.placementId, candidate.modelId)
           const open = state.context.continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
-          const result = yield* Effect.result(firstChunk(candidate, open, scope))
+          // Under the attempt's span, so the upstream request carries it as its `traceparent`.
+          const first = firstChunk(candidate, open, scope)
+          const result = yield* Effect.result(attemptSpan === undefined ? first : Effect.withParentSpan(first, attemptSpan))
           if (Result.isSuccess(result)) {
             send({ type: "FIRST_BYTE" })
             if (current === undefined) {
@@ -242,7 +248,10 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           yield* end(outcomeOf(result.failure))
           send({ type: "FAILED", error: result.failure })
         }
-      }).pipe(Effect.onExit((exit) => (Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void)))
+      }).pipe(Effect.onExit((exit) => {
+        if (Exit.isFailure(exit)) trace?.done()
+        return Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void
+      }))
 
     current = yield* connect()
     const served = current.candidate
@@ -291,7 +300,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     })
 
     const events = Stream.fromPull(Effect.succeed(pull)).pipe(
-      Stream.ensuring(Effect.suspend(() => current!.end("cancelled")))
+      Stream.ensuring(Effect.suspend(() => {
+        const ended = current!.end("cancelled")
+        trace?.done()
+        return ended
+      }))
     )
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })
@@ -300,6 +313,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
    * answer and gives the slot back; there is no first byte, so every failure can still fail over.
    */
   const complete = (options: DispatchOptions): Effect.Effect<Completed, BackendError | QueueTimeout> =>
+    dispatcherOptions.tracing === true
+      ? Effect.flatMap(makeDispatchTrace(), (trace) => completeWith(options, trace).pipe(Effect.ensuring(Effect.sync(() => trace.done()))))
+      : completeWith(options, undefined)
+
+  const completeWith = (options: DispatchOptions, trace: DispatchTrace | undefined): Effect.Effect<Completed, BackendError | QueueTimeout> =>
     Effect.suspend(() => {
       const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
       let state = startDispatch({ candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) })
@@ -318,8 +336,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
         const askedAt = performance.now()
         const targets = eligible.map((c) => c.placementId)
+        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
         return Effect.uninterruptibleMask((restore) =>
-          restore(queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+          restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
             Effect.tapError(() => Effect.sync(() => {
               counter.timedOut(targets)
               send({ type: "QUEUE_TIMEOUT" })
@@ -330,12 +349,16 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
               const grantedAt = performance.now()
               counter.granted(lease.placementId, grantedAt - askedAt)
               const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
-              return restore(call).pipe(
-                Effect.onExit((exit) => {
-                  const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
-                  counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
-                  return lease.release(outcome)
-                }),
+              const attempt = (span: Tracer.Span | undefined) =>
+                restore(span === undefined ? call : Effect.withParentSpan(call, span)).pipe(
+                  Effect.onExit((exit) => {
+                    const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
+                    counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
+                    if (span !== undefined) trace!.attemptEnded(span, candidate.placementId, outcome, failureOf(exit))
+                    return lease.release(outcome)
+                  })
+                )
+              return (trace === undefined ? attempt(undefined) : Effect.flatMap(trace.attempt(candidate.placementId, candidate.modelId), attempt)).pipe(
                 Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
               )
             })
@@ -394,6 +417,13 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
   return { dispatch, complete }
 }
 
+/** The backend error that ended a call, if any (for its span). */
+const failureOf = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>): BackendError | undefined => {
+  if (Exit.isSuccess(exit)) return undefined
+  const error = exit.cause.reasons.find(Cause.isFailReason)?.error
+  return error !== undefined && error._tag === "BackendError" ? error : undefined
+}
+
 /** A failed call's verdict on its placement's health: only a retryable error counts against it. */
 const failureOutcome = (cause: Cause.Cause<BackendError | QueueTimeout>): LeaseOutcome => {
   const error = cause.reasons.find(Cause.isFailReason)?.error
@@ -407,14 +437,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 }>()("gateway/runtime/Dispatcher") {
   static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
     const { retryBaseMs } = yield* Settings
-    const { metrics } = yield* Telemetry
-    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs, metrics }))
+    const { metrics, tracing } = yield* Telemetry
+    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs, metrics, tracing }))
   }))
 
   /** With explicit options instead of Settings (tests, embedders). */
   static readonly layerWith = (options: DispatcherOptions) =>
     Layer.effect(Dispatcher, Effect.gen(function*() {
-      const { metrics } = yield* Telemetry
-      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { metrics, ...options }))
+      const { metrics, tracing } = yield* Telemetry
+      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { metrics, tracing, ...options }))
     }))
 }
