@@ -5,7 +5,12 @@
  * rate. Prints CPU µs per request of the gateway process, latency p50/p99 and RSS.
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
- *                          [--node-args "--stack-trace-limit=0"]
+ *                          [--node-args "--stack-trace-limit=0"] [--env NAME=VALUE]… [--otlp]
+ *
+ * `--env` passes settings to the gateway (e.g. `GATEWAY_METRICS=off`, `GATEWAY_LOG_LEVEL=none`);
+ * `--otlp` starts an OTLP/HTTP receiver in this process (core 1) and points the gateway's
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` at it, so traces are exported for real; the spans it received are
+ * reported. `node bench/observability.ts` compares these arms.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops).
@@ -16,6 +21,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
+import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
 import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
 
@@ -29,7 +35,9 @@ const { values } = parseArgs({
     unmetered: { type: "boolean", default: false },
     "node-args": { type: "string", default: "" },
     c1: { type: "string", default: "500" },
-    portkey: { type: "boolean", default: false }
+    portkey: { type: "boolean", default: false },
+    env: { type: "string", multiple: true, default: [] },
+    otlp: { type: "boolean", default: false }
   }
 })
 
@@ -38,6 +46,12 @@ const seconds = Number(values.seconds)
 const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
 const upstream = await startFixedUpstream({ deltas: 16 })
+const receiver = values.otlp ? await startOtlpReceiver() : undefined
+const extraEnv = Object.fromEntries(values.env.map((pair) => {
+  const at = pair.indexOf("=")
+  if (at <= 0) throw new Error(`--env expects NAME=VALUE, got ${pair}`)
+  return [pair.slice(0, at), pair.slice(at + 1)]
+}))
 const config = {
   models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
   embeddingModels: [],
@@ -59,7 +73,9 @@ const gateway = values.portkey ? { ...(await startPortkey(logDir, 0, "1")), crea
   env: {
     ...(process.env.BENCH_DATABASE_URL !== undefined ? { DATABASE_URL: process.env.BENCH_DATABASE_URL } : {}),
     ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
-    ...(values.unmetered ? { GATEWAY_METERING: "off" } : {})
+    ...(values.unmetered ? { GATEWAY_METERING: "off" } : {}),
+    ...(receiver === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "1000" }),
+    ...extraEnv
   }
 })
 try {
@@ -107,6 +123,8 @@ try {
     perThreadUs: Object.fromEntries(perThread),
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
+    ...(receiver === undefined ? {} : { spansReceived: receiver.spans() }),
+    env: extraEnv,
     idleRssMiB: Math.round(idleRss / 1048576),
     loadedRssMiB: Math.round(rssBytes(gateway.pid) / 1048576)
   }))
@@ -114,5 +132,6 @@ try {
 } finally {
   await gateway.stop()
   await upstream.close()
+  await receiver?.close()
   await stopAll()
 }
