@@ -65,14 +65,23 @@ export interface AnswerHooks<Echo> {
  * SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut.
  * The frames of one chunk (what one upstream read completed) go out as one write.
  */
-const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, CallFailure>, before: () => string = () => "") =>
+const frames = (
+  encoder: StreamEncoder,
+  events: Stream.Stream<CanonicalEvent, CallFailure>,
+  before: () => string = () => "",
+  onFailure: (failure: StreamFailure) => void = () => {}
+) =>
   events.pipe(
     Stream.mapArray((chunk) => {
       let text = before()
       for (const event of chunk) text += encoder.event(event)
       return [text] as const
     }),
-    Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+    Stream.catch((error: CallFailure) => {
+      const failure = callFailureToStreamFailure(error)
+      onFailure(failure)
+      return Stream.succeed(encoder.error(failure))
+    })
   )
 
 const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
@@ -102,6 +111,10 @@ export const answerChat = <Echo>(
     // The request's GenAI span, only when traces are exported; the dispatch's spans go under it.
     const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, request.model, requestAttributes(request)) : undefined
     const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => (span === undefined ? effect : Effect.withParentSpan(effect, span))
+    /** A stream that already answered 200 and ends with the dialect's error event: logged as such. */
+    const noteStreamFailure = (failure: StreamFailure) => {
+      ctx.record.error = { type: failure.type, message: failure.message }
+    }
     const id = dialect.newId()
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
@@ -143,7 +156,7 @@ export const answerChat = <Echo>(
         const note = switchNote
         switchNote = undefined
         return note === undefined ? "" : encoder.switchover(note)
-      })
+      }, noteStreamFailure)
     }
 
     const starting = yield* Effect.forkScoped(traced(prepared.start))
@@ -172,7 +185,11 @@ export const answerChat = <Echo>(
     const rest = Stream.unwrap(
       Fiber.join(starting).pipe(
         Effect.map(encodeCall),
-        Effect.catch((error: CallFailure) => Effect.succeed(Stream.succeed(waiting.error(callFailureToStreamFailure(error)))))
+        Effect.catch((error: CallFailure) => {
+          const failure = callFailureToStreamFailure(error)
+          noteStreamFailure(failure)
+          return Effect.succeed(Stream.succeed(waiting.error(failure)))
+        })
       )
     )
     return sseResponse(Stream.concat(keepalives, rest), prepared.headers())

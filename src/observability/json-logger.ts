@@ -22,6 +22,10 @@ export class LogFields {
     this.msg = msg
     this.fields = fields
   }
+  /** Another logger (a program embedding the gateway keeps its own) prints the same fields. */
+  toJSON() {
+    return { msg: this.msg, ...this.fields }
+  }
 }
 
 const LEVELS: Record<string, string> = { Fatal: "fatal", Error: "error", Warn: "warn", Info: "info", Debug: "debug", Trace: "trace" }
@@ -71,6 +75,11 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
     const annotations = fiber.getRef(References.CurrentLogAnnotations)
     for (const key in annotations) line[key] = annotations[key]
     if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
+    else {
+      // `Effect.logError("storage failure", error)`: the error's own chain, with its stack.
+      const error = parts.find((part): part is Error => part instanceof Error)
+      if (error !== undefined) line.cause = Cause.pretty(Cause.fail(error))
+    }
     let text: string
     try {
       text = JSON.stringify(line)

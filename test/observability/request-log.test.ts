@@ -107,6 +107,21 @@ describe("request log", () => {
     expect(line.retries as number).toBe((line.attempts as number) - 1)
   })
 
+  it("logs a stream that broke after its 200 with the error its dialect event carried", async () => {
+    await gw.admin("POST", "/admin/v1/placements/lyra-a/faults", { mode: "break-mid-stream", status: 500 })
+    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.secret}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "lyra", stream: true, messages: [{ role: "user", content: "Tell me about the harbor." }] })
+    })
+    expect(res.status).toBe(200)
+    expect(await res.text()).toContain("\"error\"")
+    await gw.admin("POST", "/admin/v1/placements/lyra-a/faults", { mode: "none" })
+    const line = await lineOf(gw, res.headers.get("x-request-id")!)
+    expect(line).toMatchObject({ status: 200, stream: true, model: "svc-lyra-3", error_type: expect.any(String) })
+    expect(line.output_tokens as number).toBeGreaterThan(0) // charged what it delivered
+  })
+
   it("never logs a secret: not the caller's key, a refused key or the admin token", async () => {
     const wrong = `svc_${"x".repeat(40)}`
     const refused = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
