@@ -121,6 +121,8 @@ try {
     rateP50Us: Math.round(s.latencyUs.p50),
     rateP99Us: Math.round(s.latencyUs.p99),
     perThreadUs: Object.fromEntries(perThread),
+    // The main thread alone (its tid is the pid): the request path, without the database worker and GC threads.
+    mainThreadUsPerRequest: perThread.find(([k]) => k.endsWith(`#${gateway.pid}`))?.[1],
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
     ...(receiver === undefined ? {} : { spansReceived: receiver.spans() }),

@@ -125,18 +125,20 @@ const endToEnd = () => {
       const line = out.trim().split("\n").filter((l) => l.startsWith("{")).at(-1)!
       const result = JSON.parse(line) as Record<string, number>
       results.get(arm.name)!.push(result)
-      console.error(`run ${run + 1} ${arm.name}: ${result.cpuUsPerRequest} µs/request, p50 ${result.rateP50Us} µs, ok ${result.ok}/${result.requests}`)
+      console.error(`run ${run + 1} ${arm.name}: ${result.cpuUsPerRequest} µs/request (main thread ${result.mainThreadUsPerRequest}), p50 ${result.rateP50Us} µs, ok ${result.ok}/${result.requests}`)
     }
   }
   const summary = Object.fromEntries(arms.map((arm) => {
     const rs = results.get(arm.name)!
     return [arm.name, {
       cpuUsPerRequest: median(rs.map((r) => r.cpuUsPerRequest)),
+      mainThreadUsPerRequest: median(rs.map((r) => r.mainThreadUsPerRequest)),
       c1P50Us: median(rs.map((r) => r.c1P50Us)),
       rateP50Us: median(rs.map((r) => r.rateP50Us)),
       rateP99Us: median(rs.map((r) => r.rateP99Us)),
       ...(arm.name === "tracing" ? { spansReceived: median(rs.map((r) => r.spansReceived)) } : {}),
-      runs: rs.map((r) => r.cpuUsPerRequest)
+      runs: rs.map((r) => r.cpuUsPerRequest),
+      mainThreadRuns: rs.map((r) => r.mainThreadUsPerRequest)
     }]
   }))
   const bare = summary.bare.cpuUsPerRequest
@@ -151,6 +153,11 @@ const endToEnd = () => {
       metrics: summary.metrics.cpuUsPerRequest - bare,
       metricsAndLog: summary.default.cpuUsPerRequest - bare,
       tracing: summary.tracing.cpuUsPerRequest - summary.default.cpuUsPerRequest
+    },
+    addedMainThreadUsPerRequest: {
+      metrics: summary.metrics.mainThreadUsPerRequest - summary.bare.mainThreadUsPerRequest,
+      metricsAndLog: summary.default.mainThreadUsPerRequest - summary.bare.mainThreadUsPerRequest,
+      tracing: summary.tracing.mainThreadUsPerRequest - summary.default.mainThreadUsPerRequest
     }
   }, null, 2))
 }
