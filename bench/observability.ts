@@ -15,7 +15,7 @@
  *
  * In process (`--micro`): the recording a request does — the dispatcher's counters (a grant, an
  * attempt's end), the meter's charge, the request's metrics and its JSON log line written through
- * Effect's logger to /dev/null in per-turn batches — `--requests` times, main-thread CPU
+ * Effect's logger to /dev/null — `--requests` times, main-thread CPU
  * (`process.threadCpuUsage`) minus the same loop without the recording. Deterministic enough to
  * compare against the 20 µs target on a busy machine, where the end-to-end figures are noisy.
  */

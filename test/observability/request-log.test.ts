@@ -31,7 +31,7 @@ describe("request log", () => {
   beforeAll(async () => {
     gw = await gatewayWith((config) => {
       placeModel(config, "svc-lyra-3", [{ id: "lyra-a", capacity: 2 }]) // no equivalents: a fault there is a 5xx
-    }, { GATEWAY_RETRY_BASE_MS: "5" })
+    }, { GATEWAY_RETRY_BASE_MS: "5", GATEWAY_CIRCUIT_COOLDOWN_MS: "50" }) // the failures below open lyra-a's circuit
     key = await createKey(gw)
     openai = new OpenAI({ apiKey: key.secret, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
   })
