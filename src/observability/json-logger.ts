@@ -32,6 +32,8 @@ export class LogFields {
 /** How long lines wait to be written together, and how much text forces a write at once. */
 const FLUSH_MS = 100
 const FLUSH_BYTES = 64 * 1024
+/** The longest line written (characters); longer ones are cut (stdout to a pipe is synchronous). */
+const MAX_LINE = 32 * 1024
 
 const LEVELS: Record<string, string> = { Fatal: "fatal", Error: "error", Warn: "warn", Info: "info", Debug: "debug", Trace: "trace" }
 
@@ -90,6 +92,10 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
       text = JSON.stringify(line)
     } catch {
       text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg), note: "fields not serializable" })
+    }
+    if (text.length > MAX_LINE) {
+      // A message that quotes a huge input: keep the line's start, say how long it was.
+      text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg).slice(0, 2_000), truncated: text.length, head: text.slice(0, MAX_LINE / 2) })
     }
     buffer += text + "\n"
     if (buffer.length >= FLUSH_BYTES) flush()
