@@ -39,7 +39,7 @@ import {
   type LeaseOutcome,
   type PlacementQueueView,
   QueueTimeout
-} from "./capacity-queues.ts"
+} from "./capacity-queue-types.ts"
 import * as Lua from "./queue-lua.ts"
 
 export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
