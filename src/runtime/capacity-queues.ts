@@ -27,7 +27,8 @@ import {
   type Lease,
   QueueTimeout
 } from "./capacity-queue-types.ts"
-import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "./redis-capacity-queues.ts"
+import { RedisClient } from "../coordination/redis-client.ts"
+import { makeRedisCapacityQueues, makeRedisCapacityQueuesOn, type OwnClientQueuesOptions } from "./redis-capacity-queues.ts"
 
 /** Builds the in-process queues; the actors stop when the enclosing scope closes. */
 export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQueuesOptions) {
@@ -172,18 +173,24 @@ export class CapacityQueues extends Context.Service<CapacityQueues, CapacityQueu
    * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts, keys under `GATEWAY_REDIS_PREFIX`),
    * in process otherwise.
    */
-  static readonly layer = Layer.effect(CapacityQueues, Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const { redisUrl, redisPrefix, circuitCooldownMs, queueMaxWaitMs } = yield* Settings
-    const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
-    const options = { placements, probeCooldownMs: circuitCooldownMs, defaultDeadlineMs: queueMaxWaitMs }
-    return CapacityQueues.of(yield* (redisUrl === undefined
-      ? makeCapacityQueues(options)
-      : makeRedisCapacityQueues(redisUrl, { ...options, prefix: redisPrefix })))
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { redisUrl, circuitCooldownMs, queueMaxWaitMs } = yield* Settings
+    const optionsFrom = Effect.gen(function*() {
+      const catalog = yield* Catalog
+      const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
+      return { placements, probeCooldownMs: circuitCooldownMs, defaultDeadlineMs: queueMaxWaitMs }
+    })
+    if (redisUrl === undefined) {
+      return Layer.effect(CapacityQueues, Effect.flatMap(optionsFrom, makeCapacityQueues).pipe(Effect.map((queues) => CapacityQueues.of(queues))))
+    }
+    // The gateway's shared RedisClient (one value: coordination and run signals use the same).
+    return Layer.effect(CapacityQueues, Effect.gen(function*() {
+      return CapacityQueues.of(yield* makeRedisCapacityQueuesOn(yield* RedisClient, yield* optionsFrom))
+    })).pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
 
   /** On Redis at `url`, shared with every instance using the same Redis and key prefix; the connections close with the layer. */
-  static readonly layerRedis = (url: string, options: RedisCapacityQueuesOptions) =>
+  static readonly layerRedis = (url: string, options: OwnClientQueuesOptions) =>
     Layer.effect(CapacityQueues, Effect.map(makeRedisCapacityQueues(url, options), (queues) => CapacityQueues.of(queues)))
 
   /** Explicit placements and timings, for tests and embedders. */
