@@ -72,6 +72,18 @@ const awaitReady = (connection: Redis, timeoutMs: number) =>
     return Effect.sync(() => connection.off("ready", ready))
   }).pipe(Effect.timeoutOption(timeoutMs), Effect.map((done) => done._tag === "Some"))
 
+/**
+ * QUIT when connected (replies in flight still arrive), else drop the socket: a command sent to a
+ * connection that is down would wait in its offline queue for reconnects and hold up the shutdown.
+ */
+const close = (connection: Redis) =>
+  connection.status === "ready"
+    ? Effect.tryPromise(() => connection.quit()).pipe(
+      Effect.timeout(1_000),
+      Effect.catchCause(() => Effect.sync(() => connection.disconnect()))
+    )
+    : Effect.sync(() => connection.disconnect())
+
 /** Opens both connections; they close with the scope (after every user of the client, which the layers' order ensures). */
 const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
@@ -97,7 +109,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
         })
         return connection
       }),
-      (connection) => Effect.promise(() => connection.quit().catch(() => connection.disconnect())).pipe(Effect.ignore)
+      close
     )
 
   const client = yield* open("commands")
@@ -131,7 +143,9 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
           set?.delete(onMessage)
           if (set === undefined || set.size > 0) return Effect.void
           listeners.delete(channel)
-          return Effect.tryPromise(() => subscriber.unsubscribe(channel)).pipe(Effect.ignore)
+          // Not awaited, and only when connected: see `close`.
+          if (subscriber.status === "ready") subscriber.unsubscribe(channel).catch(() => undefined)
+          return Effect.void
         })
     )
     const subscribed = yield* Deferred.make<void>()
