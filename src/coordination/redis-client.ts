@@ -87,6 +87,7 @@ const close = (connection: Redis) =>
 /** Opens both connections; they close with the scope (after every user of the client, which the layers' order ensures). */
 const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const prefix = options.prefix ?? KEY_PREFIX
   const log = Effect.runForkWith(yield* Effect.context<never>())
 
   const open = (role: "commands" | "subscriber") =>
@@ -97,7 +98,9 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
             ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs ?? 1_000 }
             : {}),
           connectTimeout: connectTimeoutMs,
-          retryStrategy: reconnectDelay
+          retryStrategy: reconnectDelay,
+          // Named after the prefix, so CLIENT LIST shows which gateway holds which connection.
+          connectionName: `${prefix}${role}`.replace(/[^\w:.-]/g, "_")
         })
         // Without a listener ioredis prints every failed reconnect; one line per 10 s is enough.
         let lastLogged = 0
@@ -167,7 +170,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   }
 
   return RedisClient.of({
-    prefix: options.prefix ?? KEY_PREFIX,
+    prefix,
     client,
     use,
     defineScripts: (sources) => {
