@@ -24,7 +24,12 @@ const { redisUrl } = inject("services")
 
 const SCOPES = ["s1", "s2"]
 const BUDGETS = ["a:b1", "c:b2"] // an allowance (explicit cap) and a credit pool (cap = granted)
-const HOLDS = ["h1", "h2", "h3", "h4"]
+/**
+ * A hold id stands for one call's reservation, so it always comes with the same amount (a free
+ * call's hold is 0); a renewal or settle carries the amount the call reserved.
+ */
+const HOLD_AMOUNTS: Record<string, number> = { h1: 0, h2: 120, h3: 450, h4: 600 }
+const HOLDS = Object.keys(HOLD_AMOUNTS)
 const CHARGES = ["c1", "c2", "c3", "h1"] // a charge id may also be a hold id
 const TTL_MS = 10_000
 
@@ -49,10 +54,10 @@ const op = fc.oneof(
   }),
   fc.record({ type: fc.constant("releaseLease" as const), scope, id: fc.constantFrom("l1", "l2", "l3") }),
   fc.record({ type: fc.constant("renewLeases" as const), leases: fc.array(fc.record({ scope, id: fc.constantFrom("l1", "l2", "l3") }), { maxLength: 2 }) }),
-  fc.record({ type: fc.constant("reserve" as const), budget, amount: micros, id: hold }),
-  fc.record({ type: fc.constant("settle" as const), budget, id: hold, chargeId, amount: micros, actual: micros }),
+  fc.record({ type: fc.constant("reserve" as const), budget, id: hold }),
+  fc.record({ type: fc.constant("settle" as const), budget, id: hold, chargeId, actual: micros }),
   fc.record({ type: fc.constant("release" as const), budget, id: hold }),
-  fc.record({ type: fc.constant("renew" as const), holds: fc.array(fc.record({ budget, id: hold, amount: micros }), { maxLength: 2 }) }),
+  fc.record({ type: fc.constant("renew" as const), holds: fc.array(fc.record({ budget, id: hold }), { maxLength: 2 }) }),
   fc.record({ type: fc.constant("charge" as const), charges: fc.array(fc.record({ budget, id: chargeId, amount: micros }), { maxLength: 2 }) }),
   fc.record({ type: fc.constant("pending" as const), budget }),
   fc.record({
@@ -87,13 +92,13 @@ const apply = (store: CoordinationShape, op: Op, now: number, wipe: Effect.Effec
     case "renewLeases":
       return store.renewLeases(op.leases, TTL_MS, now)
     case "reserve":
-      return store.budgetReserve({ budget: op.budget, cap: capOf(op.budget), amount: op.amount, id: op.id, ttlMs: TTL_MS, now, expireAt: 0 })
+      return store.budgetReserve({ budget: op.budget, cap: capOf(op.budget), amount: HOLD_AMOUNTS[op.id], id: op.id, ttlMs: TTL_MS, now, expireAt: 0 })
     case "settle":
-      return store.budgetSettle({ budget: op.budget, id: op.id, chargeId: op.chargeId, amount: op.amount, actual: op.actual, now })
+      return store.budgetSettle({ budget: op.budget, id: op.id, chargeId: op.chargeId, amount: HOLD_AMOUNTS[op.id], actual: op.actual, now })
     case "release":
       return store.budgetRelease({ budget: op.budget, id: op.id }, now)
     case "renew":
-      return store.budgetRenew(op.holds, TTL_MS, now)
+      return store.budgetRenew(op.holds.map((h) => ({ ...h, amount: HOLD_AMOUNTS[h.id] })), TTL_MS, now)
     case "charge":
       return store.budgetCharge(op.charges, now)
     case "pending":
