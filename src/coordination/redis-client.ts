@@ -54,7 +54,7 @@ export interface RedisClientShape {
    * Calls `onMessage` with every message on `channel` while the scope is open. The listener is
    * registered at once; SUBSCRIBE is retried in the background until Redis answers. The returned
    * Effect tells whether the subscription is in place: true once it is, false if it is not
-   * within the connect timeout (messages then start arriving later).
+   * within the connect timeout, or at once while Redis is down (messages then arrive later).
    */
   subscribe(channel: string, onMessage: (message: string) => void): Effect.Effect<Effect.Effect<boolean>, never, Scope.Scope>
 }
@@ -161,7 +161,9 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       Effect.andThen(Deferred.succeed(subscribed, undefined)),
       Effect.forkScoped
     )
-    return Deferred.await(subscribed).pipe(Effect.timeoutOption(connectTimeoutMs), Effect.map((done) => done._tag === "Some"))
+    const inPlace = Deferred.await(subscribed).pipe(Effect.timeoutOption(connectTimeoutMs), Effect.map((done) => done._tag === "Some"))
+    // While Redis is down (the client's start already waited for it once) nobody waits again.
+    return Effect.suspend(() => (client.status === "ready" ? inPlace : Deferred.isDone(subscribed)))
   })
 
   // Wait for the first connection so early requests do not fail for nothing.
