@@ -4,13 +4,13 @@
  * (Redis pub/sub drops messages for slow or reconnecting subscribers) only adds latency, because
  * every waiter also polls.
  *
- * `REDIS_URL` set → published on one Redis channel (`<GATEWAY_REDIS_PREFIX>run-signals`) that every instance subscribes to, so a
- * subscriber on instance A wakes when instance B appends; always also delivered in process.
+ * `REDIS_URL` set → published on one Redis channel (`<GATEWAY_REDIS_PREFIX>run-signals`) that
+ * every instance subscribes to (over the shared RedisClient), so a subscriber on instance A wakes
+ * when instance B appends; always also delivered in process.
  */
 import { Context, Effect, Layer, type Scope } from "effect"
-import { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
-import { awaitReady } from "./redis.ts"
+import { RedisClient } from "./redis-client.ts"
 import { KEY_PREFIX } from "./types.ts"
 
 export interface RunSignal {
@@ -89,50 +89,37 @@ export class RunSignals extends Context.Service<RunSignals, {
     return RunSignals.of({ kind: "in-process", publish: (signal) => Effect.sync(() => bus.deliver(signal)), subscribe: bus.subscribe })
   })
 
-  static readonly layerRedis = (url: string, prefix: string = KEY_PREFIX) =>
-    Layer.effect(RunSignals, Effect.gen(function*() {
-      const bus = makeLocalBus()
-      const connect = (role: string) =>
-        Effect.acquireRelease(
-          Effect.sync(() => {
-            const redis = new Redis(url, { maxRetriesPerRequest: 1, retryStrategy: (attempt) => Math.min(attempt * 200, 2_000) })
-            let lastLog = 0
-            redis.on("error", (error: Error) => {
-              if (Date.now() - lastLog < 10_000) return
-              lastLog = Date.now()
-              console.warn(`run signals (${role}): redis error: ${error.message}`)
-            })
-            return redis
-          }),
-          (redis) => Effect.promise(() => redis.quit().catch(() => redis.disconnect())).pipe(Effect.ignore)
-        )
-      const subscriber = yield* connect("subscriber")
-      const publisher = yield* connect("publisher")
-      yield* awaitReady(subscriber, 5_000, `run signals: redis not ready at start (${url}); subscribers will poll`)
-      subscriber.on("message", (_channel: string, message: string) => {
-        try {
-          const signal = JSON.parse(message) as RunSignal
-          if (typeof signal.runId === "string") bus.deliver(signal)
-        } catch {
-          // a malformed message wakes nobody
-        }
+  /** Redis, on the RedisClient of the context: publishes on its command connection, listens on its subscriber. */
+  static readonly layerOnRedisClient = Layer.effect(RunSignals, Effect.gen(function*() {
+    const redis = yield* RedisClient
+    const bus = makeLocalBus()
+    const channel = channelFor(redis.prefix)
+    const subscribed = yield* redis.subscribe(channel, (message) => {
+      try {
+        const signal = JSON.parse(message) as RunSignal
+        if (typeof signal.runId === "string") bus.deliver(signal)
+      } catch {
+        // a malformed message wakes nobody
+      }
+    })
+    if (!(yield* subscribed)) yield* Effect.logWarning("run signals: not subscribed yet; subscribers poll until then")
+    const publish = (signal: RunSignal) =>
+      Effect.sync(() => {
+        bus.deliver(signal)
+        redis.client.publish(channel, JSON.stringify(signal)).catch(() => undefined)
       })
-      // ioredis re-subscribes by itself after a reconnect; a failure here only leaves polling.
-      yield* Effect.tryPromise(() => subscriber.subscribe(channelFor(prefix))).pipe(
-        Effect.timeout(5_000),
-        Effect.catchCause((cause) => Effect.logWarning("run signals: cannot subscribe; subscribers will poll", cause))
-      )
-      const publish = (signal: RunSignal) =>
-        Effect.sync(() => {
-          bus.deliver(signal)
-          publisher.publish(channelFor(prefix), JSON.stringify(signal)).catch(() => undefined)
-        })
-      return RunSignals.of({ kind: "redis", publish, subscribe: bus.subscribe })
-    }))
+    return RunSignals.of({ kind: "redis", publish, subscribe: bus.subscribe })
+  }))
+
+  /** Redis at `url` on a client of its own, which closes with the layer. */
+  static readonly layerRedis = (url: string, prefix: string = KEY_PREFIX) =>
+    RunSignals.layerOnRedisClient.pipe(Layer.provide(RedisClient.layer({ url, prefix })))
 
   /** Redis when `REDIS_URL` is set, in process otherwise. */
   static readonly layer = Layer.unwrap(Effect.gen(function*() {
-    const { redisUrl, redisPrefix } = yield* Settings
-    return redisUrl === undefined ? RunSignals.layerInProcess : RunSignals.layerRedis(redisUrl, redisPrefix)
+    const { redisUrl } = yield* Settings
+    return redisUrl === undefined
+      ? RunSignals.layerInProcess
+      : RunSignals.layerOnRedisClient.pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
 }

@@ -24,7 +24,7 @@ import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from ".
 import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
 import { type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"

@@ -12,7 +12,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { type CanonicalResponse, collectStream } from "../model/events.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { type Continuity, ModelCaller, type PrepareError, type Settlement } from "../runtime/model-caller.ts"
 
 export type { Continuity }
