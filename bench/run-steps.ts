@@ -17,12 +17,17 @@
  * process CPU spent meanwhile is what a waiting run costs (its actor re-reading the run row).
  *
  *   node bench/run-steps.ts [--steps=50] [--runs=3] [--idle-runs=100] [--idle-ms=10000]
- *                           [--database-url=postgres://…] [--json=out.json]
+ *                           [--engine=postgres|embedded] [--postgres=postgres://postgres@127.0.0.1:5432]
+ *                           [--json=out.json]
  *
- * Without `--database-url` the embedded database (PGlite, in a worker thread) under a temporary
- * data dir. The figures are informative, never asserted.
+ * A run takes at most 32 steps (machines/run.ts, DEFAULT_MAX_TURNS; the API sets no other limit),
+ * so on PostgreSQL (the default: a database `run_steps_<pid>` created with `psql` and dropped
+ * afterwards) the bench raises the run's `maxTurns` in its stored machine state right after the
+ * create (`psql`; the row lock orders it with the actor's writes). The embedded engine (PGlite, in
+ * a worker thread, a temporary data dir) cannot be reached from outside: at most 32 steps there.
+ * The figures are informative, never asserted.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { loadavg, tmpdir } from "node:os"
@@ -40,7 +45,13 @@ const STEPS = Number(args.get("steps") ?? 50)
 const RUNS = Number(args.get("runs") ?? 3)
 const IDLE_RUNS = Number(args.get("idle-runs") ?? 100)
 const IDLE_MS = Number(args.get("idle-ms") ?? 10_000)
-const DATABASE_URL = args.get("database-url")
+const ENGINE = args.get("engine") ?? "postgres"
+const POSTGRES = args.get("postgres") ?? "postgres://postgres@127.0.0.1:5432"
+const DATABASE = `run_steps_${process.pid}`
+const DATABASE_URL = ENGINE === "postgres" ? `${POSTGRES}/${DATABASE}` : undefined
+if (ENGINE !== "postgres" && STEPS > 32) throw new Error("more than 32 steps need --engine=postgres (see the header)")
+
+const psql = (statement: string) => execFileSync("psql", [DATABASE_URL!, "-qAtc", statement], { encoding: "utf8" })
 
 // ---------------------------------------------------------------------------------------------
 // The upstream (child process): calls `lookup` until the conversation has STEPS - 1 tool results.
@@ -150,6 +161,16 @@ const main = async () => {
     plans: { free: { allowanceUsd: 1_000_000, rpm: 1_000_000, tpm: 1_000_000_000, concurrency: 1_000 } },
     defaultPlan: "free"
   }
+  if (DATABASE_URL !== undefined) {
+    execFileSync("psql", [`${POSTGRES}/postgres`, "-qc", `CREATE DATABASE ${DATABASE}`])
+    process.on("exit", () => {
+      try {
+        execFileSync("psql", [`${POSTGRES}/postgres`, "-qc", `DROP DATABASE IF EXISTS ${DATABASE} WITH (FORCE)`])
+      } catch {
+        console.error(`could not drop the database ${DATABASE}`)
+      }
+    })
+  }
   const adminToken = "bench-admin-token-run-steps"
   const gateway = await createGateway({
     config,
@@ -174,6 +195,7 @@ const main = async () => {
   const oneRun = async (): Promise<Array<Sample>> => {
     let start = cpuNow()
     const run = (await json(await call("POST", "/v1/agent-runs", key, { model: "svc-steps", input: "look up fifty words", tools: [lookupTool] }))).run
+    if (STEPS > 32) psql(`UPDATE runs SET machine = jsonb_set(machine, '{context,maxTurns}', '${STEPS}') WHERE id = '${run.id}'`)
     const samples: Array<Sample> = []
     for await (const event of sseEvents(await call("GET", `/v1/agent-runs/${run.id}/events`, key))) {
       if (event.type === "node.completed") {
