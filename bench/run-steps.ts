@@ -13,8 +13,9 @@
  * and the main thread's CPU. Reported: the median over `--runs` runs of each step's figures, for
  * the first ten and the last ten steps, and the mean over all steps.
  *
- * Then idle: `--idle-runs` runs wait for a tool result (`requires_action`) for `--idle-ms`; the
- * process CPU spent meanwhile is what a waiting run costs (its actor re-reading the run row).
+ * Then idle for `--idle-ms`: first with no run waiting (the gateway's own periodic work), then with
+ * `--idle-runs` runs waiting for a tool result (`requires_action`); the difference is what waiting
+ * runs cost (an actor that polls re-reads its run row).
  *
  *   node bench/run-steps.ts [--steps=50] [--runs=3] [--idle-runs=100] [--idle-ms=10000]
  *                           [--engine=postgres|embedded] [--postgres=postgres://postgres@127.0.0.1:5432]
@@ -231,7 +232,11 @@ const main = async () => {
     return slice.reduce((sum, s) => sum + s[field], 0) / slice.length
   }
 
-  // Idle: runs waiting for a tool result.
+  // Idle: first with no run waiting (the gateway's own loops), then with IDLE_RUNS waiting for a tool result.
+  console.log(`idle: no run waiting, ${IDLE_MS} ms`)
+  const quietStart = cpuNow()
+  await new Promise((r) => setTimeout(r, IDLE_MS))
+  const quiet = since(quietStart)
   console.log(`idle: ${IDLE_RUNS} runs waiting for a tool result, ${IDLE_MS} ms`)
   const waiting: Array<string> = []
   for (let i = 0; i < IDLE_RUNS; i++) {
@@ -263,11 +268,13 @@ const main = async () => {
     `| ${Math.max(1, STEPS - 9)}–${STEPS} | ${fmt(mean("wallMs", STEPS - 10))} | ${fmt(mean("cpuMs", STEPS - 10))} | ${fmt(mean("mainCpuMs", STEPS - 10))} |`,
     `| all | ${fmt(mean("wallMs"))} | ${fmt(mean("cpuMs"))} | ${fmt(mean("mainCpuMs"))} |`,
     "",
-    `Idle: ${IDLE_RUNS} runs in requires_action for ${IDLE_MS} ms: process CPU ${fmt(idle.cpuMs)} ms (${fmt(idle.cpuMs / (IDLE_MS / 1000))} ms/s), main thread ${fmt(idle.mainCpuMs)} ms`
+    `Idle ${IDLE_MS} ms, no run waiting: process CPU ${fmt(quiet.cpuMs)} ms, main thread ${fmt(quiet.mainCpuMs)} ms`,
+    `Idle ${IDLE_MS} ms, ${IDLE_RUNS} runs in requires_action: process CPU ${fmt(idle.cpuMs)} ms, main thread ${fmt(idle.mainCpuMs)} ms`,
+    `→ per waiting run and second, main thread: ${fmt(((idle.mainCpuMs - quiet.mainCpuMs) * 1000) / IDLE_RUNS / (IDLE_MS / 1000))} µs`
   ]
   console.log(lines.join("\n"))
   const out = args.get("json")
-  if (out !== undefined) writeFileSync(out, JSON.stringify({ steps: STEPS, runs: RUNS, perStep, idle, raw: runs }, null, 2))
+  if (out !== undefined) writeFileSync(out, JSON.stringify({ steps: STEPS, runs: RUNS, perStep, quiet, idle, raw: runs }, null, 2))
   process.exit(0)
 }
 
