@@ -13,6 +13,10 @@
  * and the main thread's CPU. Reported: the median over `--runs` runs of each step's figures, for
  * the first ten and the last ten steps, and the mean over all steps.
  *
+ * On PostgreSQL one more run is counted in the database's table statistics (pg_stat_user_tables of
+ * the bench's own database): rows read from `run_events` and `runs` per step, a figure the load on
+ * the machine does not blur.
+ *
  * Then idle for `--idle-ms`: first with no run waiting (the gateway's own periodic work), then with
  * `--idle-runs` runs waiting for a tool result (`requires_action`); the difference is what waiting
  * runs cost (an actor that polls re-reads its run row).
@@ -221,6 +225,26 @@ const main = async () => {
     console.log(`run ${r + 1}/${RUNS}`)
     runs.push(await oneRun())
   }
+  // On PostgreSQL, one more run counted in the database's table statistics: rows read from the log
+  // and reads of run rows. Backends publish their counters at most once a second and within 10 s
+  // of going idle, hence the waits.
+  let sqlPerStep: Record<string, number> | undefined
+  if (DATABASE_URL !== undefined) {
+    const tableStats = () => {
+      const rows = psql(`SELECT relname, seq_tup_read + coalesce(idx_tup_fetch, 0), seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname IN ('runs', 'run_events')`)
+      return Object.fromEntries(rows.trim().split("\n").flatMap((line) => {
+        const [table, rowsRead, scans] = line.split("|")
+        return [[`${table}.rowsRead`, Number(rowsRead)], [`${table}.scans`, Number(scans)]]
+      }))
+    }
+    console.log("one run counted in the table statistics (waits 2 × 11 s)")
+    await new Promise((r) => setTimeout(r, 11_000))
+    const before = tableStats()
+    await oneRun()
+    await new Promise((r) => setTimeout(r, 11_000))
+    const after = tableStats()
+    sqlPerStep = Object.fromEntries(Object.keys(after).map((name) => [name, (after[name] - (before[name] ?? 0)) / STEPS]))
+  }
   const perStep = Array.from({ length: STEPS }, (_, i) => ({
     step: i + 1,
     wallMs: median(runs.map((run) => run[i].wallMs)),
@@ -268,13 +292,17 @@ const main = async () => {
     `| ${Math.max(1, STEPS - 9)}–${STEPS} | ${fmt(mean("wallMs", STEPS - 10))} | ${fmt(mean("cpuMs", STEPS - 10))} | ${fmt(mean("mainCpuMs", STEPS - 10))} |`,
     `| all | ${fmt(mean("wallMs"))} | ${fmt(mean("cpuMs"))} | ${fmt(mean("mainCpuMs"))} |`,
     "",
+    ...(sqlPerStep === undefined ? [] : [
+      `SQL per step (one run, pg_stat_user_tables): run_events rows read ${fmt(sqlPerStep["run_events.rowsRead"])}, scans ${fmt(sqlPerStep["run_events.scans"])}; runs rows read ${fmt(sqlPerStep["runs.rowsRead"])}, scans ${fmt(sqlPerStep["runs.scans"])}`,
+      ""
+    ]),
     `Idle ${IDLE_MS} ms, no run waiting: process CPU ${fmt(quiet.cpuMs)} ms, main thread ${fmt(quiet.mainCpuMs)} ms`,
     `Idle ${IDLE_MS} ms, ${IDLE_RUNS} runs in requires_action: process CPU ${fmt(idle.cpuMs)} ms, main thread ${fmt(idle.mainCpuMs)} ms`,
     `→ per waiting run and second, main thread: ${fmt(((idle.mainCpuMs - quiet.mainCpuMs) * 1000) / IDLE_RUNS / (IDLE_MS / 1000))} µs`
   ]
   console.log(lines.join("\n"))
   const out = args.get("json")
-  if (out !== undefined) writeFileSync(out, JSON.stringify({ steps: STEPS, runs: RUNS, perStep, quiet, idle, raw: runs }, null, 2))
+  if (out !== undefined) writeFileSync(out, JSON.stringify({ steps: STEPS, runs: RUNS, perStep, sqlPerStep, quiet, idle, raw: runs }, null, 2))
   process.exit(0)
 }
 
