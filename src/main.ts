@@ -4,7 +4,7 @@
  * Run through npm (`npm start`, `npm run gateway -- keys list`) so Node 24 from node_modules is used.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer } from "effect"
+import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
 import { parseArgs } from "node:util"
 import { Settings, type SettingsShape } from "./config/settings.ts"
 import { ServerLive } from "./gateway.ts"
@@ -68,10 +68,10 @@ const settingsFrom = (values: { host?: string | undefined; port?: string | undef
   return Settings.layerWith(overrides)
 }
 
+/** The command failed and already printed why: the process exits 1 with nothing more to say. */
+class ExitWithError extends Schema.TaggedError<ExitWithError>()("ExitWithError", {}) {}
+
 const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
-class ExitWithError {
-  readonly _tag = "ExitWithError"
-}
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command = "serve", ...rest] = argv[0]?.startsWith("-") && argv[0] !== "-h" && argv[0] !== "--help" ? ["serve", ...argv] : argv
