@@ -4,7 +4,7 @@
  * Run through npm (`npm start`, `npm run gateway -- keys list`) so Node 24 from node_modules is used.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit, Layer } from "effect"
+import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
 import { parseArgs } from "node:util"
 import { Settings, type SettingsShape } from "./config/settings.ts"
 import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./cli/help.ts"
@@ -25,10 +25,10 @@ const settingsFrom = (values: { host?: string | undefined; port?: string | undef
   return Settings.layerWith(overrides)
 }
 
+/** The command failed and already printed why: the process exits 1 with nothing more to say. */
+class ExitWithError extends Schema.TaggedError<ExitWithError>()("ExitWithError", {}) {}
+
 const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
-class ExitWithError {
-  readonly _tag = "ExitWithError"
-}
 
 /** A command's module, imported only when that command runs. */
 const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A, E>) =>

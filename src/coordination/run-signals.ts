@@ -1,8 +1,9 @@
 /**
  * Wake-up signals for run logs: "run X's log reached seq N". Only the signal travels, never the
- * events — readers then read `seq > cursor` from SQL, which stays the truth. A lost signal
- * (Redis pub/sub drops messages for slow or reconnecting subscribers) only adds latency, because
- * every waiter also polls.
+ * events — readers then read `seq > cursor` from SQL, which stays the truth. Waiters wake on the
+ * signals alone: in process a signal is never lost, so nothing polls. On Redis a signal can be lost
+ * (pub/sub drops messages for slow or reconnecting subscribers), so there a waiter also re-reads
+ * every `LOST_SIGNAL_RECHECK_MS` (`recheckMs`): a lost signal only adds that latency.
  *
  * `REDIS_URL` set → published on one Redis channel (`<GATEWAY_REDIS_PREFIX>run-signals`) that
  * every instance subscribes to (over the shared RedisClient), so a subscriber on instance A wakes
@@ -19,9 +20,15 @@ export interface RunSignal {
 }
 
 export interface SignalSubscription {
-  /** Resolves true at the next signal for the run (or one that arrived since the last wait), false after `timeoutMs`. */
-  wait(timeoutMs: number): Effect.Effect<boolean>
+  /**
+   * Resolves true at the next signal for the run (or one that arrived since the last wait); with
+   * `timeoutMs`, false once that much time passed on Effect's clock (so a TestClock drives it).
+   */
+  wait(timeoutMs?: number): Effect.Effect<boolean>
 }
+
+/** How often a waiter re-reads SQL when signals can be lost (Redis); see the header. */
+export const LOST_SIGNAL_RECHECK_MS = 5_000
 
 const channelFor = (prefix: string) => `${prefix}run-signals`
 
@@ -52,27 +59,22 @@ const makeLocalBus = () => {
             if (set?.size === 0) listeners.delete(runId)
           })
       )
-      const wait = (timeoutMs: number) =>
-        Effect.callback<boolean>((resume) => {
-          if (pending) {
-            pending = false
-            return resume(Effect.succeed(true))
-          }
-          const timer = setTimeout(() => {
-            wake = undefined
-            resume(Effect.succeed(false))
-          }, timeoutMs)
-          wake = () => {
-            clearTimeout(timer)
-            wake = undefined
-            pending = false
-            resume(Effect.succeed(true))
-          }
-          return Effect.sync(() => {
-            clearTimeout(timer)
-            wake = undefined
-          })
+      const signalled = Effect.callback<boolean>((resume) => {
+        if (pending) {
+          pending = false
+          return resume(Effect.succeed(true))
+        }
+        wake = () => {
+          wake = undefined
+          pending = false
+          resume(Effect.succeed(true))
+        }
+        return Effect.sync(() => {
+          wake = undefined
         })
+      })
+      const wait = (timeoutMs?: number) =>
+        timeoutMs === undefined ? signalled : Effect.timeoutOrElse(signalled, { duration: timeoutMs, orElse: () => Effect.succeed(false) })
       return { wait }
     })
   return { deliver, subscribe }
@@ -123,3 +125,10 @@ export class RunSignals extends Context.Service<RunSignals, {
       : RunSignals.layerOnRedisClient.pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
 }
+
+/**
+ * How long a waiter may wait for a signal before it re-reads SQL: never in process (no signal is
+ * lost there), `LOST_SIGNAL_RECHECK_MS` on Redis.
+ */
+export const recheckMs = (signals: RunSignals["Service"]): number | undefined =>
+  signals.kind === "in-process" ? undefined : LOST_SIGNAL_RECHECK_MS

@@ -48,6 +48,11 @@ export interface CallOptions extends DispatchHooks {
    * repeat is charged once.
    */
   readonly requestId?: string | undefined
+  /**
+   * The request's metered input tokens when the caller already has them from `quote` of this same
+   * request (a run step prices its budget hold first): the prompt is then not counted again.
+   */
+  readonly inputTokens?: number | undefined
 }
 
 /** What a finished (or abandoned) call was charged. */
@@ -185,7 +190,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
-      const inputTokens = yield* meteredInputTokens(request, models[0])
+      const inputTokens = options.inputTokens ?? (yield* meteredInputTokens(request, models[0]))
       const metered = yield* meter.beginScoped({
         key: options.key,
         model: models[0],
