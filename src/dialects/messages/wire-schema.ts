@@ -1,6 +1,8 @@
 /**
  * The Messages request body as the wire carries it (snake_case), validated with Schema so that a
- * bad field answers 400 with its path, e.g. `messages[0].content[1].source.data`.
+ * bad field answers 400 with its path, e.g. `messages[0].content[1].source.data`. Decoded in
+ * stages (`../staged-decode.ts`): the envelope (messages as a list), each message, each content
+ * block by its `type`.
  *
  * Lenient where clients differ and nothing is lost: unknown fields (top level and in blocks, such
  * as `cache_control` or `citations`) are ignored, `null` on an optional field means absent, and
@@ -46,25 +48,29 @@ const ToolResultBlock = Schema.Struct({
   is_error: nullable(Schema.Boolean)
 })
 
-const ContentBlock = Schema.Union([
-  TextBlock,
-  ImageBlock,
-  DocumentBlock,
-  Schema.Struct({ type: Schema.Literal("tool_use"), id: Schema.NonEmptyString, name: Schema.NonEmptyString, input: JsonObject }),
-  ToolResultBlock,
-  Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: nullable(Schema.String) }),
-  Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
-]).annotate({
-  expected: "a content block of type text, image, document, tool_use, tool_result, thinking or redacted_thinking"
-})
-export type WireContentBlock = typeof ContentBlock.Type
+/** Content blocks by `type`, each decoded on its own (an unknown type is a 400 naming `type`). */
+export const ContentBlockMembers = {
+  text: TextBlock,
+  image: ImageBlock,
+  document: DocumentBlock,
+  tool_use: Schema.Struct({ type: Schema.Literal("tool_use"), id: Schema.NonEmptyString, name: Schema.NonEmptyString, input: JsonObject }),
+  tool_result: ToolResultBlock,
+  thinking: Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: nullable(Schema.String) }),
+  redacted_thinking: Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
+}
+export type WireContentBlock = (typeof ContentBlockMembers)[keyof typeof ContentBlockMembers]["Type"]
 
-const Message = Schema.Struct({
+/** A message with its blocks still undecoded: they are decoded one by one. */
+export const MessageEnvelope = Schema.Struct({
   // `system` turns are accepted as newer SDKs allow them; their text joins the system prompt.
   role: Schema.Literals(["user", "assistant", "system"]),
-  content: Schema.Union([Schema.String, Schema.Array(ContentBlock)])
+  content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
 })
-export type WireMessage = typeof Message.Type
+
+export interface WireMessage {
+  readonly role: typeof MessageEnvelope.Type["role"]
+  readonly content: string | ReadonlyArray<WireContentBlock>
+}
 
 const Tool = Schema.Struct({
   // Server tools (web search, code execution, …) have other types and are not offered here.
@@ -102,7 +108,7 @@ const OutputConfig = Schema.Struct({
 /** Every field of a Messages body except `max_tokens` (count_tokens takes the same body without it). */
 const commonFields = {
   model: Schema.NonEmptyString,
-  messages: Schema.Array(Message).check(Schema.isMinLength(1)),
+  messages: Schema.Array(Schema.Unknown).check(Schema.isMinLength(1)),
   system: nullable(Schema.Union([Schema.String, Schema.Array(TextBlock)])),
   tools: nullable(Schema.Array(Tool)),
   tool_choice: nullable(ToolChoice),
@@ -116,11 +122,11 @@ const commonFields = {
   output_config: nullable(OutputConfig)
 }
 
-/** `POST /v1/messages`. */
-export const CreateMessageBody = Schema.Struct({ ...commonFields, max_tokens: PositiveInt })
+/** `POST /v1/messages`, its messages still undecoded. */
+export const CreateMessageEnvelope = Schema.Struct({ ...commonFields, max_tokens: PositiveInt })
 
 /** `POST /v1/messages/count_tokens`: no `max_tokens` (ignored when sent). */
-export const CountTokensBody = Schema.Struct(commonFields)
+export const CountTokensEnvelope = Schema.Struct(commonFields)
 
-/** What decode works from: either body, `max_tokens` present or not. */
-export type WireRequest = typeof CountTokensBody.Type & { readonly max_tokens?: number }
+/** The envelope decode works from: either body, `max_tokens` present or not. */
+export type WireRequest = typeof CountTokensEnvelope.Type & { readonly max_tokens?: number }
