@@ -41,11 +41,22 @@ export const firstIssue = (error: Schema.SchemaError): FirstIssue => firstIssueO
 export const joinPath = (prefix: string, rest: string): string =>
   prefix === "" ? rest : rest === "" ? prefix : rest.startsWith("[") ? `${prefix}${rest}` : `${prefix}.${rest}`
 
-/** The 400 for a bad field: `param` is its path, the message starts with it. */
-export const invalidField = (param: string, message: string): InvalidRequest =>
-  param === ""
-    ? new InvalidRequest({ message: `Invalid request body: ${message}` })
-    : new InvalidRequest({ message: `${param}: ${message}`, param })
+/**
+ * The 400 for a bad field: `param` is its path, the message starts with it. Built without a stack
+ * trace: it reports the client's mistake, not ours, and capturing one was most of its cost (≈3 of
+ * 4 µs), paid on every refused request.
+ */
+export const invalidField = (param: string, message: string): InvalidRequest => {
+  const stackTraceLimit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return param === ""
+      ? new InvalidRequest({ message: `Invalid request body: ${message}` })
+      : new InvalidRequest({ message: `${param}: ${message}`, param })
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit
+  }
+}
 
 /** The 400 for a Schema issue found in the value at `at` (a path in the body; "" for the body itself). */
 export const invalidRequestFromIssue = (issue: SchemaIssue.Issue, at = ""): InvalidRequest => {
