@@ -12,7 +12,7 @@ import type { Decoded } from "../dialect.ts"
 import { decodeRequest, decoderAt, definedFields, given, opt, refuse } from "../staged-decode.ts"
 
 /** OpenAI's default output ceiling for legacy completions. */
-export const DEFAULT_MAX_TOKENS = 16
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 export interface CompletionsEcho {
   readonly includeUsage: boolean
@@ -66,7 +66,7 @@ const completionsRequestOf = (body: unknown): Decoded<CompletionsEcho> => {
   const request = makeRequest({
     model: wire.model,
     messages: [userMessage(prompt)],
-    maxOutputTokens: given(wire.max_tokens) ?? DEFAULT_MAX_TOKENS,
+    maxOutputTokens: given(wire.max_tokens) ?? COMPLETIONS_DEFAULT_MAX_TOKENS,
     stopSequences: stopSequences(wire.stop),
     stream: wire.stream === true,
     ...definedFields({

@@ -7,10 +7,10 @@ import type { ChatDialect } from "../dialect.ts"
 import { decodeRequest } from "../staged-decode.ts"
 import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
-import { makeStreamEncoder } from "./encode-stream.ts"
+import { makeMessagesStreamEncoder } from "./encode-stream.ts"
 
-export { encodeMessage, wireUsage } from "./encode-body.ts"
-export { makeStreamEncoder, streamErrorType } from "./encode-stream.ts"
+export { encodeMessage, messagesUsage } from "./encode-body.ts"
+export { makeMessagesStreamEncoder, streamErrorType } from "./encode-stream.ts"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -34,5 +34,5 @@ export const messagesDialect: ChatDialect<MessagesEcho> = {
   decode: decodeRequest((body) => ({ request: messagesRequestOf(body), echo: undefined })),
   defaultEcho: () => undefined,
   encodeResponse: encodeMessage,
-  streamEncoder: makeStreamEncoder
+  streamEncoder: makeMessagesStreamEncoder
 }

@@ -20,7 +20,7 @@ const Base64Data = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9+/]+={0,2}$/
   expected: "base64-encoded bytes (no data: URL prefix, no whitespace)"
 }))
 
-export const ImageMediaType = Schema.Literals(["image/jpeg", "image/png", "image/gif", "image/webp"])
+const ImageMediaType = Schema.Literals(["image/jpeg", "image/png", "image/gif", "image/webp"])
 
 const ImageSource = Schema.Union([
   Schema.Struct({ type: Schema.Literal("base64"), media_type: ImageMediaType, data: Base64Data }),
@@ -33,7 +33,7 @@ const DocumentSource = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text"), media_type: Schema.optional(Schema.String), data: Schema.String })
 ]).annotate({ expected: "a document source of type \"base64\" (PDF), \"url\" or \"text\"" })
 
-export const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 const ImageBlock = Schema.Struct({ type: Schema.Literal("image"), source: ImageSource })
 const DocumentBlock = Schema.Struct({ type: Schema.Literal("document"), source: DocumentSource, title: opt(Schema.String) })
 
