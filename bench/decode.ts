@@ -2,7 +2,8 @@
  * Request decoding alone, in process: main-thread CPU per `dialect.decode(body)` for each dialect,
  * on a one-message body, a typical agent turn (system text, tools, a tool call and its result,
  * options) and a body with one bad field deep inside (the 400 path). No server, no I/O: the figure
- * is what decoding adds to a request (issue 12: the request path).
+ * is what decoding adds to a request (issue 12: the request path). A long conversation (the agent
+ * turn's history repeated to 100 messages or items) shows how decoding grows with the history.
  *
  *   node bench/decode.ts [--rounds 7] [--iterations 4000]
  *
@@ -205,10 +206,18 @@ const completionsCases: ReadonlyArray<Case> = [
   { name: "bad field", bad: true, body: { model: "svc-bench", prompt: "Hi", stop: ["a", 5] } }
 ]
 
+/** The agent turn with its history repeated to about 100 entries in `key`. */
+const longConversation = (cases: ReadonlyArray<Case>, key: string): Case => {
+  const agent = cases.find((c) => c.name === "agent turn")!.body as Record<string, ReadonlyArray<unknown>>
+  const history = agent[key]
+  const repeated = Array.from({ length: Math.ceil(100 / history.length) }, () => history).flat()
+  return { name: "long conversation", bad: false, body: { ...agent, [key]: repeated } }
+}
+
 const dialects: ReadonlyArray<readonly [string, ChatDialect<unknown>, ReadonlyArray<Case>]> = [
-  ["chat", chatDialect as ChatDialect<unknown>, chatCases],
-  ["messages", messagesDialect as ChatDialect<unknown>, messagesCases],
-  ["responses", responsesDialect as ChatDialect<unknown>, responsesCases],
+  ["chat", chatDialect as ChatDialect<unknown>, [...chatCases, longConversation(chatCases, "messages")]],
+  ["messages", messagesDialect as ChatDialect<unknown>, [...messagesCases, longConversation(messagesCases, "messages")]],
+  ["responses", responsesDialect as ChatDialect<unknown>, [...responsesCases, longConversation(responsesCases, "input")]],
   ["completions", completionsDialect as ChatDialect<unknown>, completionsCases]
 ]
 

@@ -13,7 +13,7 @@
  *   checked by generated code with no Effect run per stage. An invalid one takes Schema's detailed
  *   path, which builds the issue.
  */
-import { Cause, Effect, Exit, Option, Schema, SchemaParser } from "effect"
+import { Effect, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
@@ -28,13 +28,23 @@ export const refuse = (path: string, message: string): never => {
 /** A decoder for the value found at `path` of the body; a bad value throws the 400 naming the full path. */
 export const decoderAt = <S extends Decodable>(schema: S) => {
   SchemaJIT.enable(schema.ast)
-  const decode = SchemaParser.decodeUnknownExit(schema)
+  // The sync adapter calls the compiled decoder directly (no Effect run) while the value is valid;
+  // an invalid one throws an Error carrying the issue. That Error is only a carrier for the 400, so
+  // it is built without a stack trace (capturing one tripled the cost of a refused request). The
+  // schemas here hold no user code, so no other error can lose a stack this way.
+  const decode = SchemaParser.decodeUnknownSync(schema)
   return (value: unknown, path: string): S["Type"] => {
-    const exit = decode(value)
-    if (Exit.isSuccess(exit)) return exit.value
-    const issue = Cause.findErrorOption(exit.cause)
-    if (Option.isSome(issue)) throw invalidRequestFromIssue(issue.value, path)
-    throw Cause.squash(exit.cause)
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    try {
+      return decode(value)
+    } catch (error) {
+      const issue = error instanceof Error ? error.cause : undefined
+      if (SchemaIssue.isIssue(issue)) throw invalidRequestFromIssue(issue, path)
+      throw error
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit
+    }
   }
 }
 
