@@ -77,8 +77,11 @@ const Role = Schema.Literals(["user", "assistant", "system", "developer"])
 /** Content parts are decoded one by one; a list must hold at least one. */
 const Content = Schema.Union([Schema.String, Schema.Array(Schema.Unknown).check(Schema.isMinLength(1))])
 
+/** An easy message `{role, content}`: an item without a `type` (or with `type: null`). */
+const EasyMessage = Schema.Struct({ role: Role, content: Content })
+
 const ItemMembers = {
-  message: Schema.Struct({ type: opt(Schema.Literal("message")), role: Role, content: Content }),
+  message: Schema.Struct({ type: Schema.Literal("message"), role: Role, content: Content }),
   function_call: Schema.Struct({ type: Schema.Literal("function_call"), call_id: Schema.String, name: Schema.String, arguments: Schema.String }),
   function_call_output: Schema.Struct({
     type: Schema.Literal("function_call_output"),
@@ -93,8 +96,7 @@ const ItemMembers = {
 }
 
 const decodeItemMember = discriminated("type", ItemMembers)
-/** An item without a `type` is an easy message `{role, content}`. */
-const decodeEasyMessage = decoderAt(ItemMembers.message)
+const decodeEasyMessage = decoderAt(EasyMessage)
 const decodePartMember = discriminated("type", PartMembers)
 
 export interface DecodedInput {
@@ -131,18 +133,11 @@ export const decodeInput = (input: string | ReadonlyArray<unknown>, resolve: Ite
 }
 
 const decodeItem = (raw: unknown, path: string): Piece | undefined => {
-  const item = isObject(raw) && raw.type == null ? decodeEasyMessage(raw, path) : decodeItemMember(raw, path)
+  if (isObject(raw) && raw.type == null) return messagePiece(decodeEasyMessage(raw, path), path)
+  const item = decodeItemMember(raw, path)
   switch (item.type) {
-    case undefined:
-    case null:
-    case "message": {
-      const { role, content } = item as typeof ItemMembers.message.Type
-      const blocks = typeof content === "string"
-        ? [textBlock(content)]
-        : content.map((part, j) => decodePart(part, `${path}.content[${j}]`, role))
-      if (role === "system" || role === "developer") return { role: "system", blocks: blocks as Array<TextBlock> }
-      return { role, kind: "message", blocks }
-    }
+    case "message":
+      return messagePiece(item, path)
     case "function_call":
       return {
         role: "assistant",
@@ -157,6 +152,14 @@ const decodeItem = (raw: unknown, path: string): Piece | undefined => {
     case "reasoning":
       return reasoningPiece(item)
   }
+}
+
+const messagePiece = ({ role, content }: typeof EasyMessage.Type, path: string): Piece => {
+  const blocks = typeof content === "string"
+    ? [textBlock(content)]
+    : content.map((part, j) => decodePart(part, `${path}.content[${j}]`, role))
+  if (role === "system" || role === "developer") return { role: "system", blocks: blocks as Array<TextBlock> }
+  return { role, kind: "message", blocks }
 }
 
 /** One content part. Only user turns (and tool outputs) may carry images and files. */
