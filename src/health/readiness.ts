@@ -12,16 +12,16 @@ import { SqlClient } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { RedisClient, type RedisClientShape } from "../coordination/redis-client.ts"
 
-export type CheckResult =
+export type ReadinessCheck =
   | { readonly status: "ok"; readonly latencyMs: number }
   | { readonly status: "unreachable"; readonly error: string }
 
 export interface ReadinessReport {
   readonly ready: boolean
   readonly checks: {
-    readonly database: CheckResult
+    readonly database: ReadinessCheck
     /** Absent when the gateway runs without Redis. */
-    readonly redis?: CheckResult
+    readonly redis?: ReadinessCheck
   }
 }
 
@@ -32,13 +32,13 @@ const timed = <E>(what: string, effect: Effect.Effect<unknown, E>) =>
     const started = performance.now()
     return yield* effect.pipe(
       Effect.timeout(CHECK_TIMEOUT),
-      Effect.map((): CheckResult => ({ status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 })),
+      Effect.map((): ReadinessCheck => ({ status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 })),
       Effect.catchCause((cause) => {
         const failure = Cause.squash(cause)
         const message = Cause.isTimeoutError(failure)
           ? `no answer within ${Duration.toMillis(CHECK_TIMEOUT)} ms`
           : failure instanceof Error ? failure.message : String(failure)
-        return Effect.succeed<CheckResult>({ status: "unreachable", error: `${what}: ${message}` })
+        return Effect.succeed<ReadinessCheck>({ status: "unreachable", error: `${what}: ${message}` })
       })
     )
   })

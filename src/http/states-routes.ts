@@ -4,7 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import { InvalidRequest } from "../errors.ts"
-import type { Json } from "../states/combine.ts"
+import type { Json } from "../util/json.ts"
 import { type State, StatesRepo } from "../states/states-repo.ts"
 import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"

@@ -16,7 +16,8 @@ import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatModel } from "../config/schema.ts"
 import type { ContentBlock, Message, OutputBlock, TextBlock, ToolResultBlock } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { Json, LogEvent } from "./run-record.ts"
+import type { Json } from "../util/json.ts"
+import type { LogEvent } from "./run-record.ts"
 
 /** True when `input` can start an execution (a non-empty string or list). */
 export const isUsableInput = (input: unknown) =>
