@@ -11,7 +11,7 @@ import { callFailureToStreamFailure } from "../../src/http/chat-answer.ts"
 import type { CanonicalRequest } from "../../src/model/request.ts"
 import { responseEvents } from "../../src/model/events.ts"
 import { makeUsage } from "../../src/model/usage.ts"
-import { storeOnStop } from "../../src/responses/stored-turn.ts"
+import { storeOnStop } from "../../src/stored-responses/stored-turn.ts"
 
 const request: CanonicalRequest = {
   model: "svc-pico-1",
