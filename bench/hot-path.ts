@@ -5,8 +5,11 @@
  * rate. Prints CPU µs per request of the gateway process, latency p50/p99 and RSS.
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
- *                          [--node-args "--stack-trace-limit=0"] [--env NAME=VALUE]… [--otlp]
+ *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
+ *                          [--env NAME=VALUE]… [--otlp]
  *
+ * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
+ * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2).
  * `--env` passes settings to the gateway (e.g. `GATEWAY_METRICS=off`, `GATEWAY_LOG_LEVEL=none`);
  * `--otlp` starts an OTLP/HTTP receiver in this process (core 1) and points the gateway's
  * `OTEL_EXPORTER_OTLP_ENDPOINT` at it, so traces are exported for real; the spans it received are
@@ -37,7 +40,9 @@ const { values } = parseArgs({
     c1: { type: "string", default: "500" },
     portkey: { type: "boolean", default: false },
     env: { type: "string", multiple: true, default: [] },
-    otlp: { type: "boolean", default: false }
+    otlp: { type: "boolean", default: false },
+    deltas: { type: "string", default: "16" },
+    "gap-ms": { type: "string", default: "0" }
   }
 })
 
@@ -45,7 +50,7 @@ const rate = Number(values.rate)
 const seconds = Number(values.seconds)
 const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
-const upstream = await startFixedUpstream({ deltas: 16 })
+const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]) })
 const receiver = values.otlp ? await startOtlpReceiver() : undefined
 const extraEnv = Object.fromEntries(values.env.map((pair) => {
   const at = pair.indexOf("=")
@@ -89,7 +94,7 @@ try {
       "content-type": "application/json",
       ...(values.portkey ? { "x-portkey-provider": "openai", "x-portkey-custom-host": `${upstream.url}/v1` } : {})
     },
-    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: Math.max(32, Number(values.deltas) + 8), messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
   }
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })

@@ -53,6 +53,24 @@ export interface SettingsShape {
   readonly otlpEndpoint: string | undefined
   /** `OTEL_SERVICE_NAME` (default `svc-gateway`). */
   readonly serviceName: string
+  /** How long a run's lease lasts without a heartbeat (a crashed instance's runs resume after it). */
+  readonly runLeaseMs: number
+  /** Claims of one run before it ends `failed` (`max_attempts`). */
+  readonly runMaxAttempts: number
+  /** Finished runs (and their logs) are deleted this many days after they finished. */
+  readonly runRetentionDays: number
+  /** Heartbeat comment interval on an idle run event stream. */
+  readonly runSseHeartbeatMs: number
+  /** Retries in a row of a run whose step keeps failing retryably, before it ends `failed`. */
+  readonly runStepRetries: number
+  /** First backoff of those retries (doubling, at most 60 s per wait). */
+  readonly runRetryBaseMs: number
+  /**
+   * An environment value the config file names (a placement's `apiKeyEnv`), as read at start; a
+   * program embedding the gateway may answer them itself instead of its process environment. A
+   * function, not a record, so printing the settings never prints the environment's secrets.
+   */
+  readonly lookupEnv: (name: string) => string | undefined
 }
 
 /** Default of `GATEWAY_BODY_IDLE_TIMEOUT_MS`. */
@@ -94,7 +112,19 @@ export const settingsConfig = Config.all({
     Config.map(Option.getOrUndefined)
   ),
   otlpEndpoint: optionalString("OTEL_EXPORTER_OTLP_ENDPOINT"),
-  serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("svc-gateway"))
+  serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("svc-gateway")),
+  runLeaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
+  runMaxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+  runRetentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  runSseHeartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
+  runStepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
+  runRetryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
+  // Which names the config file refers to is known only once it is loaded: keep them all.
+  // (read when the settings are, not when this module loads)
+  lookupEnv: Config.succeed(undefined).pipe(Config.map(() => {
+    const environment: Readonly<Record<string, string | undefined>> = { ...process.env }
+    return (name: string) => environment[name]
+  }))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {
