@@ -38,7 +38,7 @@ import { TelemetryLive } from "./observability/telemetry.ts"
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
  * or shared through Redis), the dispatcher, metering, and the ModelCaller that ties them together.
  */
-export const RuntimeLive = ModelCaller.layer.pipe(
+const RuntimeLive = ModelCaller.layer.pipe(
   Layer.provideMerge(Dispatcher.layer),
   Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
@@ -115,7 +115,7 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
 }
 
 /** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
-export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
+const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   const app = yield* gatewayHttpApp
   const announce = Layer.effectDiscard(
@@ -131,7 +131,7 @@ export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
 }))
 
 /** Prints, once, the first API key and admin token created on a fresh data dir. */
-export const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
+const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
   const keys = yield* ApiKeys
   const admin = yield* AdminToken
   const created = yield* keys.bootstrap()
