@@ -5,7 +5,7 @@
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { gatewayWith, placeModel, post, queueOf, type TestGateway } from "./support.ts"
+import { gatewayWith, placeModel, post, queueOf, type TestGateway, untilCircuitsNotOpen } from "./support.ts"
 
 describe("model permissions through continuity", () => {
   let gw: TestGateway
@@ -53,7 +53,7 @@ describe("model permissions through continuity", () => {
       expect(covered.headers.get("xsvc-model")).toBe("svc-nova-mini")
     } finally {
       await fault("pico-a", { mode: "none" })
-      await new Promise((r) => setTimeout(r, 150)) // the open circuit reaches its half-open probe
+      await untilCircuitsNotOpen(gw, ["pico-a"]) // the open circuit reaches its half-open probe
     }
   })
 
