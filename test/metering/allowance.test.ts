@@ -264,6 +264,25 @@ for (const lossy of lossyStores()) {
           expect(other.ms).toBeLessThan(FENCE / 2)
         }).pipe(Effect.scoped, Effect.ensuring(store.drop))
       }, 30_000)
+
+      it.effect("an instance that has done nothing since it started still takes a wiped store for a lost one", () => {
+        // It learns the store's epoch while it is built, not when its background loop first runs:
+        // one whose first look came after the wipe saw no epoch and no history, and let the rebuild
+        // go ahead without waiting for the other instances' charges.
+        const store = lossy.make()
+        const FENCE = 1_000
+        const instance = () => Allowance.layerWith({ holdTtlMs: 30_000, renewEveryMs: 10_000, epochCheckEveryMs: 100, recoveryFenceMs: FENCE }).pipe(
+          Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+          Layer.provideMerge(store.layer())
+        )
+        return Effect.gen(function*() {
+          const allowance = Context.get(yield* Layer.build(instance()), Allowance)
+          yield* store.wipe
+          const wipedAt = Date.now()
+          yield* allowance.reserve({ keyId: newId("key"), plan: plan(1), maxCostMicros: 1_000 })
+          expect(Date.now() - wipedAt).toBeGreaterThanOrEqual(FENCE / 2)
+        }).pipe(Effect.scoped, Effect.ensuring(store.drop))
+      }, 30_000)
     })
   })
 }
