@@ -1,4 +1,8 @@
 import { defineConfig } from "vitest/config"
+import { applyTestEnvironment } from "./test/support/test-environment.ts"
+
+// Compile cache and a tmpfs temporary directory for every test and gateway process (see there).
+applyTestEnvironment()
 
 export default defineConfig({
   test: {

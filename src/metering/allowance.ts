@@ -194,11 +194,17 @@ function make(options: AllowanceOptions) {
     /**
      * Did a store of this scope have an epoch before? Only then is a missing one a loss. An
      * in-process store lives and dies with this process: nobody else can have held anything in it.
+     * The SQL witness is written once an epoch exists (`recordEpoch`), never before: written first,
+     * an instance starting beside the one that wrote it could read the witness while the new
+     * store's epoch is still missing, take it for a lost one and fence a brand-new store.
      */
+    const witness = `coordination-epoch:${store.scope}`
     const hadEpochBefore = store.kind === "in-process" ? Effect.succeed(false) : Effect.map(
-      sql`INSERT INTO gateway_meta (name, value) VALUES (${`coordination-epoch:${store.scope}`}, 'true'::jsonb)
-        ON CONFLICT (name) DO NOTHING RETURNING name`,
-      (inserted) => inserted.length === 0
+      sql`SELECT name FROM gateway_meta WHERE name = ${witness}`,
+      (rows) => rows.length > 0
+    )
+    const recordEpoch = store.kind === "in-process" ? Effect.void : Effect.asVoid(
+      sql`INSERT INTO gateway_meta (name, value) VALUES (${witness}, 'true'::jsonb) ON CONFLICT (name) DO NOTHING`
     )
 
     /**
@@ -216,6 +222,7 @@ function make(options: AllowanceOptions) {
       if (current.id !== epoch?.id) {
         // Adopted only once registered: a failure here is retried at the next check.
         yield* registerAll
+        yield* recordEpoch
         epoch = current
       }
       return current
@@ -432,6 +439,9 @@ function make(options: AllowanceOptions) {
     // Watches the epoch (a lost store is noticed within `epochCheckEveryMs`) and keeps the holds of
     // running calls alive; whatever fails is simply tried again next round.
     let renewedAt = yield* Clock.currentTimeMillis
+    // Once before the service is handed out, not only when the loop's fiber first runs: an instance
+    // that has seen no epoch cannot tell a store that lost its state from a new one.
+    yield* syncEpoch.pipe(Effect.ignore)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       yield* syncEpoch.pipe(Effect.ignore)
       const now = yield* Clock.currentTimeMillis

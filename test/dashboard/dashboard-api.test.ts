@@ -205,7 +205,10 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     }).rateLimits
     expect((await read()).requestsPerMinute).toEqual({ limit: 6, remaining: 6, resetMs: 0 })
     const sdk = new OpenAI({ apiKey: key.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-    for (let i = 0; i < 2; i++) await sdk.chat.completions.create({ model: "svc-pico-1", max_tokens: 50, messages: [{ role: "user", content: "hi" }] })
+    // Each call's input is ~5,000 tokens: the token window (1,000 back a second) needs ~10 s to
+    // refill them, so it still shows them taken on a slow machine (a "hi" refilled in 0.1 s).
+    const long = "word ".repeat(5_000)
+    for (let i = 0; i < 2; i++) await sdk.chat.completions.create({ model: "svc-pico-1", max_tokens: 50, messages: [{ role: "user", content: long }] })
     const after = await read()
     // Two requests taken (one more could have refilled on a very slow machine: 10 s each).
     expect(after.requestsPerMinute.remaining).toBeGreaterThanOrEqual(4)
@@ -273,8 +276,12 @@ describe("dashboard sessions end (embedded)", () => {
 
       const current = await dashboardClient(gw.baseUrl, "second-admin-token-for-this-test")
       expect((await current.call("GET", "/session")).status).toBe(200)
-      await new Promise((r) => setTimeout(r, 4500))
-      const expired = await current.call("GET", "/session")
+      // Asked until the session ends (fixed expiry: asking does not extend it), not a sleep past it.
+      let expired = await current.call("GET", "/session")
+      for (const deadline = Date.now() + 15_000; expired.status === 200 && Date.now() < deadline;) {
+        await new Promise((r) => setTimeout(r, 200))
+        expired = await current.call("GET", "/session")
+      }
       expect(expired.status).toBe(401)
       expect((await errorOf(expired)).message).toContain("expired")
     } finally {

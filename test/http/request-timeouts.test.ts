@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createGateway } from "../../src/index.ts"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfig } from "../support/fast-config.ts"
-import { gatewayWith, placeModel, post, queueOf, type TestGateway } from "../runtime-http/support.ts"
+import { gatewayWith, placeModel, post, type TestGateway, untilQueue } from "../runtime-http/support.ts"
 
 const HEADERS_TIMEOUT_MS = 1_000
 const BODY_IDLE_TIMEOUT_MS = 1_500
@@ -60,7 +60,7 @@ describe("request timeouts on the Node server", () => {
     // Two calls on pico's single slot: the second waits silently ~2.5 s in the queue, then ~2.5 s
     // more for its answer — well past both timeouts, with no byte on its connection meanwhile.
     const first = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-pico-1", messages: [{ role: "user", content: "first" }] })
-    for (let i = 0; i < 100 && (await queueOf(gw, "pico-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+    await untilQueue(gw, "pico-a", (q) => q.inUse >= 1)
     const queuedStarted = Date.now()
     const queued = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-pico-1", messages: [{ role: "user", content: "say exactly: waited" }] })
 

@@ -14,7 +14,7 @@ import { Allowance } from "../../src/metering/allowance.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { dropPrefix, uniquePrefix } from "../coordination/support.ts"
-import { embeddedDatabase, storeKinds } from "./support.ts"
+import { embeddedDatabase, storeKinds, untilSuccess } from "./support.ts"
 
 const plan = (allowanceUsd: number, prepaid = false): Plan => ({ allowanceUsd, rpm: 1_000, tpm: 1_000_000, concurrency: 100, prepaid })
 const MAY_15_2030 = Date.UTC(2030, 4, 15, 12)
@@ -174,8 +174,8 @@ describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
           yield* Effect.sleep(1_200)
           expect((yield* tryReserve.pipe(Effect.provide(instance())))._tag).toBe("Failure")
         }).pipe(Effect.provide(instance())) // A closes here without settling: it "dies"
-        yield* Effect.sleep(900)
-        expect((yield* tryReserve.pipe(Effect.provide(instance())))._tag).toBe("Success")
+        // A's hold lapses by its ttl (600 ms after its last renewal): a new instance gets in then.
+        expect((yield* untilSuccess(tryReserve.pipe(Effect.provide(instance()))))._tag).toBe("Success")
       }).pipe(Effect.ensuring(dropPrefix(redisUrl!, prefix)))
     }, 30_000)
   })
@@ -262,6 +262,25 @@ for (const lossy of lossyStores()) {
           // The epoch is whole again: another key's first call does not wait.
           const other = yield* timed(allowanceA.reserve({ keyId: newId("key"), plan: dollar, maxCostMicros: 1 }))
           expect(other.ms).toBeLessThan(FENCE / 2)
+        }).pipe(Effect.scoped, Effect.ensuring(store.drop))
+      }, 30_000)
+
+      it.effect("an instance that has done nothing since it started still takes a wiped store for a lost one", () => {
+        // It learns the store's epoch while it is built, not when its background loop first runs:
+        // one whose first look came after the wipe saw no epoch and no history, and let the rebuild
+        // go ahead without waiting for the other instances' charges.
+        const store = lossy.make()
+        const FENCE = 1_000
+        const instance = () => Allowance.layerWith({ holdTtlMs: 30_000, renewEveryMs: 10_000, epochCheckEveryMs: 100, recoveryFenceMs: FENCE }).pipe(
+          Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+          Layer.provideMerge(store.layer())
+        )
+        return Effect.gen(function*() {
+          const allowance = Context.get(yield* Layer.build(instance()), Allowance)
+          yield* store.wipe
+          const wipedAt = Date.now()
+          yield* allowance.reserve({ keyId: newId("key"), plan: plan(1), maxCostMicros: 1_000 })
+          expect(Date.now() - wipedAt).toBeGreaterThanOrEqual(FENCE / 2)
         }).pipe(Effect.scoped, Effect.ensuring(store.drop))
       }, 30_000)
     })

@@ -58,3 +58,18 @@ export const storeKinds = (): ReadonlyArray<StoreKind> => {
   if (redisUrl === null) return [inProcess]
   return [inProcess, { name: "redis", layer: () => redisLayer(redisUrl) }]
 }
+
+/**
+ * Runs `attempt` every 50 ms until its result is a success, for at most 10 s, and returns the last
+ * result: waits for a Redis TTL to lapse instead of sleeping "long enough" past it.
+ */
+export const untilSuccess = <T extends { readonly _tag: string }, E, R>(attempt: Effect.Effect<T, E, R>) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + 10_000
+    let result = yield* attempt
+    while (result._tag !== "Success" && Date.now() < deadline) {
+      yield* Effect.sleep(50)
+      result = yield* attempt
+    }
+    return result
+  })

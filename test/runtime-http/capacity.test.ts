@@ -6,7 +6,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createKey, gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway, watchQueue } from "./support.ts"
+import { createKey, gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway, untilQueue, watchQueue } from "./support.ts"
 
 describe("capacity queues over HTTP", () => {
   let gw: TestGateway
@@ -46,16 +46,34 @@ describe("capacity queues over HTTP", () => {
           expect(res.status).toBe(200)
           finished.push(label)
         })
+    // Both slots are held (a hanging call never answers) until the whole flood and then the other
+    // key's request are queued: the order they are served in is the queue's alone, not timing's.
+    const fault = async (mode: string) => expect((await gw.admin("POST", "/admin/v1/placements/pico-a/faults", { mode })).status).toBe(200)
+    await fault("hang")
+    const holders = [new AbortController(), new AbortController()]
+    const held = holders.map((abort) =>
+      fetch(`${gw.baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        signal: abort.signal,
+        headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "svc-pico-1", messages: [{ role: "user", content: "hold" }] })
+      }).then((r) => r.text()).catch((e: Error) => e.name))
+    await untilQueue(gw, "pico-a", (q) => q.inUse === 2)
+    await fault("none") // calls granted from now on answer
     const flood = Array.from({ length: 12 }, (_, i) => ask(flooder.secret, `flood ${i}`))
-    await new Promise((r) => setTimeout(r, 60)) // the flood is queued first
-    await Promise.all([...flood, ask(other.secret, "other")])
+    await untilQueue(gw, "pico-a", (q) => q.waiting === 12) // the flood is queued first
+    const otherAsked = ask(other.secret, "other")
+    await untilQueue(gw, "pico-a", (q) => q.waiting === 13)
+    for (const abort of holders) abort.abort() // both slots free at once
+    expect(await Promise.all(held)).toEqual(["AbortError", "AbortError"])
+    await Promise.all([...flood, otherAsked])
     // Round-robin between keys: the other key is served within the next round, not after the flood.
     expect(finished.indexOf("other")).toBeLessThan(5)
   })
 
   it("sends a waiting stream its headers and keepalives at once, then the answer (Chat Completions, raw SSE)", async () => {
     const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold the slot" }] })
-    await new Promise((r) => setTimeout(r, 100))
+    await untilQueue(gw, "lyra-a", (q) => q.inUse === 1) // the holder has the only slot
     const waiting = await post(gw, "/v1/chat/completions", gw.apiKey!, {
       model: "svc-lyra-3", stream: true, messages: [{ role: "user", content: "say exactly: worth the wait" }]
     })
@@ -76,7 +94,7 @@ describe("capacity queues over HTTP", () => {
 
   it("drops a waiter at once when its client disconnects (streaming or not)", async () => {
     const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold" }] })
-    await new Promise((r) => setTimeout(r, 100))
+    await untilQueue(gw, "lyra-a", (q) => q.inUse === 1) // the holder has the only slot
     const aborts = [new AbortController(), new AbortController()]
     const waiting = aborts.map((abort, i) =>
       fetch(`${gw.baseUrl}/v1/chat/completions`, {
@@ -85,11 +103,10 @@ describe("capacity queues over HTTP", () => {
         headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
         body: JSON.stringify({ model: "svc-lyra-3", stream: i === 1, messages: [{ role: "user", content: "wait" }] })
       }).then((r) => r.text()).catch((e: Error) => e.name))
-    for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).waiting < 2; i++) await new Promise((r) => setTimeout(r, 20))
-    expect((await queueOf(gw, "lyra-a")).waiting).toBe(2)
+    await untilQueue(gw, "lyra-a", (q) => q.waiting === 2)
     for (const abort of aborts) abort.abort()
     expect(await Promise.all(waiting)).toEqual(["AbortError", "AbortError"])
-    for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).waiting > 0; i++) await new Promise((r) => setTimeout(r, 20))
+    await untilQueue(gw, "lyra-a", (q) => q.waiting === 0)
     const after = await queueOf(gw, "lyra-a")
     expect(after.waiting).toBe(0)
     expect(after.inUse).toBe(1) // only the holder: the slot was not given to a gone client
@@ -100,7 +117,7 @@ describe("capacity queues over HTTP", () => {
   it("a waiting Messages stream gets ping events and the SDK reads the whole message", async () => {
     const anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 })
     const holder = anthropic.messages.create({ model: "svc-lyra-3", max_tokens: 100, messages: [{ role: "user", content: "hold" }] })
-    await new Promise((r) => setTimeout(r, 100))
+    await untilQueue(gw, "lyra-a", (q) => q.inUse === 1) // the holder has the only slot
     const stream = anthropic.messages.stream({ model: "svc-lyra-3", max_tokens: 100, messages: [{ role: "user", content: "say exactly: pinged" }] })
     const events: Array<string> = []
     stream.on("streamEvent", (event) => events.push(event.type))
@@ -124,7 +141,7 @@ describe("the maximum wait", () => {
 
   it("ends a wait with 503 api_error and retry-after (non-streaming), and with the dialect's error event (stream)", async () => {
     const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-pico-1", messages: [{ role: "user", content: "hold" }] })
-    await new Promise((r) => setTimeout(r, 100))
+    await untilQueue(gw, "pico-a", (q) => q.inUse === 1) // the holder has the only slot
     const client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const failed = await client.chat.completions.create({ model: "svc-pico-1", messages: [{ role: "user", content: "wait" }] }).catch((e) => e)
     expect(failed).toBeInstanceOf(OpenAI.APIError)

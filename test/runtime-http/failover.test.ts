@@ -7,7 +7,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway } from "./support.ts"
+import { gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway, untilCircuitsNotOpen } from "./support.ts"
 
 describe("continuity failover", () => {
   let gw: TestGateway
@@ -25,9 +25,10 @@ describe("continuity failover", () => {
     openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 })
   })
+  const placements = ["atlas-a", "atlas-b", "pico-a", "lyra-a", "nova-a", "nova-b"]
   afterEach(async () => {
-    for (const id of ["atlas-a", "atlas-b", "pico-a", "lyra-a", "nova-a", "nova-b"]) await fault(id, { mode: "none" })
-    await new Promise((r) => setTimeout(r, 150)) // open circuits reach their half-open probe
+    for (const id of placements) await fault(id, { mode: "none" })
+    await untilCircuitsNotOpen(gw, placements) // open circuits reach their half-open probe
   })
   afterAll(async () => {
     await gw?.close()
@@ -69,7 +70,7 @@ describe("continuity failover", () => {
     expect(error).toBeInstanceOf(OpenAI.APIError)
     expect(error.status).toBe(502)
     expect(error.error.type).toBe("api_error")
-    await new Promise((r) => setTimeout(r, 150)) // the open circuit reaches its half-open probe
+    await untilCircuitsNotOpen(gw, ["lyra-a"]) // the open circuit reaches its half-open probe
     const streamed = await post(gw, "/v1/messages", gw.apiKey!, { model: "svc-lyra-3", max_tokens: 50, stream: true, messages: [{ role: "user", content: "hi" }] })
     expect(streamed.status).toBe(502) // nothing was sent yet: a proper status, not a 200 with an error event
     expect(((await streamed.json()) as { type: string; error: { type: string } })).toMatchObject({ type: "error", error: { type: "api_error" } })
@@ -107,7 +108,7 @@ describe("continuity failover", () => {
     expect(text).toContain('"tool_calls"')
     expect(text).toContain('data: {"error":')
     expect(text).not.toContain("[DONE]")
-    await new Promise((r) => setTimeout(r, 150)) // the probe that failed re-opened the circuit
+    await untilCircuitsNotOpen(gw, ["pico-a"]) // the probe that failed re-opened the circuit: wait for the next
     const stream = await openai.chat.completions.create({
       model: "svc-pico-1", stream: true, tools, tool_choice: { type: "function", function: { name: "lookup" } },
       messages: [{ role: "user", content: "look it up" }]

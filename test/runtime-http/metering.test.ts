@@ -6,7 +6,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createKey, gatewayWith, placeModel, post, type TestGateway } from "./support.ts"
+import { createKey, gatewayWith, placeModel, post, type TestGateway, untilQueue } from "./support.ts"
 
 const PLANS = {
   tiny: { allowanceUsd: 0.01, rpm: 100_000, tpm: 100_000_000, concurrency: 100 },
@@ -139,7 +139,8 @@ describe("metering over HTTP", () => {
   it("limits concurrent requests", async () => {
     const key = await createKey(gw, "single")
     const slow = post(gw, "/v1/chat/completions", key.secret, { model: "svc-lyra-3", messages: [{ role: "user", content: "slow" }] })
-    await new Promise((r) => setTimeout(r, 200))
+    // Its call is on the model (so past admission, holding the key's one concurrency slot).
+    await untilQueue(gw, "lyra-a", (q) => q.inUse === 1)
     const limited = await chat(key.secret)
     expect(limited.status).toBe(429)
     expect(((await limited.json()) as { error: { message: string } }).error.message).toContain("concurrent requests")

@@ -5,7 +5,7 @@
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { gatewayWith, placeModel, post, queueOf, type TestGateway } from "./support.ts"
+import { gatewayWith, placeModel, post, queueOf, type TestGateway, untilCircuitsNotOpen, untilQueue } from "./support.ts"
 
 describe("model permissions through continuity", () => {
   let gw: TestGateway
@@ -53,7 +53,7 @@ describe("model permissions through continuity", () => {
       expect(covered.headers.get("xsvc-model")).toBe("svc-nova-mini")
     } finally {
       await fault("pico-a", { mode: "none" })
-      await new Promise((r) => setTimeout(r, 150)) // the open circuit reaches its half-open probe
+      await untilCircuitsNotOpen(gw, ["pico-a"]) // the open circuit reaches its half-open probe
     }
   })
 
@@ -62,7 +62,7 @@ describe("model permissions through continuity", () => {
     const probe = await post(gw, "/v1/chat/completions", everything, { model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })
     expect(probe.status).toBe(200)
     const holder = post(gw, "/v1/chat/completions", everything, { model: "svc-pico-1", messages: [{ role: "user", content: "hold the slot" }] })
-    for (let i = 0; i < 100 && (await queueOf(gw, "pico-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+    await untilQueue(gw, "pico-a", (q) => q.inUse >= 1)
     expect((await queueOf(gw, "pico-a")).inUse).toBe(1)
     const limited = await post(gw, "/v1/chat/completions", picoOnly, { model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })
     expect(limited.status).toBe(200)
@@ -73,7 +73,7 @@ describe("model permissions through continuity", () => {
 
   it("an agent run of the key is served only by models the key may use", async () => {
     const holder = post(gw, "/v1/chat/completions", everything, { model: "svc-pico-1", messages: [{ role: "user", content: "hold the slot" }] })
-    for (let i = 0; i < 100 && (await queueOf(gw, "pico-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+    await untilQueue(gw, "pico-a", (q) => q.inUse >= 1)
     const created = await post(gw, "/v1/agent-runs", picoOnly, { model: "svc-pico-1", input: "say exactly: done" })
     expect(created.status).toBe(202)
     const runId = ((await created.json()) as { run: { id: string } }).run.id

@@ -7,7 +7,7 @@
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway } from "./support.ts"
+import { gatewayWith, placeModel, post, queueOf, readChunks, type TestGateway, untilQueue } from "./support.ts"
 
 const chatChunks = (text: string) =>
   text.split("\n").filter((line) => line.startsWith("data: {")).map((line) => JSON.parse(line.slice(6)))
@@ -27,14 +27,14 @@ describe("a waiting stream's headers", () => {
 
     it("name the model whose slot was granted (an equivalent), not the one asked for", async () => {
       const lyraHolder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold lyra" }] })
-      for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+      await untilQueue(gw, "lyra-a", (q) => q.inUse >= 1)
       let novaDone = 0
       const novaHolder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-nova-mini", messages: [{ role: "user", content: "hold nova" }] })
         .then((res) => {
           novaDone = Date.now()
           return res
         })
-      for (let i = 0; i < 50 && (await queueOf(gw, "nova-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+      await untilQueue(gw, "nova-a", (q) => q.inUse >= 1)
 
       const waiting = await post(gw, "/v1/chat/completions", gw.apiKey!, {
         model: "svc-lyra-3", stream: true, messages: [{ role: "user", content: "say exactly: served by whoever was free" }]
@@ -69,7 +69,7 @@ describe("a waiting stream's headers", () => {
 
     it("send no xsvc-model (nothing chosen yet), then keepalives, then the answer whose model field names what served", async () => {
       const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold" }] })
-      for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+      await untilQueue(gw, "lyra-a", (q) => q.inUse >= 1)
       const waiting = await post(gw, "/v1/chat/completions", gw.apiKey!, {
         model: "svc-lyra-3", stream: true, messages: [{ role: "user", content: "say exactly: after a long wait" }]
       })
@@ -89,7 +89,7 @@ describe("a waiting stream's headers", () => {
     it("the openai SDK reads such a stream whole (Responses), its response.model naming what served", async () => {
       const client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
       const holder = client.chat.completions.create({ model: "svc-lyra-3", messages: [{ role: "user", content: "hold" }] })
-      for (let i = 0; i < 50 && (await queueOf(gw, "lyra-a")).inUse < 1; i++) await new Promise((r) => setTimeout(r, 20))
+      await untilQueue(gw, "lyra-a", (q) => q.inUse >= 1)
       const { data: stream, response } = await client.responses.create({ model: "svc-lyra-3", input: "say exactly: sdk waited", stream: true, store: false }).withResponse()
       expect(response.headers.get("xsvc-model")).toBeNull()
       let completed: any

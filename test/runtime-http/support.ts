@@ -1,5 +1,6 @@
 /** Shared helpers for the runtime's HTTP suites: a gateway on a tailored catalog, raw SSE reads. */
 import { rmSync } from "node:fs"
+import { expect } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
@@ -61,6 +62,19 @@ export const queues = async (gw: GatewayProcess): Promise<ReadonlyArray<QueueRow
   ((await (await gw.admin("GET", "/admin/v1/queues")).json()) as { data: ReadonlyArray<QueueRow> }).data
 
 export const queueOf = async (gw: GatewayProcess, placementId: string) => (await queues(gw)).find((q) => q.placementId === placementId)!
+
+/**
+ * Waits until none of these placements' circuits is open: each open one has passed its cooldown
+ * (half-open, ready for its probe) or closed. A condition, not a sleep longer than the cooldown.
+ */
+export const untilCircuitsNotOpen = async (gw: GatewayProcess, placementIds: ReadonlyArray<string>) => {
+  await expect.poll(async () => (await queues(gw)).filter((q) => placementIds.includes(q.placementId) && q.circuit === "open").map((q) => q.placementId)).toEqual([])
+}
+
+/** Waits until a placement's queue view satisfies `ready` (e.g. a holder has taken its slot). */
+export const untilQueue = async (gw: GatewayProcess, placementId: string, ready: (queue: QueueRow) => boolean) => {
+  await expect.poll(async () => ready(await queueOf(gw, placementId))).toBe(true)
+}
 
 /** Polls the queue view until `stop` resolves; returns the most in use and waiting seen. */
 export const watchQueue = (gw: GatewayProcess, placementId: string) => {

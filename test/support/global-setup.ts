@@ -3,8 +3,10 @@
  * `inject("services")`. With CI=true a missing service fails the run; otherwise its suites are
  * skipped and this says so clearly.
  */
+import { rmSync } from "node:fs"
 import { Socket } from "node:net"
 import type { TestProject } from "vitest/node"
+import { RUN_TMPDIR_VARIABLE } from "./test-environment.ts"
 
 export interface ServiceAvailability {
   readonly postgresUrl: string | null
@@ -51,4 +53,10 @@ export default async function setup(project: TestProject) {
     console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
+  // The run's temporary directory (on tmpfs when there is one): data dirs a test left behind go
+  // with it, so they never accumulate in memory across runs.
+  return () => {
+    const runDir = process.env[RUN_TMPDIR_VARIABLE]
+    if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
+  }
 }
