@@ -30,6 +30,7 @@ import { OperatorRuns } from "./dashboard/operator-runs.ts"
 import { DashboardSessions } from "./dashboard/sessions.ts"
 import { UsageReport } from "./dashboard/usage-report.ts"
 import { Readiness } from "./health/readiness.ts"
+import { BatchesLive } from "./batches/batches-layer.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
@@ -48,7 +49,7 @@ const DashboardLive = Layer.mergeAll(
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
 const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
   DashboardLive.pipe(
-    Layer.provideMerge(RunsLive),
+    Layer.provideMerge(Layer.merge(RunsLive, BatchesLive)),
     Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
     Layer.provideMerge(Catalog.layer),
     Layer.provideMerge(DatabaseLive),

@@ -46,7 +46,15 @@ export interface AcquireOptions {
   readonly deadlineMs?: number | undefined
   /** Runs once if no slot was free at once, e.g. to send headers and start keepalives. */
   readonly onQueued?: Effect.Effect<void> | undefined
+  /**
+   * `interactive` (default) or `batch`: a batch waiter is granted a slot only when no interactive
+   * request waits for it, and batch work never holds more than capacity − 1 slots of a placement
+   * while interactive requests wait (machines/queue.ts).
+   */
+  readonly priority?: QueuePriority | undefined
 }
+
+export type QueuePriority = "interactive" | "batch"
 
 export interface PlacementQueueView extends QueueView {
   readonly placementId: string

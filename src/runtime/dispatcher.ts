@@ -19,7 +19,7 @@ import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Arra
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
-import { CapacityQueues, type LeaseOutcome, type QueueTimeout } from "./capacity-queues.ts"
+import { CapacityQueues, type LeaseOutcome, type QueuePriority, type QueueTimeout } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
@@ -41,6 +41,8 @@ export interface DispatchHooks {
   readonly deadlineMs?: number | undefined
   /** Runs once, the first time the request has to wait for a slot. */
   readonly onQueued?: Effect.Effect<void> | undefined
+  /** `batch`: takes only capacity interactive requests leave idle (see CapacityQueues.acquire). */
+  readonly priority?: QueuePriority | undefined
   /** Runs when a broken text stream continues on another candidate. */
   readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
 }
@@ -146,7 +148,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           pendingEnd = end
           // Tie the slot's release to the scope before anything can interrupt us.
           const lease = yield* Effect.uninterruptibleMask((restore) =>
-            restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
               Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" })))
             )
@@ -238,7 +240,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       // queue at once); a slot, once granted, is always given back.
       const attempt = (eligible: ReadonlyArray<DispatchCandidate>) =>
         Effect.uninterruptibleMask((restore) =>
-          restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+          restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })).pipe(
             Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" }))),
             Effect.flatMap((lease) => {
               send({ type: "GRANTED", placementId: lease.placementId })

@@ -210,6 +210,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
           onQueued: options.onQueued,
+          priority: options.priority,
           onContinue: (to) =>
             Effect.suspend(() => {
               servingModel = modelById.get(to.modelId) ?? servingModel
@@ -264,7 +265,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           candidates: candidatesFor(sent, models),
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-          onQueued: options.onQueued
+          onQueued: options.onQueued,
+          priority: options.priority
         }).pipe(Effect.tapError(() => metered.fail()))
         const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
         const usage = completed.response.usage
@@ -292,7 +294,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         candidates: serving.map((p) => p.runtime.id),
         keyId: options.key.id,
         deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-        onQueued: options.onQueued
+        onQueued: options.onQueued,
+        priority: options.priority
       }).pipe(Effect.tapError(() => metered.fail()))
       const placement = serving.find((p) => p.runtime.id === lease.placementId)!
       if (placement.backend.embed === undefined) {
