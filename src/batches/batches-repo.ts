@@ -261,12 +261,12 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       const cursorId = page.after ?? page.before
       let cursor = sql``
       if (cursorId !== undefined) {
-        const at = yield* sql<{ created_at: Date }>`SELECT created_at FROM batches WHERE id = ${cursorId} AND key_id = ${keyId} AND kind = ${kind}`
+        const at = yield* sql<{ id: string }>`SELECT id FROM batches WHERE id = ${cursorId} AND key_id = ${keyId} AND kind = ${kind}`
         const param = page.after !== undefined ? (kind === "messages" ? "after_id" : "after") : "before_id"
         if (at.length === 0) return yield* new InvalidRequest({ message: `${param}: no batch with id ${cursorId}`, param })
-        cursor = page.after !== undefined
-          ? sql`AND (created_at, id) < (${at[0].created_at}, ${cursorId})`
-          : sql`AND (created_at, id) > (${at[0].created_at}, ${cursorId})`
+        // Compared in SQL: a timestamp read into JS loses its microseconds.
+        const at_ = sql`(SELECT created_at, id FROM batches WHERE id = ${cursorId})`
+        cursor = page.after !== undefined ? sql`AND (created_at, id) < ${at_}` : sql`AND (created_at, id) > ${at_}`
       }
       // A `before` page is the `limit` batches just newer than the cursor, still shown newest first.
       const rows = page.before !== undefined

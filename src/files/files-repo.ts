@@ -127,11 +127,11 @@ export class FilesRepo extends Context.Service<FilesRepo, {
       const purpose = options.purpose === undefined ? sql`` : sql`AND purpose = ${options.purpose}`
       let cursor = sql``
       if (options.after !== undefined) {
-        const at = yield* sql<{ created_at: Date }>`SELECT created_at FROM files WHERE id = ${options.after} AND key_id = ${keyId}`
+        const at = yield* sql<{ id: string }>`SELECT id FROM files WHERE id = ${options.after} AND key_id = ${keyId}`
         if (at.length === 0) return yield* new InvalidRequest({ message: `after: no file with id ${options.after}`, param: "after" })
-        cursor = options.order === "desc"
-          ? sql`AND (created_at, id) < (${at[0].created_at}, ${options.after})`
-          : sql`AND (created_at, id) > (${at[0].created_at}, ${options.after})`
+        // Compared in SQL: a timestamp read into JS loses its microseconds.
+        const at_ = sql`(SELECT created_at, id FROM files WHERE id = ${options.after})`
+        cursor = options.order === "desc" ? sql`AND (created_at, id) < ${at_}` : sql`AND (created_at, id) > ${at_}`
       }
       const order = options.order === "desc" ? sql`ORDER BY created_at DESC, id DESC` : sql`ORDER BY created_at, id`
       const rows = yield* sql<FileRow>`SELECT id, filename, purpose, bytes, created_at, expires_at FROM files
