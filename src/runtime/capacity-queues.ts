@@ -15,7 +15,7 @@
  * several instances (see the note at the end of this file).
  */
 import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer, Schema } from "effect"
-import { positionOf, type QueueEvent, type QueueState, queueView, type QueueView, type ReleaseOutcome, startQueue, stepQueue } from "../../machines/queue.ts"
+import { positionOf, type QueueEvent, type QueuePriority, type QueueState, queueView, type QueueView, type ReleaseOutcome, startQueue, stepQueue } from "../../machines/queue.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
 import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "./redis-capacity-queues.ts"
@@ -54,7 +54,7 @@ export interface AcquireOptions {
   readonly priority?: QueuePriority | undefined
 }
 
-export type QueuePriority = "interactive" | "batch"
+export type { QueuePriority }
 
 export interface PlacementQueueView extends QueueView {
   readonly placementId: string
@@ -170,7 +170,7 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
     })
     for (const id of targets) {
       if (lease !== undefined) break // granted at once by an earlier target
-      send(id, { type: "ENQUEUE", waiterId, keyId: request.keyId })
+      send(id, { type: "ENQUEUE", waiterId, keyId: request.keyId, ...(request.priority === "batch" ? { priority: "batch" } : {}) })
     }
     if (lease !== undefined) {
       // A free slot: served at once, without arming the deadline.
