@@ -34,16 +34,17 @@ export interface BatchesOptions {
 }
 
 const CAPACITY = 8
-const SERVICE_MS = 200
+/** How long every answer takes (`BENCH_BATCH_SERVICE_MS`, default 500). */
+const SERVICE_MS = Number(process.env.BENCH_BATCH_SERVICE_MS ?? 500)
 const LOAD = 0.5
 const PLACEMENT = "batch-bench-a"
 const MODEL = "svc-batch-bench"
 
-const config = {
+const config = () => ({
   models: [benchChatModel(MODEL, "Batch benchmark (simulated)", [{ id: PLACEMENT, backend: "simulator", capacity: CAPACITY, simulator: { ttftMs: SERVICE_MS, tokensPerSecond: 0 } }])],
   plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: 100_000 } },
   defaultPlan: "bench"
-}
+})
 
 export interface BatchesResult {
   readonly requests: number
@@ -92,7 +93,7 @@ export const runBatches = async (options: BatchesOptions, logDir: string): Promi
   const rate = (LOAD * CAPACITY * 1000) / SERVICE_MS
   const gw = await startGateway({
     name: "batches",
-    config,
+    config: config(),
     adminToken: `bench-${Date.now()}`,
     logDir,
     cpu: 0,
