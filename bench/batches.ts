@@ -26,7 +26,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
 import { makePool, type RequestSpec, type Sample, send } from "./lib/load.ts"
-import { pin, ROOT, startGateway, stopAll } from "./lib/procs.ts"
+import { LOOP_PROBE, type LoopDelay, pin, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 import { type Distribution, distribution, median, round } from "./lib/stats.ts"
 
 export interface BatchesOptions {
@@ -61,8 +61,13 @@ export interface BatchesResult {
   readonly p99GrowthMs: number
   readonly idleCapacityUsed: number
   readonly meanSlotsInUseWithBatch: number
+  /** The gateway's main-thread event-loop delay (p99 / max, ms) in each phase. */
+  readonly loopDelayAloneMs: { p99: number; max: number } | null
+  readonly loopDelayWithBatchMs: { p99: number; max: number } | null
   readonly counts: Record<string, number>
 }
+
+const loopMs = (d: LoopDelay | undefined) => d === undefined ? null : { p99: round(d.p99 / 1000, 1), max: round(d.max / 1000, 1) }
 
 /** A seeded uniform generator (mulberry32), so every run offers the same arrival times. */
 const seeded = (seed: number) => () => {
@@ -97,7 +102,8 @@ export const runBatches = async (options: BatchesOptions, logDir: string): Promi
     adminToken: `bench-${Date.now()}`,
     logDir,
     cpu: 0,
-    env: { GATEWAY_BATCH_POLL_MS: "100" }
+    nodeArgs: LOOP_PROBE,
+    env: { GATEWAY_BATCH_POLL_MS: "100", ...(process.env.BENCH_BATCH_DATABASE_URL === undefined ? {} : { DATABASE_URL: process.env.BENCH_BATCH_DATABASE_URL }) }
   })
   try {
     const interactiveKey = await gw.createKey("interactive", "bench")
@@ -119,8 +125,10 @@ export const runBatches = async (options: BatchesOptions, logDir: string): Promi
     const waits = (samples: ReadonlyArray<Sample>) => samples.filter((s) => s.status === 200).map((s) => Math.max(0, s.end - s.scheduled - base))
 
     // Interactive traffic alone.
+    await gw.loopDelay()
     const aloneUntil = performance.now() + aloneMs
     const alone = await poisson(rate, chat, () => performance.now() >= aloneUntil, 1)
+    const loopAlone = await gw.loopDelay()
 
     // The batch, with interactive traffic for as long as it runs.
     const body = JSON.stringify({
@@ -159,6 +167,7 @@ export const runBatches = async (options: BatchesOptions, logDir: string): Promi
     })()
     const withBatch = await poisson(rate, chat, () => ended, 2)
     await watch
+    const loopWithBatch = await gw.loopDelay()
     const batchSeconds = (endedAt - started) / 1000
     const served = withBatch.filter((s) => s.status === 200 && s.scheduled >= started && s.end <= endedAt).length
     const interactiveSlotSeconds = (served * SERVICE_MS) / 1000
@@ -182,6 +191,8 @@ export const runBatches = async (options: BatchesOptions, logDir: string): Promi
       p99GrowthMs: round(withWait.p99 - aloneWait.p99, 1),
       idleCapacityUsed: round((usedSlotSeconds - interactiveSlotSeconds) / idleSlotSeconds, 3),
       meanSlotsInUseWithBatch: round(meanInUse, 2),
+      loopDelayAloneMs: loopMs(loopAlone),
+      loopDelayWithBatchMs: loopMs(loopWithBatch),
       counts
     }
   } finally {
@@ -206,6 +217,8 @@ export const batchesMarkdown = (r: BatchesResult) =>
     `| interactive p99 wait growth | ${r.p99GrowthMs} ms (target: ≤ one batch request's service time, ${r.serviceMs} ms) |`,
     `| idle capacity the batch used | ${round(r.idleCapacityUsed * 100, 1)}% (target ≥ 90%); mean slots in use ${r.meanSlotsInUseWithBatch} of ${r.capacity} |`,
     `| interactive errors | ${r.interactiveErrors} |`,
+    `| gateway event-loop delay p99 / max, alone | ${r.loopDelayAloneMs?.p99 ?? "–"} / ${r.loopDelayAloneMs?.max ?? "–"} ms |`,
+    `| gateway event-loop delay p99 / max, with the batch | ${r.loopDelayWithBatchMs?.p99 ?? "–"} / ${r.loopDelayWithBatchMs?.max ?? "–"} ms |`,
     ""
   ].join("\n")
 

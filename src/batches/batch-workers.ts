@@ -94,7 +94,8 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
           tag(claim),
           execute(claim).pipe(
             Effect.scoped,
-            Effect.ensuring(Effect.sync(() => attempts.delete(tag(claim)))),
+            // Only this attempt's entry: a newer claim of the same request may have replaced it.
+            Effect.ensuring(Effect.sync(() => attempts.get(tag(claim)) === claim.attempt && attempts.delete(tag(claim)))),
             // A freed worker looks for more work at once.
             Effect.ensuring(Effect.forkIn(fill, scope))
           )
