@@ -103,12 +103,24 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       }
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("batches: claiming requests failed; retrying", cause))))
 
-    const heartbeat = Effect.gen(function*() {
+    // Under the fill lock: a request claimed just now is in `attempts` before its lease is judged.
+    const heartbeat = fillLock.withPermits(1)(Effect.gen(function*() {
       const held = yield* repo.renew(instanceId, leaseMs)
       for (const [id, attempt] of attempts) {
-        if (!held.has(`${id}@${attempt}`)) yield* FiberMap.remove(inFlight, id)
+        if (held.has(`${id}@${attempt}`)) continue
+        // Taken over (or ended) meanwhile: stop working on it.
+        attempts.delete(id)
+        yield* FiberMap.remove(inFlight, id)
       }
-    })
+      // A lease held with no fiber working on it (its fiber ended without writing a result, e.g.
+      // storage failed past the retries) is let go, so the request runs again instead of being
+      // renewed forever.
+      const orphans = [...held].filter((h) => {
+        const [id, attempt] = h.split("@")
+        return attempts.get(id) !== Number(attempt)
+      })
+      if (orphans.length > 0) yield* repo.releaseClaims(instanceId, orphans)
+    }))
 
     const loop = (name: string, every: number, effect: Effect.Effect<unknown, unknown>) =>
       Effect.forkScoped(

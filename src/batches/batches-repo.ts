@@ -159,6 +159,8 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
   /** Extends the leases `owner` holds; returns `batchId:idx@attempt` of each. */
   renew(owner: string, ttlMs: number): Effect.Effect<ReadonlySet<string>, SqlError.SqlError>
   release(owner: string): Effect.Effect<void, SqlError.SqlError>
+  /** Lets the given leases of `owner` (`batchId:idx@attempt`, as `renew` returns them) lapse now. */
+  releaseClaims(owner: string, claims: ReadonlyArray<string>): Effect.Effect<void, SqlError.SqlError>
   /**
    * Expires batches past `expires_at` (their unclaimed requests end `expired`), and ends the
    * in-flight requests of cancelled or expired batches whose worker died (lease lapsed).
@@ -367,6 +369,15 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       yield* sql`UPDATE batch_requests SET lease_expires_at = now() WHERE lease_owner = ${owner} AND state = 'running'`
     })
 
+    const releaseClaims = Effect.fn("BatchesRepo.releaseClaims")(function*(owner: string, claims: ReadonlyArray<string>) {
+      for (const claim of claims) {
+        const match = /^(.*):(\d+)@(\d+)$/.exec(claim)
+        if (match === null) continue
+        yield* sql`UPDATE batch_requests SET lease_expires_at = now()
+          WHERE batch_id = ${match[1]} AND idx = ${Number(match[2])} AND attempt = ${Number(match[3])} AND lease_owner = ${owner} AND state = 'running'`
+      }
+    })
+
     const sweep = Effect.fn("BatchesRepo.sweep")(function*() {
       const due = yield* sql<{ id: string; past: boolean }>`SELECT id, expires_at <= now() AS past FROM batches WHERE ended_at IS NULL
         AND (expires_at <= now() OR cancel_initiated_at IS NOT NULL) LIMIT 100`
@@ -397,6 +408,6 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       return changed
     })
 
-    return BatchesRepo.of({ create, get, list, cancel, remove, results: results_, claim, finish, renew, release, sweep })
+    return BatchesRepo.of({ create, get, list, cancel, remove, results: results_, claim, finish, renew, release, releaseClaims, sweep })
   }))
 }

@@ -98,6 +98,10 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
 
   it("B takes over what A held when A is killed; every custom_id gets exactly one result", async () => {
     const batchId = await killMidBatch(a, a.apiKey!)
-    await expectExactlyOnce(new Anthropic({ apiKey: a.apiKey!, baseURL: b.baseUrl, maxRetries: 0 }), batchId)
+    await expectExactlyOnce(new Anthropic({ apiKey: a.apiKey!, baseURL: b.baseUrl, maxRetries: 0 }), batchId).catch((error) => {
+      // What B logged is the first thing to read when a takeover stalls.
+      console.error(`instance B output:\n${b.output().slice(-4000)}`)
+      throw error
+    })
   }, 120_000)
 })

@@ -17,9 +17,10 @@ const ask = (customId: string, text: string, model = "svc-nova-mini") => ({
   params: { model, max_tokens: 64, messages: [{ role: "user" as const, content: text }] }
 })
 
-/** pico answers slowly (each request is in flight for about a second); the rest instantly. */
+/** pico answers slowly (each request is in flight for about a second); the rest instantly. A plan with almost no allowance. */
 const slowPico = (config: any) => {
   for (const p of config.models.find((m: any) => m.id === "svc-pico-1").placements) p.simulator = { ttftMs: 800, tokensPerSecond: 20 }
+  config.plans.tiny = { allowanceUsd: 0.000001, rpm: 1_000_000, tpm: 1_000_000_000, concurrency: 1_000 }
 }
 
 const collect = async (client: Anthropic, id: string) => {
@@ -154,6 +155,15 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     }
     const results = await fetch(`${gw.baseUrl}/v1/messages/batches/msgbatch_nope/results`, { headers: { "x-api-key": gw.apiKey! } })
     expect(results.status).toBe(404)
+  })
+
+  it("a spent allowance errors the lines with allowance_exhausted; the batch still ends", async () => {
+    const poor = new Anthropic({ apiKey: await keyFor(gw, "poor", "tiny"), baseURL: gw.baseUrl, maxRetries: 0 })
+    const batch = await poor.messages.batches.create({ requests: [ask("p1", "hi"), ask("p2", "hi"), ask("p3", "hi")] })
+    const ended = await waitForBatch(() => poor.messages.batches.retrieve(batch.id), (b) => b.processing_status === "ended")
+    expect(ended.request_counts).toEqual({ processing: 0, succeeded: 0, errored: 3, canceled: 0, expired: 0 })
+    const lines = await collect(poor, batch.id)
+    for (const line of lines) expect((line.result as any).error).toMatchObject({ type: "error", error: { type: "allowance_exhausted" } })
   })
 
   it("isolates keys: another key's batch is 404 everywhere and absent from its list", async () => {
