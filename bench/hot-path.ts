@@ -5,7 +5,10 @@
  * rate. Prints CPU µs per request of the gateway process, latency p50/p99 and RSS.
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
- *                          [--node-args "--stack-trace-limit=0"]
+ *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
+ *
+ * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
+ * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2).
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops).
@@ -29,7 +32,9 @@ const { values } = parseArgs({
     unmetered: { type: "boolean", default: false },
     "node-args": { type: "string", default: "" },
     c1: { type: "string", default: "500" },
-    portkey: { type: "boolean", default: false }
+    portkey: { type: "boolean", default: false },
+    deltas: { type: "string", default: "16" },
+    "gap-ms": { type: "string", default: "0" }
   }
 })
 
@@ -37,7 +42,7 @@ const rate = Number(values.rate)
 const seconds = Number(values.seconds)
 const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
-const upstream = await startFixedUpstream({ deltas: 16 })
+const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]) })
 const config = {
   models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
   embeddingModels: [],
@@ -73,7 +78,7 @@ try {
       "content-type": "application/json",
       ...(values.portkey ? { "x-portkey-provider": "openai", "x-portkey-custom-host": `${upstream.url}/v1` } : {})
     },
-    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: Math.max(32, Number(values.deltas) + 8), messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
   }
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })

@@ -38,7 +38,8 @@ import type { KeyRecord } from "./keys/keys-repo.ts"
 import { allowsModel, allowsSurface, type Surface } from "./keys/permissions.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "./model/events.ts"
 import type { CanonicalRequest } from "./model/request.ts"
-import { CapacityQueues, type PlacementQueueView } from "./runtime/capacity-queues.ts"
+import type { PlacementQueueView } from "./runtime/capacity-queue-types.ts"
+import { CapacityQueues } from "./runtime/capacity-queues.ts"
 import { ModelCaller, type Settlement } from "./runtime/model-caller.ts"
 
 /** Each dialect with its own echo type, so an encoder can never be handed the wrong echo (or none). */

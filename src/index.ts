@@ -27,7 +27,7 @@ export { createGateway, dialects } from "./embedded.ts"
 export type { Answer, CallOptions, DecodedRequest, DialectName, EchoByDialect, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
 export type { CanonicalEvent, CanonicalResponse } from "./model/events.ts"
 export type { CanonicalRequest } from "./model/request.ts"
-export type { PlacementQueueView } from "./runtime/capacity-queues.ts"
+export type { PlacementQueueView } from "./runtime/capacity-queue-types.ts"
 
 /** The gateway's services on the given settings (environment for the rest). */
 export const gatewayLayer = (settings: Partial<SettingsShape> = {}) =>

@@ -3,54 +3,11 @@
  * The `gateway` command: `serve` (default), `keys`, `migrate`. Flags override the environment.
  * Run through npm (`npm start`, `npm run gateway -- keys list`) so Node 24 from node_modules is used.
  */
-import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer } from "effect"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
 import { parseArgs } from "node:util"
 import { Settings, type SettingsShape } from "./config/settings.ts"
-import { ServerLive } from "./gateway.ts"
-import { keysCommand, KEYS_HELP } from "./cli/keys-command.ts"
-import { migrateCommand, MIGRATE_HELP } from "./cli/migrate-command.ts"
-import { simulateServer } from "./simulate/server.ts"
-
-const MAIN_HELP = `gateway — model gateway and actor runtime
-
-Usage: gateway <command> [options]
-
-Commands:
-  serve      run the HTTP gateway (default)
-  keys       create, list and revoke API keys in the database (server stopped)
-  migrate    apply database migrations and exit
-  simulate   run the simulator as a standalone OpenAI/Anthropic-compatible upstream
-
-Run "gateway <command> --help" for a command's options.
-Environment: HOST, PORT, GATEWAY_DATA_DIR, DATABASE_URL, REDIS_URL, GATEWAY_CONFIG,
-GATEWAY_ADMIN_TOKEN, GATEWAY_MAX_BODY_BYTES, GATEWAY_SHUTDOWN_GRACE_MS (see README).`
-
-const SERVE_HELP = `Usage: gateway serve [options]
-
-Runs the gateway. With no DATABASE_URL it keeps everything in an embedded database under the
-data dir; on the first start it prints one API key and creates an admin token.
-
-Options:
-  --host <addr>       listen address (env HOST, default 127.0.0.1)
-  --port <n>          listen port (env PORT, default 8080; 0 picks a free port)
-  --config <file>     JSON config file (env GATEWAY_CONFIG, default: built-in simulator catalog)
-  --data-dir <dir>    data directory (env GATEWAY_DATA_DIR, default ./.data)
-  -h, --help          show this help`
-
-const SIMULATE_HELP = `Usage: gateway simulate [options]
-
-Serves the simulator backend over HTTP in the upstream wire formats: POST /v1/messages (Anthropic),
-POST /v1/chat/completions and /v1/embeddings (OpenAI). Any model name is accepted.
-POST /_simulator/faults {mode: none|error|hang|slow|break-mid-stream, status?, rate?} injects faults.
-
-Options:
-  --host <addr>                 listen address (default 127.0.0.1)
-  --port <n>                    listen port (default 9090; 0 picks a free port)
-  --ttft-ms <n>                 delay before the first token (default 0)
-  --tokens-per-second <n>       output pacing (default 0 = as fast as possible)
-  --api-key <key>               require this key (x-api-key or Bearer); default: accept any
-  -h, --help                    show this help`
+import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./cli/help.ts"
 
 const COMMON_OPTIONS = {
   help: { type: "boolean", short: "h" },
@@ -68,10 +25,14 @@ const settingsFrom = (values: { host?: string | undefined; port?: string | undef
   return Settings.layerWith(overrides)
 }
 
+/** The command failed and already printed why: the process exits 1 with nothing more to say. */
+class ExitWithError extends Schema.TaggedError<ExitWithError>()("ExitWithError", {}) {}
+
 const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
-class ExitWithError {
-  readonly _tag = "ExitWithError"
-}
+
+/** A command's module, imported only when that command runs. */
+const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(module), use)
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command = "serve", ...rest] = argv[0]?.startsWith("-") && argv[0] !== "-h" && argv[0] !== "--help" ? ["serve", ...argv] : argv
@@ -81,7 +42,7 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
       if (values.help) return Console.log(SERVE_HELP)
       if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
-      return Layer.launch(ServerLive.pipe(Layer.provide(settingsFrom(values))))
+      return load(() => import("./gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settingsFrom(values)))))
     }
     case "keys": {
       const { values, positionals } = parseArgs({
@@ -90,12 +51,12 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
         options: { ...COMMON_OPTIONS, name: { type: "string" }, plan: { type: "string" }, surfaces: { type: "string" }, models: { type: "string" }, json: { type: "boolean" } }
       })
       if (values.help || positionals.length === 0) return Console.log(KEYS_HELP)
-      return keysCommand(positionals, values).pipe(Effect.provide(settingsFrom(values)))
+      return load(() => import("./cli/keys-command.ts"), ({ keysCommand }) => keysCommand(positionals, values).pipe(Effect.provide(settingsFrom(values))))
     }
     case "migrate": {
       const { values } = parseArgs({ args: [...rest], options: COMMON_OPTIONS })
       if (values.help) return Console.log(MIGRATE_HELP)
-      return migrateCommand.pipe(Effect.provide(settingsFrom(values)))
+      return load(() => import("./cli/migrate-command.ts"), ({ migrateCommand }) => migrateCommand.pipe(Effect.provide(settingsFrom(values))))
     }
     case "simulate": {
       const { values } = parseArgs({
@@ -110,13 +71,13 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       for (const [flag, value] of Object.entries(numbers)) {
         if (!/^\d+(\.\d+)?$/.test(value)) return fail(`--${flag}: expected a number, got ${value}`)
       }
-      return Layer.launch(simulateServer({
+      return load(() => import("./simulate/server.ts"), ({ simulateServer }) => Layer.launch(simulateServer({
         host: values.host ?? "127.0.0.1",
         port: Number(numbers.port),
         ttftMs: Number(numbers["ttft-ms"]),
         tokensPerSecond: Number(numbers["tokens-per-second"]),
         apiKey: values["api-key"]
-      }))
+      })))
     }
     default:
       return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)

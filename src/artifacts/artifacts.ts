@@ -16,7 +16,7 @@ import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
 import { openContentSession } from "./content-parser.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
-import { checkQuery, type CheckResult, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
+import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
 import { parseHints, UploadFields } from "./upload-fields.ts"
 
 export interface Uploaded {
@@ -37,7 +37,7 @@ const SWEEP_INTERVAL_MS = 60_000
 
 const decodeFields = decodeWith(UploadFields)
 
-const orInvalid = <A>(result: CheckResult<A>): Effect.Effect<A, InvalidRequest> =>
+const orInvalid = <A>(result: QueryCheck<A>): Effect.Effect<A, InvalidRequest> =>
   result.ok
     ? Effect.succeed(result.value)
     : Effect.fail(new InvalidRequest({ message: result.message, ...(result.param === "" ? {} : { param: result.param }) }))

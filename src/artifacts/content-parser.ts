@@ -12,7 +12,7 @@ import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./en
 import type { Format, Shape } from "./model.ts"
 import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf } from "./row-batches.ts"
-import type { EnvelopeInfo, FromWorker, ToWorker } from "./worker-protocol.ts"
+import type { EnvelopeInfo, FromParseWorker, ToParseWorker } from "./worker-protocol.ts"
 
 /** Bodies up to this size are parsed on the event loop. */
 export const INLINE_MAX_BYTES = 64 * 1024
@@ -32,26 +32,26 @@ export interface ContentSession {
 
 const invalid = (param: string | undefined, message: string) => new InvalidRequest({ message, ...(param === undefined ? {} : { param }) })
 
-const failed = (reply: FromWorker & { type: "invalid" | "too-large" }) =>
+const failed = (reply: FromParseWorker & { type: "invalid" | "too-large" }) =>
   reply.type === "too-large"
     ? new PayloadTooLarge({ limitBytes: 0, message: reply.message }) // the limit is on rows; the detail says so
     : invalid(reply.param, reply.message)
 
 interface WorkerLink {
-  readonly post: (message: ToWorker, transfer?: ReadonlyArray<ArrayBuffer>) => void
-  readonly take: Effect.Effect<FromWorker>
+  readonly post: (message: ToParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => void
+  readonly take: Effect.Effect<FromParseWorker>
 }
 
 /** A worker for this upload, terminated when the upload's scope closes. */
 const spawnWorker = (permits: Semaphore.Semaphore) =>
   Effect.gen(function*() {
     yield* permits.takeScoped(1)
-    const queue = yield* Queue.unbounded<FromWorker>()
+    const queue = yield* Queue.unbounded<FromParseWorker>()
     const worker = yield* Effect.acquireRelease(
       Effect.sync(() => new Worker(WORKER_URL, { resourceLimits: { maxOldGenerationSizeMb: 2048 } })),
       (w) => Effect.promise(() => w.terminate())
     )
-    worker.on("message", (message: FromWorker) => Queue.offerUnsafe(queue, message))
+    worker.on("message", (message: FromParseWorker) => Queue.offerUnsafe(queue, message))
     worker.on("error", (error) => Queue.failCauseUnsafe(queue, Cause.die(error)))
     worker.on("exit", (code) => Queue.failCauseUnsafe(queue, Cause.die(new Error(`the parse worker exited (code ${code})`))))
     const link: WorkerLink = {
@@ -61,7 +61,7 @@ const spawnWorker = (permits: Semaphore.Semaphore) =>
     return link
   })
 
-const unexpected = (message: FromWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
+const unexpected = (message: FromParseWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
 
 export const openContentSession = (permits: Semaphore.Semaphore): ContentSession => {
   let buffered: Array<Uint8Array> = []

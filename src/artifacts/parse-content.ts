@@ -9,7 +9,8 @@
  */
 import { parse as parseCsv } from "csv-parse/sync"
 import { type Column, type ColumnType, type Format, Limits, type Shape } from "./model.ts"
-import { booleanFromText, hasUnstorableEscape, isPlainObject, type Json, jsonType, nestedDeeperThan, numberFromText, type Row } from "./values.ts"
+import { booleanFromText, hasUnstorableEscape, isPlainObject, jsonType, nestedDeeperThan, numberFromText, type Row } from "./values.ts"
+import type { Json } from "../util/json.ts"
 
 /** What the uploader told us (mimeType and `schema`), normalized. */
 export interface ParseHints {

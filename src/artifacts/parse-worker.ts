@@ -8,13 +8,13 @@ import { parentPort } from "node:worker_threads"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import { ContentParseError, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf, transferables } from "./row-batches.ts"
-import type { FromWorker, ToWorker } from "./worker-protocol.ts"
+import type { FromParseWorker, ToParseWorker } from "./worker-protocol.ts"
 
 /** Pieces sent and not yet acknowledged. */
 const WINDOW = 2
 
 const port = parentPort!
-const send = (message: FromWorker, transfer?: ReadonlyArray<ArrayBuffer>) => port.postMessage(message, transfer as Array<ArrayBuffer>)
+const send = (message: FromParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => port.postMessage(message, transfer as Array<ArrayBuffer>)
 
 let chunks: Array<Uint8Array> = []
 let envelope: Envelope | undefined
@@ -35,7 +35,7 @@ const pump = () => {
   }
 }
 
-port.on("message", (message: ToWorker) => {
+port.on("message", (message: ToParseWorker) => {
   switch (message.type) {
     case "chunk":
       chunks.push(message.bytes)

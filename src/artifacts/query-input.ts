@@ -4,7 +4,8 @@
  * type where that is exact ("10" against a number column compares as 10).
  */
 import { type Column, Limits } from "./model.ts"
-import { booleanFromText, isWellFormed, type Json, nestedDeeperThan, numberFromText, serializedBytes } from "./values.ts"
+import { booleanFromText, isWellFormed, nestedDeeperThan, numberFromText, serializedBytes } from "./values.ts"
+import type { Json } from "../util/json.ts"
 
 export const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
 export type FilterOp = typeof FilterOps[number]
@@ -43,15 +44,15 @@ export interface TextQuery {
   readonly byteEnd: number | undefined
 }
 
-export type CheckResult<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly param: string; readonly message: string }
+export type QueryCheck<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly param: string; readonly message: string }
 
-const bad = (param: string, message: string): CheckResult<never> => ({ ok: false, param, message: `${param}: ${message}` })
-const good = <A>(value: A): CheckResult<A> => ({ ok: true, value })
+const bad = (param: string, message: string): QueryCheck<never> => ({ ok: false, param, message: `${param}: ${message}` })
+const good = <A>(value: A): QueryCheck<A> => ({ ok: true, value })
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 const describe = (v: unknown) => (v === undefined ? "nothing" : v === null ? "null" : Array.isArray(v) ? "an array" : `a ${typeof v}`)
 
-const nonNegativeInt = (param: string, v: unknown, max?: number): CheckResult<number | undefined> => {
+const nonNegativeInt = (param: string, v: unknown, max?: number): QueryCheck<number | undefined> => {
   if (v === undefined || v === null) return good(undefined)
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
     return bad(param, `expected a non-negative integer, got ${typeof v === "number" ? v : describe(v)}`)
@@ -71,7 +72,7 @@ const storable = (v: unknown): boolean =>
     : true
 const UNSTORABLE = "must not contain U+0000 or an unpaired surrogate (no stored row can)"
 
-const checkField = (param: string, v: unknown): CheckResult<string> => {
+const checkField = (param: string, v: unknown): QueryCheck<string> => {
   if (typeof v !== "string") return bad(param, `expected a field name (a string), got ${describe(v)}`)
   if (v.length === 0) return bad(param, "a field name cannot be empty")
   if (v.length > Limits.maxFieldLength) return bad(param, `a field name is at most ${Limits.maxFieldLength} characters`)
@@ -80,7 +81,7 @@ const checkField = (param: string, v: unknown): CheckResult<string> => {
 }
 
 /** The version a body pins, checked before the artifact is read (its existence is checked after). */
-export const readVersion = (body: unknown): CheckResult<number | undefined> => {
+export const readVersion = (body: unknown): QueryCheck<number | undefined> => {
   if (!isObject(body) || body.version === undefined || body.version === null) return good(undefined)
   const v = body.version
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) return bad("version", `expected a positive integer, got ${typeof v === "number" ? v : describe(v)}`)
@@ -100,7 +101,7 @@ const coerce = (value: Json, column: Column | undefined): Json => {
   return value
 }
 
-const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Column>): CheckResult<Predicate> => {
+const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Column>): QueryCheck<Predicate> => {
   const at = `filter[${i}]`
   if (!isObject(v)) return bad(at, `expected an object {field, op, value}, got ${describe(v)}`)
   const field = checkField(`${at}.field`, v.field)
@@ -142,7 +143,7 @@ const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Colu
   }
 }
 
-const checkFilter = (v: unknown, columns: ReadonlyMap<string, Column>): CheckResult<ReadonlyArray<Predicate>> => {
+const checkFilter = (v: unknown, columns: ReadonlyMap<string, Column>): QueryCheck<ReadonlyArray<Predicate>> => {
   if (v === undefined || v === null) return good([])
   if (!Array.isArray(v)) return bad("filter", `expected an array of {field, op, value}, got ${describe(v)}`)
   if (v.length > Limits.maxFilters) return bad("filter", `at most ${Limits.maxFilters} predicates`)
@@ -155,7 +156,7 @@ const checkFilter = (v: unknown, columns: ReadonlyMap<string, Column>): CheckRes
   return good(out)
 }
 
-const checkSort = (v: unknown): CheckResult<ReadonlyArray<SortKey>> => {
+const checkSort = (v: unknown): QueryCheck<ReadonlyArray<SortKey>> => {
   if (v === undefined || v === null) return good([])
   if (!Array.isArray(v)) return bad("sort", `expected an array of {field, dir}, got ${describe(v)}`)
   if (v.length > Limits.maxSortKeys) return bad("sort", `at most ${Limits.maxSortKeys} keys`)
@@ -172,7 +173,7 @@ const checkSort = (v: unknown): CheckResult<ReadonlyArray<SortKey>> => {
   return good(out)
 }
 
-const checkSelect = (v: unknown): CheckResult<ReadonlyArray<string> | undefined> => {
+const checkSelect = (v: unknown): QueryCheck<ReadonlyArray<string> | undefined> => {
   if (v === undefined || v === null) return good(undefined)
   if (!Array.isArray(v)) return bad("select", `expected an array of field names, got ${describe(v)}`)
   if (v.length > Limits.maxSelect) return bad("select", `at most ${Limits.maxSelect} fields`)
@@ -191,7 +192,7 @@ const ROW_FIELDS = ["filter", "sort", "search", "select", "offset", "limit", "or
  * The query for an artifact of the given shape. `structured` false means text: only
  * `range.byteStart`/`byteEnd` apply, and the row fields are refused rather than ignored.
  */
-export const checkQuery = (body: unknown, target: { readonly structured: boolean; readonly columns: ReadonlyArray<Column> }): CheckResult<RowQuery | TextQuery> => {
+export const checkQuery = (body: unknown, target: { readonly structured: boolean; readonly columns: ReadonlyArray<Column> }): QueryCheck<RowQuery | TextQuery> => {
   if (body === undefined || body === null) body = {}
   if (!isObject(body)) return { ok: false, param: "", message: `The query body must be a JSON object, got ${describe(body)}` }
   const range = body.range ?? undefined

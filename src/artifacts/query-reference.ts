@@ -4,7 +4,8 @@
  * gateway itself never runs it: queries run in the database.
  */
 import type { Predicate, RowQuery } from "./query-input.ts"
-import { compareForSort, compareStrings, type Json, jsonEquals, readField, type Row } from "./values.ts"
+import { compareForSort, compareStrings, jsonEquals, readField, type Row } from "./values.ts"
+import type { Json } from "../util/json.ts"
 
 export interface ReferenceResult {
   readonly rows: ReadonlyArray<Row>

@@ -4,8 +4,8 @@
  * TypeScript evaluator (`query-reference.ts`) both follow these, and a property test holds them
  * to it.
  */
+import type { Json } from "../util/json.ts"
 
-export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
 export type Row = { readonly [key: string]: Json }
 
 /** JSON type names as PostgreSQL's `jsonb_typeof` spells them. */

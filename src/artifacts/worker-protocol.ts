@@ -3,7 +3,7 @@ import type { Format, Shape } from "./model.ts"
 import type { ParseHints } from "./parse-content.ts"
 import type { Piece } from "./row-batches.ts"
 
-export type ToWorker =
+export type ToParseWorker =
   | { readonly type: "chunk"; readonly bytes: Uint8Array }
   /** The body is complete: read the envelope. */
   | { readonly type: "end" }
@@ -19,7 +19,7 @@ export interface EnvelopeInfo {
   readonly sha256: string
 }
 
-export type FromWorker =
+export type FromParseWorker =
   | ({ readonly type: "envelope" } & EnvelopeInfo)
   /** A client error: 400 with this message (naming `param` when set). */
   | { readonly type: "invalid"; readonly param?: string | undefined; readonly message: string }

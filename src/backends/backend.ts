@@ -102,8 +102,6 @@ export interface UpstreamTarget {
   readonly apiKey?: string | undefined
 }
 
-export const noFaults: FaultSettings = { mode: "none" }
-
 export interface EmbedRequest {
   /** Canonical catalog id of the embedding model. */
   readonly model: string

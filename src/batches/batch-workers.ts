@@ -14,8 +14,9 @@
  * re-executed after a takeover is charged once. On a graceful stop the fibers are interrupted
  * first and the leases let go, so another instance continues at once.
  */
-import { Config, Context, Effect, FiberMap, Layer, Schedule, type Scope, Semaphore } from "effect"
+import { Context, Effect, FiberMap, Layer, Schedule, type Scope, Semaphore } from "effect"
 import type { Catalog } from "../catalog/catalog.ts"
+import { Settings } from "../config/settings.ts"
 import { errorBody } from "../http/render-error.ts"
 import { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../keys/secrets.ts"
@@ -23,14 +24,6 @@ import type { ModelCaller } from "../runtime/model-caller.ts"
 import { ServiceUnavailable } from "../errors.ts"
 import { type BatchClaim, BatchesRepo, type RequestOutcome } from "./batches-repo.ts"
 import { executeRequest } from "./execute-request.ts"
-
-export const batchSettingsConfig = Config.all({
-  leaseMs: Config.Int("GATEWAY_BATCH_LEASE_MS").pipe(Config.withDefault(15_000)),
-  concurrency: Config.Int("GATEWAY_BATCH_CONCURRENCY").pipe(Config.withDefault(32)),
-  pollMs: Config.Int("GATEWAY_BATCH_POLL_MS").pipe(Config.withDefault(500)),
-  windowMs: Config.Int("GATEWAY_BATCH_WINDOW_MS").pipe(Config.withDefault(24 * 3_600_000)),
-  maxTakeovers: Config.Int("GATEWAY_BATCH_MAX_TAKEOVERS").pipe(Config.withDefault(5))
-})
 
 export class BatchWorkers extends Context.Service<BatchWorkers, {
   readonly instanceId: string
@@ -40,7 +33,14 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
   wake(): Effect.Effect<void>
 }>()("gateway/batches/BatchWorkers") {
   static readonly layer = Layer.effect(BatchWorkers, Effect.gen(function*() {
-    const settings = yield* batchSettingsConfig
+    const all = yield* Settings
+    const settings = {
+      leaseMs: all.batchLeaseMs,
+      concurrency: all.batchConcurrency,
+      pollMs: all.batchPollMs,
+      windowMs: all.batchWindowMs,
+      maxTakeovers: all.batchMaxTakeovers
+    }
     const repo = yield* BatchesRepo
     const keys = yield* KeysRepo
     const services = yield* Effect.context<ModelCaller | Catalog>()

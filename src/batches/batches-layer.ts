@@ -1,6 +1,6 @@
 /**
  * Everything batches and files need, as one layer: the repositories and this instance's workers.
- * Requires SqlClient, Catalog and ModelCaller.
+ * Requires SqlClient, Settings, Catalog and ModelCaller.
  */
 import { Layer } from "effect"
 import { KeysRepo } from "../keys/keys-repo.ts"

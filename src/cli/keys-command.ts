@@ -7,23 +7,9 @@ import { Console, Effect, Layer } from "effect"
 import { ConfigFile } from "../config/config-file.ts"
 import { keyView } from "../http/admin-routes.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
+import { KEYS_HELP } from "./help.ts"
 import { Surfaces, type Surface } from "../keys/permissions.ts"
 import { DatabaseLive } from "../storage/database.ts"
-
-export const KEYS_HELP = `Usage: gateway keys <create|list|revoke> [options]
-
-  keys create [--name <name>] [--plan <plan>] [--surfaces a,b] [--models pattern,...]
-      creates a key and prints its secret once
-  keys list [--json]
-      lists keys (never their secrets)
-  keys revoke <id>
-      revokes a key; it is refused at once
-
-Options:
-  --config <file>    config file whose plans are valid (env GATEWAY_CONFIG)
-  --data-dir <dir>   data directory of the embedded database (env GATEWAY_DATA_DIR)
-  -h, --help         show this help
-Surfaces: ${Surfaces.join(", ")}`
 
 const KeysLive = ApiKeys.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provideMerge(ConfigFile.layer))
 

@@ -3,10 +3,6 @@ import { Console, Effect } from "effect"
 import { Settings } from "../config/settings.ts"
 import { DatabaseLive, describeDatabase } from "../storage/database.ts"
 
-export const MIGRATE_HELP = `Usage: gateway migrate [--data-dir <dir>]
-
-Applies database migrations to DATABASE_URL, or to the embedded database in the data dir, and exits.`
-
 export const migrateCommand = Effect.gen(function*() {
   const settings = yield* Settings
   yield* Effect.provide(Effect.void, DatabaseLive)

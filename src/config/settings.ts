@@ -43,6 +43,36 @@ export interface SettingsShape {
   readonly headersTimeoutMs: number
   /** How long a request body may stall (no bytes arriving) before the connection is closed. */
   readonly bodyIdleTimeoutMs: number
+  /** How long a run's lease lasts without a heartbeat (a crashed instance's runs resume after it). */
+  readonly runLeaseMs: number
+  /** Claims of one run before it ends `failed` (`max_attempts`). */
+  readonly runMaxAttempts: number
+  /** Finished runs (and their logs) are deleted this many days after they finished. */
+  readonly runRetentionDays: number
+  /** Heartbeat comment interval on an idle run event stream. */
+  readonly runSseHeartbeatMs: number
+  /** Retries in a row of a run whose step keeps failing retryably, before it ends `failed`. */
+  readonly runStepRetries: number
+  /** First backoff of those retries (doubling, at most 60 s per wait). */
+  readonly runRetryBaseMs: number
+  /** Largest upload to `/v1/files`; larger ones get 413. */
+  readonly fileMaxBytes: number
+  /** How long a batch may take: requests not done by `expires_at` (created + this) end `expired`. */
+  readonly batchWindowMs: number
+  /** Batch requests one instance executes (or queues for capacity) at once. */
+  readonly batchConcurrency: number
+  /** How long a batch request's lease lasts without a heartbeat. */
+  readonly batchLeaseMs: number
+  /** How often an instance looks for batch requests to claim. */
+  readonly batchPollMs: number
+  /** Takeovers of one batch request (its instance died) before it ends `errored`. */
+  readonly batchMaxTakeovers: number
+  /**
+   * An environment value the config file names (a placement's `apiKeyEnv`), as read at start; a
+   * program embedding the gateway may answer them itself instead of its process environment. A
+   * function, not a record, so printing the settings never prints the environment's secrets.
+   */
+  readonly lookupEnv: (name: string) => string | undefined
 }
 
 /** Default of `GATEWAY_BODY_IDLE_TIMEOUT_MS`. */
@@ -73,7 +103,25 @@ export const settingsConfig = Config.all({
   embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
     .pipe(Config.withDefault(8)),
   headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
-  bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS))
+  bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
+  runLeaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
+  runMaxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
+  runRetentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  runSseHeartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
+  runStepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
+  runRetryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
+  fileMaxBytes: Config.Int("GATEWAY_FILE_MAX_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
+  batchWindowMs: Config.Int("GATEWAY_BATCH_WINDOW_MS").pipe(Config.withDefault(24 * 3_600_000)),
+  batchConcurrency: Config.Int("GATEWAY_BATCH_CONCURRENCY").pipe(Config.withDefault(32)),
+  batchLeaseMs: Config.Int("GATEWAY_BATCH_LEASE_MS").pipe(Config.withDefault(15_000)),
+  batchPollMs: Config.Int("GATEWAY_BATCH_POLL_MS").pipe(Config.withDefault(500)),
+  batchMaxTakeovers: Config.Int("GATEWAY_BATCH_MAX_TAKEOVERS").pipe(Config.withDefault(5)),
+  // Which names the config file refers to is known only once it is loaded: keep them all.
+  // (read when the settings are, not when this module loads)
+  lookupEnv: Config.succeed(undefined).pipe(Config.map(() => {
+    const environment: Readonly<Record<string, string | undefined>> = { ...process.env }
+    return (name: string) => environment[name]
+  }))
 })
 
 export class Settings extends Context.Service<Settings, SettingsShape>()("gateway/config/Settings") {

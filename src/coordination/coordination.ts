@@ -13,7 +13,8 @@
 import { Context, Effect, Layer } from "effect"
 import { Settings } from "../config/settings.ts"
 import { makeInProcess } from "./in-process.ts"
-import { makeRedis, type RedisOptions } from "./redis.ts"
+import { makeRedis } from "./redis.ts"
+import { RedisClient, type RedisClientOptions } from "./redis-client.ts"
 import type {
   BudgetAnswer,
   BudgetCharge,
@@ -102,12 +103,17 @@ export interface CoordinationShape {
 export class Coordination extends Context.Service<Coordination, CoordinationShape>()("gateway/coordination/Coordination") {
   /** In-process maps: one instance, nothing shared. */
   static readonly layerInProcess = Layer.sync(Coordination, () => makeInProcess())
-  /** Redis at `url`; the connection closes with the layer. */
-  static readonly layerRedis = (url: string, options?: RedisOptions) => Layer.effect(Coordination, makeRedis(url, options))
-  /** Redis when `REDIS_URL` is set, in-process otherwise. */
+  /** Redis, on the RedisClient of the context (shared with the other users of Redis). */
+  static readonly layerOnRedisClient = Layer.effect(Coordination, makeRedis)
+  /** Redis at `url` on a client of its own, which closes with the layer. */
+  static readonly layerRedis = (url: string, options?: Omit<RedisClientOptions, "url">) =>
+    Coordination.layerOnRedisClient.pipe(Layer.provide(RedisClient.layer({ url, ...options })))
+  /** Redis when `REDIS_URL` is set (the gateway's shared client), in-process otherwise. */
   static readonly layer = Layer.unwrap(Effect.gen(function*() {
-    const { redisUrl, redisPrefix } = yield* Settings
-    return redisUrl === undefined ? Coordination.layerInProcess : Coordination.layerRedis(redisUrl, { prefix: redisPrefix })
+    const { redisUrl } = yield* Settings
+    return redisUrl === undefined
+      ? Coordination.layerInProcess
+      : Coordination.layerOnRedisClient.pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
   static readonly layerTest = Coordination.layerInProcess
 }

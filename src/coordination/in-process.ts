@@ -41,8 +41,11 @@ interface Budget {
   doneHead: number
 }
 
-/** Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002). */
-const ceilMs = (ms: number) => Math.ceil(ms - 1e-6)
+/**
+ * Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002); never
+ * negative (ceil(-1e-6) is -0, which Redis answers as 0).
+ */
+const ceilMs = (ms: number) => Math.max(0, Math.ceil(ms - 1e-6))
 
 /** The in-process store, plus `wipe` for tests: what FLUSHALL does to Redis. */
 export interface InProcessStore extends CoordinationShape {
@@ -188,7 +191,7 @@ export const makeInProcess = (): InProcessStore => {
           retryAfterMs: !admitted && over > 1e-9 ? ceilMs(over * spec.periodMs / spec.capacity) : 0
         }
       })
-      return { admitted, buckets, leasesInUse: scope.leases.size, leaseRefused }
+      return { admitted, buckets, leasesInUse: request.lease === undefined ? 0 : scope.leases.size, leaseRefused }
     },
 
     releaseLease: (lease) => {
@@ -243,7 +246,8 @@ export const makeInProcess = (): InProcessStore => {
         if (held?.value === "done") continue
         // A hold that lapsed (or was lost with the store) belongs to a call still running: count it again.
         if (held === undefined) budget.reserved += hold.amount
-        setHold(budget, hold.id, { value: hold.amount, expiresAt: now + ttlMs })
+        // A hold still there keeps the amount it was counted with (what `reserved` holds for it).
+        setHold(budget, hold.id, { value: held?.value ?? hold.amount, expiresAt: now + ttlMs })
       }
     }),
 

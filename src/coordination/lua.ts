@@ -7,6 +7,8 @@
  * P = hash charge id → micros (pending charges that landed while unseeded), G = set of applied
  * credit grant ids. Amounts are integer micros (HINCRBY); `spent` absent on B means unseeded. An
  * unseeded budget's keys live `memoryMs` after their last write; a seed gives them the budget's.
+ * A decrement is written `0 - x`, never `-x`: for a hold of 0 micros (a free call) `-x` is Lua's
+ * -0, which reaches Redis as "-0", and HINCRBY refuses that as not an integer.
  */
 
 /** Reclaims lapsed holds (an active one returns its amount to the pool) and forgets old "done" ids. */
@@ -15,7 +17,7 @@ local function sweep(b, h, e, now)
   local lapsed = redis.call('ZRANGEBYSCORE', e, '-inf', now)
   for _, id in ipairs(lapsed) do
     local v = redis.call('HGET', h, id)
-    if v and v ~= 'd' then redis.call('HINCRBY', b, 'reserved', -tonumber(v)) end
+    if v and v ~= 'd' then redis.call('HINCRBY', b, 'reserved', 0 - tonumber(v)) end
     redis.call('HDEL', h, id)
   end
   if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
@@ -143,7 +145,7 @@ local v = redis.call('HGET', KEYS[2], ARGV[1])
 if v ~= 'd' then
   -- Read before the hold is marked: the two ids may be one.
   local charged = redis.call('HGET', KEYS[2], ARGV[2]) == 'd'
-  if v then redis.call('HINCRBY', KEYS[1], 'reserved', -tonumber(v)) end
+  if v then redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
   done(KEYS[2], KEYS[3], ARGV[1], now + memory)
   if ARGV[7] == 'settle' and not charged then
     local charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))

@@ -59,7 +59,7 @@ export interface GateRequest {
 export interface GateResult {
   readonly admitted: boolean
   readonly buckets: ReadonlyArray<BucketState>
-  /** Leases held in the scope after this call (this one included when admitted). */
+  /** Leases held in the scope after this call (this one included when admitted); 0 when it asked for none. */
   readonly leasesInUse: number
   /** True when the concurrency limit (not a bucket) refused the request. */
   readonly leaseRefused: boolean

@@ -17,13 +17,18 @@ import { randomBase62, secretsEqual, sha256Hex } from "../keys/secrets.ts"
 
 export type SessionRole = "operator" | "key"
 
-export interface DashboardSession {
-  readonly role: SessionRole
-  /** The signed-in key (key-holder sessions only), as of this request. */
-  readonly key: KeyRecord | undefined
+interface SessionCommon {
   readonly csrfToken: string
   readonly expiresAt: Date
 }
+
+/** An operator's session, or a key holder's with the signed-in key (as of this request). */
+export type DashboardSession =
+  | SessionCommon & { readonly role: "operator"; readonly key: undefined }
+  | SessionCommon & { readonly role: "key"; readonly key: KeyRecord }
+
+/** A key holder's session. */
+export type KeyHolderSession = Extract<DashboardSession, { readonly role: "key" }>
 
 /** Why a cookie did not lead to a session: the dashboard says so instead of a bare 401. */
 export type SessionLookup =
@@ -74,15 +79,15 @@ export class DashboardSessions extends Context.Service<DashboardSessions, {
     })
 
     const signIn = Effect.fn("DashboardSessions.signIn")(function*(token: string) {
-      let role: SessionRole
-      let key: KeyRecord | undefined
+      let who: { readonly role: "operator"; readonly key: undefined } | { readonly role: "key"; readonly key: KeyRecord }
       if (admin.verify(token)) {
-        role = "operator"
+        who = { role: "operator", key: undefined }
       } else {
-        key = token.startsWith("svc_") ? yield* keys.authenticate(token) : undefined
+        const key = token.startsWith("svc_") ? yield* keys.authenticate(token) : undefined
         if (key === undefined) return undefined
-        role = "key"
+        who = { role: "key", key }
       }
+      const { role, key } = who
       const now = yield* Clock.currentTimeMillis
       yield* purgeExpired(now)
       const sessionId = randomBase62(32)
@@ -91,7 +96,7 @@ export class DashboardSessions extends Context.Service<DashboardSessions, {
       yield* sql`INSERT INTO dashboard_sessions (id_hash, role, key_id, admin_fingerprint, csrf_token, expires_at)
         VALUES (${sha256Hex(sessionId)}, ${role}, ${key?.id ?? null}, ${role === "operator" ? admin.fingerprint : null},
           ${csrfToken}, ${expiresAt.toISOString()})`
-      return { sessionId, session: { role, key, csrfToken, expiresAt } } satisfies SignedIn
+      return { sessionId, session: { ...who, csrfToken, expiresAt } } satisfies SignedIn
     })
 
     const end = (idHash: string, reason: string) =>

@@ -4,8 +4,9 @@
  * (`file_chunks`), so no row nears what the SQL client reads at once; a file is written with its
  * chunks in one transaction, so a listed file always has all its content.
  */
-import { Config, Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { randomBase62 } from "../keys/secrets.ts"
 
@@ -80,10 +81,8 @@ export const insertFile = (sql: SqlClient.SqlClient, keyId: string, file: NewFil
     return toFile(rows[0])
   })
 
-/** The largest upload (`GATEWAY_FILE_MAX_BYTES`, default 32 MiB); larger ones are 413. */
-export const fileMaxBytesConfig = Config.Int("GATEWAY_FILE_MAX_BYTES").pipe(Config.withDefault(32 * 1024 * 1024))
-
 export class FilesRepo extends Context.Service<FilesRepo, {
+  /** The largest upload (`GATEWAY_FILE_MAX_BYTES`, default 32 MiB); larger ones are 413. */
   readonly maxBytes: number
   create(keyId: string, file: NewFile): Effect.Effect<FileObject, SqlError.SqlError>
   get(keyId: string, id: string): Effect.Effect<FileObject, NotFound | SqlError.SqlError>
@@ -93,7 +92,7 @@ export class FilesRepo extends Context.Service<FilesRepo, {
 }>()("gateway/files/FilesRepo") {
   static readonly layer = Layer.effect(FilesRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const maxBytes = yield* fileMaxBytesConfig
+    const maxBytes = (yield* Settings).fileMaxBytes
     // An expired file reads as absent at once (the sweeper deletes it later).
     const live = sql`(expires_at IS NULL OR expires_at > now())`
 

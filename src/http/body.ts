@@ -8,7 +8,7 @@ import { Effect, Schema } from "effect"
 import { HttpIncomingMessage } from "effect/http"
 import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
 import { requireShallow, requireStorable } from "../util/json-limits.ts"
-import { firstIssue } from "../util/schema-issue.ts"
+import { invalidRequestFromIssue } from "../util/schema-issue.ts"
 import { findBodyStalled } from "./body-idle.ts"
 import type { RequestContext } from "./route.ts"
 
@@ -56,19 +56,11 @@ export const readJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
     return Effect.as(checked, value)
   })
 
-/** Decodes a value with a Schema; the error names the first bad field. */
+/** Decodes a value with a Schema; the error names the first bad field (`util/schema-issue.ts`). */
 export const decodeWith = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {
   const decode = Schema.decodeUnknownEffect(schema)
   return (value: unknown): Effect.Effect<S["Type"], InvalidRequest> =>
-    decode(value).pipe(
-      Effect.mapError((error) => {
-        const issue = firstIssue(error)
-        return new InvalidRequest({
-          message: issue.path === "" ? `Invalid request body: ${issue.message}` : `${issue.path}: ${issue.message}`,
-          ...(issue.path === "" ? {} : { param: issue.path })
-        })
-      })
-    )
+    decode(value).pipe(Effect.mapError((error) => invalidRequestFromIssue(error.issue)))
 }
 
 /** Reads and decodes a JSON body in one step. */

@@ -24,12 +24,18 @@ import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from ".
 import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
 import { type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
 export type CallFailure = BackendError | QueueTimeout
+
+/**
+ * How an answer can fail: its call, or what a hook does with the answer (storing it fails: a
+ * storage outage is a `ServiceUnavailable`, a body the store refuses an `InvalidRequest`).
+ */
+export type AnswerFailure = CallFailure | ServiceUnavailable | InvalidRequest
 
 /** How a failed call reaches the client before any byte was sent. */
 export const callFailureToApiError = (error: CallFailure): ApiError => {
@@ -45,32 +51,44 @@ export const callFailureToApiError = (error: CallFailure): ApiError => {
     })
 }
 
+/** How a failed answer reaches the client before any byte was sent. */
+const answerFailureToApiError = (error: AnswerFailure): ApiError =>
+  error._tag === "ServiceUnavailable" || error._tag === "InvalidRequest" ? error : callFailureToApiError(error)
+
 /** How a failed call ends a stream that already started. */
-export const callFailureToStreamFailure = (error: CallFailure): StreamFailure =>
-  error._tag === "QueueTimeout"
-    ? { status: 503, type: "api_error", message: error.message }
-    : { status: error.status, type: error.type, message: error.message }
+export const callFailureToStreamFailure = (error: AnswerFailure): StreamFailure => {
+  switch (error._tag) {
+    case "QueueTimeout":
+      return { status: 503, type: "api_error", message: error.message }
+    case "ServiceUnavailable":
+      return { status: error.status, type: "api_error", message: error.message }
+    case "InvalidRequest":
+      return { status: 400, type: "invalid_request_error", message: error.message }
+    default:
+      return { status: error.status, type: error.type, message: error.message }
+  }
+}
 
 export interface AnswerHooks<Echo> {
   /**
    * Wraps the answer's events before they are encoded, streamed or not (e.g. to store the answer
    * when its last event arrives, before the client sees its end).
    */
-  readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, CallFailure>
+  readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, AnswerFailure>
 }
 
 /**
  * SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut.
  * The frames of one chunk (what one upstream read completed) go out as one write.
  */
-const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, CallFailure>, before: () => string = () => "") =>
+const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, AnswerFailure>, before: () => string = () => "") =>
   events.pipe(
     Stream.mapArray((chunk) => {
       let text = before()
       for (const event of chunk) text += encoder.event(event)
       return [text] as const
     }),
-    Stream.catch((error: CallFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+    Stream.catch((error: AnswerFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
   )
 
 const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
@@ -100,7 +118,7 @@ export const answerChat = <Echo>(
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
 
-    const eventsOf = (call: { events: Stream.Stream<CanonicalEvent, CallFailure> }, context: EncodeContext<Echo>) =>
+    const eventsOf = (call: { events: Stream.Stream<CanonicalEvent, CallFailure> }, context: EncodeContext<Echo>): Stream.Stream<CanonicalEvent, AnswerFailure> =>
       hooks.events === undefined ? call.events : hooks.events(call.events, context)
 
     if (!request.stream) {
@@ -112,7 +130,7 @@ export const answerChat = <Echo>(
       // A hook that watches events (storing a response) sees the answer's events at least.
       const response = hooks.events === undefined
         ? call.response
-        : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(callFailureToApiError))
+        : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(answerFailureToApiError))
       const body = JSON.stringify(dialect.encodeResponse(response, context))
       return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers } })
     }

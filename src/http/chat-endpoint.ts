@@ -12,7 +12,7 @@ import { allowsModel } from "../keys/permissions.ts"
 import { readJson } from "./body.ts"
 import { answerChat } from "./chat-answer.ts"
 import type { RouteServices } from "./route-services.ts"
-import type { AuthMode, ErrorShape, RequestContext, RouteDef } from "./route.ts"
+import { type AuthMode, type ErrorShape, type RequestContext, requireKey, type RouteDef } from "./route.ts"
 
 /** Resolves the model named in a decoded request and checks the key and the model's capabilities. */
 export const resolveChatModel = (ctx: RequestContext, name: string) =>
@@ -22,7 +22,7 @@ export const resolveChatModel = (ctx: RequestContext, name: string) =>
     if (model === undefined) {
       return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
     }
-    if (ctx.key !== undefined && !allowsModel(ctx.key.permissions, model.id)) {
+    if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
       return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
     }
     return model

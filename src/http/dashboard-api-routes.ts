@@ -11,7 +11,7 @@ import { toCatalogEntry } from "../catalog/entries.ts"
 import { ConfigFile } from "../config/config-file.ts"
 import { type Access, requireSession } from "../dashboard/guard.ts"
 import { KeyStatus } from "../dashboard/key-status.ts"
-import type { DashboardSession } from "../dashboard/sessions.ts"
+import type { DashboardSession, KeyHolderSession } from "../dashboard/sessions.ts"
 import { type UsageTotals, UsageReport } from "../dashboard/usage-report.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
@@ -96,8 +96,8 @@ const usageKey = (ctx: RequestContext, session: DashboardSession) =>
   Effect.gen(function*() {
     const asked = ctx.query.get("keyId") ?? undefined
     if (session.role === "key") {
-      if (asked !== undefined && asked !== session.key!.id) return yield* new NotFound({ kind: "resource", message: `No key with id ${asked}` })
-      return session.key!
+      if (asked !== undefined && asked !== session.key.id) return yield* new NotFound({ kind: "resource", message: `No key with id ${asked}` })
+      return session.key
     }
     return asked === undefined || asked === "" ? undefined : yield* (yield* ApiKeys).get(asked)
   })
@@ -120,10 +120,13 @@ const usage = (ctx: RequestContext, session: DashboardSession) =>
     const current = month.label === monthOf(now).label
     const status = yield* KeyStatus
     const keysById = new Map<string, KeyRecord>(
-      session.role === "key" ? [[session.key!.id, session.key!]] : (yield* (yield* ApiKeys).list()).map((k) => [k.id, k])
+      session.role === "key" ? [[session.key.id, session.key]] : (yield* (yield* ApiKeys).list()).map((k) => [k.id, k])
     )
-    const shownKeys = session.role === "key" || key !== undefined
-      ? [key ?? session.key!]
+    // (a key holder's `key` is always their own: usageKey)
+    const shownKeys = key !== undefined
+      ? [key]
+      : session.role === "key"
+      ? [session.key]
       : [...keysById.values()].filter((k) => k.revokedAt === null || perKey.some((u) => u.keyId === k.id))
     const keyRows = yield* Effect.forEach(shownKeys, (k) =>
       Effect.map(
@@ -158,9 +161,9 @@ const usage = (ctx: RequestContext, session: DashboardSession) =>
 
 // ---- the signed-in key (key holders) ----
 
-const myKey = (_ctx: RequestContext, session: DashboardSession) =>
+const myKey = (_ctx: RequestContext, session: KeyHolderSession) =>
   Effect.gen(function*() {
-    const key = session.key!
+    const key = session.key
     const status = yield* KeyStatus
     const plan = status.plan(key)
     const [allowance, rateLimits] = yield* Effect.all([status.allowance(key), status.rateLimits(key)], { concurrency: 2 })
@@ -174,7 +177,7 @@ const myKey = (_ctx: RequestContext, session: DashboardSession) =>
   })
 
 /** Only key-holder sessions have a key of their own; an operator asking gets a clear 404. */
-const keyHolderOnly = (handler: DashboardHandler): DashboardHandler => (ctx, session) =>
+const keyHolderOnly = (handler: (ctx: RequestContext, session: KeyHolderSession) => ReturnType<DashboardHandler>): DashboardHandler => (ctx, session) =>
   session.role === "key"
     ? handler(ctx, session)
     : Effect.fail(new NotFound({ kind: "resource", message: "Operators are not signed in with a key; see the Keys page" }))

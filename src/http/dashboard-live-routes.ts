@@ -137,12 +137,12 @@ const listRuns = (ctx: RequestContext, session: DashboardSession) =>
   Effect.gen(function*() {
     const query = yield* listQuery(ctx)
     if (session.role === "key") {
-      const page = yield* (yield* RunsRepo).list(session.key!.id, {
+      const page = yield* (yield* RunsRepo).list(session.key.id, {
         limit: query.limit,
         ...(query.status === undefined ? {} : { status: query.status }),
         ...(query.after === undefined ? {} : { after: query.after })
       })
-      return jsonResponse({ object: "list", ...page, data: page.data.map((run) => ({ ...run, keyId: session.key!.id })) }, { headers: NO_STORE })
+      return jsonResponse({ object: "list", ...page, data: page.data.map((run) => ({ ...run, keyId: session.key.id })) }, { headers: NO_STORE })
     }
     const keyId = ctx.query.get("keyId") || undefined
     const page = yield* (yield* OperatorRuns).list({ ...query, keyId })
@@ -153,7 +153,7 @@ const listRuns = (ctx: RequestContext, session: DashboardSession) =>
 const ownedRun = (session: DashboardSession, id: string) =>
   Effect.gen(function*() {
     const row = yield* (yield* RunsRepo).row(id)
-    if (row === undefined || (session.role === "key" && row.key_id !== session.key!.id)) {
+    if (row === undefined || (session.role === "key" && row.key_id !== session.key.id)) {
       return yield* new NotFound({ kind: "resource", message: `No run with id ${id}` })
     }
     return row

@@ -36,7 +36,7 @@ const create = (ctx: RequestContext) =>
     if (model === undefined) {
       return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
     }
-    if (ctx.key !== undefined && !allowsModel(ctx.key.permissions, model.id)) {
+    if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
       return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
     }
     const dimensions = body.dimensions ?? model.dimensions

@@ -3,7 +3,7 @@
  *  - `POST /v1/responses`: the generic chat flow (`chat-endpoint.ts`) plus what storage adds —
  *    `item_reference`s resolve to the caller's stored items, the stored conversation of
  *    `previous_response_id` goes before the new input, and with `store: true` the response is
- *    saved before the client sees its end (`responses/stored-turn.ts`). Without `store` nothing is
+ *    saved before the client sees its end (`stored-responses/stored-turn.ts`). Without `store` nothing is
  *    written (spec rule 2) and the hot path stays free of SQL writes;
  *  - `GET /v1/responses/{id}`: the stored bytes, unchanged; with `?stream=true` the stored
  *    response replayed as its event stream (`starting_after` honoured);
@@ -15,14 +15,14 @@ import { HttpServerResponse } from "effect/http"
 import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
 import { decodeWithItems } from "../dialects/responses/decode.ts"
-import { isObject } from "../dialects/responses/field-error.ts"
+import { isObject } from "../dialects/responses/wire-object.ts"
 import { responsesDialect } from "../dialects/responses/index.ts"
 import { referencedItemIds } from "../dialects/responses/input.ts"
 import { type ReplayRecord, replayFrames } from "../dialects/responses/replay.ts"
 import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
-import { ResponsesRepo } from "../responses/responses-repo.ts"
-import { planStore, storeOnStop } from "../responses/stored-turn.ts"
-import { continueConversation, readTranscript } from "../responses/transcript.ts"
+import { ResponsesRepo } from "../stored-responses/responses-repo.ts"
+import { planStore, storeOnStop } from "../stored-responses/stored-turn.ts"
+import { continueConversation, readTranscript } from "../stored-responses/transcript.ts"
 import { readJson } from "./body.ts"
 import { answerChat } from "./chat-answer.ts"
 import { resolveChatModel } from "./chat-endpoint.ts"

@@ -2,7 +2,7 @@
 import type { Artifacts } from "../artifacts/artifacts.ts"
 import type { Catalog } from "../catalog/catalog.ts"
 import type { ApiKeys } from "../keys/api-keys.ts"
-import type { ResponsesRepo } from "../responses/responses-repo.ts"
+import type { ResponsesRepo } from "../stored-responses/responses-repo.ts"
 import type { CapacityQueues } from "../runtime/capacity-queues.ts"
 import type { ModelCaller } from "../runtime/model-caller.ts"
 import type { Placements } from "../runtime/placements.ts"

@@ -15,11 +15,12 @@ import { runEventFrames } from "../runs/event-stream.ts"
 import { RunExecutor } from "../runs/run-executor.ts"
 import { baseRequest, isUsableInput } from "../runs/run-input.ts"
 import { type NewEvent, RunLog } from "../runs/run-log.ts"
-import type { Json, RunView } from "../runs/run-record.ts"
+import type { RunView } from "../runs/run-record.ts"
+import type { Json } from "../util/json.ts"
 import { RunsRepo } from "../runs/runs-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
 const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
@@ -44,7 +45,6 @@ export const MAX_IDEMPOTENCY_KEY = 200
 export const MAX_EVENTS_PER_APPEND = 1_000
 const LIST_LIMIT = { default: 20, max: 100 }
 
-const keyOf = (ctx: RequestContext) => ctx.key!
 
 /** JSON with object keys sorted, so the same body hashes the same whatever its key order. */
 const canonicalJson = (value: unknown): string =>
@@ -67,7 +67,7 @@ const create = (ctx: RequestContext) =>
     const raw = (yield* readJson(ctx, { optional: true, storable: true })) ?? {}
     const idempotency = yield* idempotencyKey(ctx)
     const body = yield* decodeCreate(raw)
-    const key = keyOf(ctx)
+    const key = yield* requireKey(ctx)
     const model = body.model === undefined ? undefined : (yield* Catalog).resolveChat(body.model)
     if (body.model !== undefined && model === undefined) {
       return yield* new InvalidRequest({ message: `model: the model '${body.model}' does not exist`, param: "model" })
@@ -116,7 +116,7 @@ const list = (ctx: RequestContext) =>
     }
     const parentRunId = ctx.query.get("parentRunId") ?? undefined
     const after = ctx.query.get("after") ?? undefined
-    const page = yield* (yield* RunsRepo).list(keyOf(ctx).id, {
+    const page = yield* (yield* RunsRepo).list((yield* requireKey(ctx)).id, {
       limit,
       ...(status === undefined ? {} : { status }),
       ...(parentRunId === undefined ? {} : { parentRunId }),
@@ -127,7 +127,7 @@ const list = (ctx: RequestContext) =>
 
 const get = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    return jsonResponse({ run: yield* (yield* RunsRepo).get(keyOf(ctx).id, ctx.params.id) })
+    return jsonResponse({ run: yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id) })
   })
 
 /** Where a reader resumes: `Last-Event-ID` (what EventSource sends on reconnect), else `?after=`. */
@@ -145,7 +145,7 @@ const resumeCursor = (ctx: RequestContext) => {
 
 const readEvents = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    yield* (yield* RunsRepo).get(keyOf(ctx).id, ctx.params.id)
+    yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id)
     const after = yield* resumeCursor(ctx)
     const executor = yield* RunExecutor
     const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
@@ -189,7 +189,7 @@ const validEvents = (body: unknown) => {
 const appendEvents = (ctx: RequestContext) =>
   Effect.gen(function*() {
     const events = yield* validEvents(yield* readJson(ctx, { storable: true }))
-    const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: keyOf(ctx).id }).pipe(
+    const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: (yield* requireKey(ctx)).id }).pipe(
       Effect.catchTag("LeaseLost", () => Effect.die("a caller append carries no fence"))
     )
     return jsonResponse({ appended: appended.appended, lastSeq: appended.lastSeq })
@@ -198,7 +198,7 @@ const appendEvents = (ctx: RequestContext) =>
 const cancel = (ctx: RequestContext) =>
   Effect.gen(function*() {
     const body = yield* decodeCancel((yield* readJson(ctx, { optional: true, storable: true })) ?? {})
-    return jsonResponse({ run: yield* (yield* RunsRepo).cancel(keyOf(ctx).id, ctx.params.id, body.reason ?? null) })
+    return jsonResponse({ run: yield* (yield* RunsRepo).cancel((yield* requireKey(ctx)).id, ctx.params.id, body.reason ?? null) })
   })
 
 type RunsServices = RunsRepo | RunLog | RunExecutor | Catalog | RunSignals

@@ -4,11 +4,11 @@
  */
 import { Effect, Schema } from "effect"
 import { InvalidRequest } from "../errors.ts"
-import type { Json } from "../states/combine.ts"
+import type { Json } from "../util/json.ts"
 import { type State, StatesRepo } from "../states/states-repo.ts"
 import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 
 const CreateBody = Schema.Struct({ value: Schema.optional(Schema.Unknown) })
 const AppendBody = Schema.Struct({
@@ -19,7 +19,6 @@ const readCreate = readBody(CreateBody, { optional: true, storable: true })
 const readAppend = readBody(AppendBody, { storable: true })
 
 const stateResponse = (state: State, status = 200) => jsonResponse({ state }, { status, headers: { etag: `"${state.seq}"` } })
-const keyId = (ctx: RequestContext) => ctx.key!.id
 
 /** `If-Match: "3"` (or `3`) as an expected seq. */
 const ifMatchSeq = (header: string | undefined) => {
@@ -32,26 +31,29 @@ const ifMatchSeq = (header: string | undefined) => {
 
 const create = (ctx: RequestContext) =>
   Effect.gen(function*() {
+    const key = yield* requireKey(ctx)
     const body = yield* readCreate(ctx)
     const repo = yield* StatesRepo
-    return stateResponse(yield* repo.create(keyId(ctx), (body.value ?? null) as Json), 201)
+    return stateResponse(yield* repo.create(key.id, (body.value ?? null) as Json), 201)
   })
 
 const append = (ctx: RequestContext) =>
   Effect.gen(function*() {
+    const key = yield* requireKey(ctx)
     const body = yield* readAppend(ctx)
     const fromHeader = yield* ifMatchSeq(ctx.request.headers["if-match"])
     if (fromHeader !== undefined && body.expectedSeq !== undefined && fromHeader !== body.expectedSeq) {
       return yield* new InvalidRequest({ message: "expectedSeq and If-Match disagree", param: "expectedSeq" })
     }
     const repo = yield* StatesRepo
-    return stateResponse(yield* repo.append(keyId(ctx), ctx.params.id, body.delta as Json, body.expectedSeq ?? fromHeader))
+    return stateResponse(yield* repo.append(key.id, ctx.params.id, body.delta as Json, body.expectedSeq ?? fromHeader))
   })
 
 const get = (ctx: RequestContext) =>
   Effect.gen(function*() {
+    const key = yield* requireKey(ctx)
     const repo = yield* StatesRepo
-    return stateResponse(yield* repo.get(keyId(ctx), ctx.params.id))
+    return stateResponse(yield* repo.get(key.id, ctx.params.id))
   })
 
 export const statesRoutes: ReadonlyArray<RouteDef<StatesRepo>> = [

@@ -3,14 +3,13 @@
  * <seq>`, `event: <type>`, `data: <event JSON with seq>`, from `after` on, then live; a final
  * `event: done` with `{}` once the run is finished and every event was sent. It subscribes to the
  * run's wake-up signal before the first read (so no append between the read and the wait is
- * missed), reads `seq > cursor` from SQL after each signal — or every `POLL_MS` when signals are
- * lost — and sends a heartbeat comment when nothing was sent for `heartbeatMs`. Every frame comes
+ * missed), reads `seq > cursor` from SQL after each signal — and, where signals can be lost
+ * (Redis), every `recheckMs` — and sends a heartbeat comment when nothing was sent for `heartbeatMs`. Every frame comes
  * from SQL, so instances can write and read the same run.
  */
 import { Cause, Clock, Effect, Queue, Stream } from "effect"
-import { RunSignals } from "../coordination/run-signals.ts"
+import { recheckMs, RunSignals } from "../coordination/run-signals.ts"
 import { commentFrame } from "../http/sse.ts"
-import { POLL_MS } from "./run-actor.ts"
 import { RunLog } from "./run-log.ts"
 import type { LogEvent } from "./run-record.ts"
 import { RunsRepo } from "./runs-repo.ts"
@@ -29,6 +28,7 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
       const log = yield* RunLog
       const repo = yield* RunsRepo
       const subscription = yield* signals.subscribe(runId)
+      const recheck = recheckMs(signals)
       let cursor = after
       // A first frame at once: the response (status and headers) is committed now, not with the
       // first event or heartbeat, which may be many seconds away.
@@ -47,7 +47,9 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
           yield* Queue.offer(queue, DONE_FRAME)
           return yield* Queue.end(queue)
         }
-        yield* subscription.wait(Math.min(POLL_MS, heartbeatMs))
+        // Until the next heartbeat is due (or the next re-read, where signals can be lost).
+        const untilHeartbeat = Math.max(1, lastSent + heartbeatMs - (yield* Clock.currentTimeMillis))
+        yield* subscription.wait(recheck === undefined ? untilHeartbeat : Math.min(recheck, untilHeartbeat))
         const now = yield* Clock.currentTimeMillis
         if (now - lastSent >= heartbeatMs) {
           yield* Queue.offer(queue, commentFrame("heartbeat"))

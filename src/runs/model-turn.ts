@@ -12,7 +12,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { type CanonicalResponse, collectStream } from "../model/events.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { type Continuity, ModelCaller, type PrepareError, type Settlement } from "../runtime/model-caller.ts"
 
 export type { Continuity }
@@ -21,6 +21,8 @@ export interface TurnQuote {
   /** The request as it must be sent: its output ceiling is the quoted one. */
   readonly request: CanonicalRequest
   readonly worstCaseMicros: Micros
+  /** The prompt's metered size, counted once for the quote and reused by the call. */
+  readonly inputTokens: number
 }
 
 export interface Turn {
@@ -36,7 +38,11 @@ export type TurnError = BackendError | QueueTimeout | PrepareError
 export const quoteTurn = (request: CanonicalRequest, continuity: Continuity, key: KeyRecord) =>
   Effect.gen(function*() {
     const quote = yield* (yield* ModelCaller).quote(request, continuity, key)
-    return { request: { ...request, maxOutputTokens: quote.maxOutputTokens }, worstCaseMicros: quote.worstCaseMicros } satisfies TurnQuote
+    return {
+      request: { ...request, maxOutputTokens: quote.maxOutputTokens },
+      worstCaseMicros: quote.worstCaseMicros,
+      inputTokens: quote.inputTokens
+    } satisfies TurnQuote
   })
 
 /**
@@ -48,6 +54,11 @@ export const startTurn = (
   options: { readonly key: KeyRecord; readonly continuity: Continuity; readonly requestId: string }
 ): Effect.Effect<Turn, TurnError, ModelCaller | Scope.Scope> =>
   Effect.gen(function*() {
-    const call = yield* (yield* ModelCaller).call(quote.request, { key: options.key, continuity: options.continuity, requestId: options.requestId })
+    const call = yield* (yield* ModelCaller).call(quote.request, {
+      key: options.key,
+      continuity: options.continuity,
+      requestId: options.requestId,
+      inputTokens: quote.inputTokens
+    })
     return { servedModel: call.servedModel, response: collectStream(call.events), settled: call.settled }
   })

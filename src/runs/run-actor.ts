@@ -1,20 +1,27 @@
 /**
- * The actor that executes one run, on the instance holding the run's lease. It keeps no state of
- * its own: every round it reads the run's machine state (machines/run.ts, folded from the log by
- * RunLog) and does what that state asks —
+ * The actor that executes one run, on the instance holding the run's lease. Every round it reads
+ * the run's machine state (machines/run.ts, folded from the log by RunLog) and does what that state
+ * asks —
  *
  *   ready          hold the next step's worst-case cost in the budget (refused → outcome
  *                  `incomplete`, reason `budget`), write `node.started`, run the step
  *   inNode         a step started and not completed (an earlier attempt died, or its call failed
  *                  and is retried): run it again under the same node id
- *   requiresAction wait for the caller's `tool.result` events (wake-up signal or poll)
+ *   requiresAction wait for the caller's `tool.result` events (their wake-up signal)
  *   finishing      write the decided `outcome`
  *   final / open   nothing (the outcome exists / the caller drives the run)
+ *
+ * What it keeps between rounds is derived from the log and read from it once: the conversation
+ * so far (each step's answer and the tool results for it), the `node.retry` count per node, and
+ * the first request decoded from the stored input. Each round reads only the events it has not
+ * seen (`seq > cursor`), so a step costs the same at the 50th turn as at the first; a new attempt
+ * (a takeover) starts from an empty cursor and reads the whole log once, page by page.
  *
  * A step writes `node.completed` with its answer, usage and cost, and settles its budget hold in
  * the same transaction. Every write is fenced by the lease attempt, so after a takeover the old
  * owner can write nothing. While a step runs, a watcher ends it as soon as the run is finished by
- * someone else (cancel).
+ * someone else (cancel). Waiting is on the run's wake-up signals (src/coordination/run-signals.ts):
+ * nothing polls the run row, except where signals can be lost (Redis), every `recheckMs`.
  *
  * Failures (src/runs/step-failure.ts): a retryable one (an outage, a 5xx, a rate limit) never ends
  * the run: the actor writes `node.retry` (the error and the delay), backs off and runs the round
@@ -32,22 +39,24 @@
 import { Cause, Clock, Effect, Result } from "effect"
 import { restoreRun, type RunSnapshot } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
-import { RunSignals, type SignalSubscription } from "../coordination/run-signals.ts"
+import type { ChatModel } from "../config/schema.ts"
+import { recheckMs, RunSignals, type SignalSubscription } from "../coordination/run-signals.ts"
 import { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../keys/secrets.ts"
-import { type ContentBlock, joinText } from "../model/content.ts"
+import { joinText } from "../model/content.ts"
 import { microsToUsd } from "../model/money.ts"
+import type { CanonicalRequest } from "../model/request.ts"
 import { emptyUsage } from "../model/usage.ts"
 import { quoteTurn, startTurn, type Turn } from "./model-turn.ts"
 import { RunBudget } from "./run-budget.ts"
-import { baseRequest, turnRequest } from "./run-input.ts"
+import { baseRequest, makeConversation } from "./run-input.ts"
 import { type Fence, type NewEvent, RunLog, type Settle } from "./run-log.ts"
-import type { LogEvent, RunRow } from "./run-record.ts"
+import type { RunRow } from "./run-record.ts"
 import { RunsRepo } from "./runs-repo.ts"
 import { type Classified, classify, retryDelayMs } from "./step-failure.ts"
 
-/** How often a waiting actor re-reads the run when no signal came (lost signals only add this). */
-export const POLL_MS = 1_500
+/** Events read per query while catching up with the log. */
+const PAGE = 1_000
 
 /** Retries of failed rounds: at most `maxRetries` in a row, backing off from `baseMs`. */
 export interface RetryPolicy {
@@ -73,10 +82,10 @@ const isStepFailed = (error: unknown): error is StepFailed => (error as { _tag?:
  * run's budget hold (the node id for the first call); `requestId` is the meter's id for the call
  * (allowance reservation and ledger entry), the same for every attempt that re-runs this call.
  */
-export const stepCall = (runId: string, nodeId: string, log: ReadonlyArray<LogEvent>) => {
-  const k = log.filter((event) => event.type === "node.retry" && event.nodeId === nodeId).length
-  return { chargeId: k === 0 ? nodeId : `${nodeId}/${k}`, requestId: `${runId}/${nodeId}/${k}` }
-}
+export const stepCall = (runId: string, nodeId: string, k: number) => ({
+  chargeId: k === 0 ? nodeId : `${nodeId}/${k}`,
+  requestId: `${runId}/${nodeId}/${k}`
+})
 
 export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
   Effect.gen(function*() {
@@ -90,6 +99,28 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
     // Meter ids this actor already used: a call whose `node.retry` could not be written (storage
     // down) must not reuse its predecessor's id, or the store would take it for the same call.
     const usedRequestIds = new Set<string>()
+    // Lost signals are possible only on Redis: there (only) a waiter also re-reads now and then.
+    const recheck = recheckMs(signals)
+
+    // What the log says so far, each event folded once (see the header).
+    const conversation = makeConversation()
+    const retriesOf = new Map<string, number>()
+    let cursor = 0
+    let first: { readonly model: ChatModel; readonly request: CanonicalRequest } | undefined
+
+    /** Folds the events after `cursor`, up to at least `lastSeq` (the run row's). */
+    const catchUp = (lastSeq: number) =>
+      Effect.gen(function*() {
+        while (cursor < lastSeq) {
+          const events = yield* log.read(runId, cursor, PAGE)
+          if (events.length === 0) return
+          for (const event of events) {
+            conversation.add(event)
+            if (event.type === "node.retry" && typeof event.nodeId === "string") retriesOf.set(event.nodeId, (retriesOf.get(event.nodeId) ?? 0) + 1)
+            cursor = event.seq
+          }
+        }
+      })
 
     const write = (events: ReadonlyArray<NewEvent>, settle?: Settle) =>
       log.append(runId, events, { fence, ...(settle === undefined ? {} : { settle }) })
@@ -103,7 +134,7 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
     const finishedElsewhere = (watch: SignalSubscription) =>
       Effect.gen(function*() {
         while (true) {
-          yield* watch.wait(POLL_MS)
+          yield* watch.wait(recheck)
           if (yield* finishedNow.pipe(Effect.orElseSucceed(() => false))) return "finished" as const
         }
       })
@@ -115,7 +146,7 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
         while (true) {
           const left = until - (yield* Clock.currentTimeMillis)
           if (left <= 0) return
-          if ((yield* subscription.wait(Math.min(left, POLL_MS))) && (yield* finishedNow.pipe(Effect.orElseSucceed(() => false)))) return
+          if ((yield* subscription.wait(left)) && (yield* finishedNow.pipe(Effect.orElseSucceed(() => false)))) return
         }
       })
 
@@ -125,10 +156,11 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
         if (model === undefined) {
           return yield* outcome({ status: "failed", reason: "model_unavailable", error: { type: "not_found", message: `The model ${row.model} is no longer in the catalog` } })
         }
-        const base = yield* baseRequest(model, row.input, row.tools)
-        const history = yield* log.read(runId, 0, 100_000)
-        const request = turnRequest(base, history)
-        const call = stepCall(runId, nodeId, history)
+        // The stored input is decoded once (again only if the catalog's model changed).
+        if (first?.model !== model) first = { model, request: yield* baseRequest(model, row.input, row.tools) }
+        yield* catchUp(Number(row.last_seq))
+        const request = conversation.request(first.request)
+        const call = stepCall(runId, nodeId, retriesOf.get(nodeId) ?? 0)
         const continuity = row.optimization.mode === "exact" ? "exact" : "auto"
         const key = yield* keys.findById(row.key_id)
         if (key === undefined || key.revokedAt !== null) return yield* outcome({ status: "failed", reason: "key_revoked" })
@@ -219,14 +251,14 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
         case "inNode":
           return yield* runStep(row, snapshot, snapshot.context.openNode!)
         case "requiresAction":
-          yield* subscription.wait(POLL_MS)
+          yield* subscription.wait(recheck)
           return undefined
         case "finishing": {
           const decided = snapshot.context.decided!
           // The answer's text rides on the outcome, so a caller that only waits for it needs nothing else.
-          const steps = (yield* log.read(runId, 0, 100_000)).filter((event) => event.type === "node.completed")
-          const last = steps[steps.length - 1]?.output
-          return yield* outcome({ status: decided.status, reason: decided.reason, text: Array.isArray(last) ? joinText(last as ReadonlyArray<ContentBlock>) : "" })
+          yield* catchUp(Number(row.last_seq))
+          const last = conversation.lastOutput()
+          return yield* outcome({ status: decided.status, reason: decided.reason, text: last === undefined ? "" : joinText(last) })
         }
         default:
           return "finished" as const

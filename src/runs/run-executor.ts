@@ -12,8 +12,9 @@
  * On a graceful stop the actors are interrupted first, then the leases are let go, so another
  * instance resumes the runs at once instead of after the lease time.
  */
-import { Config, Context, Effect, FiberMap, Layer, Schedule } from "effect"
+import { Context, Effect, FiberMap, Layer, Schedule } from "effect"
 import type { Catalog } from "../catalog/catalog.ts"
+import { Settings } from "../config/settings.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
 import type { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../keys/secrets.ts"
@@ -23,15 +24,6 @@ import type { RunBudget } from "./run-budget.ts"
 import { RunLeases } from "./run-leases.ts"
 import { RunLog } from "./run-log.ts"
 import { RunsRepo } from "./runs-repo.ts"
-
-export const runSettingsConfig = Config.all({
-  leaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
-  maxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
-  retentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  heartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
-  stepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
-  retryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000))
-})
 
 type ActorServices = RunsRepo | RunLog | RunBudget | RunSignals | Catalog | ModelCaller | KeysRepo
 
@@ -45,13 +37,14 @@ export class RunExecutor extends Context.Service<RunExecutor, {
   start(runId: string, attempt: number): Effect.Effect<void>
 }>()("gateway/runs/RunExecutor") {
   static readonly layer = Layer.effect(RunExecutor, Effect.gen(function*() {
-    const settings = yield* runSettingsConfig
+    const { runLeaseMs: leaseMs, runMaxAttempts: maxAttempts, runRetentionDays: retentionDays, runSseHeartbeatMs: heartbeatMs, runStepRetries, runRetryBaseMs } =
+      yield* Settings
     const leases = yield* RunLeases
     const log = yield* RunLog
     const repo = yield* RunsRepo
     const services = yield* Effect.context<ActorServices>()
     const instanceId = newId("inst")
-    const retryPolicy = { maxRetries: Math.max(0, settings.stepRetries), baseMs: Math.max(1, settings.retryBaseMs) }
+    const retryPolicy = { maxRetries: Math.max(0, runStepRetries), baseMs: Math.max(1, runRetryBaseMs) }
 
     // Registered before the actors' FiberMap, so it runs after they are interrupted.
     yield* Effect.addFinalizer(() => leases.release(instanceId).pipe(Effect.ignore))
@@ -73,7 +66,7 @@ export class RunExecutor extends Context.Service<RunExecutor, {
       })
 
     const heartbeat = Effect.gen(function*() {
-      const held = new Map((yield* leases.renew(instanceId, settings.leaseMs)).map((claim) => [claim.runId, claim.attempt]))
+      const held = new Map((yield* leases.renew(instanceId, leaseMs)).map((claim) => [claim.runId, claim.attempt]))
       for (const [runId, attempt] of attempts) {
         if (held.get(runId) !== attempt) yield* FiberMap.remove(actors, runId)
       }
@@ -87,9 +80,9 @@ export class RunExecutor extends Context.Service<RunExecutor, {
     const reap = Effect.gen(function*() {
       // Its failure must not keep lapsed runs from being claimed.
       yield* repo.endRevoked().pipe(Effect.catchCause((cause) => Effect.logWarning("runs: ending revoked keys' runs failed; retrying", cause)))
-      const claims = yield* leases.claimExpired(instanceId, settings.leaseMs, 16)
+      const claims = yield* leases.claimExpired(instanceId, leaseMs, 16)
       for (const claim of claims) {
-        if (claim.attempt > settings.maxAttempts) {
+        if (claim.attempt > maxAttempts) {
           yield* log.append(claim.runId, [{ type: "outcome", status: "failed", reason: "max_attempts", attempts: claim.attempt - 1 }], {
             fence: { owner: instanceId, attempt: claim.attempt }
           }).pipe(Effect.ignore)
@@ -107,10 +100,10 @@ export class RunExecutor extends Context.Service<RunExecutor, {
           Effect.repeat(Schedule.spaced(`${every} millis`))
         )
       )
-    yield* loop("heartbeat", Math.max(100, Math.floor(settings.leaseMs / 3)), heartbeat)
-    yield* loop("reaper", Math.max(200, Math.floor(settings.leaseMs / 2)), reap)
-    yield* loop("retention", 3_600_000, leases.prune(settings.retentionDays))
+    yield* loop("heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
+    yield* loop("reaper", Math.max(200, Math.floor(leaseMs / 2)), reap)
+    yield* loop("retention", 3_600_000, leases.prune(retentionDays))
 
-    return RunExecutor.of({ instanceId, leaseMs: settings.leaseMs, heartbeatMs: settings.heartbeatMs, start })
+    return RunExecutor.of({ instanceId, leaseMs: leaseMs, heartbeatMs, start })
   }))
 }

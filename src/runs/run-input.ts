@@ -5,8 +5,9 @@
  * `{name, input_schema}`, Chat `{type:"function", function:{name, parameters}}`, Responses
  * `{type:"function", name, parameters}`). Both are validated at create time by the Messages
  * dialect's own decoder (400 naming `input[…]` or `tools[…]`), and decoded again from the stored
- * run at every turn. Each later turn appends, from the log, the step's answer (`node.completed`
- * `output`) and the caller's `tool.result` events for its tool calls.
+ * run once per actor (src/runs/run-actor.ts). Each later turn appends the step's answer
+ * (`node.completed` `output`) and the caller's `tool.result` events for its tool calls: the actor
+ * keeps them in a `Conversation`, fed with each log event once, in log order.
  */
 import { Effect } from "effect"
 import { decodeCountTokens } from "../dialects/messages/index.ts"
@@ -15,7 +16,8 @@ import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatModel } from "../config/schema.ts"
 import type { ContentBlock, Message, OutputBlock, TextBlock, ToolResultBlock } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { Json, LogEvent } from "./run-record.ts"
+import type { Json } from "../util/json.ts"
+import type { LogEvent } from "./run-record.ts"
 
 /** True when `input` can start an execution (a non-empty string or list). */
 export const isUsableInput = (input: unknown) =>
@@ -61,23 +63,43 @@ const toolResultContent = (content: unknown): ToolResultBlock["content"] => {
 }
 
 /**
- * The request of the next turn: the first request plus, for every finished step, its answer and
- * then the tool results the caller appended for it (in the order of the calls).
+ * The part of the conversation the log adds to the first request: every finished step's answer,
+ * then the tool results the caller appended for it (in the order of the calls; the first result
+ * for a call counts). Fed one event at a time, so a run's actor never re-reads its log.
  */
-export const turnRequest = (base: CanonicalRequest, log: ReadonlyArray<LogEvent>): CanonicalRequest => {
-  const messages: Array<Message> = [...base.messages]
+export interface Conversation {
+  /** Takes the next log event (those that are not answers or tool results are ignored). */
+  add(event: LogEvent): void
+  /** The request of the next turn: `base` plus every answer and its tool results so far. */
+  request(base: CanonicalRequest): CanonicalRequest
+  /** The last step's answer (what the outcome's `text` is made of), if a step finished. */
+  lastOutput(): ReadonlyArray<OutputBlock> | undefined
+}
+
+export const makeConversation = (): Conversation => {
+  const answers: Array<ReadonlyArray<OutputBlock>> = []
   const results = new Map<string, ToolResultBlock>()
-  for (const event of log) {
-    if (event.type === "tool.result" && typeof event.toolUseId === "string" && !results.has(event.toolUseId)) {
-      results.set(event.toolUseId, { type: "tool_result", toolUseId: event.toolUseId, content: toolResultContent(event.content), isError: event.isError === true })
-    }
+  return {
+    add: (event) => {
+      if (event.type === "tool.result" && typeof event.toolUseId === "string" && !results.has(event.toolUseId)) {
+        results.set(event.toolUseId, { type: "tool_result", toolUseId: event.toolUseId, content: toolResultContent(event.content), isError: event.isError === true })
+      } else if (event.type === "node.completed" && Array.isArray(event.output)) {
+        answers.push(event.output as ReadonlyArray<OutputBlock>)
+      }
+    },
+    request: (base) => {
+      const messages: Array<Message> = [...base.messages]
+      for (const output of answers) {
+        messages.push({ role: "assistant", content: output })
+        const answered: Array<ContentBlock> = []
+        for (const block of output) {
+          const result = block.type === "tool_use" ? results.get(block.id) : undefined
+          if (result !== undefined) answered.push(result)
+        }
+        if (answered.length > 0) messages.push({ role: "user", content: answered })
+      }
+      return { ...base, messages }
+    },
+    lastOutput: () => answers[answers.length - 1]
   }
-  for (const event of log) {
-    if (event.type !== "node.completed" || !Array.isArray(event.output)) continue
-    const output = event.output as ReadonlyArray<OutputBlock>
-    messages.push({ role: "assistant", content: output })
-    const answers: Array<ContentBlock> = output.flatMap((block) => block.type === "tool_use" && results.has(block.id) ? [results.get(block.id)!] : [])
-    if (answers.length > 0) messages.push({ role: "user", content: answers })
-  }
-  return { ...base, messages }
 }

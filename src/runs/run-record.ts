@@ -4,8 +4,7 @@
  */
 import { type PersistedRun, type RunStatus } from "../../machines/run.ts"
 import { microsToUsd } from "../model/money.ts"
-
-export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+import type { Json } from "../util/json.ts"
 
 export interface Optimization {
   readonly mode: "exact" | "auto"

@@ -8,7 +8,8 @@ import { isTerminal, persistRun, startRun } from "../../machines/run.ts"
 import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 import { RunLog } from "./run-log.ts"
-import { type Json, type Optimization, type RunRow, type RunView, toRunView } from "./run-record.ts"
+import { type Optimization, type RunRow, type RunView, toRunView } from "./run-record.ts"
+import type { Json } from "../util/json.ts"
 
 /** How long an idempotency key is remembered (spec: 24 hours). */
 export const IDEMPOTENCY_TTL_HOURS = 24

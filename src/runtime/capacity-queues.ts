@@ -11,75 +11,24 @@
  * that has already gone. A request that finds a free slot is served at once: no deadline timer,
  * no Deferred.
  *
- * The interface is all Effects and leases so that a Redis-backed layer can implement it for
- * several instances (see the note at the end of this file).
+ * The interface (capacity-queue-types.ts) is all Effects and leases so that a Redis-backed layer
+ * can implement it for several instances (see the note at the end of this file).
  */
-import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer, Schema } from "effect"
-import { positionOf, type QueueEvent, type QueuePriority, type QueueState, queueView, type QueueView, type ReleaseOutcome, startQueue, stepQueue } from "../../machines/queue.ts"
+import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer } from "effect"
+import { positionOf, type QueueEvent, type QueueState, queueView, startQueue, stepQueue } from "../../machines/queue.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
-import { makeRedisCapacityQueues, type RedisCapacityQueuesOptions } from "./redis-capacity-queues.ts"
-
-/** No slot came free on any candidate before the deadline. */
-export class QueueTimeout extends Schema.TaggedError<QueueTimeout>()("QueueTimeout", {
-  message: Schema.String,
-  waitedMs: Schema.Number,
-  /** A hint for the client's `retry-after`: the estimated wait for the position it had. */
-  retryAfterSeconds: Schema.Int
-}) {}
-
-/** `cancelled` frees the slot without a health verdict (client gone, lost race). */
-export type LeaseOutcome = ReleaseOutcome | "cancelled"
-
-export interface Lease {
-  readonly placementId: string
-  /** Gives the slot back; idempotent (only the first call counts). */
-  release(outcome: LeaseOutcome): Effect.Effect<void>
-}
-
-export interface AcquireOptions {
-  /** Placement ids in preference order. */
-  readonly candidates: ReadonlyArray<string>
-  /** The fairness key (the API key's id): round-robin between keys, FIFO within one. */
-  readonly keyId: string
-  /** The longest this wait may take, in milliseconds (default: the service's, 10 minutes). */
-  readonly deadlineMs?: number | undefined
-  /** Runs once if no slot was free at once, e.g. to send headers and start keepalives. */
-  readonly onQueued?: Effect.Effect<void> | undefined
-  /**
-   * `interactive` (default) or `batch`: a batch waiter is granted a slot only when no interactive
-   * request waits for it, and batch work never holds more than capacity − 1 slots of a placement
-   * while interactive requests wait (machines/queue.ts).
-   */
-  readonly priority?: QueuePriority | undefined
-}
-
-export type { QueuePriority }
-
-export interface PlacementQueueView extends QueueView {
-  readonly placementId: string
-}
-
-export interface CapacityQueuesOptions {
-  readonly placements: ReadonlyArray<{ readonly placementId: string; readonly capacity: number }>
-  /** Consecutive failures that open a circuit (default 3). */
-  readonly failureThreshold?: number | undefined
-  /** How long an open circuit waits before a half-open probe (default 30 s). */
-  readonly probeCooldownMs?: number | undefined
-  /** Default `deadlineMs` of `acquire` (default 10 minutes). */
-  readonly defaultDeadlineMs?: number | undefined
-}
-
-export const DEFAULT_DEADLINE_MS = 10 * 60_000
-export const DEFAULT_PROBE_COOLDOWN_MS = 30_000
-
-export interface CapacityQueuesShape {
-  acquire(options: AcquireOptions): Effect.Effect<Lease, QueueTimeout>
-  view(): Effect.Effect<ReadonlyArray<PlacementQueueView>>
-  isOpen(placementId: string): Effect.Effect<boolean>
-  /** Config change: more capacity grants at once; less preempts nobody. */
-  setCapacity(placementId: string, capacity: number): Effect.Effect<void>
-}
+import {
+  type AcquireOptions,
+  type CapacityQueuesOptions,
+  type CapacityQueuesShape,
+  DEFAULT_DEADLINE_MS,
+  DEFAULT_PROBE_COOLDOWN_MS,
+  type Lease,
+  QueueTimeout
+} from "./capacity-queue-types.ts"
+import { RedisClient } from "../coordination/redis-client.ts"
+import { makeRedisCapacityQueues, makeRedisCapacityQueuesOn, type OwnClientQueuesOptions } from "./redis-capacity-queues.ts"
 
 /** Builds the in-process queues; the actors stop when the enclosing scope closes. */
 export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQueuesOptions) {
@@ -224,18 +173,24 @@ export class CapacityQueues extends Context.Service<CapacityQueues, CapacityQueu
    * on Redis when `REDIS_URL` is set (redis-capacity-queues.ts, keys under `GATEWAY_REDIS_PREFIX`),
    * in process otherwise.
    */
-  static readonly layer = Layer.effect(CapacityQueues, Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const { redisUrl, redisPrefix, circuitCooldownMs, queueMaxWaitMs } = yield* Settings
-    const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
-    const options = { placements, probeCooldownMs: circuitCooldownMs, defaultDeadlineMs: queueMaxWaitMs }
-    return CapacityQueues.of(yield* (redisUrl === undefined
-      ? makeCapacityQueues(options)
-      : makeRedisCapacityQueues(redisUrl, { ...options, prefix: redisPrefix })))
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { redisUrl, circuitCooldownMs, queueMaxWaitMs } = yield* Settings
+    const optionsFrom = Effect.gen(function*() {
+      const catalog = yield* Catalog
+      const placements = [...catalog.placements.values()].map(({ placement }) => ({ placementId: placement.id, capacity: placement.capacity }))
+      return { placements, probeCooldownMs: circuitCooldownMs, defaultDeadlineMs: queueMaxWaitMs }
+    })
+    if (redisUrl === undefined) {
+      return Layer.effect(CapacityQueues, Effect.flatMap(optionsFrom, makeCapacityQueues).pipe(Effect.map((queues) => CapacityQueues.of(queues))))
+    }
+    // The gateway's shared RedisClient (one value: coordination and run signals use the same).
+    return Layer.effect(CapacityQueues, Effect.gen(function*() {
+      return CapacityQueues.of(yield* makeRedisCapacityQueuesOn(yield* RedisClient, yield* optionsFrom))
+    })).pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
 
   /** On Redis at `url`, shared with every instance using the same Redis and key prefix; the connections close with the layer. */
-  static readonly layerRedis = (url: string, options: RedisCapacityQueuesOptions) =>
+  static readonly layerRedis = (url: string, options: OwnClientQueuesOptions) =>
     Layer.effect(CapacityQueues, Effect.map(makeRedisCapacityQueues(url, options), (queues) => CapacityQueues.of(queues)))
 
   /** Explicit placements and timings, for tests and embedders. */

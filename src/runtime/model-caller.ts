@@ -28,7 +28,8 @@ import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
-import { CapacityQueues, type QueueTimeout } from "./capacity-queues.ts"
+import type { QueueTimeout } from "./capacity-queue-types.ts"
+import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
 import { makeUsageTracker } from "./usage-tracker.ts"
@@ -37,7 +38,7 @@ import { makeUsageTracker } from "./usage-tracker.ts"
 export type Continuity = "auto" | "exact"
 
 /** `deadlineMs` defaults to `GATEWAY_QUEUE_MAX_WAIT_MS`; `onQueued` e.g. commits SSE headers. */
-export interface CallOptions extends DispatchHooks {
+export interface ModelCallOptions extends DispatchHooks {
   /** Whose call: fairness in the queues, the plan's rate limits, the allowance charged. */
   readonly key: KeyRecord
   readonly continuity?: Continuity | undefined
@@ -47,6 +48,11 @@ export interface CallOptions extends DispatchHooks {
    * repeat is charged once.
    */
   readonly requestId?: string | undefined
+  /**
+   * The request's metered input tokens when the caller already has them from `quote` of this same
+   * request (a run step prices its budget hold first): the prompt is then not counted again.
+   */
+  readonly inputTokens?: number | undefined
 }
 
 /** What a finished (or abandoned) call was charged. */
@@ -97,15 +103,15 @@ export type PrepareError = LimitExceeded | ServiceUnavailable | NotImplemented |
 
 export class ModelCaller extends Context.Service<ModelCaller, {
   /** Meters and readies a call of `request.model` (a canonical id); nothing is dispatched yet. */
-  prepare(request: CanonicalRequest, options: CallOptions): Effect.Effect<PreparedCall, PrepareError, Scope.Scope>
+  prepare(request: CanonicalRequest, options: ModelCallOptions): Effect.Effect<PreparedCall, PrepareError, Scope.Scope>
   /** `prepare` then `start`. */
-  call(request: CanonicalRequest, options: CallOptions): Effect.Effect<ModelCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
+  call(request: CanonicalRequest, options: ModelCallOptions): Effect.Effect<ModelCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
   /**
    * The whole answer at once, for a caller that does not stream: metered like `call`, dispatched
    * with the same retries and failover, the upstream called without streaming; settled before it
    * returns.
    */
-  complete(request: CanonicalRequest, options: CallOptions): Effect.Effect<CompletedCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
+  complete(request: CanonicalRequest, options: ModelCallOptions): Effect.Effect<CompletedCall, PrepareError | BackendError | QueueTimeout, Scope.Scope>
   /**
    * What a call of this request would reserve (for budgets kept beside the allowance); with `key`,
    * over the models that key may use (without it, over every model that may serve: an upper bound).
@@ -115,7 +121,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
   embed(
     model: EmbeddingModel,
     texts: ReadonlyArray<string>,
-    options: CallOptions
+    options: ModelCallOptions
   ): Effect.Effect<{ vectors: ReadonlyArray<ReadonlyArray<number>>; inputTokens: number; servedModel: string; headers: Record<string, string> }, PrepareError | BackendError | QueueTimeout, Scope.Scope>
 }>()("gateway/runtime/ModelCaller") {
   /** Needs Catalog, Placements, Dispatcher, CapacityQueues, Meter, Settings. */
@@ -176,7 +182,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
      * worst of them, and the request sent upstream carries the reserved output ceiling. A model the
      * key may not name is refused here too (the embedded API has no route check).
      */
-    const meterCall = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
+    const meterCall = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       if (!allowsModel(options.key.permissions, request.model)) {
         return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${request.model}` })
       }
@@ -184,7 +190,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       if (!models.some((model) => placements.ofModel(model.id).length > 0)) {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
-      const inputTokens = yield* meteredInputTokens(request, models[0])
+      const inputTokens = options.inputTokens ?? (yield* meteredInputTokens(request, models[0]))
       const metered = yield* meter.beginScoped({
         key: options.key,
         model: models[0],
@@ -197,7 +203,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { models, metered, sent }
     })
 
-    const prepare = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
+    const prepare = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       const { models, metered, sent } = yield* meterCall(request, options)
       const upstream = candidatesFor(sent, models)
       const modelById = new Map(models.map((m) => [m.id, m]))
@@ -253,12 +259,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { request: sent, headers: metered.headers, start } satisfies PreparedCall
     })
 
-    const call = Effect.fnUntraced(function*(request: CanonicalRequest, options: CallOptions) {
+    const call = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       const prepared = yield* prepare(request, options)
       return yield* prepared.start
     })
 
-    const complete = (request: CanonicalRequest, options: CallOptions) =>
+    const complete = (request: CanonicalRequest, options: ModelCallOptions) =>
       Effect.gen(function*() {
         const { models, metered, sent } = yield* meterCall(request, options)
         const completed = yield* dispatcher.complete({
@@ -278,7 +284,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         } satisfies CompletedCall
       })
 
-    const embed = Effect.fnUntraced(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: CallOptions) {
+    const embed = Effect.fnUntraced(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: ModelCallOptions) {
       const serving = placements.ofModel(model.id)
       if (serving.length === 0) return yield* new NotImplemented({ message: `No placement of ${model.id} has an available backend` })
       // An embedding call has no output: it is metered as input at the model's input rate.

@@ -9,6 +9,7 @@ import type { Backend, PlacementRuntime } from "../backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../backends/openai-compatible/index.ts"
 import { makeSimulatorBackend } from "../backends/simulator/simulator.ts"
 import { Catalog } from "../catalog/catalog.ts"
+import { Settings } from "../config/settings.ts"
 import { startTokenizer } from "../model/tokenizer.ts"
 import type { Placement } from "../config/schema.ts"
 
@@ -35,6 +36,7 @@ export const canResumeFromPrefix = (backend: Backend) => backend.kind === "simul
 export class Placements extends Context.Service<Placements, PlacementsShape>()("gateway/runtime/Placements") {
   static readonly layer = Layer.effect(Placements, Effect.gen(function*() {
     const catalog = yield* Catalog
+    const { lookupEnv } = yield* Settings
     const simulator = makeSimulatorBackend()
     const closing = (make: () => Backend & { close(): unknown }) =>
       Effect.acquireRelease(Effect.sync(make), (b) => Effect.promise(() => Promise.resolve(b.close())).pipe(Effect.ignore))
@@ -55,7 +57,7 @@ export class Placements extends Context.Service<Placements, PlacementsShape>()("
         simulator: placement.simulator,
         upstream: placement.baseUrl === undefined
           ? undefined
-          : { baseUrl: placement.baseUrl, apiKey: placement.apiKeyEnv === undefined ? undefined : process.env[placement.apiKeyEnv] },
+          : { baseUrl: placement.baseUrl, apiKey: placement.apiKeyEnv === undefined ? undefined : lookupEnv(placement.apiKeyEnv) },
         faults: { mode: "none" }
       }
       const serving = { runtime, backend, config: placement }

@@ -23,12 +23,10 @@
  * - Capacity comes from the config, written at start by every instance (the config is the same
  *   everywhere); a `setCapacity` lasts until the next instance starts.
  */
-import { Clock, Deferred, Effect, Exit, Fiber, Queue, Schedule } from "effect"
-import { Redis } from "ioredis"
+import { Clock, Deferred, Effect, Exit, Queue, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
 import { type CircuitState, DEFAULT_FAILURE_THRESHOLD } from "../../machines/queue.ts"
-import { CoordinationError, KEY_PREFIX } from "../coordination/types.ts"
-import { awaitReady } from "../coordination/redis.ts"
+import { RedisClient, type RedisClientOptions, type RedisClientShape, type RedisError } from "../coordination/redis-client.ts"
 import {
   type AcquireOptions,
   type CapacityQueuesOptions,
@@ -39,12 +37,11 @@ import {
   type LeaseOutcome,
   type PlacementQueueView,
   QueueTimeout
-} from "./capacity-queues.ts"
+} from "./capacity-queue-types.ts"
 import * as Lua from "./queue-lua.ts"
 
+/** Keys and channels live under the client's prefix (`GATEWAY_REDIS_PREFIX`). */
 export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
-  /** Prefix of every key and channel (default `gw:`); tests use a unique one. */
-  readonly prefix?: string | undefined
   /** A slot not renewed for this long is given back (default 20 s). */
   readonly leaseTtlMs?: number | undefined
   /** How often held slots are renewed (default 5 s); keep it well under `leaseTtlMs`. */
@@ -53,9 +50,10 @@ export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
   readonly waiterTtlMs?: number | undefined
   /** Heartbeat of waiters and the fallback poll for lost grants (default 1 s). */
   readonly pollIntervalMs?: number | undefined
-  readonly commandTimeoutMs?: number | undefined
-  readonly connectTimeoutMs?: number | undefined
 }
+
+/** The queues' options plus those of a Redis client of their own (without its url). */
+export type OwnClientQueuesOptions = RedisCapacityQueuesOptions & Omit<RedisClientOptions, "url">
 
 export const DEFAULT_LEASE_TTL_MS = 20_000
 export const DEFAULT_LEASE_RENEW_MS = 5_000
@@ -82,35 +80,18 @@ interface Waiter {
   lease: Lease | undefined
 }
 
-const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-
-/** Opens an ioredis connection that closes with the scope; one warning per 10 s on errors. */
-const connect = (url: string, role: string, options: RedisCapacityQueuesOptions, commands: boolean) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      let lastErrorLog = 0
-      const redis = new Redis(url, {
-        // Commands fail fast while Redis is down (callers log, TTLs clean up); the subscriber
-        // keeps its offline queue so that SUBSCRIBE waits for the connection.
-        ...(commands ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs ?? 1_000 } : {}),
-        connectTimeout: options.connectTimeoutMs ?? 5_000,
-        retryStrategy: (attempt: number) => Math.min(attempt * 200, 2_000)
-      })
-      redis.on("error", (error: Error) => {
-        if (Date.now() - lastErrorLog < 10_000) return
-        lastErrorLog = Date.now()
-        console.warn(`capacity queues: redis ${role} error: ${error.message}`)
-      })
-      if (commands) for (const [name, lua] of Object.entries(scriptSources)) redis.defineCommand(name, { lua })
-      return redis
-    }),
-    (redis) => Effect.promise(() => redis.quit().catch(() => redis.disconnect())).pipe(Effect.ignore)
+/** The queues on a Redis client of their own, which closes with the scope (tests, several instances in one process). */
+export const makeRedisCapacityQueues = (url: string, options: OwnClientQueuesOptions) =>
+  Effect.flatMap(
+    RedisClient.make({ url, prefix: options.prefix, commandTimeoutMs: options.commandTimeoutMs, connectTimeoutMs: options.connectTimeoutMs }),
+    (redis) => makeRedisCapacityQueuesOn(redis, options)
   )
 
-export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, options: RedisCapacityQueuesOptions) {
+/** The queues on the given RedisClient, under its key prefix; they stop when the enclosing scope closes. */
+export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: RedisClientShape, options: RedisCapacityQueuesOptions) {
   const scope = yield* Effect.scope
   const clock = yield* Clock.Clock
-  const prefix = options.prefix ?? KEY_PREFIX
+  const prefix = redis.prefix
   const failureThreshold = options.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD
   const cooldownMs = options.probeCooldownMs ?? DEFAULT_PROBE_COOLDOWN_MS
   const defaultDeadlineMs = options.defaultDeadlineMs ?? DEFAULT_DEADLINE_MS
@@ -118,7 +99,6 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
   const leaseRenewMs = options.leaseRenewMs ?? DEFAULT_LEASE_RENEW_MS
   const waiterTtlMs = options.waiterTtlMs ?? DEFAULT_WAITER_TTL_MS
   const pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS
-  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
   // Renewals happen on the heartbeat's ticks; leave room for one late tick before anything lapses.
   if (Math.max(leaseRenewMs, pollIntervalMs) * 2 > leaseTtlMs || pollIntervalMs * 2 > waiterTtlMs) {
     return yield* Effect.die(new Error("capacity queues: leaseTtlMs must be ≥ 2 × the renewal interval, waiterTtlMs ≥ 2 × pollIntervalMs"))
@@ -132,12 +112,11 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
     return [placementId, { keys: ["meta", "holders", "ring", "waiters", "alive"].map((k) => base + k), lanePrefix: `${base}lane:` }]
   }))
 
-  const client = yield* connect(url, "commands", options, true)
-  const subscriber = yield* connect(url, "subscriber", options, false)
+  redis.defineScripts(scriptSources)
+  const client = redis.client
   const scripts = client as unknown as Scripts
 
-  const call = <A>(name: string, run: () => Promise<A>) =>
-    Effect.tryPromise({ try: run, catch: (cause) => new CoordinationError({ message: `redis ${name}: ${message(cause)}` }) })
+  const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
   /** Runs a queue script on one placement with the common arguments (see queue-lua.ts). */
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => {
@@ -145,7 +124,7 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
       const configured = capacities.get(placementId)!
       return call(name, () => scripts[name](keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, configured, ...args))
     })
-  const warnOnError = (what: string) => Effect.catch((error: CoordinationError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
+  const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
   // waiterId → a request of this instance that is still waiting (or was just granted)
   const waiters = new Map<string, Waiter>()
@@ -326,13 +305,13 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
     yield* Effect.forEach(work, ([placementId, { waiting, leases }]) => sync(placementId, waiting, leases), { concurrency: "unbounded", discard: true })
   })
 
-  // ---- start: wait for Redis, store the capacities, subscribe, start the heartbeat ----
+  // ---- start: store the capacities, subscribe, start the heartbeat (the client waited for Redis) ----
 
-  yield* awaitReady(client, connectTimeoutMs, `capacity queues: redis not ready at start (${url})`)
   yield* initialize
 
   const announcements = yield* Queue.unbounded<readonly [string, string]>()
-  subscriber.on("message", (_channel: string, text: string) => {
+  // Until SUBSCRIBE succeeds grants arrive by the heartbeat only; ioredis resubscribes after reconnects.
+  const subscribed = yield* redis.subscribe(`${channelPrefix}${instanceId}`, (text) => {
     const at = text.indexOf("\n")
     if (at > 0) Queue.offerUnsafe(announcements, [text.slice(0, at), text.slice(at + 1)] as const)
   })
@@ -341,15 +320,7 @@ export const makeRedisCapacityQueues = Effect.fnUntraced(function*(url: string, 
     Effect.forever,
     Effect.forkIn(scope)
   )
-  // Until SUBSCRIBE succeeds grants arrive by the heartbeat only; ioredis resubscribes after reconnects.
-  const subscribed = yield* call("subscribe", () => subscriber.subscribe(`${channelPrefix}${instanceId}`)).pipe(
-    Effect.retry(Schedule.spaced(1_000)),
-    Effect.forkIn(scope)
-  )
-  yield* Fiber.join(subscribed).pipe(
-    Effect.timeoutOption(connectTimeoutMs),
-    Effect.tap((done) => done._tag === "None" ? Effect.logWarning("capacity queues: grant channel not subscribed yet") : Effect.void)
-  )
+  if (!(yield* subscribed)) yield* Effect.logWarning("capacity queues: grant channel not subscribed yet")
   yield* tick.pipe(
     Effect.catchCause((cause) => Effect.logWarning("capacity queues: heartbeat failed", cause)),
     Effect.repeat(Schedule.spaced(pollIntervalMs)),

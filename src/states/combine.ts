@@ -11,7 +11,8 @@
  * | boolean       | boolean          | the delta (last write wins)                              |
  * | any other pairing                | 400 naming `delta` and both types                        |
  */
-export type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
+import type { Json } from "../util/json.ts"
+
 
 export const jsonType = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v)
 

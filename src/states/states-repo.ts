@@ -8,7 +8,8 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.ts"
 import { newId } from "../keys/secrets.ts"
 import { findUnstorable, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
-import { combine, type Json } from "./combine.ts"
+import type { Json } from "../util/json.ts"
+import { combine } from "./combine.ts"
 
 export interface State {
   readonly stateId: string

@@ -23,7 +23,7 @@ import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
 import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
-import type { EmbeddedWorkerData, FromWorker, ToWorker } from "./embedded-worker.ts"
+import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
 
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
   message: Schema.String
@@ -152,7 +152,7 @@ const spawn = (data: EmbeddedWorkerData) =>
     const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
     let ready = false
     let failure: string | undefined
-    worker.on("message", (message: FromWorker) => {
+    worker.on("message", (message: FromDatabaseWorker) => {
       if (message.type === "ready") {
         ready = true
         liveWorkers.add(worker)
@@ -179,7 +179,7 @@ export const initialize = (data: EmbeddedWorkerData) =>
     const worker = new Worker(WORKER_URL, { workerData: { ...data, mode: "initialize" } satisfies EmbeddedWorkerData })
     let failure: string | undefined
     let initialized = false
-    worker.on("message", (message: FromWorker) => {
+    worker.on("message", (message: FromDatabaseWorker) => {
       if (message.type === "initialized") initialized = true
       else if (message.type === "failed") failure ??= message.message
     })
@@ -224,7 +224,7 @@ const createDatabase = (data: EmbeddedWorkerData) =>
 const stop = (generation: Generation) =>
   Effect.gen(function*() {
     generation.stopping = true
-    generation.worker.postMessage({ type: "stop" } satisfies ToWorker)
+    generation.worker.postMessage({ type: "stop" } satisfies ToDatabaseWorker)
     const closed = yield* Deferred.await(generation.exited).pipe(Effect.timeoutOption("10 seconds"))
     if (closed._tag === "None") {
       yield* Effect.logWarning("embedded database: the worker did not close in 10 s; terminating it")
@@ -291,7 +291,7 @@ export const embeddedClient = (options: EmbeddedOptions) =>
       const generation = current
       if (generation === undefined || generation.stopping) return unavailable("it is restarting")
       const { port1, port2 } = new MessageChannel()
-      generation.worker.postMessage({ type: "connect", port: port2 } satisfies ToWorker, [port2])
+      generation.worker.postMessage({ type: "connect", port: port2 } satisfies ToDatabaseWorker, [port2])
       const stream = new PortStream(port1)
       generation.streams.add(stream)
       stream.once("close", () => generation.streams.delete(stream))

@@ -31,8 +31,8 @@ export interface EmbeddedWorkerData {
   readonly maxWasmMemoryMb: number
 }
 
-export type ToWorker = { readonly type: "connect"; readonly port: MessagePort } | { readonly type: "stop" }
-export type FromWorker =
+export type ToDatabaseWorker = { readonly type: "connect"; readonly port: MessagePort } | { readonly type: "stop" }
+export type FromDatabaseWorker =
   | { readonly type: "ready" }
   | { readonly type: "initialized" }
   | { readonly type: "failed"; readonly message: string }
@@ -229,7 +229,7 @@ const simpleQuery = (sql: string) => {
   return out
 }
 
-const post = (message: FromWorker) => parentPort!.postMessage(message)
+const post = (message: FromDatabaseWorker) => parentPort!.postMessage(message)
 
 const fail = (error: unknown): never => {
   post({ type: "failed", message: error instanceof Error ? error.message : String(error) })
@@ -266,7 +266,7 @@ const main = async () => {
     return
   }
   const server = serve(db)
-  parentPort!.on("message", (message: ToWorker) => {
+  parentPort!.on("message", (message: ToDatabaseWorker) => {
     if (message.type === "connect") server.connect(message.port)
     else if (message.type === "stop") {
       server.stop().then(

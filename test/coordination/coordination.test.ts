@@ -92,6 +92,21 @@ for (const store of stores()) {
         expect(yield* c.budgetRelease({ budget: "a:k5", id: "r4" }, T0)).toEqual({ spent: 420, reserved: 0, granted: 0 })
       })))
 
+    it.live("a free call's hold (0 micros) reserves, settles, releases and lapses", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const B = "a:k12"
+        yield* c.budgetSeed({ budget: B, spent: 10, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        const reserve = (id: string) => c.budgetReserve({ budget: B, cap: 1_000, amount: 0, id, ttlMs: 10_000, now: T0, expireAt: 0 })
+        expect(yield* reserve("free1")).toEqual({ _tag: "Reserved", state: { spent: 10, reserved: 0, granted: 0 } })
+        yield* reserve("free2")
+        yield* reserve("free3")
+        // Redis once sent these decrements as "-0", which HINCRBY refuses.
+        expect(yield* c.budgetSettle({ budget: B, id: "free1", chargeId: "call-free1", amount: 0, actual: 0, now: T0 })).toEqual({ spent: 10, reserved: 0, granted: 0 })
+        expect(yield* c.budgetRelease({ budget: B, id: "free2" }, T0)).toEqual({ spent: 10, reserved: 0, granted: 0 })
+        expect(yield* c.budgetState(B, T0 + 11_000)).toEqual({ spent: 10, reserved: 0, granted: 0 }) // free3 lapsed
+      })))
+
     it.live("holds lapse unless renewed; a renewed lost hold counts again", () =>
       run(Effect.gen(function*() {
         const c = yield* Coordination

@@ -1,9 +1,11 @@
 /**
  * Run wake-up signals: a subscriber wakes for its run only, and on Redis a signal published by one
- * instance (its own connection pair) wakes a subscriber of another.
+ * instance (its own connection pair) wakes a subscriber of another. A wait's timeout runs on
+ * Effect's clock (TestClock here); a wait without one ends only at a signal.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
 import { inject } from "vitest"
 import { RunSignals } from "../../src/coordination/run-signals.ts"
 import { uniquePrefix } from "./support.ts"
@@ -28,6 +30,23 @@ describe("RunSignals", () => {
     Effect.gen(function*() {
       const bus = yield* instance(RunSignals.layerInProcess)
       yield* checkDelivery(bus, bus)
+    }))
+
+  it.effect("a wait times out on Effect's clock; without a timeout it waits for the signal", () =>
+    Effect.gen(function*() {
+      const bus = yield* instance(RunSignals.layerInProcess)
+      const mine = yield* bus.subscribe("run_clock")
+      const timed = yield* Effect.forkChild(mine.wait(1_000))
+      yield* TestClock.adjust(999)
+      assert.isUndefined(timed.pollUnsafe(), "still waiting 1 ms before its timeout")
+      yield* TestClock.adjust(1)
+      assert.isFalse(yield* Fiber.join(timed))
+
+      const untimed = yield* Effect.forkChild(mine.wait())
+      yield* TestClock.adjust(3_600_000)
+      assert.isUndefined(untimed.pollUnsafe(), "no timeout: an hour passes without waking it")
+      yield* bus.publish({ runId: "run_clock", lastSeq: 1 })
+      assert.isTrue(yield* Fiber.join(untimed))
     }))
 
   const { redisUrl } = inject("services")

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "vitest"
 import { BackendError } from "../../src/backends/backend.ts"
 import { InvalidRequest, LimitExceeded, NotImplemented, ServiceUnavailable } from "../../src/errors.ts"
-import { QueueTimeout } from "../../src/runtime/capacity-queues.ts"
+import { QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
 import { classify, MAX_RETRY_DELAY_MS, retryDelayMs } from "../../src/runs/step-failure.ts"
 
 describe("step failures", () => {

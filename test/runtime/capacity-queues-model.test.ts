@@ -8,7 +8,8 @@ import { Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { TestModel } from "xstate/graph"
 import { queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
-import { CapacityQueues, type Lease, type QueueTimeout } from "../../src/runtime/capacity-queues.ts"
+import type { Lease, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
+import { CapacityQueues } from "../../src/runtime/capacity-queues.ts"
 import { queueEvents, serializeQueue } from "../machines/queue-model.ts"
 
 const cooldownMs = 30_000

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
-import { CapacityQueues, type CapacityQueuesOptions, QueueTimeout } from "../../src/runtime/capacity-queues.ts"
+import { type CapacityQueuesOptions, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
+import { CapacityQueues } from "../../src/runtime/capacity-queues.ts"
 
 const withQueues = (options: CapacityQueuesOptions) => <A, E>(effect: Effect.Effect<A, E, CapacityQueues>) =>
   Effect.provide(effect, CapacityQueues.layerTest(options))

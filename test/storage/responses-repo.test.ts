@@ -11,7 +11,7 @@ import { inject } from "vitest"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
-import { type NewStoredResponse, ResponsesRepo } from "../../src/responses/responses-repo.ts"
+import { type NewStoredResponse, ResponsesRepo } from "../../src/stored-responses/responses-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 

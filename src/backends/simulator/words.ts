@@ -31,9 +31,6 @@ export const SIMULATOR_VOCABULARY: ReadonlyArray<string> = [
   ...glue, ...adjectives, ...nouns, ...verbs, ...prepositions, ...adverbs
 ]
 
-/** Words present in every sentence. */
-export const SIMULATOR_GUARANTEED_WORDS: ReadonlyArray<string> = ["the"]
-
 const capitalize = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1)
 
 /** Sentence shapes as word lists; each one has a lowercase `the` in the middle. */

@@ -20,7 +20,7 @@ import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ChatEcho } from "./decode.ts"
 import { chatUsage, finishReason } from "./encode-body.ts"
 
-export const DONE_FRAME = "data: [DONE]\n\n"
+export const CHAT_DONE_FRAME = "data: [DONE]\n\n"
 
 /** The chunk's `error` for a failure; `type` is the spec's error type (api_error, overloaded_error, …). */
 export const errorFrame = (failure: StreamFailure) =>
@@ -66,7 +66,7 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
       }
       case "message_stop": {
         const last = chunk({}, finishReason(event.stopReason))
-        if (!includeUsage) return last + DONE_FRAME
+        if (!includeUsage) return last + CHAT_DONE_FRAME
         const usage = dataFrame({
           id: context.id,
           object: "chat.completion.chunk",
@@ -76,7 +76,7 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
           choices: [],
           usage: chatUsage(event.usage)
         })
-        return last + usage + DONE_FRAME
+        return last + usage + CHAT_DONE_FRAME
       }
       case "thinking_delta":
       case "signature_delta":

@@ -1,10 +1,11 @@
 /**
  * The Chat Completions request as it arrives on the wire (the fields the gateway reads; unknown
  * fields are ignored). Messages and content parts are decoded one by one by `role` / `type`
- * (see `wire-decode.ts`), so the envelope only checks that they are lists.
+ * (see `../staged-decode.ts`), so the envelope only checks that they are lists.
  */
 import { Schema } from "effect"
-import { JsonObjectWire, opt, PositiveInt, Stop, StreamOptions, Temperature, TopP } from "./wire-decode.ts"
+import { opt } from "../staged-decode.ts"
+import { JsonObjectWire, PositiveInt, Stop, StreamOptions, Temperature, TopP } from "./wire-decode.ts"
 
 const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 

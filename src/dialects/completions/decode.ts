@@ -4,28 +4,15 @@
  * silently ignored: token-array or multiple prompts, `suffix` (no insert mode), `logprobs`,
  * `best_of` and `n` other than 1. `echo` is supported by prefixing the prompt to the text.
  */
-import { Effect, Schema } from "effect"
-import type { InvalidRequest } from "../../errors.ts"
+import { Schema } from "effect"
 import { userMessage } from "../../model/content.ts"
 import { makeRequest } from "../../model/request.ts"
-import {
-  checkSingleChoice,
-  decodeAt,
-  definedFields,
-  given,
-  invalidField,
-  opt,
-  PositiveInt,
-  Stop,
-  stopSequences,
-  StreamOptions,
-  Temperature,
-  TopP
-} from "../chat/wire-decode.ts"
+import { checkSingleChoice, PositiveInt, Stop, stopSequences, StreamOptions, Temperature, TopP } from "../chat/wire-decode.ts"
 import type { Decoded } from "../dialect.ts"
+import { decodeRequest, decoderAt, definedFields, given, opt, refuse } from "../staged-decode.ts"
 
 /** OpenAI's default output ceiling for legacy completions. */
-export const DEFAULT_MAX_TOKENS = 16
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 export interface CompletionsEcho {
   readonly includeUsage: boolean
@@ -52,51 +39,49 @@ const CompletionsRequestWire = Schema.Struct({
 })
 type CompletionsRequestWire = typeof CompletionsRequestWire.Type
 
-const decodeEnvelope = decodeAt(CompletionsRequestWire)
+const decodeEnvelope = decoderAt(CompletionsRequestWire)
 
 /** One prompt string; a list is accepted when it holds exactly one string. */
-const promptText = (prompt: string | ReadonlyArray<unknown>): Effect.Effect<string, InvalidRequest> => {
-  if (typeof prompt === "string") return Effect.succeed(prompt)
-  if (prompt.length === 1 && typeof prompt[0] === "string") return Effect.succeed(prompt[0])
+const promptText = (prompt: string | ReadonlyArray<unknown>): string => {
+  if (typeof prompt === "string") return prompt
+  if (prompt.length === 1 && typeof prompt[0] === "string") return prompt[0]
   if (prompt.length > 0 && prompt.every((item) => typeof item === "string")) {
-    return Effect.fail(invalidField("prompt", "only one prompt per request is supported; send one request per prompt"))
+    return refuse("prompt", "only one prompt per request is supported; send one request per prompt")
   }
-  return Effect.fail(invalidField("prompt", "expected a string (or a list of one string); token arrays are not supported"))
+  return refuse("prompt", "expected a string (or a list of one string); token arrays are not supported")
 }
 
-const refuseUnsupported = (wire: CompletionsRequestWire) => {
-  if (given(wire.suffix) !== undefined && wire.suffix !== "") {
-    return Effect.fail(invalidField("suffix", "suffix (insert mode) is not supported"))
-  }
-  if (given(wire.logprobs) !== undefined) return Effect.fail(invalidField("logprobs", "logprobs are not supported"))
-  if (given(wire.best_of) !== undefined && wire.best_of !== 1) {
-    return Effect.fail(invalidField("best_of", "only best_of=1 is supported"))
-  }
-  return checkSingleChoice(wire.n)
+const refuseUnsupported = (wire: CompletionsRequestWire): void => {
+  if (given(wire.suffix) !== undefined && wire.suffix !== "") refuse("suffix", "suffix (insert mode) is not supported")
+  if (given(wire.logprobs) !== undefined) refuse("logprobs", "logprobs are not supported")
+  if (given(wire.best_of) !== undefined && wire.best_of !== 1) refuse("best_of", "only best_of=1 is supported")
+  checkSingleChoice(wire.n)
 }
 
-export const decodeCompletionsRequest = (body: unknown): Effect.Effect<Decoded<CompletionsEcho>, InvalidRequest> =>
-  Effect.gen(function*() {
-    const wire = yield* decodeEnvelope(body, "")
-    yield* refuseUnsupported(wire)
-    const prompt = yield* promptText(wire.prompt)
-    const request = makeRequest({
-      model: wire.model,
-      messages: [userMessage(prompt)],
-      maxOutputTokens: given(wire.max_tokens) ?? DEFAULT_MAX_TOKENS,
-      stopSequences: stopSequences(wire.stop),
-      stream: wire.stream === true,
-      ...definedFields({
-        temperature: given(wire.temperature),
-        topP: given(wire.top_p),
-        seed: given(wire.seed),
-        user: given(wire.user),
-        cacheAffinity: given(wire.user)
-      })
+/** The canonical request of a legacy completions body; throws the 400 naming the first bad field. */
+const completionsRequestOf = (body: unknown): Decoded<CompletionsEcho> => {
+  const wire = decodeEnvelope(body, "")
+  refuseUnsupported(wire)
+  const prompt = promptText(wire.prompt)
+  const request = makeRequest({
+    model: wire.model,
+    messages: [userMessage(prompt)],
+    maxOutputTokens: given(wire.max_tokens) ?? COMPLETIONS_DEFAULT_MAX_TOKENS,
+    stopSequences: stopSequences(wire.stop),
+    stream: wire.stream === true,
+    ...definedFields({
+      temperature: given(wire.temperature),
+      topP: given(wire.top_p),
+      seed: given(wire.seed),
+      user: given(wire.user),
+      cacheAffinity: given(wire.user)
     })
-    const echo: CompletionsEcho = {
-      includeUsage: wire.stream_options?.include_usage === true,
-      ...(wire.echo === true ? { echoPrompt: prompt } : {})
-    }
-    return { request, echo }
   })
+  const echo: CompletionsEcho = {
+    includeUsage: wire.stream_options?.include_usage === true,
+    ...(wire.echo === true ? { echoPrompt: prompt } : {})
+  }
+  return { request, echo }
+}
+
+export const decodeCompletionsRequest = decodeRequest(completionsRequestOf)

@@ -7,7 +7,7 @@ import type { CanonicalEvent, CanonicalResponse } from "../../model/events.ts"
 import { totalTokens, type Usage } from "../../model/usage.ts"
 import { commentSignals, dataFrame } from "../../http/sse.ts"
 import { finishReason } from "../chat/encode-body.ts"
-import { DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
+import { CHAT_DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
 import type { EncodeContext, StreamEncoder } from "../dialect.ts"
 import type { CompletionsEcho } from "./decode.ts"
 
@@ -55,7 +55,7 @@ export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsE
       case "message_stop": {
         const last = chunk("", finishReason(event.stopReason))
         const usage = includeUsage ? dataFrame({ ...envelope(context), choices: [], usage: completionsUsage(event.usage) }) : ""
-        return last + usage + DONE_FRAME
+        return last + usage + CHAT_DONE_FRAME
       }
       default:
         // Thinking and tool blocks have no place in a text completion.

@@ -11,12 +11,12 @@
  *   `output_config.effort` sets the effort; `disable_parallel_tool_use` is `parallelToolCalls`
  *   inverted; `metadata.user_id` is the cache-affinity hint.
  */
-import { Effect } from "effect"
-import { InvalidRequest } from "../../errors.ts"
 import type { ContentBlock, DocumentBlock, ImageBlock, JsonObject, Message, TextBlock } from "../../model/content.ts"
 import type { CanonicalRequest, ReasoningEffort, ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
+import { decoderAt, discriminated, refuse } from "../staged-decode.ts"
 import type { WireContentBlock, WireMessage, WireRequest, WireThinking, WireToolChoice } from "./wire-schema.ts"
+import { ContentBlockMembers, CountTokensEnvelope, CreateMessageEnvelope, MessageEnvelope } from "./wire-schema.ts"
 
 type WireBlock<T extends WireContentBlock["type"]> = Extract<WireContentBlock, { readonly type: T }>
 type WirePart = WireBlock<"text" | "image" | "document">
@@ -76,17 +76,30 @@ const onlyFrom: Partial<Record<WireContentBlock["type"], "user" | "assistant">> 
   redacted_thinking: "assistant"
 }
 
-const misplacedBlock = (message: WireMessage, at: number): InvalidRequest | undefined => {
-  if (typeof message.content === "string") return undefined
-  for (const [i, block] of message.content.entries()) {
-    const owner = message.role === "system" ? (block.type === "text" ? undefined : "user or assistant") : onlyFrom[block.type]
-    if (owner !== undefined && owner !== message.role) {
-      const param = `messages[${at}].content[${i}]`
-      return new InvalidRequest({ message: `${param}: ${block.type} blocks belong in ${owner} turns, not in a ${message.role} turn`, param })
-    }
-  }
-  return undefined
+/** Refuses a block the message's role cannot send. */
+const checkPlacement = (role: WireMessage["role"], block: WireContentBlock, path: string): void => {
+  const owner = role === "system" ? (block.type === "text" ? undefined : "user or assistant") : onlyFrom[block.type]
+  if (owner !== undefined && owner !== role) refuse(path, `${block.type} blocks belong in ${owner} turns, not in a ${role} turn`)
 }
+
+const decodeMessageEnvelope = decoderAt(MessageEnvelope)
+const decodeBlock = discriminated("type", ContentBlockMembers)
+
+/** Each message, then each of its blocks by `type`. */
+const wireMessages = (raw: ReadonlyArray<unknown>): Array<WireMessage> =>
+  raw.map((value, i) => {
+    const path = `messages[${i}]`
+    const { role, content } = decodeMessageEnvelope(value, path)
+    if (typeof content === "string") return { role, content }
+    return {
+      role,
+      content: content.map((rawBlock, j) => {
+        const block = decodeBlock(rawBlock, `${path}.content[${j}]`)
+        checkPlacement(role, block, `${path}.content[${j}]`)
+        return block
+      })
+    }
+  })
 
 const blocksOf = (content: WireMessage["content"]): Array<ContentBlock> =>
   typeof content === "string" ? [{ type: "text", text: content }] : content.map(contentBlock)
@@ -140,38 +153,48 @@ const responseFormat = (body: WireRequest): ResponseFormat => {
   return format == null ? { type: "text" } : { type: "json_schema", name: "output", schema: format.schema as JsonObject, strict: true }
 }
 
-/** The canonical request; fails with a 400 naming the field when the body is valid but inconsistent. */
-export const toCanonical = (body: WireRequest): Effect.Effect<CanonicalRequest, InvalidRequest> =>
-  Effect.gen(function*() {
-    for (const [at, message] of body.messages.entries()) {
-      const misplaced = misplacedBlock(message, at)
-      if (misplaced !== undefined) return yield* misplaced
-    }
-    const { system: liftedSystem, messages } = conversation(body.messages)
-    if (messages.length === 0) {
-      return yield* new InvalidRequest({ message: "messages: at least one user or assistant turn is required", param: "messages" })
-    }
-    const tools = (body.tools ?? []).map(toolDefinition)
-    const { choice, parallel } = toolChoice(body.tool_choice)
-    if (choice.type === "tool" && tools.length > 0 && !tools.some((tool) => tool.name === choice.name)) {
-      return yield* new InvalidRequest({ message: `tool_choice.name: no tool named '${choice.name}' in tools`, param: "tool_choice.name" })
-    }
-    const system = body.system == null ? [] : typeof body.system === "string" ? [{ type: "text" as const, text: body.system }] : body.system
-    return makeRequest({
-      model: body.model,
-      system: [...system.filter((block) => block.text !== "").map((block) => ({ type: "text" as const, text: block.text })), ...liftedSystem],
-      messages,
-      tools,
-      toolChoice: choice,
-      ...(parallel === undefined ? {} : { parallelToolCalls: parallel }),
-      ...(body.max_tokens === undefined ? {} : { maxOutputTokens: body.max_tokens }),
-      ...(body.temperature == null ? {} : { temperature: body.temperature }),
-      ...(body.top_p == null ? {} : { topP: body.top_p }),
-      ...(body.top_k == null ? {} : { topK: body.top_k }),
-      stopSequences: body.stop_sequences ?? [],
-      reasoning: reasoning(body.thinking, body.output_config?.effort),
-      responseFormat: responseFormat(body),
-      ...(body.metadata?.user_id == null ? {} : { cacheAffinity: body.metadata.user_id }),
-      stream: body.stream ?? false
-    })
+/** The canonical request of a decoded body; refuses one that is well-formed but inconsistent. */
+const canonicalRequest = (body: WireRequest, wire: ReadonlyArray<WireMessage>): CanonicalRequest => {
+  const { system: liftedSystem, messages } = conversation(wire)
+  if (messages.length === 0) {
+    return refuse("messages", "at least one user or assistant turn is required")
+  }
+  const tools = (body.tools ?? []).map(toolDefinition)
+  const { choice, parallel } = toolChoice(body.tool_choice)
+  if (choice.type === "tool" && tools.length > 0 && !tools.some((tool) => tool.name === choice.name)) {
+    return refuse("tool_choice.name", `no tool named '${choice.name}' in tools`)
+  }
+  const system = body.system == null ? [] : typeof body.system === "string" ? [{ type: "text" as const, text: body.system }] : body.system
+  return makeRequest({
+    model: body.model,
+    system: [...system.filter((block) => block.text !== "").map((block) => ({ type: "text" as const, text: block.text })), ...liftedSystem],
+    messages,
+    tools,
+    toolChoice: choice,
+    ...(parallel === undefined ? {} : { parallelToolCalls: parallel }),
+    ...(body.max_tokens === undefined ? {} : { maxOutputTokens: body.max_tokens }),
+    ...(body.temperature == null ? {} : { temperature: body.temperature }),
+    ...(body.top_p == null ? {} : { topP: body.top_p }),
+    ...(body.top_k == null ? {} : { topK: body.top_k }),
+    stopSequences: body.stop_sequences ?? [],
+    reasoning: reasoning(body.thinking, body.output_config?.effort),
+    responseFormat: responseFormat(body),
+    ...(body.metadata?.user_id == null ? {} : { cacheAffinity: body.metadata.user_id }),
+    stream: body.stream ?? false
   })
+}
+
+const decodeCreateEnvelope = decoderAt(CreateMessageEnvelope)
+const decodeCountEnvelope = decoderAt(CountTokensEnvelope)
+
+/** The canonical request of a `POST /v1/messages` body; throws the 400 naming the first bad field. */
+export const messagesRequestOf = (body: unknown): CanonicalRequest => {
+  const envelope = decodeCreateEnvelope(body, "")
+  return canonicalRequest(envelope, wireMessages(envelope.messages))
+}
+
+/** The same for a count_tokens body (no `max_tokens`; one that is sent is ignored). */
+export const countTokensRequestOf = (body: unknown): CanonicalRequest => {
+  const envelope = decodeCountEnvelope(body, "")
+  return canonicalRequest(envelope, wireMessages(envelope.messages))
+}

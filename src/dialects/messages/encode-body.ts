@@ -21,7 +21,7 @@ export interface WireUsage {
   readonly output_tokens_details?: { readonly thinking_tokens: number }
 }
 
-export const wireUsage = (usage: Usage): WireUsage => ({
+export const messagesUsage = (usage: Usage): WireUsage => ({
   input_tokens: uncachedInputTokens(usage),
   output_tokens: usage.outputTokens,
   cache_creation_input_tokens: 0,
@@ -51,5 +51,5 @@ export const encodeMessage = (response: CanonicalResponse, context: EncodeContex
   content: response.content.map(wireBlock),
   stop_reason: response.stopReason,
   stop_sequence: response.stopSequence ?? null,
-  usage: wireUsage(response.usage)
+  usage: messagesUsage(response.usage)
 })

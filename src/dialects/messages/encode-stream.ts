@@ -11,7 +11,7 @@ import type { CanonicalEvent, BlockStart } from "../../model/events.ts"
 import { emptyUsage } from "../../model/usage.ts"
 import { commentFrame, namedFrame } from "../../http/sse.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
-import { wireUsage } from "./encode-body.ts"
+import { messagesUsage } from "./encode-body.ts"
 
 const emptyBlock = (block: BlockStart) => {
   switch (block.type) {
@@ -43,7 +43,7 @@ export const streamErrorType = (failure: StreamFailure): string =>
 const delta = (index: number, body: Record<string, string>) =>
   namedFrame("content_block_delta", { type: "content_block_delta", index, delta: body })
 
-export const makeStreamEncoder = (context: EncodeContext<unknown>): StreamEncoder => {
+export const makeMessagesStreamEncoder = (context: EncodeContext<unknown>): StreamEncoder => {
   let signature = ""
 
   const event = (event: CanonicalEvent): string => {
@@ -60,7 +60,7 @@ export const makeStreamEncoder = (context: EncodeContext<unknown>): StreamEncode
             stop_reason: null,
             stop_sequence: null,
             // Output is counted on message_delta; here only what is known before generating.
-            usage: { ...wireUsage(event.usage ?? emptyUsage), output_tokens: 0 }
+            usage: { ...messagesUsage(event.usage ?? emptyUsage), output_tokens: 0 }
           }
         })
       case "block_start":
@@ -85,7 +85,7 @@ export const makeStreamEncoder = (context: EncodeContext<unknown>): StreamEncode
           type: "message_delta",
           delta: { stop_reason: event.stopReason, stop_sequence: event.stopSequence ?? null },
           // Cumulative totals; the SDK overwrites its snapshot with every field present.
-          usage: wireUsage(event.usage)
+          usage: messagesUsage(event.usage)
         }) + namedFrame("message_stop", { type: "message_stop" })
     }
   }

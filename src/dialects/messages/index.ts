@@ -3,18 +3,14 @@
  * envelopes or Messages SSE out. See `wire-schema.ts` (validation), `decode.ts` (wire → canonical),
  * `encode-body.ts` and `encode-stream.ts` (canonical → wire).
  */
-import { Effect } from "effect"
-import { decodeWith } from "../../http/body.ts"
 import type { ChatDialect } from "../dialect.ts"
-import { toCanonical } from "./decode.ts"
+import { decodeRequest } from "../staged-decode.ts"
+import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
-import { makeStreamEncoder } from "./encode-stream.ts"
-import { CountTokensBody, CreateMessageBody } from "./wire-schema.ts"
+import { makeMessagesStreamEncoder } from "./encode-stream.ts"
 
-export { toCanonical } from "./decode.ts"
-export { encodeMessage, wireUsage } from "./encode-body.ts"
-export { makeStreamEncoder, streamErrorType } from "./encode-stream.ts"
-export { CountTokensBody, CreateMessageBody } from "./wire-schema.ts"
+export { encodeMessage, messagesUsage } from "./encode-body.ts"
+export { makeMessagesStreamEncoder, streamErrorType } from "./encode-stream.ts"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -26,11 +22,8 @@ export const newMessageId = (): string => {
   return id
 }
 
-const decodeCreate = decodeWith(CreateMessageBody)
-const decodeCount = decodeWith(CountTokensBody)
-
 /** Decodes a count_tokens body (no `max_tokens`) to the canonical request it would make. */
-export const decodeCountTokens = (body: unknown) => Effect.flatMap(decodeCount(body), toCanonical)
+export const decodeCountTokens = decodeRequest(countTokensRequestOf)
 
 /** Nothing to echo: the envelope is built from the canonical response and the context alone. */
 export type MessagesEcho = undefined
@@ -38,8 +31,8 @@ export type MessagesEcho = undefined
 export const messagesDialect: ChatDialect<MessagesEcho> = {
   surface: "messages",
   newId: newMessageId,
-  decode: (body) => decodeCreate(body).pipe(Effect.flatMap(toCanonical), Effect.map((request) => ({ request, echo: undefined }))),
+  decode: decodeRequest((body) => ({ request: messagesRequestOf(body), echo: undefined })),
   defaultEcho: () => undefined,
   encodeResponse: encodeMessage,
-  streamEncoder: makeStreamEncoder
+  streamEncoder: makeMessagesStreamEncoder
 }

@@ -1,6 +1,8 @@
 /**
  * The Messages request body as the wire carries it (snake_case), validated with Schema so that a
- * bad field answers 400 with its path, e.g. `messages[0].content[1].source.data`.
+ * bad field answers 400 with its path, e.g. `messages[0].content[1].source.data`. Decoded in
+ * stages (`../staged-decode.ts`): the envelope (messages as a list), each message, each content
+ * block by its `type`.
  *
  * Lenient where clients differ and nothing is lost: unknown fields (top level and in blocks, such
  * as `cache_control` or `citations`) are ignored, `null` on an optional field means absent, and
@@ -8,6 +10,7 @@
  * less clearly: block types, image media types, base64 data, numeric ranges.
  */
 import { Schema } from "effect"
+import { opt } from "../staged-decode.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 const UnitInterval = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 }))
@@ -16,10 +19,8 @@ const HttpUrl = Schema.String.check(Schema.isPattern(/^https?:\/\/\S+$/, { expec
 const Base64Data = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9+/]+={0,2}$/, {
   expected: "base64-encoded bytes (no data: URL prefix, no whitespace)"
 }))
-/** `Schema.optional` that also takes `null`, which several clients send for "not set". */
-const nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
-export const ImageMediaType = Schema.Literals(["image/jpeg", "image/png", "image/gif", "image/webp"])
+const ImageMediaType = Schema.Literals(["image/jpeg", "image/png", "image/gif", "image/webp"])
 
 const ImageSource = Schema.Union([
   Schema.Struct({ type: Schema.Literal("base64"), media_type: ImageMediaType, data: Base64Data }),
@@ -32,9 +33,9 @@ const DocumentSource = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text"), media_type: Schema.optional(Schema.String), data: Schema.String })
 ]).annotate({ expected: "a document source of type \"base64\" (PDF), \"url\" or \"text\"" })
 
-export const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+const TextBlock = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 const ImageBlock = Schema.Struct({ type: Schema.Literal("image"), source: ImageSource })
-const DocumentBlock = Schema.Struct({ type: Schema.Literal("document"), source: DocumentSource, title: nullable(Schema.String) })
+const DocumentBlock = Schema.Struct({ type: Schema.Literal("document"), source: DocumentSource, title: opt(Schema.String) })
 
 const ToolResultPart = Schema.Union([TextBlock, ImageBlock, DocumentBlock])
   .annotate({ expected: "a tool_result content block of type text, image or document" })
@@ -42,40 +43,44 @@ const ToolResultPart = Schema.Union([TextBlock, ImageBlock, DocumentBlock])
 const ToolResultBlock = Schema.Struct({
   type: Schema.Literal("tool_result"),
   tool_use_id: Schema.NonEmptyString,
-  content: nullable(Schema.Union([Schema.String, Schema.Array(ToolResultPart)])),
-  is_error: nullable(Schema.Boolean)
+  content: opt(Schema.Union([Schema.String, Schema.Array(ToolResultPart)])),
+  is_error: opt(Schema.Boolean)
 })
 
-const ContentBlock = Schema.Union([
-  TextBlock,
-  ImageBlock,
-  DocumentBlock,
-  Schema.Struct({ type: Schema.Literal("tool_use"), id: Schema.NonEmptyString, name: Schema.NonEmptyString, input: JsonObject }),
-  ToolResultBlock,
-  Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: nullable(Schema.String) }),
-  Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
-]).annotate({
-  expected: "a content block of type text, image, document, tool_use, tool_result, thinking or redacted_thinking"
-})
-export type WireContentBlock = typeof ContentBlock.Type
+/** Content blocks by `type`, each decoded on its own (an unknown type is a 400 naming `type`). */
+export const ContentBlockMembers = {
+  text: TextBlock,
+  image: ImageBlock,
+  document: DocumentBlock,
+  tool_use: Schema.Struct({ type: Schema.Literal("tool_use"), id: Schema.NonEmptyString, name: Schema.NonEmptyString, input: JsonObject }),
+  tool_result: ToolResultBlock,
+  thinking: Schema.Struct({ type: Schema.Literal("thinking"), thinking: Schema.String, signature: opt(Schema.String) }),
+  redacted_thinking: Schema.Struct({ type: Schema.Literal("redacted_thinking"), data: Schema.String })
+}
+export type WireContentBlock = (typeof ContentBlockMembers)[keyof typeof ContentBlockMembers]["Type"]
 
-const Message = Schema.Struct({
+/** A message with its blocks still undecoded: they are decoded one by one. */
+export const MessageEnvelope = Schema.Struct({
   // `system` turns are accepted as newer SDKs allow them; their text joins the system prompt.
   role: Schema.Literals(["user", "assistant", "system"]),
-  content: Schema.Union([Schema.String, Schema.Array(ContentBlock)])
+  content: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
 })
-export type WireMessage = typeof Message.Type
+
+export interface WireMessage {
+  readonly role: typeof MessageEnvelope.Type["role"]
+  readonly content: string | ReadonlyArray<WireContentBlock>
+}
 
 const Tool = Schema.Struct({
   // Server tools (web search, code execution, …) have other types and are not offered here.
-  type: nullable(Schema.Literal("custom")),
+  type: opt(Schema.Literal("custom")),
   name: Schema.NonEmptyString,
-  description: nullable(Schema.String),
+  description: opt(Schema.String),
   input_schema: JsonObject,
-  strict: nullable(Schema.Boolean)
+  strict: opt(Schema.Boolean)
 })
 
-const parallel = { disable_parallel_tool_use: nullable(Schema.Boolean) }
+const parallel = { disable_parallel_tool_use: opt(Schema.Boolean) }
 const ToolChoice = Schema.Union([
   Schema.Struct({ type: Schema.Literal("auto"), ...parallel }),
   Schema.Struct({ type: Schema.Literal("any"), ...parallel }),
@@ -87,40 +92,40 @@ export type WireToolChoice = typeof ToolChoice.Type
 const Thinking = Schema.Union([
   Schema.Struct({
     type: Schema.Literals(["enabled", "adaptive", "between_tools"]),
-    budget_tokens: nullable(PositiveInt),
-    display: nullable(Schema.Literals(["summarized", "omitted"]))
+    budget_tokens: opt(PositiveInt),
+    display: opt(Schema.Literals(["summarized", "omitted"]))
   }),
   Schema.Struct({ type: Schema.Literal("disabled") })
 ]).annotate({ expected: "a thinking setting of type enabled, adaptive or disabled" })
 export type WireThinking = typeof Thinking.Type
 
 const OutputConfig = Schema.Struct({
-  effort: nullable(Schema.Literals(["low", "medium", "high", "xhigh", "max"])),
-  format: nullable(Schema.Struct({ type: Schema.Literal("json_schema"), schema: JsonObject }))
+  effort: opt(Schema.Literals(["low", "medium", "high", "xhigh", "max"])),
+  format: opt(Schema.Struct({ type: Schema.Literal("json_schema"), schema: JsonObject }))
 })
 
 /** Every field of a Messages body except `max_tokens` (count_tokens takes the same body without it). */
 const commonFields = {
   model: Schema.NonEmptyString,
-  messages: Schema.Array(Message).check(Schema.isMinLength(1)),
-  system: nullable(Schema.Union([Schema.String, Schema.Array(TextBlock)])),
-  tools: nullable(Schema.Array(Tool)),
-  tool_choice: nullable(ToolChoice),
-  temperature: nullable(UnitInterval),
-  top_p: nullable(UnitInterval),
-  top_k: nullable(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  stop_sequences: nullable(Schema.Array(Schema.String)),
-  stream: nullable(Schema.Boolean),
-  thinking: nullable(Thinking),
-  metadata: nullable(Schema.Struct({ user_id: nullable(Schema.String) })),
-  output_config: nullable(OutputConfig)
+  messages: Schema.Array(Schema.Unknown).check(Schema.isMinLength(1)),
+  system: opt(Schema.Union([Schema.String, Schema.Array(TextBlock)])),
+  tools: opt(Schema.Array(Tool)),
+  tool_choice: opt(ToolChoice),
+  temperature: opt(UnitInterval),
+  top_p: opt(UnitInterval),
+  top_k: opt(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  stop_sequences: opt(Schema.Array(Schema.String)),
+  stream: opt(Schema.Boolean),
+  thinking: opt(Thinking),
+  metadata: opt(Schema.Struct({ user_id: opt(Schema.String) })),
+  output_config: opt(OutputConfig)
 }
 
-/** `POST /v1/messages`. */
-export const CreateMessageBody = Schema.Struct({ ...commonFields, max_tokens: PositiveInt })
+/** `POST /v1/messages`, its messages still undecoded. */
+export const CreateMessageEnvelope = Schema.Struct({ ...commonFields, max_tokens: PositiveInt })
 
 /** `POST /v1/messages/count_tokens`: no `max_tokens` (ignored when sent). */
-export const CountTokensBody = Schema.Struct(commonFields)
+export const CountTokensEnvelope = Schema.Struct(commonFields)
 
-/** What decode works from: either body, `max_tokens` present or not. */
-export type WireRequest = typeof CountTokensBody.Type & { readonly max_tokens?: number }
+/** The envelope decode works from: either body, `max_tokens` present or not. */
+export type WireRequest = typeof CountTokensEnvelope.Type & { readonly max_tokens?: number }

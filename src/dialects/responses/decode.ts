@@ -1,9 +1,10 @@
 /**
  * The Responses request body → canonical request, plus what the envelope echoes back.
  *
- * Scalars are checked by a Schema (its first issue names the field); typed members (input items,
- * tools, tool_choice, text.format) by the readers in `input.ts` and `options.ts`. Fields the
- * gateway has no use for (`include`, `truncation`, `service_tier`, …) are accepted and ignored.
+ * Decoded in stages (`../staged-decode.ts`): the envelope's scalars here, then the typed members
+ * (input items, tools, tool_choice, text.format) one by one in `input.ts` and `options.ts`, which
+ * the envelope keeps as sent (the response echoes them). Fields the gateway has no use for
+ * (`include`, `truncation`, `service_tier`, …) are accepted and ignored.
  */
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound } from "../../errors.ts"
@@ -11,13 +12,9 @@ import type { JsonValue } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
-import { firstIssue } from "../../util/schema-issue.ts"
-import { FieldError, MissingItem, toInvalidRequest } from "./field-error.ts"
+import { decodeRequest, decoderAt, opt, refuse } from "../staged-decode.ts"
 import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
 import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
-
-/** Optional, and `null` means absent (the SDKs send explicit nulls). */
-const opt = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
 const Effort = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh"])
 
@@ -65,13 +62,7 @@ export interface ResponsesEcho {
   readonly metadata: Readonly<Record<string, string>>
 }
 
-const decodeBody = (raw: unknown) =>
-  Schema.decodeUnknownEffect(Body)(raw).pipe(Effect.mapError((error) => {
-    const issue = firstIssue(error)
-    return issue.path === ""
-      ? new InvalidRequest({ message: `Invalid request body: ${issue.message}` })
-      : new InvalidRequest({ message: `${issue.path}: ${issue.message}`, param: issue.path })
-  }))
+const decodeBody = decoderAt(Body)
 
 /**
  * Decodes a body whose `item_reference`s resolve through `resolve` (the caller's stored items);
@@ -79,20 +70,17 @@ const decodeBody = (raw: unknown) =>
  * answers it.
  */
 export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest | NotFound> =>
-  Effect.flatMap(decodeBody(raw), (body) =>
-    Effect.try({
-      try: () => translate(body, resolve),
-      catch: (error) => {
-        if (error instanceof FieldError) return toInvalidRequest(error)
-        if (error instanceof MissingItem) return new NotFound({ kind: "chain", message: `Item with id '${error.id}' not found.`, param: "input" })
-        throw error
-      }
-    }))
+  Effect.suspend(() => {
+    try {
+      return Effect.succeed(translate(decodeBody(raw, ""), resolve))
+    } catch (error) {
+      if (error instanceof InvalidRequest || error instanceof NotFound) return Effect.fail(error)
+      throw error
+    }
+  })
 
 /** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
-export const decode = (raw: unknown): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest> =>
-  decodeWithItems(raw, noStoredItems).pipe(Effect.catchTag("NotFound", (error) =>
-    Effect.fail(new InvalidRequest({ message: `input: ${error.message} Item references need stored responses (the HTTP API); send the item itself`, param: "input" }))))
+export const decode = decodeRequest((raw) => translate(decodeBody(raw, ""), noStoredItems))
 
 /**
  * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
@@ -108,7 +96,7 @@ const reasoningSettings = (reasoning: Body["reasoning"]): ReasoningSettings => {
 
 const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> => {
   if (Array.isArray(body.input) && body.input.length === 0 && !body.previous_response_id) {
-    throw new FieldError("input", "must hold at least one item")
+    refuse("input", "must hold at least one item")
   }
   const input = decodeInput(body.input, resolve)
   const tools = decodeTools(body.tools ?? [])

@@ -49,7 +49,7 @@ export const outputItem = (block: OutputBlock, responseId: string, index: number
   }
 }
 
-export const wireUsage = (usage: Usage) => ({
+export const responsesUsage = (usage: Usage) => ({
   input_tokens: usage.inputTokens,
   input_tokens_details: { cached_tokens: usage.cachedInputTokens },
   output_tokens: usage.outputTokens,
@@ -64,7 +64,7 @@ export const incompleteReason = (stopReason: StopReason): string | undefined =>
 export interface EnvelopeState {
   readonly status: "in_progress" | "completed" | "incomplete" | "failed"
   readonly output: ReadonlyArray<unknown>
-  readonly usage: ReturnType<typeof wireUsage> | null
+  readonly usage: ReturnType<typeof responsesUsage> | null
   readonly incompleteReason?: string | undefined
   readonly error?: { readonly code: string; readonly message: string } | undefined
 }
@@ -105,7 +105,7 @@ export const encodeResponse = (response: CanonicalResponse, context: EncodeConte
   return envelope(context, {
     status: reason === undefined ? "completed" : "incomplete",
     output: response.content.map((block, index) => outputItem(block, context.id, index)),
-    usage: wireUsage(response.usage),
+    usage: responsesUsage(response.usage),
     incompleteReason: reason
   })
 }

@@ -7,7 +7,7 @@ import type { ChatDialect } from "../dialect.ts"
 import { decode, defaultEcho, type ResponsesEcho } from "./decode.ts"
 import { encodeResponse } from "./envelope.ts"
 import { newResponseId } from "./ids.ts"
-import { makeStreamEncoder } from "./stream.ts"
+import { makeResponsesStreamEncoder } from "./stream.ts"
 
 export type { ResponsesEcho } from "./decode.ts"
 export { outputAsInput } from "./envelope.ts"
@@ -18,5 +18,5 @@ export const responsesDialect: ChatDialect<ResponsesEcho> = {
   decode,
   defaultEcho,
   encodeResponse,
-  streamEncoder: makeStreamEncoder
+  streamEncoder: makeResponsesStreamEncoder
 }

@@ -10,7 +10,7 @@
  * kept as sent and not indexed again (it already names an item, or names nothing of ours).
  */
 import { randomBytes } from "node:crypto"
-import { isObject, type Obj } from "./field-error.ts"
+import { isObject, type Obj } from "./wire-object.ts"
 import { type ItemResolver, isItemReference } from "./input.ts"
 
 export interface ListedInput {

@@ -10,10 +10,17 @@
  * An `item_reference` (or a bare `{id}`, as the AI SDK sends reasoning items) stands for an item
  * of a stored response: the route looks the ids up (`referencedItemIds`) and passes a resolver,
  * and the stored item decodes exactly as if the client had sent it again.
+ *
+ * Decoded in stages (`../staged-decode.ts`): each item by its `type`, each content part by its
+ * `type`; what a shape cannot say (which roles may hold which parts, refused file ids) is refused
+ * here with the same 400.
  */
+import { Schema } from "effect"
+import { InvalidRequest, NotFound } from "../../errors.ts"
 import type { ContentBlock, DocumentBlock, ImageBlock, JsonValue, Message, TextBlock } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
-import { FieldError, isObject, MissingItem, object, type Obj, optionalString, string } from "./field-error.ts"
+import { decoderAt, discriminated, given, opt, refuse } from "../staged-decode.ts"
+import { isObject, type Obj } from "./wire-object.ts"
 
 /** The stored wire item with this id, among the caller's items; undefined when there is none. */
 export type ItemResolver = (id: string) => unknown
@@ -31,13 +38,66 @@ export const referencedItemIds = (input: unknown): ReadonlyArray<string> =>
     ? [...new Set(input.filter(isItemReference).map((item) => item.id).filter((id): id is string => typeof id === "string"))]
     : []
 
-/** The stored item a reference stands for; a missing one is a 404 naming only its id. */
-export const resolveReference = (item: Obj, path: string, resolve: ItemResolver): unknown => {
-  const id = string(item, "id", path)
+const decodeReference = decoderAt(Schema.Struct({ id: Schema.String }))
+
+/**
+ * The stored item a reference stands for. A missing one is a 404 naming only its id (as OpenAI
+ * answers it) when there are stored items to look in; without storage (`noStoredItems`, the
+ * embedding API) it is a 400: references need the HTTP API.
+ */
+const resolveReference = (item: Obj, path: string, resolve: ItemResolver): unknown => {
+  const { id } = decodeReference(item, path)
   const stored = resolve(id)
-  if (stored === undefined) throw new MissingItem(id)
-  return stored
+  if (stored !== undefined) return stored
+  const message = `Item with id '${id}' not found.`
+  if (resolve === noStoredItems) {
+    throw new InvalidRequest({ message: `input: ${message} Item references need stored responses (the HTTP API); send the item itself`, param: "input" })
+  }
+  throw new NotFound({ kind: "chain", message, param: "input" })
 }
+
+const TextPart = Schema.Struct({ type: Schema.Literals(["input_text", "output_text"]), text: Schema.String })
+
+const PartMembers = {
+  input_text: TextPart,
+  output_text: TextPart,
+  refusal: Schema.Struct({ type: Schema.Literal("refusal"), refusal: Schema.String }),
+  input_image: Schema.Struct({ type: Schema.Literal("input_image"), image_url: opt(Schema.String), file_id: Schema.optional(Schema.Unknown) }),
+  input_file: Schema.Struct({
+    type: Schema.Literal("input_file"),
+    file_data: opt(Schema.String),
+    file_url: opt(Schema.String),
+    file_id: Schema.optional(Schema.Unknown),
+    filename: opt(Schema.String)
+  })
+}
+type Part = (typeof PartMembers)[keyof typeof PartMembers]["Type"]
+
+const Role = Schema.Literals(["user", "assistant", "system", "developer"])
+/** Content parts are decoded one by one; a list must hold at least one. */
+const Content = Schema.Union([Schema.String, Schema.Array(Schema.Unknown).check(Schema.isMinLength(1))])
+
+/** An easy message `{role, content}`: an item without a `type` (or with `type: null`). */
+const EasyMessage = Schema.Struct({ role: Role, content: Content })
+
+const ItemMembers = {
+  message: Schema.Struct({ type: Schema.Literal("message"), role: Role, content: Content }),
+  function_call: Schema.Struct({ type: Schema.Literal("function_call"), call_id: Schema.String, name: Schema.String, arguments: Schema.String }),
+  function_call_output: Schema.Struct({
+    type: Schema.Literal("function_call_output"),
+    call_id: Schema.String,
+    output: Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
+  }),
+  reasoning: Schema.Struct({
+    type: Schema.Literal("reasoning"),
+    encrypted_content: opt(Schema.String),
+    summary: opt(Schema.Array(Schema.Struct({ text: Schema.String })))
+  })
+}
+
+const decodeItemMember = discriminated("type", ItemMembers)
+const decodeEasyMessage = decoderAt(EasyMessage)
+const decodePartMember = discriminated("type", PartMembers)
 
 export interface DecodedInput {
   readonly system: ReadonlyArray<TextBlock>
@@ -73,88 +133,76 @@ export const decodeInput = (input: string | ReadonlyArray<unknown>, resolve: Ite
 }
 
 const decodeItem = (raw: unknown, path: string): Piece | undefined => {
-  const item = object(raw, path)
-  const type = item.type ?? "message"
-  switch (type) {
+  if (isObject(raw) && raw.type == null) return messagePiece(decodeEasyMessage(raw, path), path)
+  const item = decodeItemMember(raw, path)
+  switch (item.type) {
     case "message":
-      return decodeMessage(item, path)
-    case "function_call": {
-      const args = string(item, "arguments", path)
+      return messagePiece(item, path)
+    case "function_call":
       return {
         role: "assistant",
         kind: "call",
-        blocks: [{ type: "tool_use", id: string(item, "call_id", path), name: string(item, "name", path), input: parseArguments(args, `${path}.arguments`) }]
+        blocks: [{ type: "tool_use", id: item.call_id, name: item.name, input: parseArguments(item.arguments, `${path}.arguments`) }]
       }
+    case "function_call_output": {
+      const { call_id: toolUseId, output } = item
+      const content = typeof output === "string" ? output : output.map((part, j) => decodePart(part, `${path}.output[${j}]`, "user"))
+      return { role: "user", kind: "result", blocks: [{ type: "tool_result", toolUseId, content, isError: false }] }
     }
-    case "function_call_output":
-      return { role: "user", kind: "result", blocks: [decodeToolOutput(item, path)] }
     case "reasoning":
-      return decodeReasoning(item, path)
-    default:
-      throw new FieldError(`${path}.type`, `unsupported input item type ${JSON.stringify(type)}`)
+      return reasoningPiece(item)
   }
 }
 
-const ROLES = ["user", "assistant", "system", "developer"]
-
-const decodeMessage = (item: Obj, path: string): Piece => {
-  const role = item.role
-  if (typeof role !== "string" || !ROLES.includes(role)) {
-    throw new FieldError(`${path}.role`, `expected one of ${ROLES.map((r) => `"${r}"`).join(", ")}`)
-  }
-  const content = item.content
-  let blocks: Array<ContentBlock>
-  if (typeof content === "string") blocks = [textBlock(content)]
-  else if (Array.isArray(content)) blocks = content.map((part, j) => decodePart(part, `${path}.content[${j}]`, role))
-  else throw new FieldError(`${path}.content`, "expected a string or an array of content parts")
-  if (blocks.length === 0) throw new FieldError(`${path}.content`, "must not be empty")
+const messagePiece = ({ role, content }: typeof EasyMessage.Type, path: string): Piece => {
+  const blocks = typeof content === "string"
+    ? [textBlock(content)]
+    : content.map((part, j) => decodePart(part, `${path}.content[${j}]`, role))
   if (role === "system" || role === "developer") return { role: "system", blocks: blocks as Array<TextBlock> }
-  return { role: role as "user" | "assistant", kind: "message", blocks }
+  return { role, kind: "message", blocks }
 }
 
 /** One content part. Only user turns (and tool outputs) may carry images and files. */
 const decodePart = (raw: unknown, path: string, role: string): TextBlock | ImageBlock | DocumentBlock => {
-  const part = object(raw, path)
+  const part: Part = decodePartMember(raw, path)
   switch (part.type) {
     case "input_text":
     case "output_text":
-      return textBlock(string(part, "text", path))
+      return textBlock(part.text)
     case "refusal":
-      if (role === "assistant") return textBlock(string(part, "refusal", path))
+      if (role === "assistant") return textBlock(part.refusal)
       break
     case "input_image":
-      if (role === "user") return decodeImage(part, path)
+      if (role === "user") return imageBlock(part, path)
       break
     case "input_file":
-      if (role === "user") return decodeFile(part, path)
+      if (role === "user") return documentBlock(part, path)
       break
-    default:
-      throw new FieldError(`${path}.type`, `unsupported content part type ${JSON.stringify(part.type)}`)
   }
-  throw new FieldError(`${path}.type`, `a ${role} message cannot hold ${JSON.stringify(part.type)} parts`)
+  return refuse(`${path}.type`, `a ${role} message cannot hold ${JSON.stringify(part.type)} parts`)
 }
 
 const DATA_URL = /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s
 
-const decodeImage = (part: Obj, path: string): ImageBlock => {
-  const url = optionalString(part, "image_url", path)
+const imageBlock = (part: typeof PartMembers.input_image.Type, path: string): ImageBlock => {
+  const url = given(part.image_url)
   if (url === undefined) {
-    if (part.file_id !== undefined && part.file_id !== null) {
-      throw new FieldError(`${path}.file_id`, "file ids are not supported; send the image as image_url (a data: URL or an http(s) URL)")
+    if (given(part.file_id) !== undefined) {
+      return refuse(`${path}.file_id`, "file ids are not supported; send the image as image_url (a data: URL or an http(s) URL)")
     }
-    throw new FieldError(`${path}.image_url`, "is required")
+    return refuse(`${path}.image_url`, "is required")
   }
   const data = DATA_URL.exec(url)
   if (data !== null) return { type: "image", source: { kind: "base64", mediaType: data[1], data: data[2] } }
   if (/^https?:\/\//i.test(url)) return { type: "image", source: { kind: "url", url } }
-  throw new FieldError(`${path}.image_url`, "expected a base64 data: URL or an http(s) URL")
+  return refuse(`${path}.image_url`, "expected a base64 data: URL or an http(s) URL")
 }
 
 /** `file_data` is a data: URL (or bare base64, taken as a PDF); `file_url` a link to a PDF. */
-const decodeFile = (part: Obj, path: string): DocumentBlock => {
-  const title = optionalString(part, "filename", path)
+const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): DocumentBlock => {
+  const title = given(part.filename)
   const titled = (block: DocumentBlock): DocumentBlock => (title === undefined ? block : { ...block, title })
-  const fileData = optionalString(part, "file_data", path)
+  const fileData = given(part.file_data)
   if (fileData !== undefined) {
     const data = DATA_URL.exec(fileData)
     const mediaType = data?.[1] ?? "application/pdf"
@@ -163,14 +211,14 @@ const decodeFile = (part: Obj, path: string): DocumentBlock => {
     if (mediaType.startsWith("text/")) {
       return titled({ type: "document", source: { kind: "text", mediaType, text: Buffer.from(base64, "base64").toString("utf8") } })
     }
-    throw new FieldError(`${path}.file_data`, `only PDF and text files are supported, not ${mediaType}`)
+    return refuse(`${path}.file_data`, `only PDF and text files are supported, not ${mediaType}`)
   }
-  const fileUrl = optionalString(part, "file_url", path)
+  const fileUrl = given(part.file_url)
   if (fileUrl !== undefined) return titled({ type: "document", source: { kind: "url", url: fileUrl } })
-  if (part.file_id !== undefined && part.file_id !== null) {
-    throw new FieldError(`${path}.file_id`, "file ids are not supported; send the file as file_data (a base64 data: URL)")
+  if (given(part.file_id) !== undefined) {
+    return refuse(`${path}.file_id`, "file ids are not supported; send the file as file_data (a base64 data: URL)")
   }
-  throw new FieldError(`${path}.file_data`, "is required")
+  return refuse(`${path}.file_data`, "is required")
 }
 
 const parseArguments = (json: string, path: string): JsonValue => {
@@ -178,17 +226,8 @@ const parseArguments = (json: string, path: string): JsonValue => {
   try {
     return JSON.parse(json) as JsonValue
   } catch {
-    throw new FieldError(path, "is not valid JSON")
+    return refuse(path, "is not valid JSON")
   }
-}
-
-const decodeToolOutput = (item: Obj, path: string): ContentBlock => {
-  const toolUseId = string(item, "call_id", path)
-  const output = item.output
-  if (typeof output === "string") return { type: "tool_result", toolUseId, content: output, isError: false }
-  if (!Array.isArray(output)) throw new FieldError(`${path}.output`, "expected a string or an array of content parts")
-  const content = output.map((part, j) => decodePart(part, `${path}.output[${j}]`, "user"))
-  return { type: "tool_result", toolUseId, content, isError: false }
 }
 
 /**
@@ -196,17 +235,12 @@ const decodeToolOutput = (item: Obj, path: string): ContentBlock => {
  * thinking signature, or redacted data): an upstream accepts prior reasoning only with proof it
  * produced it, so a bare summary is dropped rather than forwarded as unverifiable thinking.
  */
-const decodeReasoning = (item: Obj, path: string): Piece | undefined => {
-  const encrypted = optionalString(item, "encrypted_content", path)
-  const summary = item.summary ?? []
-  if (!Array.isArray(summary)) throw new FieldError(`${path}.summary`, "expected an array")
-  const text = summary.map((part, j) => {
-    if (!isObject(part)) throw new FieldError(`${path}.summary[${j}]`, "expected an object")
-    return string(part, "text", `${path}.summary[${j}]`)
-  }).join("\n\n")
+const reasoningPiece = (item: typeof ItemMembers.reasoning.Type): Piece | undefined => {
+  const encrypted = given(item.encrypted_content)
   if (encrypted === undefined) return undefined
+  const summary = given(item.summary) ?? []
   const block: ContentBlock = summary.length > 0
-    ? { type: "thinking", thinking: text, signature: encrypted }
+    ? { type: "thinking", thinking: summary.map((part) => part.text).join("\n\n"), signature: encrypted }
     : { type: "redacted_thinking", data: encrypted }
   return { role: "assistant", kind: "reasoning", blocks: [block] }
 }

@@ -10,7 +10,7 @@
 import type { CanonicalEvent } from "../../model/events.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { ResponsesEcho } from "./decode.ts"
-import { makeStreamEncoder } from "./stream.ts"
+import { makeResponsesStreamEncoder } from "./stream.ts"
 
 /** What is stored beside a response so its stream can be replayed. */
 export interface ReplayRecord {
@@ -21,7 +21,7 @@ export interface ReplayRecord {
 
 /** The SSE frames of the stored response, after `startingAfter` when given. */
 export const replayFrames = (id: string, model: string, record: ReplayRecord, startingAfter?: number): Array<string> => {
-  const encoder = makeStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
+  const encoder = makeResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
   const frames = record.events.flatMap((event) => encoder.event(event).split(/(?<=\n\n)/).filter((frame) => frame !== ""))
   if (startingAfter === undefined) return frames
   return frames.filter((frame) => sequenceOf(frame) > startingAfter)

@@ -28,7 +28,7 @@ import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } fro
 /** OpenAI's `ResponseError.code` for a failure type of ours. */
 const failedCode = (failure: StreamFailure) => (failure.type === "rate_limit_error" ? "rate_limit_exceeded" : "server_error")
 
-export const makeStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => {
+export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => {
   const builder = makeResponseBuilder()
   let sequence = 0
   let started = false

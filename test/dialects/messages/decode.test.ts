@@ -153,7 +153,7 @@ describe("messages decode: validation names the field", () => {
     ["bad role", { ...base, messages: [{ role: "tool", content: "x" }] }, "messages[0].role"],
     ["bad base64 image data", user([{ type: "text", text: "a" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "data:image/png;base64,AAAA" } }]), "messages[0].content[1].source.data"],
     ["bad image media type", user([{ type: "image", source: { type: "base64", media_type: "image/bmp", data: PNG } }]), "messages[0].content[0].source.media_type"],
-    ["unknown block type", user([{ type: "hologram" }]), "messages[0].content[0]"],
+    ["unknown block type", user([{ type: "hologram" }]), "messages[0].content[0].type"],
     ["tool_result without id", user([{ type: "tool_result", content: "x" }]), "messages[0].content[0].tool_use_id"],
     ["temperature above 1", { ...user("hi"), temperature: 1.5 }, "temperature"],
     ["top_k negative", { ...user("hi"), top_k: -1 }, "top_k"],

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { collect } from "../../../src/model/events.ts"
-import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../../../src/responses/transcript.ts"
+import { continueConversation, emptyTranscript, readTranscript, withAnswer } from "../../../src/stored-responses/transcript.ts"
 import { decodeOk, fullScript, usage } from "./fixtures.ts"
 
 describe("responses transcript", () => {

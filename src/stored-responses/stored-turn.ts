@@ -14,28 +14,31 @@
  */
 import { Effect, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import { BackendError } from "../backends/backend.ts"
 import type { EncodeContext } from "../dialects/dialect.ts"
 import { outputItem } from "../dialects/responses/envelope.ts"
-import type { Obj } from "../dialects/responses/field-error.ts"
+import type { Obj } from "../dialects/responses/wire-object.ts"
 import { type ItemResolver } from "../dialects/responses/input.ts"
 import { listInputItems } from "../dialects/responses/input-items.ts"
 import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
 import type { ReplayRecord } from "../dialects/responses/replay.ts"
-import { PayloadTooLarge } from "../errors.ts"
-import type { QueueTimeout } from "../runtime/capacity-queues.ts"
+import { InvalidRequest, PayloadTooLarge, ServiceUnavailable } from "../errors.ts"
+import type { BackendError } from "../backends/backend.ts"
+import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
+
+/** How a call can fail (as `http/chat-answer.ts` names it). */
+type CallFailure = BackendError | QueueTimeout
+
+/** How storing the answer can fail (see `saveFailure`). */
+type StoreFailure = ServiceUnavailable | InvalidRequest
 
 /**
  * The most a stored conversation (canonical transcript plus listed input items) may hold. A
  * stored row is read back whole, and the SQL client reads at most 16 MiB per row; the answer,
  * its body and its replay record need the rest.
  */
-/** How a call can fail (as `http/chat-answer.ts` names it). */
-type CallFailure = BackendError | QueueTimeout
-
 export const STORE_LIMIT_BYTES = 8 * 1024 * 1024
 
 export interface StorePlan {
@@ -74,18 +77,13 @@ export const planStore = (
 
 /**
  * A save that fails is never silent: a storage outage ends the answer as a retryable 503 (or the
- * stream's error event); any other failure concerns what was sent and is a 400 naming `store`,
- * which SDKs do not retry.
+ * stream's error event), reported as the storage's failure, never as the model's; any other
+ * failure concerns what was sent and is a 400 naming `store`, which SDKs do not retry.
  */
-const saveFailure = (error: SqlError.SqlError) =>
+export const saveFailure = (error: SqlError.SqlError): StoreFailure =>
   error.isRetryable || error.reason._tag === "ConnectionError"
-    ? new BackendError({ status: 503, type: "api_error", message: "The response could not be stored: storage is unavailable", retryable: true })
-    : new BackendError({
-      status: 400,
-      type: "invalid_request_error",
-      message: `The response could not be stored (${error.message}); send it with store: false`,
-      retryable: false
-    })
+    ? new ServiceUnavailable({ status: 503, message: "The response could not be stored: storage is unavailable", retryAfterSeconds: 1 })
+    : new InvalidRequest({ message: `The response could not be stored (${error.message}); send it with store: false`, param: "store" })
 
 export const storeOnStop = (
   events: Stream.Stream<CanonicalEvent, CallFailure>,
@@ -93,10 +91,10 @@ export const storeOnStop = (
   keyId: string,
   plan: StorePlan,
   save: (response: NewStoredResponse) => Effect.Effect<void, SqlError.SqlError>
-): Stream.Stream<CanonicalEvent, CallFailure> => {
+): Stream.Stream<CanonicalEvent, CallFailure | StoreFailure> => {
   const builder = makeResponseBuilder()
   const recorded: Array<CanonicalEvent> = []
-  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure> => {
+  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure | StoreFailure> => {
     builder.add(event)
     recorded.push(event)
     if (event.type !== "message_stop") return Effect.succeed(event)

@@ -1,0 +1,202 @@
+/**
+ * The gateway's one Redis client (ioredis): one command connection and one subscriber connection,
+ * shared by everything that uses Redis — the coordination counters (redis.ts), the capacity queues
+ * (runtime/redis-capacity-queues.ts), the run-log signals (run-signals.ts) and the readiness probe.
+ * Shaped like Effect's own `persistence/Redis` service (commands, scoped subscriptions, Lua
+ * scripts), but on ioredis, whose pipelines and script commands the callers' one-round-trip paths
+ * rely on, and with every subscription multiplexed on a single connection.
+ *
+ * Outages: the command connection has no offline queue and a command timeout, so while Redis is
+ * down a command fails fast with `RedisError` instead of piling up; each caller decides what that
+ * means (rate limits fail open, allowance fails closed, queue releases lapse by TTL). The
+ * subscriber keeps its offline queue so a SUBSCRIBE waits for the connection, and ioredis
+ * subscribes again after every reconnect. A Redis down at start is an outage like any later one,
+ * not a crash: the layer waits `connectTimeoutMs` for it, then goes on with a warning. Connection
+ * errors are logged through Effect's logger, at most once per 10 s per connection.
+ */
+import { Context, Deferred, Effect, Layer, Schedule, Schema, type Scope } from "effect"
+import { Redis } from "ioredis"
+import { Settings } from "../config/settings.ts"
+import { KEY_PREFIX } from "./types.ts"
+
+/** A Redis command failed (down, timed out, refused, or a script error). */
+export class RedisError extends Schema.TaggedError<RedisError>()("RedisError", {
+  /** What was being done, e.g. `gate` or `subscribe`. */
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface RedisClientOptions {
+  readonly url: string
+  /** Prefix of every key and channel (default `gw:`): gateways that share it share their state; tests use a unique one. */
+  readonly prefix?: string | undefined
+  /** A command without an answer after this long fails (default 1 s). */
+  readonly commandTimeoutMs?: number | undefined
+  /** How long to wait for the first connection, and a connection attempt (default 5 s). */
+  readonly connectTimeoutMs?: number | undefined
+}
+
+export interface RedisClientShape {
+  readonly prefix: string
+  /**
+   * The command connection, for what `use` runs: pipelines and the script commands defined with
+   * `defineScripts`. Fails fast while Redis is down.
+   */
+  readonly client: Redis
+  /** Runs commands on the command connection; a rejection becomes a `RedisError` naming `operation`. */
+  use<A>(operation: string, run: (client: Redis) => Promise<A>): Effect.Effect<A, RedisError>
+  /**
+   * Defines Lua scripts as commands of the command connection (name → source): ioredis sends
+   * EVALSHA and falls back to EVAL once, in pipelines too. Names must differ between callers.
+   */
+  defineScripts(sources: Readonly<Record<string, string>>): void
+  /**
+   * Calls `onMessage` with every message on `channel` while the scope is open. The listener is
+   * registered at once; SUBSCRIBE is retried in the background until Redis answers. The returned
+   * Effect tells whether the subscription is in place: true once it is, false if it is not
+   * within the connect timeout, or at once while Redis is down (messages then arrive later).
+   */
+  subscribe(channel: string, onMessage: (message: string) => void): Effect.Effect<Effect.Effect<boolean>, never, Scope.Scope>
+}
+
+const ERROR_LOG_INTERVAL_MS = 10_000
+const reconnectDelay = (attempt: number) => Math.min(attempt * 200, 2_000)
+const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+/** Waits for a connection's first "ready", at most `timeoutMs`; true when it came. */
+const awaitReady = (connection: Redis, timeoutMs: number) =>
+  Effect.callback<void>((resume) => {
+    if (connection.status === "ready") return resume(Effect.void)
+    const ready = () => resume(Effect.void)
+    connection.once("ready", ready)
+    return Effect.sync(() => connection.off("ready", ready))
+  }).pipe(Effect.timeoutOption(timeoutMs), Effect.map((done) => done._tag === "Some"))
+
+/**
+ * QUIT when connected (replies in flight still arrive), else drop the socket: a command sent to a
+ * connection that is down would wait in its offline queue for reconnects and hold up the shutdown.
+ */
+const close = (connection: Redis) =>
+  connection.status === "ready"
+    ? Effect.tryPromise(() => connection.quit()).pipe(
+      Effect.timeout(1_000),
+      Effect.catchCause(() => Effect.sync(() => connection.disconnect()))
+    )
+    : Effect.sync(() => connection.disconnect())
+
+/** Opens both connections; they close with the scope (after every user of the client, which the layers' order ensures). */
+const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const prefix = options.prefix ?? KEY_PREFIX
+  const log = Effect.runForkWith(yield* Effect.context<never>())
+
+  const open = (role: "commands" | "subscriber") =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const connection = new Redis(options.url, {
+          ...(role === "commands"
+            ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs ?? 1_000 }
+            : {}),
+          connectTimeout: connectTimeoutMs,
+          retryStrategy: reconnectDelay,
+          // Named after the prefix, so CLIENT LIST shows which gateway holds which connection.
+          connectionName: `${prefix}${role}`.replace(/[^\w:.-]/g, "_")
+        })
+        // Without a listener ioredis prints every failed reconnect; one line per 10 s is enough.
+        let lastLogged = 0
+        connection.on("error", (error: Error) => {
+          const now = Date.now()
+          if (now - lastLogged < ERROR_LOG_INTERVAL_MS) return
+          lastLogged = now
+          log(Effect.logWarning(`redis ${role} connection: ${error.message}`))
+        })
+        return connection
+      }),
+      close
+    )
+
+  const client = yield* open("commands")
+  const subscriber = yield* open("subscriber")
+
+  // channel → its listeners; one SUBSCRIBE per channel on the shared subscriber connection
+  const listeners = new Map<string, Set<(message: string) => void>>()
+  subscriber.on("message", (channel: string, message: string) => {
+    for (const listener of listeners.get(channel) ?? []) {
+      try {
+        listener(message)
+      } catch (cause) {
+        log(Effect.logWarning(`redis: a listener on ${channel} threw: ${messageOf(cause)}`))
+      }
+    }
+  })
+
+  const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
+    Effect.tryPromise({ try: () => run(client), catch: (cause) => new RedisError({ operation, message: messageOf(cause) }) })
+
+  const subscribe = Effect.fnUntraced(function*(channel: string, onMessage: (message: string) => void) {
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const set = listeners.get(channel) ?? new Set()
+        set.add(onMessage)
+        listeners.set(channel, set)
+      }),
+      () =>
+        Effect.suspend(() => {
+          const set = listeners.get(channel)
+          set?.delete(onMessage)
+          if (set === undefined || set.size > 0) return Effect.void
+          listeners.delete(channel)
+          // Not awaited, and only when connected: see `close`.
+          if (subscriber.status === "ready") subscriber.unsubscribe(channel).catch(() => undefined)
+          return Effect.void
+        })
+    )
+    const subscribed = yield* Deferred.make<void>()
+    // SUBSCRIBE is idempotent, so a second listener on a channel may send it again.
+    yield* Effect.tryPromise({
+      try: () => subscriber.subscribe(channel),
+      catch: (cause) => new RedisError({ operation: `subscribe ${channel}`, message: messageOf(cause) })
+    }).pipe(
+      Effect.retry(Schedule.spaced(1_000)),
+      Effect.andThen(Deferred.succeed(subscribed, undefined)),
+      Effect.forkScoped
+    )
+    const inPlace = Deferred.await(subscribed).pipe(Effect.timeoutOption(connectTimeoutMs), Effect.map((done) => done._tag === "Some"))
+    // While Redis is down (the client's start already waited for it once) nobody waits again.
+    return Effect.suspend(() => (client.status === "ready" ? inPlace : Deferred.isDone(subscribed)))
+  })
+
+  // Wait for the first connection so early requests do not fail for nothing.
+  if (!(yield* awaitReady(client, connectTimeoutMs))) {
+    yield* Effect.logWarning("redis: not reachable at start; going on (callers fail open or closed until it is)")
+  }
+
+  return RedisClient.of({
+    prefix,
+    client,
+    use,
+    defineScripts: (sources) => {
+      for (const [name, lua] of Object.entries(sources)) client.defineCommand(name, { lua })
+    },
+    subscribe
+  })
+})
+
+export class RedisClient extends Context.Service<RedisClient, RedisClientShape>()("gateway/coordination/RedisClient") {
+  /** A client of its own, closed with the scope (tests and embedders running several instances in one process). */
+  static readonly make = make
+
+  /** A client at `url`; the connections close with the layer. */
+  static readonly layer = (options: RedisClientOptions) => Layer.effect(RedisClient, make(options))
+
+  /**
+   * The client at `REDIS_URL` under `GATEWAY_REDIS_PREFIX`. One value, so that every layer that
+   * provides it (coordination, capacity queues, run signals, readiness) shares one client when
+   * built together. Only provided where `REDIS_URL` is set.
+   */
+  static readonly layerFromSettings = Layer.effect(RedisClient, Effect.gen(function*() {
+    const { redisUrl, redisPrefix } = yield* Settings
+    if (redisUrl === undefined) return yield* Effect.die(new Error("RedisClient.layerFromSettings needs REDIS_URL"))
+    return yield* make({ url: redisUrl, prefix: redisPrefix })
+  }))
+}

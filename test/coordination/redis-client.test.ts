@@ -1,0 +1,71 @@
+/**
+ * The one Redis client: a running gateway holds exactly two connections (commands and one
+ * subscriber carrying every channel), whatever uses Redis; a Redis that is down at start is an
+ * outage, not a crash, with typed errors and one log line per connection instead of one per
+ * reconnect.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Logger } from "effect"
+import { Redis } from "ioredis"
+import { afterAll, inject } from "vitest"
+import { RedisClient } from "../../src/coordination/redis-client.ts"
+import { freshDataDir } from "../support/engines.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { dropPrefix, uniquePrefix } from "./support.ts"
+
+const { redisUrl } = inject("services")
+
+/** The connections CLIENT LIST shows under `prefix`'s names: name → channel count. */
+const connectionsOf = async (url: string, prefix: string) => {
+  const admin = new Redis(url, { maxRetriesPerRequest: 1 })
+  try {
+    const list = String(await admin.client("LIST"))
+    return list.split("\n").flatMap((line) => {
+      const name = /(?:^| )name=(\S*)/.exec(line)?.[1]
+      return name !== undefined && name.startsWith(prefix) ? [[name.slice(prefix.length), Number(/ sub=(\d+)/.exec(line)?.[1])] as const] : []
+    }).sort()
+  } finally {
+    admin.disconnect()
+  }
+}
+
+describe.skipIf(redisUrl === null)("RedisClient in a running gateway", () => {
+  const prefix = `${uniquePrefix()}`
+  let gateway: GatewayProcess | undefined
+  afterAll(async () => {
+    await gateway?.stop()
+    await Effect.runPromise(dropPrefix(redisUrl!, prefix))
+  })
+
+  it("coordination, capacity queues, run signals and readiness share two connections", async () => {
+    gateway = await startGateway({ GATEWAY_DATA_DIR: freshDataDir(), REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: prefix })
+    const ready = await fetch(`${gateway.baseUrl}/readyz`)
+    assert.strictEqual(ready.status, 200)
+    assert.deepInclude(await ready.json(), { status: "ready" })
+    // The subscriber carries the run-signal channel and this instance's grant channel.
+    assert.deepStrictEqual(await connectionsOf(redisUrl!, prefix), [["commands", 0], ["subscriber", 2]])
+  }, 60_000)
+})
+
+describe("RedisClient when Redis is down", () => {
+  it.live("starts after the connect timeout, fails commands with a typed RedisError, logs each connection's errors once", () => {
+    const logged: Array<string> = []
+    const capture = Logger.make(({ message }) => {
+      logged.push([message].flat().map(String).join(" "))
+    })
+    return Effect.gen(function*() {
+      const redis = yield* RedisClient.make({ url: "redis://127.0.0.1:1", connectTimeoutMs: 200, prefix: "down:" })
+      const error = yield* Effect.flip(redis.use("gate", (client) => client.get("x")))
+      assert.strictEqual(error._tag, "RedisError")
+      assert.strictEqual(error.operation, "gate")
+      // A subscription registers; it is not in place, and says so instead of hanging.
+      const subscribed = yield* redis.subscribe("down:channel", () => {})
+      assert.isFalse(yield* subscribed)
+      // ioredis retries every 200 ms–2 s meanwhile; each connection logs its error once per 10 s.
+      yield* Effect.sleep("1 second")
+      const errorLines = logged.filter((line) => line.startsWith("redis ") && line.includes(" connection: "))
+      assert.deepStrictEqual(errorLines.map((line) => line.split(" ")[1]).sort(), ["commands", "subscriber"])
+      assert.isTrue(logged.some((line) => line.startsWith("redis: not reachable at start")))
+    }).pipe(Effect.scoped, Effect.provide(Logger.layer([capture])))
+  }, 20_000)
+})
