@@ -1,7 +1,8 @@
 /**
  * The batch workers of one instance. Every instance runs them, so any instance executes any
  * batch:
- *  - fill (every poll interval, and at once when a batch is created here): claims up to
+ *  - fill (every poll interval — longer while polls find nothing — and at once when a batch is
+ *    created here): claims up to
  *    `concurrency` − (requests in flight) requests with a lease and executes each in a fiber
  *    (execute-request.ts), then writes its result — fenced by the claim's attempt, so a request
  *    taken over meanwhile keeps the result of its current holder only;
@@ -56,6 +57,12 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
     const scope = yield* Effect.scope
 
     const tag = (claim: BatchClaim) => `${claim.batchId}:${claim.idx}`
+    // Polls that found nothing in a row: an idle instance polls less often (up to 16 × pollMs, at
+    // most 5 s), so it does not query SQL twice a second for nothing; any claim or local create
+    // brings it back to pollMs.
+    let idlePolls = 0
+    const pollMs = Math.max(20, settings.pollMs)
+    const nextPollMs = () => Math.min(Math.max(pollMs, 5_000), pollMs * 2 ** Math.min(4, idlePolls))
 
     /** Writes the outcome, retrying a storage failure a few times (the lease keeps the request ours). */
     const record = (claim: BatchClaim, outcome: RequestOutcome) =>
@@ -87,6 +94,7 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       const free = concurrency - attempts.size
       if (free <= 0) return
       const claims = yield* repo.claim(instanceId, leaseMs, free)
+      idlePolls = claims.length === 0 ? idlePolls + 1 : 0
       for (const claim of claims) {
         attempts.set(tag(claim), claim.attempt)
         yield* FiberMap.run(
@@ -131,12 +139,16 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       )
     yield* loop("heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
     yield* loop("sweeper", Math.max(100, Math.min(1_000, Math.floor(leaseMs / 2))), repo.sweep())
-    yield* loop("poll", Math.max(20, settings.pollMs), fill)
+    yield* Effect.forkScoped(Effect.forever(Effect.andThen(fill, Effect.suspend(() => Effect.sleep(nextPollMs())))))
 
     return BatchWorkers.of({
       instanceId,
       windowMs: Math.max(1, settings.windowMs),
-      wake: () => Effect.asVoid(Effect.forkIn(fill, scope))
+      wake: () =>
+        Effect.suspend(() => {
+          idlePolls = 0
+          return Effect.asVoid(Effect.forkIn(fill, scope))
+        })
     })
   }))
 }
