@@ -24,6 +24,7 @@ import type { Readiness } from "../health/readiness.ts"
 import type { BatchesRepo } from "../batches/batches-repo.ts"
 import type { BatchWorkers } from "../batches/batch-workers.ts"
 import type { FilesRepo } from "../files/files-repo.ts"
+import type { MetricsScrape } from "../observability/metrics-scrape.ts"
 
 export type RouteServices =
   | Catalog
@@ -51,3 +52,4 @@ export type RouteServices =
   | BatchesRepo
   | BatchWorkers
   | FilesRepo
+  | MetricsScrape

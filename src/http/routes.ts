@@ -10,6 +10,7 @@ import { filesRoutes } from "./files-routes.ts"
 import { healthRoutes } from "./health-routes.ts"
 import { messageBatchesRoutes } from "./message-batches-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
+import { metricsRoutes } from "./metrics-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
 import { placementsRoutes } from "./placements-routes.ts"
@@ -49,6 +50,7 @@ const extensions: DashboardExtensions = {
 export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...apiRoutes,
   ...healthRoutes,
+  ...metricsRoutes,
   ...dashboardApiRoutes,
   ...dashboardLiveRoutes,
   ...dashboardRoutes(extensions)
