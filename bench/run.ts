@@ -7,6 +7,7 @@
  *   npm run bench -- --quick       smoke check (< 5 min)
  *   npm run bench -- --only=overhead,queueing,streams,soak   a subset
  *   npm run bench -- --only=artifacts   the artifacts upload/query benchmark (optional; also `node bench/artifacts.ts`)
+ *   npm run bench -- --only=batches     a 1,000-request batch beside interactive traffic (optional; also `node bench/batches.ts`)
  *   npm run bench -- --runs=5      more runs per point (at least 3)
  *
  * Writes bench/results/<timestamp>.json, <timestamp>.md, <timestamp>-*.svg and latest.md.
@@ -17,6 +18,7 @@ import { cpus, freemem, loadavg, release, tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { type ArtifactsResult, artifactsMarkdown, runArtifacts } from "./artifacts.ts"
+import { type BatchesResult, batchesMarkdown, runBatches } from "./batches.ts"
 import { affinity, pin, reachable, ROOT, serviceVersions, stopAll } from "./lib/procs.ts"
 import { FULL, type Profile, QUICK } from "./lib/profile.ts"
 import { writeReport } from "./lib/report.ts"
@@ -142,6 +144,7 @@ const queueing: QueueingResult | null = await attempt("queueing", () => {
 const streams: StreamsResult | null = await attempt("streams", () => runStreams(profile, logDir))
 const soak: SoakResult | null = await attempt("soak", () => runSoak(profile, logDir))
 const artifacts: ArtifactsResult | null = await attempt("artifacts", () => runArtifacts({ quick: profile.name === "quick" }, logDir))
+const batches: BatchesResult | null = await attempt("batches", () => runBatches({ quick: profile.name === "quick" }, logDir))
 
 machine.loadAverageAtEnd = loadavg()
 const elapsedS = (Date.now() - started.getTime()) / 1000
@@ -160,13 +163,15 @@ const result = {
   queueing,
   streams,
   soak,
-  artifacts
+  artifacts,
+  batches
 }
 const jsonFile = join(outDir, `${stamp}.json`)
 // JSON has no NaN: a figure that could not be taken (no samples) is written as the string "NaN".
 writeFileSync(jsonFile, `${JSON.stringify(result, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? String(v) : v), 1)}\n`)
 const mdFile = writeReport(result, outDir, stamp)
 if (artifacts !== null) appendFileSync(mdFile, `\n${artifactsMarkdown(artifacts)}`)
+if (batches !== null) appendFileSync(mdFile, `\n${batchesMarkdown(batches)}`)
 copyFileSync(mdFile, join(outDir, "latest.md"))
 console.log(`\nwrote ${jsonFile}\n      ${mdFile}\n      ${join(outDir, "latest.md")}\nin ${elapsedS.toFixed(0)} s`)
 await stopAll()

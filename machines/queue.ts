@@ -18,6 +18,14 @@
  * We chose round-robin over virtual time because every request occupies one slot for an unknown
  * time: there is no cost to weigh, and the ring is easy to state and to check.
  *
+ * Priority — `interactive` (the default) and `batch`. Batch waiters sit in a ring of their own
+ * (`batchLanes`, same fairness) and are served only when no interactive request waits: an
+ * interactive waiter gets the next free slot ahead of every batch waiter. Batch requests hold at
+ * most capacity − 1 slots (`batchHolders`), so one slot is always left to interactive traffic and
+ * batch work never holds more than capacity − 1 slots while interactive requests wait. (A placement
+ * of capacity 1 lets a batch request take its one slot when it is idle: an interactive arrival
+ * then waits at most that request's service time.) Nothing is preempted.
+ *
  * Circuit (the placement's health) is the state value:
  * - `closed`: normal. `failureThreshold` consecutive `failure` releases (default 3) → `open`;
  *   a `success` release resets the count.
@@ -35,6 +43,7 @@
 import { fromTransition } from "xstate"
 
 export type ReleaseOutcome = "success" | "failure"
+export type QueuePriority = "interactive" | "batch"
 export type CircuitState = "closed" | "open" | "halfOpen"
 
 /** Waiters of one key, oldest first. */
@@ -59,6 +68,10 @@ export interface QueueContext {
   readonly holders: ReadonlyArray<string>
   /** The round-robin ring of keys with waiters; `lanes[0]` is served next. */
   readonly lanes: ReadonlyArray<Lane>
+  /** The same ring for batch waiters, served only when `lanes` is empty. */
+  readonly batchLanes: ReadonlyArray<Lane>
+  /** The holders (also in `holders`) that are batch requests. */
+  readonly batchHolders: ReadonlyArray<string>
   /** The half-open probe in flight, if any. */
   readonly probe: string | null
   readonly consecutiveFailures: number
@@ -66,7 +79,7 @@ export interface QueueContext {
 }
 
 export type QueueEvent =
-  | { readonly type: "ENQUEUE"; readonly waiterId: string; readonly keyId: string }
+  | { readonly type: "ENQUEUE"; readonly waiterId: string; readonly keyId: string; readonly priority?: QueuePriority }
   | { readonly type: "CANCEL"; readonly waiterId: string }
   | { readonly type: "RELEASE"; readonly waiterId: string; readonly outcome: ReleaseOutcome }
   | { readonly type: "CAPACITY"; readonly capacity: number }
@@ -83,40 +96,59 @@ export const DEFAULT_FAILURE_THRESHOLD = 3
 
 // --- pure helpers on the context ------------------------------------------------------------
 
-const isWaiting = (context: QueueContext, waiterId: string) => context.lanes.some((lane) => lane.waiterIds.includes(waiterId))
+const inLanes = (lanes: ReadonlyArray<Lane>, waiterId: string) => lanes.some((lane) => lane.waiterIds.includes(waiterId))
+const isWaiting = (context: QueueContext, waiterId: string) => inLanes(context.lanes, waiterId) || inLanes(context.batchLanes, waiterId)
 const isHolder = (context: QueueContext, waiterId: string) => context.holders.includes(waiterId)
 const bump = (stats: QueueStats, key: keyof QueueStats): QueueStats => ({ ...stats, [key]: stats[key] + 1 })
 
-const addWaiter = (context: QueueContext, waiterId: string, keyId: string): QueueContext => {
-  const exists = context.lanes.some((lane) => lane.keyId === keyId)
-  const lanes = exists
-    ? context.lanes.map((lane) => lane.keyId === keyId ? { keyId, waiterIds: [...lane.waiterIds, waiterId] } : lane)
-    : [...context.lanes, { keyId, waiterIds: [waiterId] }]
-  return { ...context, lanes, stats: bump(context.stats, "enqueued") }
-}
+const joinRing = (lanes: ReadonlyArray<Lane>, waiterId: string, keyId: string): ReadonlyArray<Lane> =>
+  lanes.some((lane) => lane.keyId === keyId)
+    ? lanes.map((lane) => lane.keyId === keyId ? { keyId, waiterIds: [...lane.waiterIds, waiterId] } : lane)
+    : [...lanes, { keyId, waiterIds: [waiterId] }]
+
+const addWaiter = (context: QueueContext, waiterId: string, keyId: string, priority: QueuePriority): QueueContext =>
+  priority === "batch"
+    ? { ...context, batchLanes: joinRing(context.batchLanes, waiterId, keyId), stats: bump(context.stats, "enqueued") }
+    : { ...context, lanes: joinRing(context.lanes, waiterId, keyId), stats: bump(context.stats, "enqueued") }
+
+const leaveRing = (lanes: ReadonlyArray<Lane>, waiterId: string): ReadonlyArray<Lane> =>
+  lanes
+    .map((lane) => ({ keyId: lane.keyId, waiterIds: lane.waiterIds.filter((id) => id !== waiterId) }))
+    .filter((lane) => lane.waiterIds.length > 0)
 
 const removeWaiter = (context: QueueContext, waiterId: string): QueueContext => ({
   ...context,
-  lanes: context.lanes
-    .map((lane) => ({ keyId: lane.keyId, waiterIds: lane.waiterIds.filter((id) => id !== waiterId) }))
-    .filter((lane) => lane.waiterIds.length > 0)
+  lanes: leaveRing(context.lanes, waiterId),
+  batchLanes: leaveRing(context.batchLanes, waiterId)
 })
 
 const removeHolder = (context: QueueContext, waiterId: string): QueueContext => ({
   ...context,
   holders: context.holders.filter((id) => id !== waiterId),
+  batchHolders: context.batchHolders.filter((id) => id !== waiterId),
   probe: context.probe === waiterId ? null : context.probe
 })
 
-/** Grants up to `limit` free slots by the fairness policy; returns the new context and who got one. */
+/** The most slots batch requests may hold: all but one (a placement of capacity 1: its one slot). */
+export const batchCap = (capacity: number) => capacity >= 2 ? capacity - 1 : capacity
+
+/**
+ * Grants up to `limit` free slots by the fairness policy, interactive waiters first; returns the
+ * new context and who got one.
+ */
 const fill = (context: QueueContext, limit: number): { context: QueueContext; granted: Array<string> } => {
   let next = context
   const granted: Array<string> = []
-  while (granted.length < limit && next.holders.length < next.capacity && next.lanes.length > 0) {
-    const [head, ...rest] = next.lanes
+  while (granted.length < limit && next.holders.length < next.capacity) {
+    const batch = next.lanes.length === 0
+    if (batch && (next.batchLanes.length === 0 || next.batchHolders.length >= batchCap(next.capacity))) break
+    const ring = batch ? next.batchLanes : next.lanes
+    const [head, ...rest] = ring
     const [waiterId, ...remaining] = head.waiterIds
     const lanes = remaining.length > 0 ? [...rest, { keyId: head.keyId, waiterIds: remaining }] : rest
-    next = { ...next, lanes, holders: [...next.holders, waiterId], stats: bump(next.stats, "granted") }
+    next = batch
+      ? { ...next, batchLanes: lanes, holders: [...next.holders, waiterId], batchHolders: [...next.batchHolders, waiterId], stats: bump(next.stats, "granted") }
+      : { ...next, lanes, holders: [...next.holders, waiterId], stats: bump(next.stats, "granted") }
     granted.push(waiterId)
   }
   return { context: next, granted }
@@ -183,6 +215,8 @@ export const startQueue = (input: QueueInput): QueueState => ({
     failureThreshold: input.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD,
     holders: [],
     lanes: [],
+    batchLanes: [],
+    batchHolders: [],
     probe: null,
     consecutiveFailures: 0,
     stats: { enqueued: 0, granted: 0, cancelled: 0, succeeded: 0, failed: 0, opened: 0 }
@@ -205,7 +239,7 @@ const stepClosed = (state: QueueState, event: QueueEvent): QueueStep => {
   const { context } = state
   switch (event.type) {
     case "ENQUEUE":
-      return isNewWaiter(context, event) ? closed(addWaiter(context, event.waiterId, event.keyId)) : unchanged(state)
+      return isNewWaiter(context, event) ? closed(addWaiter(context, event.waiterId, event.keyId, event.priority ?? "interactive")) : unchanged(state)
     case "CANCEL":
       return closed(cancel(context, event.waiterId))
     case "CAPACITY":
@@ -225,7 +259,7 @@ const stepOpen = (state: QueueState, event: QueueEvent): QueueStep => {
   const { context } = state
   switch (event.type) {
     case "ENQUEUE":
-      return isNewWaiter(context, event) ? open(addWaiter(context, event.waiterId, event.keyId)) : unchanged(state)
+      return isNewWaiter(context, event) ? open(addWaiter(context, event.waiterId, event.keyId, event.priority ?? "interactive")) : unchanged(state)
     case "CANCEL":
       return open(cancel(context, event.waiterId))
     case "CAPACITY":
@@ -242,7 +276,7 @@ const stepHalfOpen = (state: QueueState, event: QueueEvent): QueueStep => {
   const { context } = state
   switch (event.type) {
     case "ENQUEUE":
-      return isNewWaiter(context, event) ? halfOpen(addWaiter(context, event.waiterId, event.keyId)) : unchanged(state)
+      return isNewWaiter(context, event) ? halfOpen(addWaiter(context, event.waiterId, event.keyId, event.priority ?? "interactive")) : unchanged(state)
     case "CANCEL":
       return halfOpen(cancel(context, event.waiterId))
     case "CAPACITY":
@@ -277,8 +311,11 @@ export const queueView = (state: QueueState): QueueView => {
   return {
     capacity: context.capacity,
     inUse: context.holders.length,
-    waiting: context.lanes.reduce((sum, lane) => sum + lane.waiterIds.length, 0),
-    waitingByKey: Object.fromEntries(context.lanes.map((lane) => [lane.keyId, lane.waiterIds.length])),
+    waiting: [...context.lanes, ...context.batchLanes].reduce((sum, lane) => sum + lane.waiterIds.length, 0),
+    waitingByKey: [...context.lanes, ...context.batchLanes].reduce<Record<string, number>>((byKey, lane) => {
+      byKey[lane.keyId] = (byKey[lane.keyId] ?? 0) + lane.waiterIds.length
+      return byKey
+    }, {}),
     circuit: state.value
   }
 }
@@ -288,10 +325,18 @@ export const queueView = (state: QueueState): QueueView => {
  * serves one waiter per lane per round). `undefined` when the waiter is not waiting.
  */
 export const positionOf = (context: QueueContext, waiterId: string): number | undefined => {
-  const laneIndex = context.lanes.findIndex((lane) => lane.waiterIds.includes(waiterId))
+  const ahead = ringPosition(context.lanes, waiterId)
+  if (ahead !== undefined) return ahead
+  // A batch waiter: after every interactive waiter, then by its own ring.
+  const inBatch = ringPosition(context.batchLanes, waiterId)
+  return inBatch === undefined ? undefined : context.lanes.reduce((sum, lane) => sum + lane.waiterIds.length, 0) + inBatch
+}
+
+const ringPosition = (lanes: ReadonlyArray<Lane>, waiterId: string): number | undefined => {
+  const laneIndex = lanes.findIndex((lane) => lane.waiterIds.includes(waiterId))
   if (laneIndex < 0) return undefined
-  const round = context.lanes[laneIndex].waiterIds.indexOf(waiterId)
-  return context.lanes.reduce(
+  const round = lanes[laneIndex].waiterIds.indexOf(waiterId)
+  return lanes.reduce(
     (ahead, lane, index) => ahead + Math.min(lane.waiterIds.length, round) + (index < laneIndex && lane.waiterIds.length > round ? 1 : 0),
     0
   )

@@ -30,6 +30,7 @@ import { OperatorRuns } from "./dashboard/operator-runs.ts"
 import { DashboardSessions } from "./dashboard/sessions.ts"
 import { UsageReport } from "./dashboard/usage-report.ts"
 import { Readiness } from "./health/readiness.ts"
+import { BatchesLive } from "./batches/batches-layer.ts"
 import { MetricsScrape } from "./observability/metrics-scrape.ts"
 import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
 import { TelemetryLive } from "./observability/telemetry.ts"
@@ -51,7 +52,7 @@ const DashboardLive = Layer.mergeAll(
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
 const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
   DashboardLive.pipe(
-    Layer.provideMerge(RunsLive),
+    Layer.provideMerge(Layer.merge(RunsLive, BatchesLive)),
     Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
     // Metrics and the request log (a Context.Reference: the runtime reads it without requiring it).
     Layer.provideMerge(TelemetryLive),

@@ -65,6 +65,18 @@ export interface SettingsShape {
   readonly runStepRetries: number
   /** First backoff of those retries (doubling, at most 60 s per wait). */
   readonly runRetryBaseMs: number
+  /** Largest upload to `/v1/files`; larger ones get 413. */
+  readonly fileMaxBytes: number
+  /** How long a batch may take: requests not done by `expires_at` (created + this) end `expired`. */
+  readonly batchWindowMs: number
+  /** Batch requests one instance executes (or queues for capacity) at once. */
+  readonly batchConcurrency: number
+  /** How long a batch request's lease lasts without a heartbeat. */
+  readonly batchLeaseMs: number
+  /** How often an instance looks for batch requests to claim. */
+  readonly batchPollMs: number
+  /** Takeovers of one batch request (its instance died) before it ends `errored`. */
+  readonly batchMaxTakeovers: number
   /**
    * An environment value the config file names (a placement's `apiKeyEnv`), as read at start; a
    * program embedding the gateway may answer them itself instead of its process environment. A
@@ -119,6 +131,12 @@ export const settingsConfig = Config.all({
   runSseHeartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
   runStepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
   runRetryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
+  fileMaxBytes: Config.Int("GATEWAY_FILE_MAX_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
+  batchWindowMs: Config.Int("GATEWAY_BATCH_WINDOW_MS").pipe(Config.withDefault(24 * 3_600_000)),
+  batchConcurrency: Config.Int("GATEWAY_BATCH_CONCURRENCY").pipe(Config.withDefault(32)),
+  batchLeaseMs: Config.Int("GATEWAY_BATCH_LEASE_MS").pipe(Config.withDefault(15_000)),
+  batchPollMs: Config.Int("GATEWAY_BATCH_POLL_MS").pipe(Config.withDefault(500)),
+  batchMaxTakeovers: Config.Int("GATEWAY_BATCH_MAX_TAKEOVERS").pipe(Config.withDefault(5)),
   // Which names the config file refers to is known only once it is loaded: keep them all.
   // (read when the settings are, not when this module loads)
   lookupEnv: Config.succeed(undefined).pipe(Config.map(() => {

@@ -21,6 +21,9 @@ import type { OperatorRuns } from "../dashboard/operator-runs.ts"
 import type { DashboardSessions } from "../dashboard/sessions.ts"
 import type { UsageReport } from "../dashboard/usage-report.ts"
 import type { Readiness } from "../health/readiness.ts"
+import type { BatchesRepo } from "../batches/batches-repo.ts"
+import type { BatchWorkers } from "../batches/batch-workers.ts"
+import type { FilesRepo } from "../files/files-repo.ts"
 import type { MetricsScrape } from "../observability/metrics-scrape.ts"
 
 export type RouteServices =
@@ -46,4 +49,7 @@ export type RouteServices =
   | UsageReport
   | KeyStatus
   | OperatorRuns
+  | BatchesRepo
+  | BatchWorkers
+  | FilesRepo
   | MetricsScrape

@@ -1,11 +1,14 @@
 /** Every route the gateway serves, surface by surface. */
 import { adminRoutes } from "./admin-routes.ts"
 import { artifactsRoutes } from "./artifacts-routes.ts"
+import { batchesRoutes } from "./batches-routes.ts"
 import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
 import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
 import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
+import { filesRoutes } from "./files-routes.ts"
 import { healthRoutes } from "./health-routes.ts"
+import { messageBatchesRoutes } from "./message-batches-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
 import { metricsRoutes } from "./metrics-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
@@ -17,7 +20,6 @@ import type { RouteDef } from "./route.ts"
 import { runsRoutes } from "./runs-routes.ts"
 import { runtimeAdminRoutes } from "./runtime-admin-routes.ts"
 import { statesRoutes } from "./states-routes.ts"
-import { batchRoutes } from "./unserved-routes.ts"
 
 export type { RouteServices }
 
@@ -33,12 +35,13 @@ const apiRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...adminRoutes,
   ...placementsRoutes,
   ...runtimeAdminRoutes,
-  // Named by the spec, not served here yet: 501 `not_implemented`.
-  ...batchRoutes
+  ...messageBatchesRoutes,
+  ...batchesRoutes,
+  ...filesRoutes
 ]
 
 /** Surfaces served by this build that have (or will have) a dashboard page of their own. */
-const served = apiRoutes.filter((route) => !batchRoutes.includes(route))
+const served = apiRoutes
 const extensions: DashboardExtensions = {
   artifacts: served.some((route) => route.path.startsWith("/v1/artifacts")),
   batches: served.some((route) => route.path.includes("/batches"))

@@ -5,7 +5,9 @@
  */
 import type { Effect } from "effect"
 import { Schema } from "effect"
-import type { QueueView, ReleaseOutcome } from "../../machines/queue.ts"
+import type { QueuePriority, QueueView, ReleaseOutcome } from "../../machines/queue.ts"
+
+export type { QueuePriority }
 
 /** No slot came free on any candidate before the deadline. */
 export class QueueTimeout extends Schema.TaggedError<QueueTimeout>()("QueueTimeout", {
@@ -33,6 +35,12 @@ export interface AcquireOptions {
   readonly deadlineMs?: number | undefined
   /** Runs once if no slot was free at once, e.g. to send headers and start keepalives. */
   readonly onQueued?: Effect.Effect<void> | undefined
+  /**
+   * `interactive` (default) or `batch`: a batch waiter is granted a slot only when no interactive
+   * request waits for it, and batch requests never hold more than capacity − 1 slots of a
+   * placement (machines/queue.ts).
+   */
+  readonly priority?: QueuePriority | undefined
 }
 
 export interface PlacementQueueView extends QueueView {

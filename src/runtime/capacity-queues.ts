@@ -119,7 +119,7 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
     })
     for (const id of targets) {
       if (lease !== undefined) break // granted at once by an earlier target
-      send(id, { type: "ENQUEUE", waiterId, keyId: request.keyId })
+      send(id, { type: "ENQUEUE", waiterId, keyId: request.keyId, ...(request.priority === "batch" ? { priority: "batch" } : {}) })
     }
     if (lease !== undefined) {
       // A free slot: served at once, without arming the deadline.

@@ -19,7 +19,7 @@ import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Arra
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
-import type { LeaseOutcome, QueueTimeout } from "./capacity-queue-types.ts"
+import type { LeaseOutcome, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
@@ -46,6 +46,8 @@ export interface DispatchHooks {
   readonly deadlineMs?: number | undefined
   /** Runs once, the first time the request has to wait for a slot. */
   readonly onQueued?: Effect.Effect<void> | undefined
+  /** `batch`: takes only capacity interactive requests leave idle (see CapacityQueues.acquire). */
+  readonly priority?: QueuePriority | undefined
   /** Runs when a broken text stream continues on another candidate. */
   readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
   /** The HTTP request's record: queue waits, attempts, upstream time, retries, failovers. */
@@ -213,7 +215,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           const askedAt = performance.now()
           const targets = eligible.map((c) => c.placementId)
           // Tie the slot's release to the scope before anything can interrupt us.
-          const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
+          const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })
           const lease = yield* Effect.uninterruptibleMask((restore) =>
             restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
@@ -337,7 +339,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
         const askedAt = performance.now()
         const targets = eligible.map((c) => c.placementId)
-        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
+        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })
         return Effect.uninterruptibleMask((restore) =>
           restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
             Effect.tapError(() => Effect.sync(() => {

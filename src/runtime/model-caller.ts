@@ -219,6 +219,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
           onQueued: options.onQueued,
+          priority: options.priority,
           record: options.record,
           onContinue: (to) =>
             Effect.suspend(() => {
@@ -277,6 +278,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
           onQueued: options.onQueued,
+          priority: options.priority,
           record: options.record
         }).pipe(Effect.tapError(() => metered.fail()))
         const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
@@ -308,7 +310,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         candidates: serving.map((p) => p.runtime.id),
         keyId: options.key.id,
         deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-        onQueued: options.onQueued
+        onQueued: options.onQueued,
+        priority: options.priority
       }).pipe(Effect.tapError(() => metered.fail()))
       const placement = serving.find((p) => p.runtime.id === lease.placementId)!
       const grantedAt = performance.now()

@@ -15,6 +15,13 @@
  * Lane names are built in Lua from ARGV[1] (one list per key cannot be declared up front); they
  * share the `{P}` tag, so they live in the same slot as the declared keys.
  *
+ * Batch priority (machines/queue.ts): a batch waiter's key id is sent as `!<keyId>`; its lane is
+ * L(!k), and the keys with batch waiters form a ring of their own,
+ *   RB   …cq:{P}:lane:!!ring     list, served only when R is empty,
+ *   BH   …cq:{P}:lane:!!holders  set of the holders that are batch requests (at most capacity − 1,
+ *                                or the one slot of a capacity-1 placement).
+ * Key ids never start with `!`, so these names cannot collide with a lane.
+ *
  * Holders and waiters carry expiries instead of key TTLs: every script first sweeps lapsed leases
  * and dead waiters (a crashed instance's), so they vanish at the next touch of the placement, and
  * Redis deletes a list, hash or zset once it is empty. M has no TTL: a few fields per configured
@@ -31,6 +38,8 @@ const PRELUDE = `
 local M, H, R, W, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local lanePrefix, channelPrefix, placement = ARGV[1], ARGV[2], ARGV[3]
 local now, leaseTtl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local RB, BH = lanePrefix .. '!!ring', lanePrefix .. '!!holders'
+local function ringOf(k) if string.sub(k, 1, 1) == '!' then return RB end return R end
 -- The configured capacity seeds a placement Redis has forgotten (a restart without persistence);
 -- it never overrides a stored one (a later config or setCapacity).
 if redis.call('HSETNX', M, 'capacity', ARGV[6]) == 1 then redis.call('HSETNX', M, 'circuit', 'closed') end
@@ -40,7 +49,7 @@ local function dropWaiter(w)
   if not k then return false end
   local lane = lanePrefix .. k
   redis.call('LREM', lane, 1, w)
-  if redis.call('LLEN', lane) == 0 then redis.call('LREM', R, 0, k) end
+  if redis.call('LLEN', lane) == 0 then redis.call('LREM', ringOf(k), 0, k) end
   redis.call('HDEL', W, w)
   redis.call('ZREM', A, w)
   return true
@@ -48,6 +57,7 @@ end
 
 local function dropHolder(w)
   if redis.call('ZREM', H, w) == 0 then return false end
+  redis.call('SREM', BH, w)
   if redis.call('HGET', M, 'probe') == w then redis.call('HSET', M, 'probe', '') end
   return true
 end
@@ -84,17 +94,28 @@ local function grant()
     if (redis.call('HGET', M, 'probe') or '') ~= '' then return 0 end
     free = math.min(free, 1)
   end
+  local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
+  local batchCap = cap
+  if cap >= 2 then batchCap = cap - 1 end
   local n = 0
   while n < free do
+    -- Interactive waiters first; a batch waiter only while batch holds less than its cap.
+    local ring = R
     local k = redis.call('LPOP', R)
+    if not k then
+      if redis.call('SCARD', BH) >= batchCap then break end
+      ring = RB
+      k = redis.call('LPOP', RB)
+    end
     if not k then break end
     local lane = lanePrefix .. k
     local w = redis.call('LPOP', lane)
     if w then
-      if redis.call('LLEN', lane) > 0 then redis.call('RPUSH', R, k) end
+      if redis.call('LLEN', lane) > 0 then redis.call('RPUSH', ring, k) end
       redis.call('HDEL', W, w)
       redis.call('ZREM', A, w)
       redis.call('ZADD', H, now + leaseTtl, w)
+      if ring == RB then redis.call('SADD', BH, w) end
       if c == 'halfOpen' then redis.call('HSET', M, 'probe', w) end
       redis.call('PUBLISH', channelPrefix .. string.match(w, '^(.*)/'), placement .. '\\n' .. w)
       n = n + 1
@@ -118,7 +139,7 @@ export const ENQUEUE = PRELUDE + `
 local w, k = ARGV[7], ARGV[8]
 sweep()
 if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
-  if redis.call('RPUSH', lanePrefix .. k, w) == 1 then redis.call('RPUSH', R, k) end
+  if redis.call('RPUSH', lanePrefix .. k, w) == 1 then redis.call('RPUSH', ringOf(k), k) end
   redis.call('HSET', W, w, k)
   redis.call('ZADD', A, now + tonumber(ARGV[9]), w)
 end
@@ -190,9 +211,11 @@ export const VIEW = PRELUDE + `
 sweep()
 grant()
 local out = { tonumber(redis.call('HGET', M, 'capacity') or 0), redis.call('ZCARD', H), circuit() }
-for _, k in ipairs(redis.call('LRANGE', R, 0, -1)) do
-  out[#out + 1] = k
-  out[#out + 1] = redis.call('LLEN', lanePrefix .. k)
+for _, ring in ipairs({ R, RB }) do
+  for _, k in ipairs(redis.call('LRANGE', ring, 0, -1)) do
+    out[#out + 1] = k
+    out[#out + 1] = redis.call('LLEN', lanePrefix .. k)
+  end
 end
 return out
 `
@@ -209,7 +232,12 @@ if not k then return { -1, cap, hold } end
 local round = redis.call('LPOS', lanePrefix .. k, ARGV[7])
 if not round then return { -1, cap, hold } end
 local ahead, before = 0, true
-for _, key in ipairs(redis.call('LRANGE', R, 0, -1)) do
+-- A batch waiter comes after every interactive waiter, then by its own ring.
+local ring = ringOf(k)
+if ring == RB then
+  for _, key in ipairs(redis.call('LRANGE', R, 0, -1)) do ahead = ahead + redis.call('LLEN', lanePrefix .. key) end
+end
+for _, key in ipairs(redis.call('LRANGE', ring, 0, -1)) do
   if key == k then before = false end
   local len = redis.call('LLEN', lanePrefix .. key)
   ahead = ahead + math.min(len, round)

@@ -225,7 +225,8 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
     const healthy = known.filter((_, i) => !open[i])
     const targets = healthy.length > 0 ? healthy : known
     const waiterId = `${instanceId}/${++nextWaiter}`
-    const waiter: Waiter = { keyId: request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined }
+    // A batch waiter's key id carries the class: `!<keyId>` (see queue-lua.ts).
+    const waiter: Waiter = { keyId: request.priority === "batch" ? `!${request.keyId}` : request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined }
     waiters.set(waiterId, waiter)
     const startedAt = clock.currentTimeMillisUnsafe()
     const deadlineMs = request.deadlineMs ?? defaultDeadlineMs
@@ -332,7 +333,10 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
     run("cqView", placementId).pipe(Effect.map((reply): PlacementQueueView => {
       const [capacity, inUse, circuit, ...byKey] = reply as [number, number, CircuitState, ...Array<string | number>]
       const waitingByKey: Record<string, number> = {}
-      for (let i = 0; i + 1 < byKey.length; i += 2) waitingByKey[String(byKey[i])] = Number(byKey[i + 1])
+      for (let i = 0; i + 1 < byKey.length; i += 2) {
+        const keyId = String(byKey[i]).replace(/^!/, "") // a batch lane counts for its key
+        waitingByKey[keyId] = (waitingByKey[keyId] ?? 0) + Number(byKey[i + 1])
+      }
       const waiting = Object.values(waitingByKey).reduce((sum, n) => sum + n, 0)
       return { placementId, capacity, inUse, waiting, waitingByKey, circuit }
     }))

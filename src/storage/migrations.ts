@@ -231,5 +231,71 @@ export const migrations = {
       expires_at timestamptz NOT NULL
     )`
     yield* sql`CREATE INDEX dashboard_sessions_expires_idx ON dashboard_sessions (expires_at)`
+  }),
+  "0009_batches_and_files": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Uploaded files (OpenAI /v1/files) and the files batches write. Content is kept in chunks of
+    // at most 1 MiB, so no row comes near what the SQL client reads at once.
+    yield* sql`CREATE TABLE files (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      filename text NOT NULL,
+      purpose text NOT NULL,
+      bytes bigint NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      expires_at timestamptz
+    )`
+    yield* sql`CREATE INDEX files_key_created_idx ON files (key_id, created_at DESC, id DESC)`
+    yield* sql`CREATE TABLE file_chunks (
+      file_id text NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+      seq integer NOT NULL,
+      data bytea NOT NULL,
+      PRIMARY KEY (file_id, seq)
+    )`
+    // One row per batch; machine is the batch machine's state (machines/batch.ts), folded in the
+    // transaction of every change to its requests, status its wire status for listing.
+    yield* sql`CREATE TABLE batches (
+      id text PRIMARY KEY,
+      key_id text NOT NULL,
+      kind text NOT NULL,
+      endpoint text NOT NULL,
+      machine jsonb NOT NULL,
+      status text NOT NULL,
+      input_file_id text,
+      output_file_id text,
+      error_file_id text,
+      errors jsonb,
+      metadata jsonb,
+      completion_window text,
+      created_at timestamptz NOT NULL DEFAULT now(),
+      in_progress_at timestamptz,
+      finalizing_at timestamptz,
+      ended_at timestamptz,
+      cancel_initiated_at timestamptz,
+      expires_at timestamptz NOT NULL,
+      archived_at timestamptz
+    )`
+    yield* sql`CREATE INDEX batches_key_created_idx ON batches (key_id, kind, created_at DESC, id DESC)`
+    yield* sql`CREATE INDEX batches_live_idx ON batches (expires_at) WHERE ended_at IS NULL`
+    // One row per request, written in the create's transaction. state: pending → running (a
+    // worker holds its lease; attempt is the fence) → succeeded | errored | canceled | expired.
+    // A result is written only by the holder of the current attempt, so a custom_id gets one.
+    yield* sql`CREATE TABLE batch_requests (
+      batch_id text NOT NULL REFERENCES batches (id) ON DELETE CASCADE,
+      idx integer NOT NULL,
+      custom_id text NOT NULL,
+      params text NOT NULL,
+      state text NOT NULL,
+      result text,
+      lease_owner text,
+      lease_expires_at timestamptz,
+      not_before timestamptz,
+      attempt integer NOT NULL DEFAULT 0,
+      takeovers integer NOT NULL DEFAULT 0,
+      ended_at timestamptz,
+      PRIMARY KEY (batch_id, idx),
+      UNIQUE (batch_id, custom_id)
+    )`
+    yield* sql`CREATE INDEX batch_requests_open_idx ON batch_requests (state, lease_expires_at) WHERE state IN ('pending', 'running')`
   })
 }

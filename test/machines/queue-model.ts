@@ -2,12 +2,14 @@
  * The bounded event sets that the model-based tests walk the queue machine with. Waiters are
  * numbered in arrival order (`w1`, `w2`, …) and each arrives once, so the state space is finite.
  */
-import type { QueueEvent, QueueState } from "../../machines/queue.ts"
+import type { QueueEvent, QueuePriority, QueueState } from "../../machines/queue.ts"
 
 export interface QueueModelBounds {
   readonly waiters: number
   readonly keys: ReadonlyArray<string>
   readonly capacities: ReadonlyArray<number>
+  /** Each arrival once per priority (absent: interactive only, without a `priority` field). */
+  readonly priorities?: ReadonlyArray<QueuePriority>
 }
 
 export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueState): Array<QueueEvent> => {
@@ -15,9 +17,12 @@ export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueState):
   const events: Array<QueueEvent> = []
   if (context.stats.enqueued < bounds.waiters) {
     const waiterId = `w${context.stats.enqueued + 1}`
-    for (const keyId of bounds.keys) events.push({ type: "ENQUEUE", waiterId, keyId })
+    for (const keyId of bounds.keys) {
+      if (bounds.priorities === undefined) events.push({ type: "ENQUEUE", waiterId, keyId })
+      else for (const priority of bounds.priorities) events.push({ type: "ENQUEUE", waiterId, keyId, priority })
+    }
   }
-  for (const lane of context.lanes) for (const waiterId of lane.waiterIds) events.push({ type: "CANCEL", waiterId })
+  for (const lane of [...context.lanes, ...context.batchLanes]) for (const waiterId of lane.waiterIds) events.push({ type: "CANCEL", waiterId })
   for (const waiterId of context.holders) {
     events.push(
       { type: "RELEASE", waiterId, outcome: "success" },
@@ -33,6 +38,6 @@ export const queueEvents = (bounds: QueueModelBounds) => (snapshot: QueueState):
 /** States are compared by value and context only (not by the event that reached them). */
 export const serializeQueue = (state: QueueState) => JSON.stringify(state)
 
-export const waitingIds = (snapshot: QueueState) => snapshot.context.lanes.flatMap((lane) => lane.waiterIds)
+export const waitingIds = (snapshot: QueueState) => [...snapshot.context.lanes, ...snapshot.context.batchLanes].flatMap((lane) => lane.waiterIds)
 export const keyOf = (snapshot: QueueState, waiterId: string) =>
-  snapshot.context.lanes.find((lane) => lane.waiterIds.includes(waiterId))?.keyId
+  [...snapshot.context.lanes, ...snapshot.context.batchLanes].find((lane) => lane.waiterIds.includes(waiterId))?.keyId

@@ -46,11 +46,11 @@ const matches = (queues: CapacityQueuesShape, state: QueueState, step: string) =
   })
 
 /** Replays one path on two instances (waiters alternate between them); returns the steps checked. */
-const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly state: QueueState }>) =>
+const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly state: QueueState }>, start = input) =>
   Effect.scoped(Effect.gen(function*() {
     const prefix = uniquePrefix()
     yield* Effect.addFinalizer(() => dropPrefix(url, prefix))
-    const options = { placements: [{ placementId: "p1", capacity: input.capacity }], ...input, probeCooldownMs: cooldownMs, pollIntervalMs: 50, prefix }
+    const options = { placements: [{ placementId: "p1", capacity: start.capacity }], ...start, probeCooldownMs: cooldownMs, pollIntervalMs: 50, prefix }
     const instances = [yield* makeRedisCapacityQueues(url, options), yield* makeRedisCapacityQueues(url, options)]
     const requests = new Map<string, Fiber.Fiber<Lease, QueueTimeout>>()
     const gone = new Set<string>()
@@ -63,7 +63,7 @@ const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly stat
       switch (event.type) {
         case "ENQUEUE": {
           const on = instances[requests.size % 2]
-          requests.set(event.waiterId, yield* Effect.forkChild(on.acquire({ candidates: ["p1"], keyId: event.keyId })))
+          requests.set(event.waiterId, yield* Effect.forkChild(on.acquire({ candidates: ["p1"], keyId: event.keyId, priority: event.priority })))
           break
         }
         case "CANCEL": {
@@ -114,5 +114,34 @@ describe.skipIf(redisUrl === null)("Redis CapacityQueues follow the queue model"
         checked += yield* replay(steps.map((step) => ({ event: step.event as QueueEvent, state: step.state.context })))
       }
       assert.isAbove(checked, paths.length)
+    }), 240_000)
+})
+
+/** The priority rule (machines/queue.ts): interactive first, batch at most capacity − 1 slots. */
+const priorityInput = { capacity: 2, failureThreshold: 2 }
+const priorityEvents = queueEvents({ waiters: 3, keys: ["a"], capacities: [2], priorities: ["interactive", "batch"] })
+const priorityPaths = new TestModel(queueLogic, {
+  events: (snapshot) => priorityEvents(snapshot.context).filter((e) => e.type !== "CIRCUIT_PROBE_DUE"),
+  serializeState: (snapshot) => serializeQueue(snapshot.context),
+  serializeTransition: () => "",
+  input: priorityInput
+}).getShortestPaths()
+
+describe.skipIf(redisUrl === null)("Redis CapacityQueues follow the queue model's priority classes", () => {
+  it("the generated paths have batch work held while interactive requests wait", () => {
+    assert.isAbove(priorityPaths.length, 20)
+    const states = priorityPaths.flatMap((path) => path.steps.map((step) => step.state.context as QueueState))
+    assert.isTrue(states.some((state) => state.context.batchHolders.length > 0 && state.context.lanes.length > 0))
+    assert.isTrue(states.some((state) => state.context.batchLanes.length > 0 && state.context.holders.length < state.context.capacity))
+  })
+
+  it.live("every generated path, replayed against two instances on Redis", () =>
+    Effect.gen(function*() {
+      let checked = 0
+      for (const path of priorityPaths) {
+        const steps = path.steps.filter((step) => !step.event.type.startsWith("xstate."))
+        checked += yield* replay(steps.map((step) => ({ event: step.event as QueueEvent, state: step.state.context })), priorityInput)
+      }
+      assert.isAbove(checked, priorityPaths.length)
     }), 240_000)
 })

@@ -1,0 +1,145 @@
+/**
+ * Anthropic's Message Batches API (`x-api-key` or Bearer, Messages error shape, permission surface
+ * `batches`): create, retrieve, list (`before_id`, `after_id`, `limit`), cancel, delete (ended
+ * batches only) and results (JSONL, in request order, once the batch has ended). Each request's
+ * `params` is a non-streamed Messages request; its problems become that request's `errored`
+ * result, while the envelope (`requests`, each `custom_id`) is checked here: 400 naming the field.
+ */
+import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { BatchWorkers } from "../batches/batch-workers.ts"
+import { messageBatchView } from "../batches/batch-views.ts"
+import { BatchesRepo } from "../batches/batches-repo.ts"
+import { MAX_BATCH_REQUESTS } from "../batches/openai-input.ts"
+import { InvalidRequest } from "../errors.ts"
+import { readJson } from "./body.ts"
+import { jsonResponse } from "./json.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
+
+const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
+const LIST_LIMIT = { default: 20, max: 1_000 }
+
+const keyOf = (ctx: RequestContext) => ctx.key!
+
+/** The origin the client reached us at, for the absolute `results_url`. */
+const originOf = (ctx: RequestContext) => {
+  const host = ctx.request.headers["x-forwarded-host"] ?? ctx.request.headers.host ?? "127.0.0.1"
+  const proto = ctx.request.headers["x-forwarded-proto"] === "https" ? "https" : "http"
+  return `${proto}://${host}`
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const validRequests = (body: unknown) => {
+  const requests = isObject(body) ? body.requests : undefined
+  if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
+    return Effect.fail(new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" }))
+  }
+  const seen = new Set<string>()
+  const out: Array<{ customId: string; params: string }> = []
+  for (const [i, request] of requests.entries()) {
+    if (!isObject(request)) return Effect.fail(new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` }))
+    const customId = request.custom_id
+    if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
+      return Effect.fail(new InvalidRequest({
+        message: `requests[${i}].custom_id: expected 1 to 64 characters of letters, digits, _ and -`,
+        param: `requests[${i}].custom_id`
+      }))
+    }
+    if (seen.has(customId)) {
+      return Effect.fail(new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` }))
+    }
+    seen.add(customId)
+    if (!isObject(request.params)) {
+      return Effect.fail(new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` }))
+    }
+    if (request.params.stream === true) {
+      return Effect.fail(new InvalidRequest({ message: `requests[${i}].params.stream: batch requests cannot stream`, param: `requests[${i}].params.stream` }))
+    }
+    out.push({ customId, params: JSON.stringify(request.params) })
+  }
+  return Effect.succeed(out)
+}
+
+const create = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
+    const workers = yield* BatchWorkers
+    const batch = yield* (yield* BatchesRepo).create(keyOf(ctx).id, { kind: "messages", endpoint: "/v1/messages", windowMs: workers.windowMs, requests })
+    yield* workers.wake()
+    return jsonResponse(messageBatchView(batch, originOf(ctx)))
+  })
+
+const retrieve = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+  })
+
+const list = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const limitText = ctx.query.get("limit")
+    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
+      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
+    }
+    const after = ctx.query.get("after_id") ?? undefined
+    const before = ctx.query.get("before_id") ?? undefined
+    if (after !== undefined && before !== undefined) {
+      return yield* new InvalidRequest({ message: "before_id: give before_id or after_id, not both", param: "before_id" })
+    }
+    const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "messages", {
+      limit,
+      ...(after === undefined ? {} : { after }),
+      ...(before === undefined ? {} : { before })
+    })
+    const origin = originOf(ctx)
+    const data = page.data.map((b) => messageBatchView(b, origin))
+    return jsonResponse({ data, has_more: page.hasMore, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null })
+  })
+
+const cancel = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+  })
+
+const remove = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    yield* (yield* BatchesRepo).remove(keyOf(ctx).id, "messages", ctx.params.id)
+    return jsonResponse({ id: ctx.params.id, type: "message_batch_deleted" })
+  })
+
+const results = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const repo = yield* BatchesRepo
+    const batch = yield* repo.get(keyOf(ctx).id, "messages", ctx.params.id)
+    if (batch.state.phase !== "ended") {
+      return yield* new InvalidRequest({ message: `The results of ${batch.id} are available once it has ended (it is ${messageBatchView(batch, "").processing_status})` })
+    }
+    const rows = yield* repo.results(batch.id)
+    let text = ""
+    for (const row of rows) {
+      const result = row.result ?? JSON.stringify({ type: row.state })
+      text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
+    }
+    return HttpServerResponse.text(text, { contentType: "application/x-jsonl" })
+  })
+
+type Services = BatchesRepo | BatchWorkers
+
+const route = (method: "GET" | "POST" | "DELETE", path: string, handler: RouteDef<Services>["handler"]): RouteDef<Services> => ({
+  method,
+  path,
+  shape: "messages",
+  auth: "messages",
+  surface: "batches",
+  handler
+})
+
+export const messageBatchesRoutes: ReadonlyArray<RouteDef<Services>> = [
+  route("POST", "/v1/messages/batches", create),
+  route("GET", "/v1/messages/batches", list),
+  route("GET", "/v1/messages/batches/{id}", retrieve),
+  route("DELETE", "/v1/messages/batches/{id}", remove),
+  route("POST", "/v1/messages/batches/{id}/cancel", cancel),
+  route("GET", "/v1/messages/batches/{id}/results", results)
+]
