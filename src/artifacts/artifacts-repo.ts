@@ -16,7 +16,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { InvalidRequest, NotFound } from "../errors.ts"
-import { newId } from "../keys/secrets.ts"
+import { newId } from "../util/ids.ts"
 import { type Descriptor, type Format, isArtifactId, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
 import type { SqlStatement } from "./query-compiler.ts"
 import type { RowsPiece } from "./row-batches.ts"

@@ -23,7 +23,7 @@ import {
 } from "../../machines/batch.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { insertFile } from "../files/files-repo.ts"
-import { randomBase62 } from "../keys/secrets.ts"
+import { randomBase62 } from "../util/ids.ts"
 import { openaiOutputFiles } from "./openai-output.ts"
 
 export interface BatchRecord {

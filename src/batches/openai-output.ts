@@ -6,7 +6,7 @@
  *   `batch_expired`.
  * A file with no line is not written (its id stays null).
  */
-import { randomBase62 } from "../keys/secrets.ts"
+import { randomBase62 } from "../util/ids.ts"
 import type { ResultRow } from "./batches-repo.ts"
 
 const encoder = new TextEncoder()

@@ -13,7 +13,8 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { AdminToken } from "../keys/admin-token.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
-import { randomBase62, secretsEqual, sha256Hex } from "../keys/secrets.ts"
+import { secretsEqual, sha256Hex } from "../keys/secrets.ts"
+import { randomBase62 } from "../util/ids.ts"
 
 export type SessionRole = "operator" | "key"
 

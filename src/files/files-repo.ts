@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
-import { randomBase62 } from "../keys/secrets.ts"
+import { randomBase62 } from "../util/ids.ts"
 
 export const FILE_CHUNK_BYTES = 1024 * 1024
 

@@ -10,7 +10,8 @@ import { ConfigFile } from "../config/config-file.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { type KeyRecord, KeysRepo } from "./keys-repo.ts"
 import { allPermissions, type Permissions } from "./permissions.ts"
-import { hintOf, newApiKeySecret, newId, sha256Hex } from "./secrets.ts"
+import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
+import { newId } from "../util/ids.ts"
 
 const CACHE_TTL_MS = 5_000
 const CACHE_MAX_ENTRIES = 50_000

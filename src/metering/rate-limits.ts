@@ -16,7 +16,7 @@ import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
 import type { BucketState, GateRequest, GateResult } from "../coordination/types.ts"
 import { LimitExceeded } from "../errors.ts"
-import { newId } from "../keys/secrets.ts"
+import { newId } from "../util/ids.ts"
 
 export interface Window {
   readonly limit: number

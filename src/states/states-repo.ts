@@ -6,7 +6,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.ts"
-import { newId } from "../keys/secrets.ts"
+import { newId } from "../util/ids.ts"
 import { findUnstorable, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import type { Json } from "../util/json.ts"
 import { combine } from "./combine.ts"

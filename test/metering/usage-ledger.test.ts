@@ -2,7 +2,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { newId } from "../../src/keys/secrets.ts"
+import { newId } from "../../src/util/ids.ts"
 import { monthOf } from "../../src/metering/month.ts"
 import { type LedgerEntry, UsageLedger } from "../../src/metering/usage-ledger.ts"
 import { makeUsage } from "../../src/model/usage.ts"

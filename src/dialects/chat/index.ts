@@ -2,7 +2,7 @@
  * The Chat Completions dialect (`POST /v1/chat/completions`, OpenAI shape):
  * `decode.ts` (wire → canonical), `encode-body.ts` (one JSON body), `encode-stream.ts` (SSE).
  */
-import { randomBase62 } from "../../keys/secrets.ts"
+import { randomBase62 } from "../../util/ids.ts"
 import type { ChatDialect } from "../dialect.ts"
 import type { ChatEcho } from "./decode.ts"
 import { decodeChatRequest } from "./decode.ts"

@@ -1,5 +1,5 @@
 /** The legacy completions dialect (`POST /v1/completions`, OpenAI shape): prompt in, text out. */
-import { randomBase62 } from "../../keys/secrets.ts"
+import { randomBase62 } from "../../util/ids.ts"
 import type { ChatDialect } from "../dialect.ts"
 import type { CompletionsEcho } from "./decode.ts"
 import { decodeCompletionsRequest } from "./decode.ts"
