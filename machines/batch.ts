@@ -135,7 +135,5 @@ export const openaiStatus = (state: BatchState): OpenAiBatchStatus => {
   }
 }
 
-export const isEnded = (state: BatchState) => state.phase === "ended"
-
 /** The state as stored (jsonb) and read back; anything unreadable is a defect, not input. */
 export const restoreBatch = (value: unknown): BatchState => value as BatchState

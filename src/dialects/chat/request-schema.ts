@@ -28,7 +28,6 @@ const RefusalPart = Schema.Struct({ type: Schema.Literal("refusal"), refusal: Sc
 export const UserPartMembers = { text: TextPart, image_url: ImageUrlPart, file: FilePart, input_audio: InputAudioPart }
 export const AssistantPartMembers = { text: TextPart, refusal: RefusalPart }
 export type UserPart = typeof TextPart.Type | typeof ImageUrlPart.Type | typeof FilePart.Type | typeof InputAudioPart.Type
-export type AssistantPart = typeof TextPart.Type | typeof RefusalPart.Type
 
 const Content = Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
 const TextContent = Schema.Union([Schema.String, Schema.Array(TextPart)])
