@@ -13,7 +13,7 @@ import { InvalidRequest, NotFound } from "../errors.ts"
 import { FilesRepo } from "../files/files-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
 
 const Metadata = Schema.Record(Schema.String.check(Schema.isMaxLength(64)), Schema.String.check(Schema.isMaxLength(512)))
   .check(Schema.makeFilter((m) => Object.keys(m).length <= 16 || "at most 16 keys"))
@@ -89,14 +89,7 @@ const cancel = (ctx: RequestContext) =>
 
 type Services = BatchesRepo | BatchWorkers | FilesRepo
 
-const route = (method: "GET" | "POST", path: string, handler: RouteDef<Services>["handler"]): RouteDef<Services> => ({
-  method,
-  path,
-  shape: "openai",
-  auth: "bearer",
-  surface: "batches",
-  handler
-})
+const route = routeFamily<Services>({ shape: "openai", auth: "bearer", surface: "batches" })
 
 export const batchesRoutes: ReadonlyArray<RouteDef<Services>> = [
   route("POST", "/v1/batches", create),

@@ -11,7 +11,7 @@ import { FilesRepo } from "../files/files-repo.ts"
 import { bodyLimit } from "./body.ts"
 import { findBodyStalled } from "./body-idle.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
 
 /** The purposes OpenAI accepts on upload. */
 const PURPOSES = ["assistants", "batch", "fine-tune", "vision", "user_data", "evals"] as const
@@ -151,14 +151,7 @@ const remove = (ctx: RequestContext) =>
     return jsonResponse({ id: ctx.params.id, object: "file", deleted: true })
   })
 
-const route = (method: "GET" | "POST" | "DELETE", path: string, handler: RouteDef<FilesRepo>["handler"]): RouteDef<FilesRepo> => ({
-  method,
-  path,
-  shape: "openai",
-  auth: "bearer",
-  surface: "batches",
-  handler
-})
+const route = routeFamily<FilesRepo>({ shape: "openai", auth: "bearer", surface: "batches" })
 
 export const filesRoutes: ReadonlyArray<RouteDef<FilesRepo>> = [
   route("POST", "/v1/files", upload),

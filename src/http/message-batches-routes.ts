@@ -14,7 +14,7 @@ import { MAX_BATCH_REQUESTS } from "../batches/openai-input.ts"
 import { InvalidRequest } from "../errors.ts"
 import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import type { RequestContext, RouteDef } from "./route.ts"
+import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
 
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
 const LIST_LIMIT = { default: 20, max: 1_000 }
@@ -126,14 +126,7 @@ const results = (ctx: RequestContext) =>
 
 type Services = BatchesRepo | BatchWorkers
 
-const route = (method: "GET" | "POST" | "DELETE", path: string, handler: RouteDef<Services>["handler"]): RouteDef<Services> => ({
-  method,
-  path,
-  shape: "messages",
-  auth: "messages",
-  surface: "batches",
-  handler
-})
+const route = routeFamily<Services>({ shape: "messages", auth: "messages", surface: "batches" })
 
 export const messageBatchesRoutes: ReadonlyArray<RouteDef<Services>> = [
   route("POST", "/v1/messages/batches", create),

@@ -28,7 +28,7 @@ import { answerChat } from "./chat-answer.ts"
 import { resolveChatModel } from "./chat-endpoint.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
-import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
 /** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
@@ -157,8 +157,7 @@ const listInputItems = (ctx: RequestContext) =>
     })
   })
 
-const route = (method: "GET" | "POST" | "DELETE", path: string, handler: RouteDef<RouteServices>["handler"]): RouteDef<RouteServices> =>
-  ({ method, path, shape: "openai", auth: "bearer", surface: "responses", handler })
+const route = routeFamily<RouteServices>({ shape: "openai", auth: "bearer", surface: "responses" })
 
 export const responsesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   route("POST", "/v1/responses", createResponse),

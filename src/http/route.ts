@@ -49,6 +49,14 @@ export interface RouteDef<R = never> {
   readonly handler: (ctx: RequestContext) => Effect.Effect<HttpServerResponse.HttpServerResponse, ApiError | SqlError.SqlError, R | Scope.Scope>
 }
 
+/**
+ * A family of routes that share an error shape, an auth mode and a permission surface:
+ * `const route = routeFamily<Services>({ shape: "openai", auth: "bearer", surface: "batches" })`,
+ * then `route("GET", "/v1/batches", list)`.
+ */
+export const routeFamily = <R>(common: Pick<RouteDef<R>, "shape" | "auth" | "surface">) =>
+  (method: Method, path: string, handler: RouteDef<R>["handler"]): RouteDef<R> => ({ method, path, ...common, handler })
+
 interface CompiledPath<R> {
   readonly pattern: RegExp
   readonly names: ReadonlyArray<string>

@@ -20,7 +20,7 @@ import type { Json } from "../util/json.ts"
 import { RunsRepo } from "../runs/runs-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
 const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
@@ -203,14 +203,7 @@ const cancel = (ctx: RequestContext) =>
 
 type RunsServices = RunsRepo | RunLog | RunExecutor | Catalog | RunSignals
 
-const route = (method: "GET" | "POST", path: string, handler: RouteDef<RunsServices>["handler"]): RouteDef<RunsServices> => ({
-  method,
-  path,
-  shape: "flat",
-  auth: "bearer",
-  surface: "runs",
-  handler
-})
+const route = routeFamily<RunsServices>({ shape: "flat", auth: "bearer", surface: "runs" })
 
 export const runsRoutes: ReadonlyArray<RouteDef<RunsServices>> = [
   route("POST", "/v1/agent-runs", create),
