@@ -40,7 +40,9 @@
  * for a slot holder it frees the slot without a health verdict (a grant that lost the race).
  * `RELEASE` for an unknown or already released waiter is ignored, so releases are idempotent.
  */
+import { HashMap, Option } from "effect"
 import { fromTransition } from "xstate"
+import { type Fifo, emptyFifo, fifoItems, popFifo, pushFifo } from "./persistent-fifo.ts"
 
 export type ReleaseOutcome = "success" | "failure"
 export type QueuePriority = "interactive" | "batch"
@@ -61,21 +63,86 @@ export interface QueueStats {
   readonly opened: number
 }
 
+/*
+ * Storage. Every step returns a new context and leaves the old one valid (the model tests branch
+ * from one state many times), yet no step copies the waiters: a deep queue (thousands of waiters)
+ * must not cost O(n) per event. So the waiters are persistent structures:
+ * - `waiting`: waiterId → its key, class and arrival number (`seq`, the `enqueued` count at its
+ *   arrival), a HAMT (effect's HashMap): O(log n) lookup, insert, remove with structural sharing.
+ * - a ring per class: a persistent FIFO of lane tickets (`RingTicket`) in serving order, and
+ *   keyId → lane; a lane holds a persistent FIFO of its waiters' entries and how many are live.
+ * Removal is lazy: a cancelled waiter leaves `waiting` and its lane's count at once, and its FIFO
+ * entry is skipped when it reaches the head (an entry is live while `waiting` still has its id with
+ * the same `seq`). A lane emptied by cancels leaves the lanes map; its ticket is skipped likewise
+ * (a ticket is live while its key's lane has the ticket's `gen`, the `seq` that opened the lane).
+ * - `holding`: waiterId → grant number and class; holders are few (≤ capacity) but looked up by id.
+ * The plain arrays (ring order, FIFO order, grant order) are derived on demand by `queueContents`
+ * for the tests, the admin view and the retry hint — never per event.
+ */
+interface Waiting {
+  readonly keyId: string
+  readonly batch: boolean
+  readonly seq: number
+}
+
+interface LaneEntry {
+  readonly waiterId: string
+  readonly seq: number
+}
+
+interface LaneState {
+  readonly gen: number
+  readonly entries: Fifo<LaneEntry>
+  /** Live entries (the others were cancelled). */
+  readonly count: number
+}
+
+interface RingTicket {
+  readonly keyId: string
+  readonly gen: number
+}
+
+interface Ring {
+  readonly tickets: Fifo<RingTicket>
+  readonly lanes: HashMap.HashMap<string, LaneState>
+  /** Live waiters in all lanes. */
+  readonly waiting: number
+}
+
+interface Holding {
+  readonly grant: number
+  readonly batch: boolean
+}
+
 export interface QueueContext {
   readonly capacity: number
   readonly failureThreshold: number
-  /** Waiter ids holding a slot. */
-  readonly holders: ReadonlyArray<string>
-  /** The round-robin ring of keys with waiters; `lanes[0]` is served next. */
-  readonly lanes: ReadonlyArray<Lane>
-  /** The same ring for batch waiters, served only when `lanes` is empty. */
-  readonly batchLanes: ReadonlyArray<Lane>
-  /** The holders (also in `holders`) that are batch requests. */
-  readonly batchHolders: ReadonlyArray<string>
+  readonly waiting: HashMap.HashMap<string, Waiting>
+  /** The round-robin ring of interactive waiters. */
+  readonly ring: Ring
+  /** The same ring for batch waiters, served only when `ring` is empty. */
+  readonly batchRing: Ring
+  /** The waiters holding a slot. */
+  readonly holding: HashMap.HashMap<string, Holding>
+  readonly inUse: number
+  /** The holders that are batch requests. */
+  readonly batchInUse: number
   /** The half-open probe in flight, if any. */
   readonly probe: string | null
   readonly consecutiveFailures: number
   readonly stats: QueueStats
+}
+
+/** The waiters and holders as plain arrays, in serving and grant order. */
+export interface QueueContents {
+  /** Waiter ids holding a slot, in grant order. */
+  readonly holders: ReadonlyArray<string>
+  /** The holders (also in `holders`) that are batch requests. */
+  readonly batchHolders: ReadonlyArray<string>
+  /** The round-robin ring of keys with waiters; `lanes[0]` is served next. */
+  readonly lanes: ReadonlyArray<Lane>
+  /** The same ring for batch waiters. */
+  readonly batchLanes: ReadonlyArray<Lane>
 }
 
 export type QueueEvent =
@@ -94,40 +161,127 @@ export interface QueueInput {
 
 export const DEFAULT_FAILURE_THRESHOLD = 3
 
+// --- the rings --------------------------------------------------------------------------------
+
+const emptyRing = (): Ring => ({ tickets: emptyFifo(), lanes: HashMap.empty(), waiting: 0 })
+
+const joinRing = (ring: Ring, waiterId: string, keyId: string, seq: number): Ring => {
+  const lane = Option.getOrUndefined(HashMap.get(ring.lanes, keyId))
+  const entry = { waiterId, seq }
+  if (lane !== undefined) {
+    const joined = { gen: lane.gen, entries: pushFifo(lane.entries, entry), count: lane.count + 1 }
+    return { tickets: ring.tickets, lanes: HashMap.set(ring.lanes, keyId, joined), waiting: ring.waiting + 1 }
+  }
+  // A key that starts waiting joins the ring at the back.
+  const opened = { gen: seq, entries: pushFifo(emptyFifo<LaneEntry>(), entry), count: 1 }
+  return { tickets: pushFifo(ring.tickets, { keyId, gen: seq }), lanes: HashMap.set(ring.lanes, keyId, opened), waiting: ring.waiting + 1 }
+}
+
+/** One waiter of `keyId` left (already removed from `waiting`); its entry is skipped later. */
+const leaveRing = (ring: Ring, keyId: string): Ring => {
+  const lane = Option.getOrThrow(HashMap.get(ring.lanes, keyId))
+  const lanes = lane.count === 1 ? HashMap.remove(ring.lanes, keyId) : HashMap.set(ring.lanes, keyId, { ...lane, count: lane.count - 1 })
+  return { tickets: ring.tickets, lanes, waiting: ring.waiting - 1 }
+}
+
+const liveLane = (ring: Ring, ticket: RingTicket): LaneState | undefined => {
+  const lane = Option.getOrUndefined(HashMap.get(ring.lanes, ticket.keyId))
+  return lane !== undefined && lane.gen === ticket.gen ? lane : undefined
+}
+
+const isLiveEntry = (waiting: HashMap.HashMap<string, Waiting>, entry: LaneEntry) =>
+  Option.getOrUndefined(HashMap.get(waiting, entry.waiterId))?.seq === entry.seq
+
+/**
+ * Takes the next waiter of a non-empty ring: the head of the first live lane, whose lane then
+ * moves to the back of the ring (or leaves it when empty). The caller removes it from `waiting`.
+ */
+const takeFromRing = (ring: Ring, waiting: HashMap.HashMap<string, Waiting>): { ring: Ring; waiterId: string } => {
+  let tickets = ring.tickets
+  for (;;) {
+    const [ticket, rest] = popFifo(tickets)
+    tickets = rest
+    const lane = liveLane(ring, ticket)
+    if (lane === undefined) continue
+    let entries = lane.entries
+    for (;;) {
+      const [entry, after] = popFifo(entries)
+      entries = after
+      if (!isLiveEntry(waiting, entry)) continue
+      const { keyId } = ticket
+      if (lane.count === 1) return { ring: { tickets, lanes: HashMap.remove(ring.lanes, keyId), waiting: ring.waiting - 1 }, waiterId: entry.waiterId }
+      const lanes = HashMap.set(ring.lanes, keyId, { gen: lane.gen, entries, count: lane.count - 1 })
+      return { ring: { tickets: pushFifo(tickets, ticket), lanes, waiting: ring.waiting - 1 }, waiterId: entry.waiterId }
+    }
+  }
+}
+
+const ringLanes = (ring: Ring, waiting: HashMap.HashMap<string, Waiting>): Array<Lane> => {
+  const lanes: Array<Lane> = []
+  for (const ticket of fifoItems(ring.tickets)) {
+    const lane = liveLane(ring, ticket)
+    if (lane === undefined) continue
+    const waiterIds = fifoItems(lane.entries).filter((entry) => isLiveEntry(waiting, entry)).map((entry) => entry.waiterId)
+    lanes.push({ keyId: ticket.keyId, waiterIds })
+  }
+  return lanes
+}
+
+const contentsCache = new WeakMap<QueueContext, QueueContents>()
+
+/**
+ * The waiters and holders of a context as plain arrays: O(n), for the tests, the admin view and
+ * the retry hint, never for a step. Memoized per context, so repeated calls return the same arrays.
+ */
+export const queueContents = (context: QueueContext): QueueContents => {
+  const cached = contentsCache.get(context)
+  if (cached !== undefined) return cached
+  const holding = [...context.holding].sort(([, a], [, b]) => a.grant - b.grant)
+  const contents: QueueContents = {
+    holders: holding.map(([id]) => id),
+    batchHolders: holding.filter(([, h]) => h.batch).map(([id]) => id),
+    lanes: ringLanes(context.ring, context.waiting),
+    batchLanes: ringLanes(context.batchRing, context.waiting)
+  }
+  contentsCache.set(context, contents)
+  return contents
+}
+
 // --- pure helpers on the context ------------------------------------------------------------
 
-const inLanes = (lanes: ReadonlyArray<Lane>, waiterId: string) => lanes.some((lane) => lane.waiterIds.includes(waiterId))
-const isWaiting = (context: QueueContext, waiterId: string) => inLanes(context.lanes, waiterId) || inLanes(context.batchLanes, waiterId)
-const isHolder = (context: QueueContext, waiterId: string) => context.holders.includes(waiterId)
+const isWaiting = (context: QueueContext, waiterId: string) => HashMap.has(context.waiting, waiterId)
+const isHolder = (context: QueueContext, waiterId: string) => HashMap.has(context.holding, waiterId)
 const bump = (stats: QueueStats, key: keyof QueueStats): QueueStats => ({ ...stats, [key]: stats[key] + 1 })
 
-const joinRing = (lanes: ReadonlyArray<Lane>, waiterId: string, keyId: string): ReadonlyArray<Lane> =>
-  lanes.some((lane) => lane.keyId === keyId)
-    ? lanes.map((lane) => lane.keyId === keyId ? { keyId, waiterIds: [...lane.waiterIds, waiterId] } : lane)
-    : [...lanes, { keyId, waiterIds: [waiterId] }]
+const addWaiter = (context: QueueContext, waiterId: string, keyId: string, priority: QueuePriority): QueueContext => {
+  const seq = context.stats.enqueued
+  const batch = priority === "batch"
+  const waiting = HashMap.set(context.waiting, waiterId, { keyId, batch, seq })
+  const stats = bump(context.stats, "enqueued")
+  return batch
+    ? { ...context, waiting, batchRing: joinRing(context.batchRing, waiterId, keyId, seq), stats }
+    : { ...context, waiting, ring: joinRing(context.ring, waiterId, keyId, seq), stats }
+}
 
-const addWaiter = (context: QueueContext, waiterId: string, keyId: string, priority: QueuePriority): QueueContext =>
-  priority === "batch"
-    ? { ...context, batchLanes: joinRing(context.batchLanes, waiterId, keyId), stats: bump(context.stats, "enqueued") }
-    : { ...context, lanes: joinRing(context.lanes, waiterId, keyId), stats: bump(context.stats, "enqueued") }
+const removeWaiter = (context: QueueContext, waiterId: string): QueueContext => {
+  const { keyId, batch } = Option.getOrThrow(HashMap.get(context.waiting, waiterId))
+  const waiting = HashMap.remove(context.waiting, waiterId)
+  return batch
+    ? { ...context, waiting, batchRing: leaveRing(context.batchRing, keyId) }
+    : { ...context, waiting, ring: leaveRing(context.ring, keyId) }
+}
 
-const leaveRing = (lanes: ReadonlyArray<Lane>, waiterId: string): ReadonlyArray<Lane> =>
-  lanes
-    .map((lane) => ({ keyId: lane.keyId, waiterIds: lane.waiterIds.filter((id) => id !== waiterId) }))
-    .filter((lane) => lane.waiterIds.length > 0)
-
-const removeWaiter = (context: QueueContext, waiterId: string): QueueContext => ({
-  ...context,
-  lanes: leaveRing(context.lanes, waiterId),
-  batchLanes: leaveRing(context.batchLanes, waiterId)
-})
-
-const removeHolder = (context: QueueContext, waiterId: string): QueueContext => ({
-  ...context,
-  holders: context.holders.filter((id) => id !== waiterId),
-  batchHolders: context.batchHolders.filter((id) => id !== waiterId),
-  probe: context.probe === waiterId ? null : context.probe
-})
+const removeHolder = (context: QueueContext, waiterId: string): QueueContext => {
+  const held = Option.getOrUndefined(HashMap.get(context.holding, waiterId))
+  if (held === undefined) return context
+  return {
+    ...context,
+    holding: HashMap.remove(context.holding, waiterId),
+    inUse: context.inUse - 1,
+    batchInUse: held.batch ? context.batchInUse - 1 : context.batchInUse,
+    probe: context.probe === waiterId ? null : context.probe
+  }
+}
 
 /** The most slots batch requests may hold: all but one (a placement of capacity 1: its one slot). */
 export const batchCap = (capacity: number) => capacity >= 2 ? capacity - 1 : capacity
@@ -139,16 +293,16 @@ export const batchCap = (capacity: number) => capacity >= 2 ? capacity - 1 : cap
 const fill = (context: QueueContext, limit: number): { context: QueueContext; granted: Array<string> } => {
   let next = context
   const granted: Array<string> = []
-  while (granted.length < limit && next.holders.length < next.capacity) {
-    const batch = next.lanes.length === 0
-    if (batch && (next.batchLanes.length === 0 || next.batchHolders.length >= batchCap(next.capacity))) break
-    const ring = batch ? next.batchLanes : next.lanes
-    const [head, ...rest] = ring
-    const [waiterId, ...remaining] = head.waiterIds
-    const lanes = remaining.length > 0 ? [...rest, { keyId: head.keyId, waiterIds: remaining }] : rest
+  while (granted.length < limit && next.inUse < next.capacity) {
+    const batch = next.ring.waiting === 0
+    if (batch && (next.batchRing.waiting === 0 || next.batchInUse >= batchCap(next.capacity))) break
+    const { ring, waiterId } = takeFromRing(batch ? next.batchRing : next.ring, next.waiting)
+    const holding = HashMap.set(next.holding, waiterId, { grant: next.stats.granted, batch })
+    const waiting = HashMap.remove(next.waiting, waiterId)
+    const stats = bump(next.stats, "granted")
     next = batch
-      ? { ...next, batchLanes: lanes, holders: [...next.holders, waiterId], batchHolders: [...next.batchHolders, waiterId], stats: bump(next.stats, "granted") }
-      : { ...next, lanes, holders: [...next.holders, waiterId], stats: bump(next.stats, "granted") }
+      ? { ...next, batchRing: ring, waiting, holding, inUse: next.inUse + 1, batchInUse: next.batchInUse + 1, stats }
+      : { ...next, ring, waiting, holding, inUse: next.inUse + 1, stats }
     granted.push(waiterId)
   }
   return { context: next, granted }
@@ -213,10 +367,12 @@ export const startQueue = (input: QueueInput): QueueState => ({
   context: {
     capacity: input.capacity,
     failureThreshold: input.failureThreshold ?? DEFAULT_FAILURE_THRESHOLD,
-    holders: [],
-    lanes: [],
-    batchLanes: [],
-    batchHolders: [],
+    waiting: HashMap.empty(),
+    ring: emptyRing(),
+    batchRing: emptyRing(),
+    holding: HashMap.empty(),
+    inUse: 0,
+    batchInUse: 0,
     probe: null,
     consecutiveFailures: 0,
     stats: { enqueued: 0, granted: 0, cancelled: 0, succeeded: 0, failed: 0, opened: 0 }
@@ -308,14 +464,15 @@ export interface QueueView {
 
 export const queueView = (state: QueueState): QueueView => {
   const { context } = state
+  const waitingByKey: Record<string, number> = {}
+  for (const ring of [context.ring, context.batchRing]) {
+    for (const [keyId, lane] of ring.lanes) waitingByKey[keyId] = (waitingByKey[keyId] ?? 0) + lane.count
+  }
   return {
     capacity: context.capacity,
-    inUse: context.holders.length,
-    waiting: [...context.lanes, ...context.batchLanes].reduce((sum, lane) => sum + lane.waiterIds.length, 0),
-    waitingByKey: [...context.lanes, ...context.batchLanes].reduce<Record<string, number>>((byKey, lane) => {
-      byKey[lane.keyId] = (byKey[lane.keyId] ?? 0) + lane.waiterIds.length
-      return byKey
-    }, {}),
+    inUse: context.inUse,
+    waiting: context.ring.waiting + context.batchRing.waiting,
+    waitingByKey,
     circuit: state.value
   }
 }
@@ -325,11 +482,13 @@ export const queueView = (state: QueueState): QueueView => {
  * serves one waiter per lane per round). `undefined` when the waiter is not waiting.
  */
 export const positionOf = (context: QueueContext, waiterId: string): number | undefined => {
-  const ahead = ringPosition(context.lanes, waiterId)
-  if (ahead !== undefined) return ahead
+  const waiter = Option.getOrUndefined(HashMap.get(context.waiting, waiterId))
+  if (waiter === undefined) return undefined
+  const { lanes, batchLanes } = queueContents(context)
+  if (!waiter.batch) return ringPosition(lanes, waiterId)
   // A batch waiter: after every interactive waiter, then by its own ring.
-  const inBatch = ringPosition(context.batchLanes, waiterId)
-  return inBatch === undefined ? undefined : context.lanes.reduce((sum, lane) => sum + lane.waiterIds.length, 0) + inBatch
+  const inBatch = ringPosition(batchLanes, waiterId)
+  return inBatch === undefined ? undefined : context.ring.waiting + inBatch
 }
 
 const ringPosition = (lanes: ReadonlyArray<Lane>, waiterId: string): number | undefined => {

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { TestModel } from "xstate/graph"
-import { positionOf, queueLogic, type QueueEvent, type QueueState, queueView, startQueue, stepQueue } from "../../machines/queue.ts"
+import { positionOf, queueContents, queueLogic, type QueueEvent, type QueueState, queueView, startQueue, stepQueue } from "../../machines/queue.ts"
 import { explore } from "./graph.ts"
 import { keyOf, queueEvents, serializeQueue, waitingIds } from "./queue-model.ts"
 
@@ -14,7 +14,7 @@ const bounds = { waiters: 4, keys: ["a", "b", "c"], capacities: [1, 2] }
 const input = { capacity: 1, failureThreshold: 2 }
 const graph = explore<QueueState, QueueEvent>(queueLogic, { events: queueEvents(bounds), serialize: serializeQueue, input })
 const { states, edges } = graph
-const grantsOf = (prev: QueueState, next: QueueState) => next.context.holders.filter((id) => !prev.context.holders.includes(id))
+const grantsOf = (prev: QueueState, next: QueueState) => queueContents(next.context).holders.filter((id) => !queueContents(prev.context).holders.includes(id))
 const emittedGrants = (prev: QueueState, event: QueueEvent) => stepQueue(prev, event).granted
 const describeEdge = (prev: QueueState, event: QueueEvent) => `${serializeQueue(prev)} --${JSON.stringify(event)}-->`
 
@@ -34,15 +34,15 @@ describe("queue machine: every reachable state", () => {
 
   it("slots: never above capacity through a grant, never idle while someone waits", () => {
     for (const { prev, event, next } of edges) {
-      if (grantsOf(prev, next).length > 0) assert.isAtMost(next.context.holders.length, next.context.capacity, describeEdge(prev, event))
+      if (grantsOf(prev, next).length > 0) assert.isAtMost(queueContents(next.context).holders.length, next.context.capacity, describeEdge(prev, event))
     }
     for (const state of states) {
       const { context } = state
-      assert.isAtMost(context.holders.length, Math.max(...bounds.capacities))
-      assert.strictEqual(new Set([...context.holders, ...waitingIds(state)]).size, context.holders.length + waitingIds(state).length)
+      assert.isAtMost(queueContents(context).holders.length, Math.max(...bounds.capacities))
+      assert.strictEqual(new Set([...queueContents(context).holders, ...waitingIds(state)]).size, queueContents(context).holders.length + waitingIds(state).length)
       const waiting = waitingIds(state).length > 0
-      if (state.value === "closed" && waiting) assert.isAtLeast(context.holders.length, context.capacity, serializeQueue(state))
-      if (state.value === "halfOpen" && waiting) assert.isTrue(context.probe !== null || context.holders.length >= context.capacity)
+      if (state.value === "closed" && waiting) assert.isAtLeast(queueContents(context).holders.length, context.capacity, serializeQueue(state))
+      if (state.value === "halfOpen" && waiting) assert.isTrue(context.probe !== null || queueContents(context).holders.length >= context.capacity)
     }
   })
 
@@ -50,7 +50,7 @@ describe("queue machine: every reachable state", () => {
     for (const { prev, event, next } of edges) {
       const granted = grantsOf(prev, next)
       assert.deepStrictEqual(emittedGrants(prev, event), granted, describeEdge(prev, event))
-      let lanes = prev.context.lanes.map((lane) => [...lane.waiterIds])
+      let lanes = queueContents(prev.context).lanes.map((lane) => [...lane.waiterIds])
       if (event.type === "ENQUEUE") lanes = [...lanes, [event.waiterId]] // a fresh arrival may be granted at once
       for (const waiterId of granted) {
         const lane = lanes.find((ids) => ids.includes(waiterId))!
@@ -97,8 +97,8 @@ describe("queue machine: every reachable state", () => {
       for (const { event, next } of graph.out(state)) {
         const grantedKeys = grantsOf(state, next).map((w) => keyOf(state, w) ?? (event.type === "ENQUEUE" ? event.keyId : "?"))
         const nextServed: Served = {}
-        for (const key of new Set(next.context.lanes.map((lane) => lane.keyId))) {
-          let sofar = state.context.lanes.some((lane) => lane.keyId === key) ? [...(served[key] ?? [])] : []
+        for (const key of new Set(queueContents(next.context).lanes.map((lane) => lane.keyId))) {
+          let sofar = queueContents(state.context).lanes.some((lane) => lane.keyId === key) ? [...(served[key] ?? [])] : []
           for (const granted of grantedKeys) {
             if (granted === key) sofar = []
             else {
@@ -118,8 +118,8 @@ describe("queue machine: every reachable state", () => {
     for (const state of states.filter((s) => s.value === "closed")) {
       const order: Array<string> = []
       let current = state
-      while (current.context.holders.length > 0) {
-        const { state: next } = stepQueue(current, { type: "RELEASE", waiterId: current.context.holders[0], outcome: "success" })
+      while (queueContents(current.context).holders.length > 0) {
+        const { state: next } = stepQueue(current, { type: "RELEASE", waiterId: queueContents(current.context).holders[0], outcome: "success" })
         order.push(...grantsOf(current, next))
         current = next
       }
@@ -172,7 +172,7 @@ describe("queue machine: scenarios", () => {
     for (const id of ["p", "q", "r"]) actor.send({ type: "ENQUEUE", waiterId: id, keyId: "k" })
     actor.send({ type: "CIRCUIT_PROBE_DUE" })
     actor.send({ type: "RELEASE", waiterId: "p", outcome: "success" })
-    assert.deepStrictEqual(actor.state.context.holders, ["q", "r"])
+    assert.deepStrictEqual(queueContents(actor.state.context).holders, ["q", "r"])
     assert.strictEqual(queueView(actor.state).circuit, "closed")
   })
 })

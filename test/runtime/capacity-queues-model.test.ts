@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { TestModel } from "xstate/graph"
-import { queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
+import { queueContents, queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
 import type { Lease, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
 import { CapacityQueues } from "../../src/runtime/capacity-queues.ts"
 import { queueEvents, serializeQueue } from "../machines/queue-model.ts"
@@ -62,7 +62,7 @@ const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly stat
       const step = `after ${JSON.stringify(event)} in ${serializeQueue(state)}`
       assert.deepStrictEqual(hosted, queueView(state), step)
       const holding = [...requests.keys()].filter((id) => !gone.has(id) && leaseOf(id) !== undefined)
-      assert.sameMembers(holding, [...state.context.holders], step)
+      assert.sameMembers(holding, [...queueContents(state.context).holders], step)
     }
     return steps.length
   }).pipe(Effect.provide(CapacityQueues.layerTest({ placements: [{ placementId: "p1", ...input }], ...input, probeCooldownMs: cooldownMs })))

@@ -12,7 +12,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber } from "effect"
 import { inject } from "vitest"
 import { TestModel } from "xstate/graph"
-import { queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
+import { queueContents, queueLogic, type QueueEvent, type QueueState, queueView } from "../../machines/queue.ts"
 import type { CapacityQueuesShape, Lease, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
 import { makeRedisCapacityQueues } from "../../src/runtime/redis-capacity-queues.ts"
 import { dropPrefix, uniquePrefix } from "../coordination/support.ts"
@@ -89,11 +89,11 @@ const replay = (steps: ReadonlyArray<{ readonly event: QueueEvent; readonly stat
       // The leases the requests hold must be the model's holders (a grant travels over pub/sub).
       for (let i = 0; i < 150; i++) {
         const holding = [...requests.keys()].filter((id) => !gone.has(id) && leaseOf(id) !== undefined)
-        if (holding.length === state.context.holders.length) break
+        if (holding.length === queueContents(state.context).holders.length) break
         yield* Effect.sleep(20)
       }
       const holding = [...requests.keys()].filter((id) => !gone.has(id) && leaseOf(id) !== undefined)
-      assert.sameMembers(holding, [...state.context.holders], step)
+      assert.sameMembers(holding, [...queueContents(state.context).holders], step)
     }
     // Waiters still waiting leave before the instances' connections close.
     yield* Fiber.interruptAll([...requests.values()])
@@ -131,8 +131,8 @@ describe.skipIf(redisUrl === null)("Redis CapacityQueues follow the queue model'
   it("the generated paths have batch work held while interactive requests wait", () => {
     assert.isAbove(priorityPaths.length, 20)
     const states = priorityPaths.flatMap((path) => path.steps.map((step) => step.state.context as QueueState))
-    assert.isTrue(states.some((state) => state.context.batchHolders.length > 0 && state.context.lanes.length > 0))
-    assert.isTrue(states.some((state) => state.context.batchLanes.length > 0 && state.context.holders.length < state.context.capacity))
+    assert.isTrue(states.some((state) => queueContents(state.context).batchHolders.length > 0 && queueContents(state.context).lanes.length > 0))
+    assert.isTrue(states.some((state) => queueContents(state.context).batchLanes.length > 0 && queueContents(state.context).holders.length < state.context.capacity))
   })
 
   it.live("every generated path, replayed against two instances on Redis", () =>
