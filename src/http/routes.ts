@@ -2,6 +2,7 @@
 import { adminRoutes } from "./admin-routes.ts"
 import { artifactsRoutes } from "./artifacts-routes.ts"
 import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
+import { dashboardArtifactsRoutes } from "./dashboard-artifacts-routes.ts"
 import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
 import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
@@ -48,5 +49,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...healthRoutes,
   ...dashboardApiRoutes,
   ...dashboardLiveRoutes,
+  ...dashboardArtifactsRoutes,
   ...dashboardRoutes(extensions)
 ]
