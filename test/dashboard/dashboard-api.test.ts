@@ -319,6 +319,12 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(page.headers.get("cache-control")).toBe("no-cache")
     expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
     const html = await page.text()
+    // item pages open by their address too (a reload, a shared link)
+    for (const path of ["/dashboard/runs/run_x", "/dashboard/artifacts/art_x"]) {
+      const item = await fetch(`${gw.baseUrl}${path}`)
+      expect(item.status, path).toBe(200)
+      expect(await item.text()).toBe(html)
+    }
     const js = /src="(\/dashboard\/assets\/main-[A-Z0-9]+\.js)"/.exec(html)![1]
     const css = /href="(\/dashboard\/assets\/main-[A-Z0-9]+\.css)"/.exec(html)![1]
     const again = await fetch(`${gw.baseUrl}/dashboard`, { headers: { "if-none-match": page.headers.get("etag")! } })

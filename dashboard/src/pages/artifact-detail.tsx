@@ -153,7 +153,7 @@ const QueryForm = ({ artifactId, version, shape }: { artifactId: string; version
                 </label>
                 <label>
                   Limit
-                  <input name="limit" type="number" min={0} max={1000} value={limit} onInput={input(setLimit)} />
+                  <input name="limit" type="number" min={0} value={limit} onInput={input(setLimit)} />
                 </label>
               </div>
             </>
