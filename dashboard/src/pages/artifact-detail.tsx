@@ -60,7 +60,7 @@ const ResultView = ({ answer }: { answer: ArtifactQueryResult["result"] }) => {
           <TableScroll label="Query result">
             <table class="striped query-result">
               <thead><tr>{columns.map((c) => <th>{c}</th>)}</tr></thead>
-              <tbody>{rows.map((row) => <tr>{columns.map((c) => <td>{cell(row[c])}</td>)}</tr>)}</tbody>
+              <tbody>{rows.map((row) => <tr>{columns.map((c) => <td class={typeof row[c] === "number" ? "num" : ""}>{cell(row[c])}</td>)}</tr>)}</tbody>
             </table>
           </TableScroll>
         )}
