@@ -52,6 +52,14 @@ type Open = { readonly kind: "text" | "thinking"; readonly block: number } | { r
 
 const broken = (message: string) => backendErrorFromStatus(502, message)
 
+/**
+ * A JSON object from the upstream, read field by field: every field is `unknown` until checked,
+ * and anything that is not an object reads as one without fields.
+ */
+type Wire = { readonly [field: string]: unknown }
+const wire = (value: unknown): Wire => (value !== null && typeof value === "object" ? value as Wire : {})
+const text = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
+
 /** An `{"error":{…}}` chunk, classified by its type so retry rules apply sensibly. */
 export const upstreamStreamError = (error: { message?: unknown; type?: unknown; code?: unknown }): BackendError => {
   const message = typeof error.message === "string" ? error.message : "the upstream reported an error mid-stream"
@@ -77,12 +85,12 @@ const stopReasonOf = (finish: string | undefined, sawTools: boolean, refused: bo
 
 const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
 
-const usageOf = (wire: any): Usage =>
+const usageOf = (usage: Wire): Usage =>
   makeUsage({
-    inputTokens: count(wire.prompt_tokens),
-    outputTokens: count(wire.completion_tokens),
-    cachedInputTokens: count(wire.prompt_tokens_details?.cached_tokens),
-    reasoningTokens: count(wire.completion_tokens_details?.reasoning_tokens)
+    inputTokens: count(usage.prompt_tokens),
+    outputTokens: count(usage.completion_tokens),
+    cachedInputTokens: count(wire(usage.prompt_tokens_details).cached_tokens),
+    reasoningTokens: count(wire(usage.completion_tokens_details).reasoning_tokens)
   })
 
 export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
@@ -129,13 +137,16 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     if (call.args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: call.args })
   }
 
-  const toolFragment = (fragment: any, position: number, events: Array<CanonicalEvent>) => {
+  const toolFragment = (fragment: Wire, position: number, events: Array<CanonicalEvent>) => {
     const key = typeof fragment.index === "number" ? fragment.index : position
     const call = calls.get(key) ?? { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
     calls.set(key, call)
-    if (typeof fragment.id === "string" && fragment.id !== "") call.id ??= fragment.id
-    if (typeof fragment.function?.name === "string" && fragment.function.name !== "") call.name ??= fragment.function.name
-    const args: string = typeof fragment.function?.arguments === "string" ? fragment.function.arguments : ""
+    const id = text(fragment.id)
+    if (id !== undefined && id !== "") call.id ??= id
+    const fn = wire(fragment.function)
+    const name = text(fn.name)
+    if (name !== undefined && name !== "") call.name ??= name
+    const args = text(fn.arguments) ?? ""
     generated += args
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
@@ -178,26 +189,30 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
   const pushChunk = (parsed: unknown): Array<CanonicalEvent> => {
     if (finished) return []
     if (parsed === null || typeof parsed !== "object") throw broken("the upstream sent a stream chunk that is not an object")
-    const chunk = parsed as any
-    if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(chunk.error)
+    const chunk = wire(parsed)
+    if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(wire(chunk.error))
     const events: Array<CanonicalEvent> = []
     if (!started) {
       started = true
       events.push({ type: "message_start", model: options.modelId })
     }
-    if (chunk.usage !== undefined && chunk.usage !== null) usage = usageOf(chunk.usage)
-    const choice = Array.isArray(chunk.choices) ? chunk.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined
-    if (choice === undefined) return events
-    const delta = choice.delta ?? {}
+    if (chunk.usage !== undefined && chunk.usage !== null) usage = usageOf(wire(chunk.usage))
+    const found: unknown = Array.isArray(chunk.choices) ? chunk.choices.find((c: unknown) => (wire(c).index ?? 0) === 0) : undefined
+    if (found === undefined) return events
+    const choice = wire(found)
+    const delta = wire(choice.delta)
     const reasoning = delta.reasoning_content ?? delta.reasoning
     if (typeof reasoning === "string" && reasoning !== "" && options.visibleReasoning) appendText("thinking", reasoning, events)
-    if (typeof delta.content === "string" && delta.content !== "") appendText("text", delta.content, events)
-    if (typeof delta.refusal === "string" && delta.refusal !== "") {
+    const content = text(delta.content)
+    if (content !== undefined && content !== "") appendText("text", content, events)
+    const refusal = text(delta.refusal)
+    if (refusal !== undefined && refusal !== "") {
       refused = true
-      appendText("text", delta.refusal, events)
+      appendText("text", refusal, events)
     }
-    if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((f: any, i: number) => toolFragment(f, i, events))
-    if (typeof choice.finish_reason === "string" && choice.finish_reason !== "") finish = choice.finish_reason
+    if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((f: unknown, i: number) => toolFragment(wire(f), i, events))
+    const finishReason = text(choice.finish_reason)
+    if (finishReason !== undefined && finishReason !== "") finish = finishReason
     return events
   }
 
@@ -227,12 +242,13 @@ export const completionAsChunk = (body: unknown): unknown => {
   if (!Array.isArray(completion.choices)) return completion
   return {
     ...completion,
-    choices: completion.choices.map((choice: any) => {
-      const message = choice?.message ?? {}
+    choices: completion.choices.map((raw: unknown) => {
+      const choice = wire(raw)
+      const message = wire(choice.message)
       const toolCalls = Array.isArray(message.tool_calls)
-        ? message.tool_calls.map((call: any, index: number) => ({ index, ...call }))
+        ? message.tool_calls.map((call: unknown, index: number) => ({ index, ...wire(call) }))
         : undefined
-      return { index: choice?.index ?? 0, delta: { ...message, ...(toolCalls === undefined ? {} : { tool_calls: toolCalls }) }, finish_reason: choice?.finish_reason ?? null }
+      return { index: choice.index ?? 0, delta: { ...message, ...(toolCalls === undefined ? {} : { tool_calls: toolCalls }) }, finish_reason: choice.finish_reason ?? null }
     })
   }
 }
