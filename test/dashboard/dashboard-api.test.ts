@@ -1,7 +1,8 @@
 /**
  * The dashboard's API over HTTP on the real gateway, on both engines: sign-in and its cookie,
  * CSRF, what operators and key holders may see (another key's data is 404, operator pages 403),
- * sign-out, and the per-day usage report against the admin API's totals.
+ * sign-out, the per-day usage report against the admin API's totals, and the artifact views
+ * (a key holder's own, the operator's across keys; descriptors and queries as /v1/artifacts answers).
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
