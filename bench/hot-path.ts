@@ -6,9 +6,14 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
+ *                          [--env NAME=VALUE]… [--otlp]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2).
+ * `--env` passes settings to the gateway (e.g. `GATEWAY_METRICS=off`, `GATEWAY_LOG_LEVEL=none`);
+ * `--otlp` starts an OTLP/HTTP receiver in this process (core 1) and points the gateway's
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` at it, so traces are exported for real; the spans it received are
+ * reported. `node bench/observability.ts` compares these arms.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops).
@@ -19,6 +24,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
+import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
 import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
 
@@ -33,6 +39,8 @@ const { values } = parseArgs({
     "node-args": { type: "string", default: "" },
     c1: { type: "string", default: "500" },
     portkey: { type: "boolean", default: false },
+    env: { type: "string", multiple: true, default: [] },
+    otlp: { type: "boolean", default: false },
     deltas: { type: "string", default: "16" },
     "gap-ms": { type: "string", default: "0" }
   }
@@ -43,6 +51,12 @@ const seconds = Number(values.seconds)
 const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
 const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]) })
+const receiver = values.otlp ? await startOtlpReceiver() : undefined
+const extraEnv = Object.fromEntries(values.env.map((pair) => {
+  const at = pair.indexOf("=")
+  if (at <= 0) throw new Error(`--env expects NAME=VALUE, got ${pair}`)
+  return [pair.slice(0, at), pair.slice(at + 1)]
+}))
 const config = {
   models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
   embeddingModels: [],
@@ -64,7 +78,9 @@ const gateway = values.portkey ? { ...(await startPortkey(logDir, 0, "1")), crea
   env: {
     ...(process.env.BENCH_DATABASE_URL !== undefined ? { DATABASE_URL: process.env.BENCH_DATABASE_URL } : {}),
     ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
-    ...(values.unmetered ? { GATEWAY_METERING: "off" } : {})
+    ...(values.unmetered ? { GATEWAY_METERING: "off" } : {}),
+    ...(receiver === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "1000" }),
+    ...extraEnv
   }
 })
 try {
@@ -110,8 +126,12 @@ try {
     rateP50Us: Math.round(s.latencyUs.p50),
     rateP99Us: Math.round(s.latencyUs.p99),
     perThreadUs: Object.fromEntries(perThread),
+    // The main thread alone (its tid is the pid): the request path, without the database worker and GC threads.
+    mainThreadUsPerRequest: perThread.find(([k]) => k.endsWith(`#${gateway.pid}`))?.[1],
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
+    ...(receiver === undefined ? {} : { spansReceived: receiver.spans() }),
+    env: extraEnv,
     idleRssMiB: Math.round(idleRss / 1048576),
     loadedRssMiB: Math.round(rssBytes(gateway.pid) / 1048576)
   }))
@@ -119,5 +139,6 @@ try {
 } finally {
   await gateway.stop()
   await upstream.close()
+  await receiver?.close()
   await stopAll()
 }

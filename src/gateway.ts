@@ -31,19 +31,23 @@ import { OperatorRuns } from "./dashboard/operator-runs.ts"
 import { DashboardSessions } from "./dashboard/sessions.ts"
 import { UsageReport } from "./dashboard/usage-report.ts"
 import { Readiness } from "./health/readiness.ts"
+import { MetricsScrape } from "./observability/metrics-scrape.ts"
+import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
+import { TelemetryLive } from "./observability/telemetry.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
  * or shared through Redis), the dispatcher, metering, and the ModelCaller that ties them together.
  */
-export const RuntimeLive = ModelCaller.layer.pipe(
+const RuntimeLive = ModelCaller.layer.pipe(
   Layer.provideMerge(Dispatcher.layer),
   Layer.provideMerge(Layer.mergeAll(CapacityQueues.layer, Placements.layer, Meter.layerLive))
 )
 
-/** The dashboard's services (sessions, reports, built assets) and the readiness probe. */
+/** The dashboard's services (sessions, reports, built assets), the readiness probe and the metrics scrape. */
 const DashboardLive = Layer.mergeAll(
-  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, ArtifactList.layer, Readiness.layer
+  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, ArtifactList.layer, Readiness.layer,
+  MetricsScrape.layer
 )
 
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */
@@ -51,6 +55,8 @@ const servicesOn = <E, R>(config: Layer.Layer<ConfigFile, E, R>) =>
   DashboardLive.pipe(
     Layer.provideMerge(RunsLive),
     Layer.provideMerge(Layer.mergeAll(ApiKeys.layer, AdminToken.layer, StatesRepo.layer, Artifacts.layerLive, ResponsesRepo.layer, RuntimeLive)),
+    // Metrics and the request log (a Context.Reference: the runtime reads it without requiring it).
+    Layer.provideMerge(TelemetryLive),
     Layer.provideMerge(Catalog.layer),
     Layer.provideMerge(DatabaseLive),
     Layer.provideMerge(config)
@@ -111,7 +117,7 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
 }
 
 /** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
-export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
+const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   const app = yield* gatewayHttpApp
   const announce = Layer.effectDiscard(
@@ -127,7 +133,7 @@ export const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
 }))
 
 /** Prints, once, the first API key and admin token created on a fresh data dir. */
-export const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
+const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
   const keys = yield* ApiKeys
   const admin = yield* AdminToken
   const created = yield* keys.bootstrap()
@@ -139,5 +145,12 @@ export const BootstrapLive = Layer.effectDiscard(Effect.gen(function*() {
   }
 }))
 
-/** The whole server: services, first-start bootstrap, HTTP listener. Requires `Settings`. */
-export const ServerLive = HttpListenerLive.pipe(Layer.provideMerge(BootstrapLive), Layer.provideMerge(GatewayServices))
+/**
+ * The whole server: services, first-start bootstrap, HTTP listener (and the metrics listener), with
+ * the JSON logger and, when configured, the OTLP tracer under everything. Requires `Settings`.
+ */
+export const ServerLive = Layer.mergeAll(HttpListenerLive, MetricsListenerLive).pipe(
+  Layer.provideMerge(BootstrapLive),
+  Layer.provideMerge(GatewayServices),
+  Layer.provideMerge(Layer.mergeAll(LoggingLive, TracingLive))
+)

@@ -1,5 +1,8 @@
 /**
- * The public embedding API — the only module other programs import.
+ * The public embedding API — the only module other programs import. Three ways in: the whole
+ * server as a Layer (`ServerLive`, what `gateway serve` runs), the embedding API (`createGateway`,
+ * `createWebHandler`, `gatewayLayer`), and — for tests inside this repository — each service's own
+ * `layer`/`layerTest`.
  *
  * ```ts
  * import { createGateway } from "svc-gateway"
@@ -20,9 +23,7 @@ export type { GatewayConfig } from "./config/schema.ts"
 export { defaultConfig } from "./config/default-config.ts"
 export { loadConfig, validateConfig } from "./config/load.ts"
 export { Settings, type SettingsShape } from "./config/settings.ts"
-export { Catalog } from "./catalog/catalog.ts"
-export { ApiKeys } from "./keys/api-keys.ts"
-export { GatewayServices, gatewayHttpApp, ServerLive }
+export { ServerLive }
 export { createGateway, dialects } from "./embedded.ts"
 export type { Answer, CallOptions, DecodedRequest, DialectName, EchoByDialect, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
 export type { CanonicalEvent, CanonicalResponse } from "./model/events.ts"

@@ -1,7 +1,7 @@
 /**
  * Process settings from the environment. Read once at start; nothing on the request path parses env.
  */
-import { Config, Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, Schema } from "effect"
 import { resolve } from "node:path"
 
 export interface SettingsShape {
@@ -43,6 +43,16 @@ export interface SettingsShape {
   readonly headersTimeoutMs: number
   /** How long a request body may stall (no bytes arriving) before the connection is closed. */
   readonly bodyIdleTimeoutMs: number
+  /** Least severe log level written (`GATEWAY_LOG_LEVEL`; default Info: one line per request). */
+  readonly logLevel: LogLevel.LogLevel
+  /** False (`GATEWAY_METRICS=off`): nothing recorded, `/metrics` answers 404. */
+  readonly metrics: boolean
+  /** A second listener (same host) serving only `GET /metrics`, without credentials. */
+  readonly metricsPort: number | undefined
+  /** OTLP/HTTP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`); set → traces are exported there. */
+  readonly otlpEndpoint: string | undefined
+  /** `OTEL_SERVICE_NAME` (default `svc-gateway`). */
+  readonly serviceName: string
   /** How long a run's lease lasts without a heartbeat (a crashed instance's runs resume after it). */
   readonly runLeaseMs: number
   /** Claims of one run before it ends `failed` (`max_attempts`). */
@@ -92,6 +102,17 @@ export const settingsConfig = Config.all({
     .pipe(Config.withDefault(8)),
   headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
   bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
+  logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
+    Config.withDefault("info" as const),
+    Config.map((level): LogLevel.LogLevel => (level === "warn" ? "Warn" : (level[0].toUpperCase() + level.slice(1)) as LogLevel.LogLevel))
+  ),
+  metrics: Config.Literals(["on", "off"], "GATEWAY_METRICS").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
+  metricsPort: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "GATEWAY_METRICS_PORT").pipe(
+    Config.option,
+    Config.map(Option.getOrUndefined)
+  ),
+  otlpEndpoint: optionalString("OTEL_EXPORTER_OTLP_ENDPOINT"),
+  serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("svc-gateway")),
   runLeaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
   runMaxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
   runRetentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),

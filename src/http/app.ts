@@ -3,9 +3,9 @@
  * permissions, runs the handler and renders any error in the route's shape. Every response carries
  * `x-request-id` (read by the OpenAI SDK) and `request-id` (read by the Anthropic SDK).
  */
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Stream } from "effect"
 import type { SqlError } from "effect/sql"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpBody, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
 import { Settings } from "../config/settings.ts"
 import {
@@ -22,10 +22,12 @@ import { AdminToken } from "../keys/admin-token.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsSurface } from "../keys/permissions.ts"
+import { newRequestRecord, type RequestRecord } from "../observability/request-record.ts"
+import { Telemetry } from "../observability/telemetry.ts"
 import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
-import { renderDefect, renderError } from "./render-error.ts"
+import { errorSummary, renderDefect, renderError } from "./render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
 
 const bearerToken = (header: string | undefined) => {
@@ -35,6 +37,20 @@ const bearerToken = (header: string | undefined) => {
 }
 
 const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`
+
+/** The metrics' `surface` of a route without a permission surface: its family. */
+const routeFamily = (path: string): string =>
+  path === "/healthz" || path === "/readyz"
+    ? "health"
+    : path === "/metrics"
+    ? "metrics"
+    : path.startsWith("/dashboard")
+    ? "dashboard"
+    : path.startsWith("/admin")
+    ? "admin"
+    : path.startsWith("/v1/models")
+    ? "models"
+    : "other"
 
 /**
  * Path ids and query values that no stored id or filter can contain (a NUL from `%00`, an unpaired
@@ -85,6 +101,8 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
     const adminToken = yield* AdminToken
     const match = makeMatcher(routes)
     const withLimit = bodyLimit(settings.maxBodyBytes)
+    const telemetry = yield* Telemetry
+    const metrics = telemetry.metrics
 
     const authenticate = (route: RouteDef<R>, headers: Record<string, string | undefined>): Effect.Effect<KeyRecord | undefined, ApiError> => {
       switch (route.auth) {
@@ -121,8 +139,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       }
     }
 
-    const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string) => {
-      const url = new URL(request.url, "http://gateway")
+    const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string, url: URL, record: RequestRecord) => {
       const found = match(request.method, url.pathname)
       if (found._tag === "NoRoute") {
         return { shape: shapeForUnknownPath(url.pathname), effect: Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` })) }
@@ -131,8 +148,10 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
         return { shape: found.shape, effect: Effect.fail(new MethodNotAllowed({ method: request.method, allow: found.allow })) }
       }
       const { route, params } = found
+      record.surface = route.surface ?? routeFamily(route.path)
       const effect = Effect.flatMap(authenticate(route, request.headers), (key) => {
-        const ctx: RequestContext = { request, params, query: url.searchParams, requestId, key }
+        if (key !== undefined) record.keyId = key.id
+        const ctx: RequestContext = { request, params, query: url.searchParams, requestId, key, record }
         return Effect.andThen(checkTarget(params, url.searchParams), route.handler(ctx))
       }).pipe(
         Effect.catchTag("SqlError", storageFailure),
@@ -146,19 +165,50 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       return { shape: route.shape as ErrorShape, effect }
     }
 
+    /** A refused request: its error for the log line, and the metering rejections metric. */
+    const noteError = (record: RequestRecord, error: ApiError) => {
+      record.error = errorSummary(error)
+      if (error._tag === "LimitExceeded" && metrics !== undefined) metrics.rejected(error.kind)
+    }
+
+    /**
+     * The request's metrics and log line: now for a whole body, at the stream's end for a stream
+     * (its tokens and cost are known only then). A client that leaves before any response is 499,
+     * as nginx logs it.
+     */
+    const finished = (response: HttpServerResponse.HttpServerResponse, record: RequestRecord) => {
+      record.status = response.status
+      const body = response.body
+      if (body._tag !== "Stream") return Effect.as(telemetry.finish(record), response)
+      return Effect.succeed(HttpServerResponse.setBody(
+        response,
+        HttpBody.stream(Stream.onExit(body.stream, () => telemetry.finish(record)), body.contentType, body.contentLength)
+      ))
+    }
+
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const requestId = newRequestId()
-      const { shape, effect } = respond(request, requestId)
+      const url = new URL(request.url, "http://gateway")
+      const record = newRequestRecord(requestId, request.method, url.pathname, performance.now())
+      const { shape, effect } = respond(request, requestId, url, record)
       const response = yield* effect.pipe(
         withLimit,
-        Effect.catch((error: ApiError) => Effect.succeed(renderError(error, shape, requestId))),
-        Effect.catchCause((cause) =>
-          Cause.hasInterruptsOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.logError("request failed with a defect", cause).pipe(Effect.as(renderDefect(shape, requestId)))
-        )
+        Effect.catch((error: ApiError) => {
+          noteError(record, error)
+          return Effect.succeed(renderError(error, shape, requestId))
+        }),
+        Effect.catchCause((cause) => {
+          if (Cause.hasInterruptsOnly(cause)) {
+            record.status = 499
+            return Effect.andThen(telemetry.finish(record), Effect.failCause(cause))
+          }
+          // The request's log line (level error) carries the cause.
+          record.error = { type: "api_error", message: "request failed with a defect" }
+          record.cause = Cause.pretty(cause)
+          return Effect.succeed(renderDefect(shape, requestId))
+        })
       )
-      return HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId })
+      return yield* finished(HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId }), record)
     })
   })

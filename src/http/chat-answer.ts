@@ -26,6 +26,8 @@ import { type CanonicalEvent, collectStream, responseEvents } from "../model/eve
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
+import { Telemetry } from "../observability/telemetry.ts"
+import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
@@ -81,14 +83,23 @@ export interface AnswerHooks<Echo> {
  * SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut.
  * The frames of one chunk (what one upstream read completed) go out as one write.
  */
-const frames = (encoder: StreamEncoder, events: Stream.Stream<CanonicalEvent, AnswerFailure>, before: () => string = () => "") =>
+const frames = (
+  encoder: StreamEncoder,
+  events: Stream.Stream<CanonicalEvent, AnswerFailure>,
+  before: () => string = () => "",
+  onFailure: (failure: StreamFailure) => void = () => {}
+) =>
   events.pipe(
     Stream.mapArray((chunk) => {
       let text = before()
       for (const event of chunk) text += encoder.event(event)
       return [text] as const
     }),
-    Stream.catch((error: AnswerFailure) => Stream.succeed(encoder.error(callFailureToStreamFailure(error))))
+    Stream.catch((error: AnswerFailure) => {
+      const failure = callFailureToStreamFailure(error)
+      onFailure(failure)
+      return Stream.succeed(encoder.error(failure))
+    })
   )
 
 const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
@@ -114,6 +125,14 @@ export const answerChat = <Echo>(
   Effect.interruptible(Effect.gen(function*() {
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
+    ctx.record.stream = request.stream
+    // The request's GenAI span, only when traces are exported; the dispatch's spans go under it.
+    const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, request.model, requestAttributes(request)) : undefined
+    const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => (span === undefined ? effect : Effect.withParentSpan(effect, span))
+    /** A stream that already answered 200 and ends with the dialect's error event: logged as such. */
+    const noteStreamFailure = (failure: StreamFailure) => {
+      ctx.record.error = { type: failure.type, message: failure.message }
+    }
     const id = dialect.newId()
     const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
     const contextFor = (servedModel: string): EncodeContext<Echo> => ({ id, model: servedModel, createdAt, request, echo })
@@ -123,7 +142,7 @@ export const answerChat = <Echo>(
 
     if (!request.stream) {
       // The whole answer at once: the upstream is called without streaming.
-      const call = yield* caller.complete(request, { key }).pipe(
+      const call = yield* traced(caller.complete(request, { key, record: ctx.record })).pipe(
         Effect.catchTags({ BackendError: (e) => Effect.fail(callFailureToApiError(e)), QueueTimeout: (e) => Effect.fail(callFailureToApiError(e)) })
       )
       const context = contextFor(call.servedModel)
@@ -140,6 +159,7 @@ export const answerChat = <Echo>(
     let switchNote: string | undefined
     const prepared = yield* caller.prepare(request, {
       key,
+      record: ctx.record,
       onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid),
       onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
     })
@@ -154,10 +174,10 @@ export const answerChat = <Echo>(
         const note = switchNote
         switchNote = undefined
         return note === undefined ? "" : encoder.switchover(note)
-      })
+      }, noteStreamFailure)
     }
 
-    const starting = yield* Effect.forkScoped(prepared.start)
+    const starting = yield* Effect.forkScoped(traced(prepared.start))
     const first = yield* Effect.raceFirst(
       Fiber.await(starting).pipe(Effect.map(() => "started" as const)),
       Deferred.await(queued).pipe(Effect.as("queued" as const))
@@ -183,7 +203,11 @@ export const answerChat = <Echo>(
     const rest = Stream.unwrap(
       Fiber.join(starting).pipe(
         Effect.map(encodeCall),
-        Effect.catch((error: CallFailure) => Effect.succeed(Stream.succeed(waiting.error(callFailureToStreamFailure(error)))))
+        Effect.catch((error: CallFailure) => {
+          const failure = callFailureToStreamFailure(error)
+          noteStreamFailure(failure)
+          return Effect.succeed(Stream.succeed(waiting.error(failure)))
+        })
       )
     )
     return sseResponse(Stream.concat(keepalives, rest), prepared.headers())

@@ -19,12 +19,14 @@ export const resolveChatModel = (ctx: RequestContext, name: string) =>
   Effect.gen(function*() {
     const catalog = yield* Catalog
     const model = catalog.resolveChat(name)
+    ctx.record.modelAsked = name
     if (model === undefined) {
       return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
     }
     if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
       return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
     }
+    ctx.record.model = model.id
     return model
   })
 

@@ -15,6 +15,8 @@ import { callFailureToApiError } from "./chat-answer.ts"
 import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 import type { RouteServices } from "./route-services.ts"
+import { Telemetry } from "../observability/telemetry.ts"
+import { startRequestSpan } from "../observability/tracing.ts"
 
 const MAX_INPUTS = 2048
 const NonEmptyText = Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" }))
@@ -33,6 +35,7 @@ const create = (ctx: RequestContext) =>
     const body = yield* readEmbeddings(ctx)
     const catalog = yield* Catalog
     const model = catalog.resolveEmbedding(body.model)
+    ctx.record.modelAsked = body.model
     if (model === undefined) {
       return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
     }
@@ -46,11 +49,14 @@ const create = (ctx: RequestContext) =>
     if (dimensions > model.dimensions) {
       return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
     }
+    ctx.record.model = model.id
     const texts = typeof body.input === "string" ? [body.input] : body.input
     const key = yield* requireKey(ctx)
     const caller = yield* ModelCaller
     // Interruptible, like chat answers: a client that leaves gives its queue place back.
-    const result = yield* caller.embed(model, texts, { key }).pipe(
+    const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, model.id) : undefined
+    const embed = caller.embed(model, texts, { key, record: ctx.record })
+    const result = yield* (span === undefined ? embed : Effect.withParentSpan(embed, span)).pipe(
       Effect.interruptible,
       Effect.catchTags({
         BackendError: (error) => Effect.fail(callFailureToApiError(error)),

@@ -110,3 +110,9 @@ export const renderDefect = (shape: ErrorShape, requestId: string) => {
     : { error: { type: "api_error", message } }
   return HttpServerResponse.jsonUnsafe(body, { status: 500 })
 }
+
+/** The error's type (dialect name) and message, as the request log records them. */
+export const errorSummary = (error: ApiError): { readonly type: string; readonly message: string } => {
+  const r = describe(error)
+  return { type: r.dialectType, message: r.message }
+}

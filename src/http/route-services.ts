@@ -22,6 +22,7 @@ import type { OperatorRuns } from "../dashboard/operator-runs.ts"
 import type { DashboardSessions } from "../dashboard/sessions.ts"
 import type { UsageReport } from "../dashboard/usage-report.ts"
 import type { Readiness } from "../health/readiness.ts"
+import type { MetricsScrape } from "../observability/metrics-scrape.ts"
 
 export type RouteServices =
   | Catalog
@@ -47,3 +48,4 @@ export type RouteServices =
   | KeyStatus
   | OperatorRuns
   | ArtifactList
+  | MetricsScrape

@@ -8,6 +8,7 @@ import type { SqlError } from "effect/sql"
 import type { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ApiError, Unauthenticated } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
+import type { RequestRecord } from "../observability/request-record.ts"
 import type { Surface } from "../keys/permissions.ts"
 
 /** Which error body a route answers with (spec: dialect shapes vs the flat shape). */
@@ -31,6 +32,8 @@ export interface RequestContext {
   readonly requestId: string
   /** The authenticated key, on routes with `messages` or `bearer` auth. */
   readonly key: KeyRecord | undefined
+  /** What the request did, for its metrics and log line: handlers fill in what they learn. */
+  readonly record: RequestRecord
 }
 
 export interface RouteDef<R = never> {

@@ -8,6 +8,7 @@ import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts
 import { embeddingsRoutes } from "./embeddings-routes.ts"
 import { healthRoutes } from "./health-routes.ts"
 import { messagesRoutes } from "./messages-routes.ts"
+import { metricsRoutes } from "./metrics-routes.ts"
 import { modelsRoutes } from "./models-routes.ts"
 import { openaiRoutes } from "./openai-routes.ts"
 import { placementsRoutes } from "./placements-routes.ts"
@@ -47,6 +48,7 @@ const extensions: DashboardExtensions = {
 export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...apiRoutes,
   ...healthRoutes,
+  ...metricsRoutes,
   ...dashboardApiRoutes,
   ...dashboardLiveRoutes,
   ...dashboardArtifactsRoutes,

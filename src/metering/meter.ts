@@ -25,6 +25,7 @@ import { Allowance, type Reservation } from "./allowance.ts"
 import { callCostMicros, outputCeiling, worstCaseOverMicros } from "./pricing.ts"
 import { type Admission, RateLimits } from "./rate-limits.ts"
 import { UsageLedger } from "./usage-ledger.ts"
+import { Telemetry } from "../observability/telemetry.ts"
 
 /** What metering needs of a model: its list rates and output limits (chat and embedding models). */
 export type MeteredModel = Pick<ChatModel, "id" | "pricing" | "maxOutput" | "contextWindow">
@@ -80,6 +81,8 @@ export class Meter extends Context.Service<Meter, {
     const rateLimits = yield* RateLimits
     const ledger = yield* UsageLedger
     const store = yield* Coordination
+    // Tokens and cost by model are counted where a call is settled: every surface passes here.
+    const { metrics } = yield* Telemetry
 
     const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
 
@@ -112,6 +115,7 @@ export class Meter extends Context.Service<Meter, {
         const after = fast.settle(reservation, costMicros, now)
         if (after !== undefined) remaining = after
         ledger.recordNow(entry(usage, servedBy, chargedMicros))
+        metrics?.charged(servedBy.id, usage, chargedMicros)
         releaseNow()
         return { costMicros, chargedMicros }
       }
@@ -126,6 +130,7 @@ export class Meter extends Context.Service<Meter, {
           const after = yield* allowance.settle(reservation, costMicros)
           if (after !== undefined) remaining = after
           yield* ledger.record(entry(usage, servedBy, chargedMicros))
+          metrics?.charged(servedBy.id, usage, chargedMicros)
           yield* admission.release
           return { costMicros, chargedMicros }
         })
@@ -238,6 +243,7 @@ export class Meter extends Context.Service<Meter, {
             if (finished) return { costMicros, chargedMicros: costMicros }
             finished = true
             yield* ledger.record({ keyId: request.key.id, model: servedBy.id, requestId, usage, costMicros, at })
+            metrics?.charged(servedBy.id, usage, costMicros)
             return { costMicros, chargedMicros: costMicros }
           }),
         fail: () => Effect.sync(() => void (finished = true)),

@@ -14,7 +14,7 @@
  * (outcome `success` / `failure` / `cancelled`). A non-retryable error releases as `success`:
  * the placement answered, the request was wrong.
  */
-import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Random, Result, Scope, Stream, type Tracer } from "effect"
 import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Array"
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
@@ -24,6 +24,10 @@ import { CapacityQueues } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
+import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
+import type { RequestRecord } from "../observability/request-record.ts"
+import { Telemetry } from "../observability/telemetry.ts"
+import { type DispatchTrace, makeDispatchTrace } from "../observability/tracing.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -44,6 +48,8 @@ export interface DispatchHooks {
   readonly onQueued?: Effect.Effect<void> | undefined
   /** Runs when a broken text stream continues on another candidate. */
   readonly onContinue?: ((to: { readonly placementId: string; readonly modelId: string }) => Effect.Effect<void>) | undefined
+  /** The HTTP request's record: queue waits, attempts, upstream time, retries, failovers. */
+  readonly record?: RequestRecord | undefined
 }
 
 export interface DispatchOptions extends DispatchHooks {
@@ -82,6 +88,52 @@ const outcomeOf = (error: BackendError): LeaseOutcome => (error.retryable ? "fai
 export interface DispatcherOptions {
   /** First backoff delay (doubling per round); the spec's 1 s unless a test or demo shortens it. */
   readonly retryBaseMs?: number | undefined
+  /** Where waits, attempts, retries and failovers are counted (absent: nowhere). */
+  readonly metrics?: GatewayMetrics | undefined
+  /** Spans for queue waits, attempts and failovers (only when an exporter is configured). */
+  readonly tracing?: boolean | undefined
+}
+
+/**
+ * Counts one dispatch's attempts as plain calls (no Effect): each grant's wait, each attempt's
+ * upstream time and outcome, and — after a failure — whether the next attempt is a retry on the
+ * same placement or a failover to another. Into the metrics and the request's record.
+ */
+const makeAttemptCounter = (metrics: GatewayMetrics | undefined, record: RequestRecord | undefined) => {
+  let failedOn: string | undefined
+  return {
+    /** A slot was granted after waiting `waitedMs`; the attempt on it starts now. */
+    granted(placementId: string, waitedMs: number) {
+      if (metrics !== undefined) {
+        metrics.queueWait(placementId, waitedMs / 1000)
+        if (failedOn !== undefined) {
+          metrics.retry(placementId)
+          if (failedOn !== placementId) metrics.failover(failedOn, placementId)
+        }
+      }
+      if (record !== undefined) {
+        record.queueWaitMs += waitedMs
+        record.attempts++
+        record.placement = placementId
+        if (failedOn !== undefined) {
+          record.retries++
+          if (failedOn !== placementId) record.failovers++
+        }
+      }
+    },
+    /** The attempt ended: `success`, `failure` (counted against the placement) or `cancelled`. */
+    ended(placementId: string, modelId: string, outcome: LeaseOutcome, upstreamMs: number) {
+      if (metrics !== undefined) metrics.upstream(placementId, modelId, outcome, upstreamMs / 1000)
+      if (record !== undefined) record.upstreamMs += upstreamMs
+      failedOn = outcome === "success" || outcome === "cancelled" ? undefined : placementId
+    },
+    backoff(ms: number) {
+      if (record !== undefined) record.backoffMs += ms
+    },
+    timedOut(placementIds: ReadonlyArray<string>) {
+      metrics?.queueTimeout(placementIds)
+    }
+  }
 }
 
 export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
@@ -99,6 +151,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     let lastError: BackendError | undefined
     let queued = false
     let current: Attempt | undefined
+    const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
+    const dispatchedAt = performance.now()
+    const trace: DispatchTrace | undefined = dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined
 
     const onQueued = Effect.suspend(() => {
       if (queued || options.onQueued === undefined) return Effect.void
@@ -124,7 +179,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           if (phase() === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           if (phase() === "retryWait") {
             const random = yield* Random.next
-            yield* Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)
+            const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+            counter.backoff(delay)
+            yield* Effect.sleep(delay)
             send({ type: "RETRY_DUE" })
             continue
           }
@@ -139,25 +196,52 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
           const scope = yield* Scope.make()
           let outcome: LeaseOutcome = "cancelled"
+          let grantedAt: number | undefined
+          let attemptOn: DispatchCandidate | undefined
+          let attemptSpan: Tracer.Span | undefined
           const end = (result: LeaseOutcome) =>
             Effect.suspend(() => {
               outcome = result
+              if (grantedAt !== undefined && attemptOn !== undefined) {
+                counter.ended(attemptOn.placementId, attemptOn.modelId, result, performance.now() - grantedAt)
+                grantedAt = undefined
+                if (attemptSpan !== undefined) trace!.attemptEnded(attemptSpan, attemptOn.placementId, result, lastError)
+              }
               return Scope.close(scope, Exit.void)
             })
           pendingEnd = end
+          const askedAt = performance.now()
+          const targets = eligible.map((c) => c.placementId)
           // Tie the slot's release to the scope before anything can interrupt us.
+          const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
           const lease = yield* Effect.uninterruptibleMask((restore) =>
-            restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
+            restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
               Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
-              Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" })))
+              Effect.tapError(() => Effect.sync(() => {
+                counter.timedOut(targets)
+                send({ type: "QUEUE_TIMEOUT" })
+              }))
             )
           )
           send({ type: "GRANTED", placementId: lease.placementId })
           const candidate = byId.get(lease.placementId)!
+          grantedAt = performance.now()
+          attemptOn = candidate
+          counter.granted(lease.placementId, grantedAt - askedAt)
+          if (trace !== undefined) attemptSpan = yield* trace.attempt(candidate.placementId, candidate.modelId)
           const open = state.context.continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
-          const result = yield* Effect.result(firstChunk(candidate, open, scope))
+          // Under the attempt's span, so the upstream request carries it as its `traceparent`.
+          const first = firstChunk(candidate, open, scope)
+          const result = yield* Effect.result(attemptSpan === undefined ? first : Effect.withParentSpan(first, attemptSpan))
           if (Result.isSuccess(result)) {
             send({ type: "FIRST_BYTE" })
+            if (current === undefined) {
+              // The answer's first event: time to first token, from the request's arrival when known.
+              const firstAt = performance.now()
+              const record = options.record
+              if (record !== undefined) record.ttftMs = firstAt - record.startedAt
+              dispatcherOptions.metrics?.timeToFirstToken(candidate.modelId, (firstAt - (record?.startedAt ?? dispatchedAt)) / 1000)
+            }
             pendingEnd = undefined
             return { candidate, end, ...result.success } satisfies Attempt
           }
@@ -165,7 +249,10 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           yield* end(outcomeOf(result.failure))
           send({ type: "FAILED", error: result.failure })
         }
-      }).pipe(Effect.onExit((exit) => (Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void)))
+      }).pipe(Effect.onExit((exit) => {
+        if (Exit.isFailure(exit)) trace?.done()
+        return Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void
+      }))
 
     current = yield* connect()
     const served = current.candidate
@@ -214,7 +301,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     })
 
     const events = Stream.fromPull(Effect.succeed(pull)).pipe(
-      Stream.ensuring(Effect.suspend(() => current!.end("cancelled")))
+      Stream.ensuring(Effect.suspend(() => {
+        const ended = current!.end("cancelled")
+        trace?.done()
+        return ended
+      }))
     )
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })
@@ -223,6 +314,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
    * answer and gives the slot back; there is no first byte, so every failure can still fail over.
    */
   const complete = (options: DispatchOptions): Effect.Effect<Completed, BackendError | QueueTimeout> =>
+    dispatcherOptions.tracing === true
+      ? Effect.flatMap(makeDispatchTrace(), (trace) => completeWith(options, trace).pipe(Effect.ensuring(Effect.sync(() => trace.done()))))
+      : completeWith(options, undefined)
+
+  const completeWith = (options: DispatchOptions, trace: DispatchTrace | undefined): Effect.Effect<Completed, BackendError | QueueTimeout> =>
     Effect.suspend(() => {
       const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
       let state = startDispatch({ candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) })
@@ -234,26 +330,42 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const onQueued = options.onQueued === undefined
         ? undefined
         : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
+      const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
 
       // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
       // queue at once); a slot, once granted, is always given back.
-      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) =>
-        Effect.uninterruptibleMask((restore) =>
-          restore(queues.acquire({ candidates: eligible.map((c) => c.placementId), keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })).pipe(
-            Effect.tapError(() => Effect.sync(() => send({ type: "QUEUE_TIMEOUT" }))),
+      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
+        const askedAt = performance.now()
+        const targets = eligible.map((c) => c.placementId)
+        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued })
+        return Effect.uninterruptibleMask((restore) =>
+          restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
+            Effect.tapError(() => Effect.sync(() => {
+              counter.timedOut(targets)
+              send({ type: "QUEUE_TIMEOUT" })
+            })),
             Effect.flatMap((lease) => {
               send({ type: "GRANTED", placementId: lease.placementId })
               const candidate = byId.get(lease.placementId)!
+              const grantedAt = performance.now()
+              counter.granted(lease.placementId, grantedAt - askedAt)
               const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
-              return restore(call).pipe(
-                Effect.onExit((exit) =>
-                  lease.release(Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause))
-                ),
+              const attempt = (span: Tracer.Span | undefined) =>
+                restore(span === undefined ? call : Effect.withParentSpan(call, span)).pipe(
+                  Effect.onExit((exit) => {
+                    const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
+                    counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
+                    if (span !== undefined) trace!.attemptEnded(span, candidate.placementId, outcome, failureOf(exit))
+                    return lease.release(outcome)
+                  })
+                )
+              return (trace === undefined ? attempt(undefined) : Effect.flatMap(trace.attempt(candidate.placementId, candidate.modelId), attempt)).pipe(
                 Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
               )
             })
           )
         )
+      }
 
       const loop: Effect.Effect<Completed, BackendError | QueueTimeout> = Effect.suspend(() => {
         switch (state.value) {
@@ -261,7 +373,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
             return Effect.fail(lastError ?? emptyStream("dispatch"))
           case "retryWait":
             return Random.next.pipe(
-              Effect.flatMap((random) => Effect.sleep(nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0)),
+              Effect.flatMap((random) => {
+                const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+                counter.backoff(delay)
+                return Effect.sleep(delay)
+              }),
               Effect.andThen(Effect.suspend(() => {
                 send({ type: "RETRY_DUE" })
                 return loop
@@ -302,6 +418,13 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
   return { dispatch, complete }
 }
 
+/** The backend error that ended a call, if any (for its span). */
+const failureOf = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>): BackendError | undefined => {
+  if (Exit.isSuccess(exit)) return undefined
+  const error = exit.cause.reasons.find(Cause.isFailReason)?.error
+  return error !== undefined && error._tag === "BackendError" ? error : undefined
+}
+
 /** A failed call's verdict on its placement's health: only a retryable error counts against it. */
 const failureOutcome = (cause: Cause.Cause<BackendError | QueueTimeout>): LeaseOutcome => {
   const error = cause.reasons.find(Cause.isFailReason)?.error
@@ -315,12 +438,14 @@ export class Dispatcher extends Context.Service<Dispatcher, {
 }>()("gateway/runtime/Dispatcher") {
   static readonly layer = Layer.effect(Dispatcher, Effect.gen(function*() {
     const { retryBaseMs } = yield* Settings
-    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs }))
+    const { metrics, tracing } = yield* Telemetry
+    return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { retryBaseMs, metrics, tracing }))
   }))
 
   /** With explicit options instead of Settings (tests, embedders). */
   static readonly layerWith = (options: DispatcherOptions) =>
     Layer.effect(Dispatcher, Effect.gen(function*() {
-      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, options))
+      const { metrics, tracing } = yield* Telemetry
+      return Dispatcher.of(makeDispatcher(yield* CapacityQueues, { metrics, tracing, ...options }))
     }))
 }

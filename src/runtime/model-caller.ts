@@ -27,7 +27,9 @@ import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model/tokens.ts"
-import { makeUsage, type Usage } from "../model/usage.ts"
+import { addUsage, makeUsage, type Usage } from "../model/usage.ts"
+import type { RequestRecord } from "../observability/request-record.ts"
+import { Telemetry } from "../observability/telemetry.ts"
 import type { QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
@@ -132,6 +134,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     const queues = yield* CapacityQueues
     const meter = yield* Meter
     const settings = yield* Settings
+    const { metrics } = yield* Telemetry
 
     /**
      * The models that may serve, in preference order: the model, then its capable equivalents —
@@ -216,6 +219,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
           onQueued: options.onQueued,
+          record: options.record,
           onContinue: (to) =>
             Effect.suspend(() => {
               servingModel = modelById.get(to.modelId) ?? servingModel
@@ -223,6 +227,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
             })
         }).pipe(Effect.tapError(() => metered.fail()))
         servingModel = modelById.get(dispatched.servedModel) ?? servingModel
+        if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
         const usage = makeUsageTracker(sent)
 
         /** Settles exactly once, whatever ended the stream. */
@@ -236,6 +241,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
             }
             const used = yield* usage.usage()
             const { chargedMicros } = yield* metered.settle(used, servingModel)
+            noteCharge(options.record, used, chargedMicros)
             Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
           })
 
@@ -270,11 +276,14 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           candidates: candidatesFor(sent, models),
           keyId: options.key.id,
           deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-          onQueued: options.onQueued
+          onQueued: options.onQueued,
+          record: options.record
         }).pipe(Effect.tapError(() => metered.fail()))
         const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
         const usage = completed.response.usage
         const { chargedMicros } = yield* metered.settle(usage, servedBy)
+        if (options.record !== undefined) options.record.servedModel = servedBy.id
+        noteCharge(options.record, usage, chargedMicros)
         return {
           ...completed,
           headers: metered.headers(),
@@ -294,6 +303,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       }
       const inputTokens = yield* textsTokenBound(texts)
       const metered = yield* meter.beginScoped({ key: options.key, model: priced, inputTokens, maxOutputTokens: 1 })
+      const askedAt = performance.now()
       const lease = yield* queues.acquire({
         candidates: serving.map((p) => p.runtime.id),
         keyId: options.key.id,
@@ -301,18 +311,33 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         onQueued: options.onQueued
       }).pipe(Effect.tapError(() => metered.fail()))
       const placement = serving.find((p) => p.runtime.id === lease.placementId)!
+      const grantedAt = performance.now()
+      metrics?.queueWait(lease.placementId, (grantedAt - askedAt) / 1000)
+      const record = options.record
+      if (record !== undefined) {
+        record.queueWaitMs += grantedAt - askedAt
+        record.attempts++
+        record.placement = lease.placementId
+      }
       if (placement.backend.embed === undefined) {
         yield* lease.release("success")
         yield* metered.fail()
         return yield* new NotImplemented({ message: `The backend of ${model.id} cannot embed` })
       }
       const result = yield* placement.backend.embed({ model: model.id, texts, dimensions: model.dimensions }, placement.runtime).pipe(
-        Effect.onExit((exit) =>
-          lease.release(isRetryableExit(exit) ? "failure" : "success")
-        ),
+        Effect.onExit((exit) => {
+          const outcome = isRetryableExit(exit) ? "failure" : Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : "success"
+          const upstreamMs = performance.now() - grantedAt
+          metrics?.upstream(lease.placementId, model.id, outcome, upstreamMs / 1000)
+          if (record !== undefined) record.upstreamMs += upstreamMs
+          return lease.release(outcome === "cancelled" ? "success" : outcome)
+        }),
         Effect.tapError(() => metered.fail())
       )
-      yield* metered.settle(makeUsage({ inputTokens: result.inputTokens }), priced)
+      const used = makeUsage({ inputTokens: result.inputTokens })
+      const { chargedMicros } = yield* metered.settle(used, priced)
+      if (record !== undefined) record.servedModel = model.id
+      noteCharge(record, used, chargedMicros)
       return { ...result, servedModel: model.id, headers: metered.headers() }
     })
 
@@ -330,6 +355,13 @@ const meteredInputTokens = (request: CanonicalRequest, model: ChatModel): Effect
     outputCeiling(model, bound, request.maxOutputTokens) === outputCeiling(model, 0, request.maxOutputTokens)
       ? Effect.succeed(bound)
       : countRequestTokens(request))
+
+/** The request's record learns what its call was charged (the metrics learn it from the meter). */
+const noteCharge = (record: RequestRecord | undefined, usage: Usage, costMicros: Micros) => {
+  if (record === undefined) return
+  record.usage = record.usage === undefined ? usage : addUsage(record.usage, usage)
+  record.costMicros = (record.costMicros ?? 0) + costMicros
+}
 
 const isRetryableExit = (exit: Exit.Exit<unknown, BackendError>) =>
   Exit.isFailure(exit) && exit.cause.reasons.some((reason) => Cause.isFailReason(reason) && reason.error.retryable)

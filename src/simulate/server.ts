@@ -21,6 +21,7 @@ import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
 import { renderDefect, renderError } from "../http/render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "../http/route.ts"
+import { newRequestRecord } from "../observability/request-record.ts"
 
 export interface SimulateOptions {
   readonly host: string
@@ -122,7 +123,10 @@ export const makeSimulateApp = (options: SimulateOptions) => {
     } else {
       shape = found.route.shape
       effect = authorized(found.route, request.headers)
-        ? found.route.handler({ request, params: found.params, query: url.searchParams, requestId, key: undefined }) as never
+        ? found.route.handler({
+          request, params: found.params, query: url.searchParams, requestId, key: undefined,
+          record: newRequestRecord(requestId, request.method, url.pathname, performance.now())
+        }) as never
         : Effect.fail(new Unauthenticated({ message: "Invalid API key" }))
     }
     const response = yield* effect.pipe(

@@ -22,6 +22,7 @@ import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstre
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
+import { traceHeadersOf } from "../../observability/tracing.ts"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
 
@@ -88,7 +89,8 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
   const pools = makeUpstreamPools()
   const poolFor = (origin: string) => pools.get(origin)
 
-  const target = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean) => {
+  /** `trace`: the W3C `traceparent` of the attempt's span, when traces are exported. */
+  const target = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean, trace: Readonly<Record<string, string>>) => {
     const upstream = placement.upstream
     if (upstream === undefined) {
       return new BackendError({ status: 500, type: "api_error", message: `Placement ${placement.id} has no upstream baseUrl`, retryable: false })
@@ -99,14 +101,15 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       "content-type": "application/json",
       accept: stream ? "text/event-stream" : "application/json",
       "anthropic-version": ANTHROPIC_VERSION,
+      ...trace,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
     return { url, body, headers }
   }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
-    Effect.suspend(() => {
-      const call = target(request, placement, false)
+    Effect.withFiber((fiber) => {
+      const call = target(request, placement, false, traceHeadersOf(fiber))
       if (call instanceof BackendError) return Effect.fail(call)
       return Effect.tryPromise({
         try: async (signal) => {
@@ -142,7 +145,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     })
 
   const open = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime) {
-    const call = target(request, placement, true)
+    const call = target(request, placement, true, yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     if (call instanceof BackendError) return yield* call
     const { url, body, headers } = call
     // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.

@@ -7,6 +7,7 @@ import { Effect, Stream } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { BackendError, UpstreamTarget } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
+import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 
 /**
@@ -23,9 +24,11 @@ export interface UpstreamCall {
   readonly body: string
 }
 
-const requestHeaders = (call: UpstreamCall, accept: string): Record<string, string> => ({
+/** `trace`: the W3C `traceparent` of the attempt's span, when traces are exported. */
+const requestHeaders = (call: UpstreamCall, accept: string, trace: Readonly<Record<string, string>>): Record<string, string> => ({
   "content-type": "application/json",
   accept,
+  ...trace,
   ...(call.target.apiKey === undefined || call.target.apiKey === "" ? {} : { authorization: `Bearer ${call.target.apiKey}` })
 })
 
@@ -38,9 +41,9 @@ export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { 
  * event-stream answer is handed back as its text, for the caller to decode like a stream.
  */
 export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<WholeAnswer, BackendError> =>
-  Effect.tryPromise({
+  Effect.withFiber((fiber) => Effect.tryPromise({
     try: async (signal) => {
-      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: requestHeaders(call, "application/json"), body: call.body, signal })
+      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: requestHeaders(call, "application/json", traceHeadersOf(fiber)), body: call.body, signal })
       const text = await response.body.text()
       return { status: response.statusCode, headers: response.headers, text }
     },
@@ -53,7 +56,7 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
     } catch {
       return Effect.fail(backendErrorFromStatus(502, "the upstream answered with a body that is not JSON"))
     }
-  }))
+  })))
 
 /**
  * POSTs the body and streams the response bytes. The response is released (its socket destroyed
@@ -61,7 +64,7 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
  */
 export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.Stream<Uint8Array, BackendError> =>
   Stream.unwrap(Effect.gen(function*() {
-    const headers = requestHeaders(call, "text/event-stream")
+    const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     const response = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", headers, body: call.body, signal }),

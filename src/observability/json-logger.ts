@@ -1,0 +1,107 @@
+/**
+ * The process's logger: one JSON object per line on stdout, through Effect's `Logger`, so every
+ * `Effect.log*` in the gateway (the request log, storage failures, defects with their cause) comes
+ * out in one shape a log shipper (Loki, Elasticsearch, Datadog) reads without a parser:
+ *
+ *   {"time":"…","level":"info","msg":"request","request_id":"req_…", …}
+ *   {"time":"…","level":"error","msg":"request failed with a defect","cause":"Error: … at …"}
+ *
+ * A message that is a `LogFields` object (the request log) is spread into the line; anything else
+ * becomes `msg` (several parts joined by spaces; a non-string part as JSON). Log annotations are
+ * added as fields. Lines are buffered and written together every 100 ms (or at 64 KiB, or at
+ * exit): a write to a pipe wakes its reader, and one per request cost tens of µs (measured in
+ * bench/observability.ts); a crash (SIGKILL) loses at most the last 100 ms of lines.
+ */
+import { Cause, Logger, References } from "effect"
+import { writeSync } from "node:fs"
+
+/** A message whose fields become the log line's own fields. */
+export class LogFields {
+  readonly msg: string
+  readonly fields: Readonly<Record<string, unknown>>
+  constructor(msg: string, fields: Readonly<Record<string, unknown>>) {
+    this.msg = msg
+    this.fields = fields
+  }
+  /** Another logger (a program embedding the gateway keeps its own) prints the same fields. */
+  toJSON() {
+    return { msg: this.msg, ...this.fields }
+  }
+}
+
+/** How long lines wait to be written together, and how much text forces a write at once. */
+const FLUSH_MS = 100
+const FLUSH_BYTES = 64 * 1024
+/** The longest line written (characters); longer ones are cut (stdout to a pipe is synchronous). */
+const MAX_LINE = 32 * 1024
+
+const LEVELS: Record<string, string> = { Fatal: "fatal", Error: "error", Warn: "warn", Info: "info", Debug: "debug", Trace: "trace" }
+
+const partText = (part: unknown): string => {
+  if (typeof part === "string") return part
+  if (part instanceof Error) return part.message
+  try {
+    return JSON.stringify(part) ?? String(part)
+  } catch {
+    return String(part)
+  }
+}
+
+/** Where lines go: stdout by default (tests pass a sink). */
+export type LineSink = (text: string) => void
+
+const stdoutSink: LineSink = (text) => {
+  process.stdout.write(text)
+}
+
+export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
+  let buffer = ""
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (buffer === "") return
+    const text = buffer
+    buffer = ""
+    sink(text)
+  }
+  // Whatever is still buffered when the process exits (a crash after a log) is written at once.
+  if (sink === stdoutSink) {
+    process.once("exit", () => {
+      if (buffer !== "") writeSync(1, buffer)
+      buffer = ""
+    })
+  }
+  return Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
+    const parts = Array.isArray(message) ? message : [message]
+    let line: Record<string, unknown>
+    if (parts.length === 1 && parts[0] instanceof LogFields) {
+      line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts[0].msg, ...parts[0].fields }
+    } else {
+      line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts.map(partText).join(" ") }
+    }
+    const annotations = fiber.getRef(References.CurrentLogAnnotations)
+    for (const key in annotations) line[key] = annotations[key]
+    if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
+    else {
+      // `Effect.logError("storage failure", error)`: the error's own chain, with its stack.
+      const error = parts.find((part): part is Error => part instanceof Error)
+      if (error !== undefined) line.cause = Cause.pretty(Cause.fail(error))
+    }
+    let text: string
+    try {
+      text = JSON.stringify(line)
+    } catch {
+      text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg), note: "fields not serializable" })
+    }
+    if (text.length > MAX_LINE) {
+      // A message that quotes a huge input: keep the line's start, say how long it was.
+      text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg).slice(0, 2_000), truncated: text.length, head: text.slice(0, MAX_LINE / 2) })
+    }
+    buffer += text + "\n"
+    if (buffer.length >= FLUSH_BYTES) flush()
+    else if (!scheduled) {
+      scheduled = true
+      setTimeout(flush, FLUSH_MS).unref()
+    }
+  })
+}
