@@ -24,6 +24,7 @@ import { Placements } from "./runtime/placements.ts"
 import { RunsLive } from "./runs/runs-layer.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
+import { ArtifactList } from "./dashboard/artifact-list.ts"
 import { DashboardAssets } from "./dashboard/assets.ts"
 import { KeyStatus } from "./dashboard/key-status.ts"
 import { OperatorRuns } from "./dashboard/operator-runs.ts"
@@ -46,7 +47,8 @@ const RuntimeLive = ModelCaller.layer.pipe(
 
 /** The dashboard's services (sessions, reports, built assets), the readiness probe and the metrics scrape. */
 const DashboardLive = Layer.mergeAll(
-  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, Readiness.layer, MetricsScrape.layer
+  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, ArtifactList.layer, Readiness.layer,
+  MetricsScrape.layer
 )
 
 /** Storage, domain services and the runtime on a given config layer; requires `Settings`. */

@@ -184,3 +184,72 @@ export interface MyKey {
     readonly concurrency: { readonly limit: number; readonly inFlight: number }
   } | null
 }
+
+export interface ArtifactListItem {
+  readonly id: string
+  readonly keyId: string
+  readonly key: { readonly name: string | null; readonly hint: string | null }
+  readonly headVersion: number
+  readonly versionCount: number
+  readonly kind: "table" | "text"
+  readonly rowCount: number | null
+  readonly sizeBytes: number
+  readonly mimeType: string
+  readonly format: string
+  readonly summary: string | null
+  readonly createdAt: string
+  readonly updatedAt: string
+}
+
+export interface ArtifactPage {
+  readonly data: ReadonlyArray<ArtifactListItem>
+  readonly hasMore: boolean
+  readonly nextCursor: string | null
+}
+
+export type ArtifactShape =
+  | {
+    readonly kind: "table"
+    readonly rowCount: number
+    readonly columns: ReadonlyArray<{ readonly name: string; readonly type: string }>
+    readonly columnCount: number
+    readonly rowsPath?: string
+  }
+  | { readonly kind: "text"; readonly length: number; readonly characters: number; readonly lines: number }
+
+/** `GET /v1/artifacts/{id}`'s descriptor, as the dashboard gets it with the owning key. */
+export interface ArtifactDetail {
+  readonly keyId: string
+  readonly key: { readonly name: string | null; readonly hint: string | null }
+  readonly descriptor: {
+    readonly artifactId: string
+    readonly version: number
+    readonly headVersion: number
+    readonly versionCount: number
+    readonly versions: ReadonlyArray<{ readonly version: number; readonly sizeBytes: number; readonly contentHash: string; readonly createdAt: string }>
+    readonly sizeBytes: number
+    readonly contentHash: string
+    readonly mimeType: string
+    readonly format: string
+    readonly shape: ArtifactShape
+    readonly summary: string | null
+    readonly source: string
+    readonly provenance: { readonly method: string; readonly lossless: boolean }
+    readonly declaredRowCount: number | null
+    readonly createdAt: string
+  }
+}
+
+/** `POST /v1/artifacts/{id}/query`'s answer. */
+export interface ArtifactQueryResult {
+  readonly result: {
+    readonly artifactId: string
+    readonly version: number
+    readonly rows?: ReadonlyArray<Record<string, unknown>>
+    readonly text?: string
+    readonly totalMatched: number
+    readonly truncated: boolean
+    readonly structured: boolean
+    readonly range?: { readonly byteStart: number; readonly byteEnd: number }
+  }
+}

@@ -7,6 +7,8 @@ import type { ComponentChildren } from "preact"
 import { useCallback, useEffect, useState } from "preact/hooks"
 import { api, ApiError, configureApi, messageOf, type Session } from "./api.ts"
 import { ErrorNotice, Loading } from "./components.tsx"
+import { ArtifactDetailPage } from "./pages/artifact-detail.tsx"
+import { ArtifactsPage } from "./pages/artifacts.tsx"
 import { ExtensionPage, NotFoundPage } from "./pages/extension.tsx"
 import { KeysPage } from "./pages/keys.tsx"
 import { ModelsPage } from "./pages/models.tsx"
@@ -38,7 +40,7 @@ const PAGES: ReadonlyArray<PageDef> = [
   { slug: "queues", title: "Queues", roles: ["operator"], render: ({ signedOut }) => <QueuesPage onSignedOut={signedOut} /> },
   { slug: "runs", title: "Runs", roles: ["operator", "key"], render: ({ session }) => <RunsPage session={session} /> },
   { slug: "models", title: "Models", roles: ["operator", "key"], render: ({ session }) => <ModelsPage session={session} /> },
-  { slug: "artifacts", title: "Artifacts", roles: ["operator", "key"], feature: "artifacts", render: () => <ExtensionPage title="Artifacts" api="/v1/artifacts" /> },
+  { slug: "artifacts", title: "Artifacts", roles: ["operator", "key"], feature: "artifacts", render: ({ session }) => <ArtifactsPage session={session} /> },
   { slug: "batches", title: "Batches", roles: ["operator", "key"], feature: "batches", render: () => <ExtensionPage title="Batches" api="/v1/batches and /v1/messages/batches" /> }
 ]
 
@@ -121,14 +123,18 @@ export const App = () => {
       navigate("/dashboard")
     }
   }
-  const runId = slug === "runs" ? path.split("/")[3] : undefined
   const page = allowed.find((p) => p.slug === slug)
+  // A second path segment opens one item of a page that has item pages (runs, artifacts).
+  const itemId = page !== undefined ? path.split("/")[3] : undefined
+  const item = itemId === undefined || itemId === "" ? undefined : decodeURIComponent(itemId)
   return (
     <>
       <Nav session={session} current={slug} onSignOut={signOut} />
       <main class="container">
-        {runId
-          ? <RunDetailPage runId={decodeURIComponent(runId)} session={session} />
+        {item !== undefined && slug === "runs"
+          ? <RunDetailPage runId={item} session={session} />
+          : item !== undefined && slug === "artifacts"
+          ? <ArtifactDetailPage artifactId={item} session={session} />
           : page
           ? page.render({ session, signedOut })
           : PAGES.some((p) => p.slug === slug)

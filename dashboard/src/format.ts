@@ -37,3 +37,15 @@ export const duration = (ms: number) => (ms < 1000 ? `${Math.ceil(ms)} ms` : ms 
 
 export const keyLabel = (key: { name: string | null; hint: string | null; keyId?: string; id?: string }) =>
   key.name ?? key.hint ?? key.keyId ?? key.id ?? "unnamed key"
+
+const sizeUnits = ["B", "KiB", "MiB", "GiB"]
+/** Bytes as people read them: 1.5 KiB, 16 MiB. */
+export const bytes = (n: number) => {
+  let value = n
+  let unit = 0
+  while (value >= 1024 && unit < sizeUnits.length - 1) {
+    value /= 1024
+    unit++
+  }
+  return unit === 0 ? `${n} B` : `${value < 10 ? value.toFixed(1) : Math.round(value)} ${sizeUnits[unit]}`
+}

@@ -15,6 +15,7 @@ import type { RunLog } from "../runs/run-log.ts"
 import type { RunsRepo } from "../runs/runs-repo.ts"
 import type { StatesRepo } from "../states/states-repo.ts"
 import type { ConfigFile } from "../config/config-file.ts"
+import type { ArtifactList } from "../dashboard/artifact-list.ts"
 import type { DashboardAssets } from "../dashboard/assets.ts"
 import type { KeyStatus } from "../dashboard/key-status.ts"
 import type { OperatorRuns } from "../dashboard/operator-runs.ts"
@@ -52,4 +53,5 @@ export type RouteServices =
   | BatchesRepo
   | BatchWorkers
   | FilesRepo
+  | ArtifactList
   | MetricsScrape

@@ -3,6 +3,7 @@ import { adminRoutes } from "./admin-routes.ts"
 import { artifactsRoutes } from "./artifacts-routes.ts"
 import { batchesRoutes } from "./batches-routes.ts"
 import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
+import { dashboardArtifactsRoutes } from "./dashboard-artifacts-routes.ts"
 import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
 import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
@@ -53,5 +54,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...metricsRoutes,
   ...dashboardApiRoutes,
   ...dashboardLiveRoutes,
+  ...dashboardArtifactsRoutes,
   ...dashboardRoutes(extensions)
 ]

@@ -34,6 +34,8 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
   let holderPage: Page
   let shots: string
   let created: { id: string; secret: string }
+  /** An artifact of the gateway's default key, which the key holder must never see. */
+  let otherArtifact: string
   const screenshot = async (target: Page, name: string) => {
     if (engine.name !== "embedded" && updateDocs) return
     await target.screenshot({ path: join(shots, `dashboard-${name}.png`), fullPage: true })
@@ -193,6 +195,63 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
     await expect.poll(() => page.locator(".event-log li").count(), { timeout: 10_000 }).toBe(2)
   })
 
+  it("lists artifacts across keys and shows one's descriptor, versions and a query as a table", async () => {
+    await page.goto(url("/dashboard/artifacts"))
+    await expect.poll(() => page.locator(".empty").textContent()).toContain("No artifacts yet")
+    const upload = async (key: string, body: unknown) => {
+      const res = await fetch(url("/v1/artifacts"), { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) })
+      expect(res.status).toBe(201)
+      return ((await res.json()) as { reference: { artifactId: string } }).reference.artifactId
+    }
+    const rows = [["Oslo", 709000, "NO"], ["Bergen", 291000, "NO"], ["Stockholm", 984000, "SE"], ["Gothenburg", 604000, "SE"], ["Aarhus", 290000, "DK"]]
+    const csv = (extra: ReadonlyArray<ReadonlyArray<unknown>>) => ["city,population,country", ...[...rows, ...extra].map((r) => r.join(","))].join("\n")
+    const cities = await upload(created.secret, { bytes: csv([]), mimeType: "text/csv", summary: "Nordic cities by population", source: "e2e" })
+    await upload(created.secret, { bytes: csv([["Copenhagen", 660000, "DK"]]), mimeType: "text/csv", artifactId: cities, summary: "Nordic cities by population", source: "e2e" })
+    const notes = await upload(created.secret, { bytes: "Meeting notes\n\nThe sea is calm today.\nRivers run to it.\n", mimeType: "text/plain" })
+    const others = otherArtifact = await upload(gw.apiKey!, { content: [{ sku: "A-1", price: 3 }, { sku: "B-2", price: 5 }] })
+
+    await page.getByRole("button", { name: "Refresh" }).click()
+    await page.locator(`tr[data-artifact-id=${others}]`).waitFor()
+    expect(await page.locator("tbody tr").count()).toBe(3)
+    const citiesRow = await page.locator(`tr[data-artifact-id=${cities}]`).textContent()
+    expect(citiesRow).toMatch(/Nordic cities by population.*e2e-service.*table.*csv\s*6.*text\/csv\s*2/)
+    await page.getByLabel("Key").selectOption(created.id)
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(2)
+    expect(await page.locator(`tr[data-artifact-id=${others}]`).count()).toBe(0)
+    await page.getByLabel("Key").selectOption("")
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(3)
+    await screenshot(page, "artifacts")
+
+    await page.locator(`tr[data-artifact-id=${cities}] a`).click()
+    await page.waitForURL(url(`/dashboard/artifacts/${cities}`))
+    await expect.poll(() => page.locator(".artifact-record").textContent()).toContain("6 rows × 3 columns")
+    expect(await page.locator(".artifact-record").textContent()).toContain("e2e-service")
+    expect(await page.locator("tr[data-version]").count()).toBe(2)
+    await page.getByRole("button", { name: "Add filter" }).click()
+    await page.getByLabel("Filter field").selectOption("country")
+    await page.getByLabel("Filter operator").selectOption("ne")
+    await page.getByLabel("Filter value").fill("SE")
+    await page.locator("select[name=sort]").selectOption("population")
+    await page.locator("select[name=dir]").selectOption("desc")
+    await page.locator("input[name=limit]").fill("3")
+    await page.getByRole("button", { name: "Run query" }).click()
+    await expect.poll(() => page.getByTestId("query-summary").textContent()).toContain("3 of 4 matching rows")
+    expect(await page.locator(".query-result tbody tr td:first-child").allTextContents()).toEqual(["Oslo", "Copenhagen", "Bergen"])
+    await screenshot(page, "artifact")
+    // an earlier version, and a query the service refuses, said in the page
+    await page.locator("tr[data-version='1']").getByRole("button", { name: "Show" }).click()
+    await expect.poll(() => page.locator(".artifact-record").textContent()).toContain("5 rows × 3 columns")
+    await page.locator("input[name=limit]").fill("5000")
+    await page.getByRole("button", { name: "Run query" }).click()
+    await expect.poll(() => page.locator(".artifact-query [role=alert]").textContent()).toContain("limit: at most 1000")
+
+    await page.goto(url(`/dashboard/artifacts/${notes}`))
+    await page.getByRole("button", { name: "Run query" }).click()
+    await expect.poll(() => page.locator(".artifact-text").textContent()).toContain("The sea is calm today.")
+    await page.goto(url("/dashboard/artifacts/art_doesnotexist"))
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("No artifact with id art_doesnotexist")
+  })
+
   it("shows the catalog with its prices", async () => {
     await page.goto(url("/dashboard/models"))
     const atlas = page.locator("tr[data-model=svc-atlas-1]")
@@ -221,15 +280,22 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
     await holder.goto(url("/dashboard/runs"))
     await holder.locator("tbody tr").first().waitFor()
     expect(await holder.locator("tbody tr").count()).toBe(2) // not the default key's run
-    const probes = await holder.evaluate(async (otherKey) => {
+    await holder.goto(url("/dashboard/artifacts"))
+    await holder.locator("tbody tr").first().waitFor()
+    expect(await holder.locator("tbody tr").count()).toBe(2) // not the default key's artifact
+    expect(await holder.locator("thead").textContent()).not.toContain("Key")
+    const probes = await holder.evaluate(async ([otherKey, artifact]) => {
       const status = async (path: string) => (await fetch(path)).status
       return {
         keys: await status("/dashboard/api/keys"),
         queues: await status("/dashboard/api/queues"),
-        otherUsage: await status(`/dashboard/api/usage?keyId=${otherKey}`)
+        otherUsage: await status(`/dashboard/api/usage?keyId=${otherKey}`),
+        otherArtifact: await status(`/dashboard/api/artifacts/${artifact}`)
       }
-    }, (((await (await gw.admin("GET", "/admin/v1/keys")).json()) as { data: Array<{ id: string; name: string }> }).data.find((k) => k.name === "default"))!.id)
-    expect(probes).toEqual({ keys: 403, queues: 403, otherUsage: 404 })
+    }, [(((await (await gw.admin("GET", "/admin/v1/keys")).json()) as { data: Array<{ id: string; name: string }> }).data.find((k) => k.name === "default"))!.id, otherArtifact])
+    expect(probes).toEqual({ keys: 403, queues: 403, otherUsage: 404, otherArtifact: 404 })
+    await holder.goto(url(`/dashboard/artifacts/${otherArtifact}`))
+    await expect.poll(() => holder.getByRole("alert").textContent()).toContain(`No artifact with id ${otherArtifact}`)
   })
 
   it("revokes the key with confirmation: the SDK gets 401 and the key holder is signed out", async () => {
@@ -258,6 +324,16 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
     expect(overflow).toBeLessThanOrEqual(0) // wide tables scroll inside their own box
     await screenshot(page, "usage-phone")
+    await page.goto(url("/dashboard/artifacts"))
+    await page.locator("tbody tr").first().waitFor()
+    const artifactsOverflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    expect(artifactsOverflow).toBeLessThanOrEqual(0)
+    await page.locator("tbody tr a").first().click()
+    await page.getByRole("button", { name: "Run query" }).click()
+    await page.getByTestId("query-summary").waitFor()
+    const detailOverflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+    expect(detailOverflow).toBeLessThanOrEqual(0)
+    await screenshot(page, "artifact-phone")
     await page.setViewportSize({ width: 1280, height: 860 })
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByLabel("Admin token or API key").waitFor()

@@ -1,7 +1,8 @@
 /**
  * The dashboard's API over HTTP on the real gateway, on both engines: sign-in and its cookie,
  * CSRF, what operators and key holders may see (another key's data is 404, operator pages 403),
- * sign-out, and the per-day usage report against the admin API's totals.
+ * sign-out, the per-day usage report against the admin API's totals, and the artifact views
+ * (a key holder's own, the operator's across keys; descriptors and queries as /v1/artifacts answers).
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -219,6 +220,88 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await read()).requestsPerMinute.remaining).toBeGreaterThanOrEqual(after.requestsPerMinute.remaining)
   })
 
+  it("lists artifacts: a key holder's own only (another key's id is 404, never listed), the operator's across keys, read-only", async () => {
+    const mine = await createKey({ name: "artifact holder" })
+    const theirs = await createKey({ name: "artifact neighbour" })
+    const chatOnly = await createKey({ name: "chat only", permissions: { surfaces: ["chat"] } })
+    const upload = async (secret: string, body: unknown) => {
+      const res = await fetch(`${gw.baseUrl}/v1/artifacts`, { method: "POST", headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" }, body: JSON.stringify(body) })
+      expect(res.status).toBe(201)
+      return ((await res.json()) as { reference: { artifactId: string; version: number } }).reference
+    }
+    const csv = "city,population\nOslo,709000\nBergen,291000\nTromsø,78000\n"
+    const table = await upload(mine.key, { bytes: csv, mimeType: "text/csv", summary: "Norwegian cities" })
+    await upload(mine.key, { bytes: `${csv}Stavanger,146000\n`, mimeType: "text/csv", artifactId: table.artifactId })
+    const text = await upload(mine.key, { bytes: "Plain notes, not a table." })
+    const other = await upload(theirs.key, { bytes: csv, mimeType: "text/csv" })
+
+    const holder = await dashboardClient(gw.baseUrl, mine.key)
+    const list = (await (await holder.call("GET", "/artifacts")).json()) as { data: Array<Record<string, unknown>>; hasMore: boolean }
+    expect(list.data.map((a) => a.id)).toEqual([text.artifactId, table.artifactId])
+    expect(list.data[1]).toMatchObject({
+      keyId: mine.id, headVersion: 2, versionCount: 2, kind: "table", rowCount: 4, format: "csv", mimeType: "text/csv",
+      sizeBytes: Buffer.byteLength(`${csv}Stavanger,146000\n`), summary: null, createdAt: expect.any(String)
+    })
+    expect(list.data[0]).toMatchObject({ kind: "text", rowCount: null, versionCount: 1, mimeType: "text/plain" })
+    // paging: the cursor is the last id of the page
+    const first = (await (await holder.call("GET", "/artifacts?limit=1")).json()) as { data: Array<{ id: string }>; nextCursor: string }
+    expect(first.data.map((a) => a.id)).toEqual([text.artifactId])
+    const second = (await (await holder.call("GET", `/artifacts?limit=1&after=${first.nextCursor}`)).json()) as { data: Array<{ id: string }>; hasMore: boolean }
+    expect(second).toMatchObject({ data: [{ id: table.artifactId }], hasMore: false })
+
+    // Another key's artifact is 404 everywhere, as on /v1/artifacts; it never shows up.
+    for (const [method, path] of [
+      ["GET", `/artifacts/${other.artifactId}`], ["POST", `/artifacts/${other.artifactId}/query`],
+      ["GET", `/artifacts?keyId=${theirs.id}`], ["GET", `/artifacts?after=${other.artifactId}`], ["GET", "/artifacts/art_nope"]
+    ]) {
+      const res = await holder.call(method, path, method === "POST" ? { body: {} } : {})
+      expect(res.status, `${method} ${path}`).toBe(404)
+      expect(await errorOf(res)).toMatchObject({ type: "not_found" })
+    }
+
+    const detail = (await (await holder.call("GET", `/artifacts/${table.artifactId}`)).json()) as { keyId: string; descriptor: Record<string, unknown> }
+    const direct = (await (await fetch(`${gw.baseUrl}/v1/artifacts/${table.artifactId}`, { headers: { authorization: `Bearer ${mine.key}` } })).json()) as { descriptor: unknown }
+    expect(detail).toMatchObject({ keyId: mine.id, descriptor: direct.descriptor })
+    expect((detail.descriptor.versions as Array<unknown>).length).toBe(2)
+    const v1 = (await (await holder.call("GET", `/artifacts/${table.artifactId}?version=1`)).json()) as { descriptor: { version: number; shape: { rowCount: number } } }
+    expect(v1.descriptor).toMatchObject({ version: 1, shape: { rowCount: 3 } })
+    expect((await holder.call("GET", `/artifacts/${table.artifactId}?version=x`)).status).toBe(400)
+
+    // The query is the API's own: the same body gives the same answer.
+    const body = { filter: [{ field: "population", op: "gt", value: "100000" }], sort: [{ field: "population", dir: "asc" }], limit: 2 }
+    const answer = await (await holder.call("POST", `/artifacts/${table.artifactId}/query`, { body })).json()
+    const api = await (await fetch(`${gw.baseUrl}/v1/artifacts/${table.artifactId}/query`, {
+      method: "POST", headers: { authorization: `Bearer ${mine.key}`, "content-type": "application/json" }, body: JSON.stringify(body)
+    })).json()
+    expect(answer).toEqual(api)
+    expect(answer).toMatchObject({ result: { rows: [{ city: "Stavanger" }, { city: "Bergen" }], totalMatched: 3, truncated: true } })
+    const bad = await holder.call("POST", `/artifacts/${table.artifactId}/query`, { body: { filter: [{ field: "city", op: "like", value: "O" }] } })
+    expect(bad.status).toBe(400)
+    expect(await errorOf(bad)).toMatchObject({ type: "invalid_request", message: expect.stringContaining("filter[0].op") })
+    expect((await holder.call("POST", `/artifacts/${table.artifactId}/query`, { body: {}, csrf: null })).status).toBe(403)
+    expect((await holder.call("GET", "/artifacts?limit=0")).status).toBe(400)
+
+    // A key without the artifacts surface gets the API's 403.
+    const limited = await dashboardClient(gw.baseUrl, chatOnly.key)
+    const refused = await limited.call("GET", "/artifacts")
+    expect(refused.status).toBe(403)
+    expect(await errorOf(refused)).toMatchObject({ type: "permission_error", message: expect.stringContaining("artifacts") })
+
+    // The operator sees every key's, filters by key, reads and queries any of them.
+    const all = (await (await operator.call("GET", "/artifacts?limit=100")).json()) as { data: Array<{ id: string; keyId: string; key: { name: string } }> }
+    expect(all.data.map((a) => a.id)).toEqual(expect.arrayContaining([table.artifactId, text.artifactId, other.artifactId]))
+    expect(all.data.find((a) => a.id === other.artifactId)).toMatchObject({ keyId: theirs.id, key: { name: "artifact neighbour" } })
+    const filtered = (await (await operator.call("GET", `/artifacts?keyId=${theirs.id}`)).json()) as { data: Array<{ id: string }> }
+    expect(filtered.data.map((a) => a.id)).toEqual([other.artifactId])
+    const theirDetail = (await (await operator.call("GET", `/artifacts/${other.artifactId}`)).json()) as Record<string, unknown>
+    expect(theirDetail).toMatchObject({ keyId: theirs.id, key: { name: "artifact neighbour" }, descriptor: { artifactId: other.artifactId, headVersion: 1 } })
+    const theirRows = await (await operator.call("POST", `/artifacts/${other.artifactId}/query`, { body: { select: ["city"], limit: 1 } })).json()
+    expect(theirRows).toMatchObject({ result: { rows: [{ city: "Oslo" }], totalMatched: 3 } })
+    // read-only: the dashboard has no delete; the artifact is still there for its key
+    expect((await operator.call("DELETE", `/artifacts/${other.artifactId}`)).status).toBe(405)
+    expect((await fetch(`${gw.baseUrl}/v1/artifacts/${other.artifactId}`, { headers: { authorization: `Bearer ${theirs.key}` } })).status).toBe(200)
+  })
+
   it("streams the queues as SSE", async () => {
     const res = await operator.call("GET", "/queues/stream")
     expect(res.status).toBe(200)
@@ -240,6 +323,12 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(page.headers.get("cache-control")).toBe("no-cache")
     expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
     const html = await page.text()
+    // item pages open by their address too (a reload, a shared link)
+    for (const path of ["/dashboard/runs/run_x", "/dashboard/artifacts/art_x"]) {
+      const item = await fetch(`${gw.baseUrl}${path}`)
+      expect(item.status, path).toBe(200)
+      expect(await item.text()).toBe(html)
+    }
     const js = /src="(\/dashboard\/assets\/main-[A-Z0-9]+\.js)"/.exec(html)![1]
     const css = /href="(\/dashboard\/assets\/main-[A-Z0-9]+\.css)"/.exec(html)![1]
     const again = await fetch(`${gw.baseUrl}/dashboard`, { headers: { "if-none-match": page.headers.get("etag")! } })

@@ -1,0 +1,102 @@
+/**
+ * The dashboard's artifact views (`/dashboard/api/artifacts*`, session cookie, flat error shape):
+ * - key holders see their key's artifacts, scoped exactly as `/v1/artifacts` is (the key's
+ *   `artifacts` surface is required, another key's id is 404 everywhere, never listed);
+ * - operators see every key's artifacts, read-only: the list (filtered by key), a descriptor and
+ *   queries, each read through `Artifacts` with the owning key, so they answer what that key would.
+ * Query bodies are the artifact API's own (`POST /v1/artifacts/{id}/query`), checked by the service.
+ */
+import { Effect } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { Artifacts } from "../artifacts/artifacts.ts"
+import { ArtifactList } from "../dashboard/artifact-list.ts"
+import type { DashboardSession } from "../dashboard/sessions.ts"
+import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { ApiKeys } from "../keys/api-keys.ts"
+import { allowsSurface } from "../keys/permissions.ts"
+import { readJson } from "./body.ts"
+import { dashboardApi } from "./dashboard-api-routes.ts"
+import { jsonResponse } from "./json.ts"
+import type { RouteServices } from "./route-services.ts"
+import type { RequestContext, RouteDef } from "./route.ts"
+
+const NO_STORE = { "cache-control": "no-store" }
+const LIST_LIMIT = { default: 25, max: 100 }
+
+/** A key holder needs the key's `artifacts` surface, as on the API (403 naming it otherwise). */
+const requireSurface = (session: DashboardSession) =>
+  session.role === "key" && !allowsSurface(session.key.permissions, "artifacts")
+    ? Effect.fail(new PermissionDenied({ message: "This key is not allowed to use the artifacts surface" }))
+    : Effect.void
+
+/** The key whose artifact this is, when the session may see it: the holder's own, else 404. */
+const ownerOf = (session: DashboardSession, artifactId: string) =>
+  Effect.gen(function*() {
+    if (session.role === "key") return session.key.id
+    return yield* (yield* ArtifactList).owner(artifactId)
+  })
+
+/** The owning key's name and hint (null for a key that no longer exists). */
+const keyLabel = (session: DashboardSession, keyId: string) =>
+  Effect.gen(function*() {
+    if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
+    const key = yield* Effect.option((yield* ApiKeys).get(keyId))
+    return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
+  })
+
+const listQuery = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const limitText = ctx.query.get("limit")
+    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
+      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
+    }
+    return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
+  })
+
+const listArtifacts = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    yield* requireSurface(session)
+    const query = yield* listQuery(ctx)
+    if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
+      return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
+    }
+    const keyId = session.role === "key" ? session.key.id : query.keyId
+    const page = yield* (yield* ArtifactList).list({ keyId, limit: query.limit, after: query.after })
+    return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
+  })
+
+/** `?version=N`: a positive integer, as on `GET /v1/artifacts/{id}`. */
+const versionParam = (ctx: RequestContext) => {
+  const raw = ctx.query.get("version")
+  if (raw === null || raw === "") return Effect.succeed(undefined)
+  return /^[1-9]\d{0,8}$/.test(raw)
+    ? Effect.succeed(Number(raw))
+    : Effect.fail(new InvalidRequest({ message: `version: expected a positive integer, got ${JSON.stringify(raw)}`, param: "version" }))
+}
+
+const describeArtifact = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    yield* requireSurface(session)
+    const version = yield* versionParam(ctx)
+    const keyId = yield* ownerOf(session, ctx.params.id)
+    const descriptor = yield* (yield* Artifacts).describe(keyId, ctx.params.id, version)
+    const key = yield* keyLabel(session, keyId)
+    return jsonResponse({ object: "dashboard_artifact", keyId, key, descriptor }, { headers: NO_STORE })
+  })
+
+const queryArtifact = (ctx: RequestContext, session: DashboardSession) =>
+  Effect.gen(function*() {
+    yield* requireSurface(session)
+    const keyId = yield* ownerOf(session, ctx.params.id)
+    const body = yield* readJson(ctx, { optional: true })
+    const text = yield* (yield* Artifacts).query(keyId, ctx.params.id, body)
+    return HttpServerResponse.text(text, { contentType: "application/json", headers: NO_STORE })
+  })
+
+export const dashboardArtifactsRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
+  dashboardApi("GET", "/artifacts", "signed-in", listArtifacts),
+  dashboardApi("GET", "/artifacts/{id}", "signed-in", describeArtifact),
+  // POST because a query has a body; it reads only (and needs the CSRF token like every POST).
+  dashboardApi("POST", "/artifacts/{id}/query", "signed-in", queryArtifact)
+]
