@@ -25,6 +25,7 @@ import { RunsLive } from "./runs/runs-layer.ts"
 import { StatesRepo } from "./states/states-repo.ts"
 import { DatabaseLive } from "./storage/database.ts"
 import { ArtifactList } from "./dashboard/artifact-list.ts"
+import { BatchList } from "./dashboard/batch-list.ts"
 import { DashboardAssets } from "./dashboard/assets.ts"
 import { KeyStatus } from "./dashboard/key-status.ts"
 import { OperatorRuns } from "./dashboard/operator-runs.ts"
@@ -47,7 +48,7 @@ const RuntimeLive = ModelCaller.layer.pipe(
 
 /** The dashboard's services (sessions, reports, built assets), the readiness probe and the metrics scrape. */
 const DashboardLive = Layer.mergeAll(
-  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, ArtifactList.layer, Readiness.layer,
+  DashboardSessions.layer, DashboardAssets.layer, UsageReport.layer, KeyStatus.layer, OperatorRuns.layer, ArtifactList.layer, BatchList.layer, Readiness.layer,
   MetricsScrape.layer
 )
 

@@ -253,3 +253,34 @@ export interface ArtifactQueryResult {
     readonly range?: { readonly byteStart: number; readonly byteEnd: number }
   }
 }
+
+export interface BatchListItem {
+  readonly id: string
+  readonly kind: "messages" | "openai"
+  readonly keyId: string
+  readonly key: { readonly name: string | null; readonly hint: string | null }
+  readonly endpoint: string
+  readonly status: string
+  readonly ended: boolean
+  readonly total: number
+  readonly counts: { readonly processing: number; readonly succeeded: number; readonly errored: number; readonly canceled: number; readonly expired: number }
+  readonly createdAt: string
+  readonly endedAt: string | null
+  readonly expiresAt: string
+  readonly cancelInitiatedAt: string | null
+}
+
+export interface BatchPage {
+  readonly data: ReadonlyArray<BatchListItem>
+  readonly hasMore: boolean
+  readonly nextCursor: string | null
+}
+
+export interface BatchDetail extends BatchListItem {
+  readonly inputFileId: string | null
+  readonly outputFileId: string | null
+  readonly errorFileId: string | null
+  readonly resultsPath: string | null
+  readonly metadata: unknown
+  readonly errors: unknown
+}

@@ -9,7 +9,9 @@ import { api, ApiError, configureApi, messageOf, type Session } from "./api.ts"
 import { ErrorNotice, Loading } from "./components.tsx"
 import { ArtifactDetailPage } from "./pages/artifact-detail.tsx"
 import { ArtifactsPage } from "./pages/artifacts.tsx"
-import { ExtensionPage, NotFoundPage } from "./pages/extension.tsx"
+import { BatchDetailPage } from "./pages/batch-detail.tsx"
+import { BatchesPage } from "./pages/batches.tsx"
+import { NotFoundPage } from "./pages/extension.tsx"
 import { KeysPage } from "./pages/keys.tsx"
 import { ModelsPage } from "./pages/models.tsx"
 import { MyKeyPage } from "./pages/my-key.tsx"
@@ -41,7 +43,7 @@ const PAGES: ReadonlyArray<PageDef> = [
   { slug: "runs", title: "Runs", roles: ["operator", "key"], render: ({ session }) => <RunsPage session={session} /> },
   { slug: "models", title: "Models", roles: ["operator", "key"], render: ({ session }) => <ModelsPage session={session} /> },
   { slug: "artifacts", title: "Artifacts", roles: ["operator", "key"], feature: "artifacts", render: ({ session }) => <ArtifactsPage session={session} /> },
-  { slug: "batches", title: "Batches", roles: ["operator", "key"], feature: "batches", render: () => <ExtensionPage title="Batches" api="/v1/batches and /v1/messages/batches" /> }
+  { slug: "batches", title: "Batches", roles: ["operator", "key"], feature: "batches", render: ({ session }) => <BatchesPage session={session} /> }
 ]
 
 const pagesFor = (session: Session) =>
@@ -124,7 +126,7 @@ export const App = () => {
     }
   }
   const page = allowed.find((p) => p.slug === slug)
-  // A second path segment opens one item of a page that has item pages (runs, artifacts).
+  // A second path segment opens one item of a page that has item pages (runs, artifacts, batches).
   const itemId = page !== undefined ? path.split("/")[3] : undefined
   const item = itemId === undefined || itemId === "" ? undefined : decodeURIComponent(itemId)
   return (
@@ -135,6 +137,8 @@ export const App = () => {
           ? <RunDetailPage runId={item} session={session} />
           : item !== undefined && slug === "artifacts"
           ? <ArtifactDetailPage artifactId={item} session={session} />
+          : item !== undefined && slug === "batches"
+          ? <BatchDetailPage batchId={item} session={session} />
           : page
           ? page.render({ session, signedOut })
           : PAGES.some((p) => p.slug === slug)

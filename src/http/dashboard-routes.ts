@@ -1,6 +1,7 @@
 /**
  * The dashboard's page, its assets and its session (`/dashboard`, flat error shape):
- * - `GET /dashboard`, `/dashboard/{page}`, `/dashboard/runs/{id}`, `/dashboard/artifacts/{id}`: the page shell (`no-cache`, ETag);
+ * - `GET /dashboard`, `/dashboard/{page}`, `/dashboard/runs/{id}`, `/dashboard/artifacts/{id}`,
+ *   `/dashboard/batches/{id}`: the page shell (`no-cache`, ETag);
  *   the client draws the page named by the path;
  * - `GET /dashboard/assets/{file}`: hashed bundles, immutable for a year, gzip when accepted;
  * - `POST /dashboard/api/session {token}` signs in with the admin token or an `svc_` key and sets
@@ -118,6 +119,7 @@ export const dashboardRoutes = (extensions: DashboardExtensions): ReadonlyArray<
   { method: "DELETE", path: "/dashboard/api/session", shape: "flat", auth: "none", handler: signOut },
   { method: "GET", path: "/dashboard/runs/{id}", shape: "flat", auth: "none", handler: page },
   { method: "GET", path: "/dashboard/artifacts/{id}", shape: "flat", auth: "none", handler: page },
+  { method: "GET", path: "/dashboard/batches/{id}", shape: "flat", auth: "none", handler: page },
   // Last: any other single segment is a client-side page (an unknown one says so itself).
   { method: "GET", path: "/dashboard/{page}", shape: "flat", auth: "none", handler: page }
 ]

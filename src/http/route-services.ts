@@ -16,6 +16,7 @@ import type { RunsRepo } from "../runs/runs-repo.ts"
 import type { StatesRepo } from "../states/states-repo.ts"
 import type { ConfigFile } from "../config/config-file.ts"
 import type { ArtifactList } from "../dashboard/artifact-list.ts"
+import type { BatchList } from "../dashboard/batch-list.ts"
 import type { DashboardAssets } from "../dashboard/assets.ts"
 import type { KeyStatus } from "../dashboard/key-status.ts"
 import type { OperatorRuns } from "../dashboard/operator-runs.ts"
@@ -50,6 +51,7 @@ export type RouteServices =
   | UsageReport
   | KeyStatus
   | OperatorRuns
+  | BatchList
   | BatchesRepo
   | BatchWorkers
   | FilesRepo

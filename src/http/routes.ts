@@ -4,6 +4,7 @@ import { artifactsRoutes } from "./artifacts-routes.ts"
 import { batchesRoutes } from "./batches-routes.ts"
 import { dashboardApiRoutes } from "./dashboard-api-routes.ts"
 import { dashboardArtifactsRoutes } from "./dashboard-artifacts-routes.ts"
+import { dashboardBatchesRoutes } from "./dashboard-batches-routes.ts"
 import { dashboardLiveRoutes } from "./dashboard-live-routes.ts"
 import { type DashboardExtensions, dashboardRoutes } from "./dashboard-routes.ts"
 import { embeddingsRoutes } from "./embeddings-routes.ts"
@@ -55,5 +56,6 @@ export const allRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   ...dashboardApiRoutes,
   ...dashboardLiveRoutes,
   ...dashboardArtifactsRoutes,
+  ...dashboardBatchesRoutes,
   ...dashboardRoutes(extensions)
 ]

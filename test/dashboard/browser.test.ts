@@ -3,12 +3,14 @@
  * gateway process, on both engines: sign in, create a key and read its secret once, use the key
  * with the `openai` SDK while the queue page moves by itself, see the usage, follow a run's log
  * live and cancel it, see a key holder's view hold only their own data, refuse a wrong token and a
- * change without the CSRF token, revoke the key and see the SDK get 401.
+ * change without the CSRF token, revoke the key and see the SDK get 401; artifacts (list, descriptor,
+ * query) and batches of both kinds (list, detail, cancel) as operator and as key holder.
  *
  * `UPDATE_SCREENSHOTS=1` writes the screenshots to docs/ (the README shows them); otherwise they
  * go to a temporary directory, so every run still renders every page.
  */
-import OpenAI from "openai"
+import Anthropic from "@anthropic-ai/sdk"
+import OpenAI, { toFile } from "openai"
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -36,6 +38,8 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
   let created: { id: string; secret: string }
   /** An artifact of the gateway's default key, which the key holder must never see. */
   let otherArtifact: string
+  /** A batch of the gateway's default key, which the key holder must never see. */
+  let otherBatch: string
   const screenshot = async (target: Page, name: string) => {
     if (engine.name !== "embedded" && updateDocs) return
     await target.screenshot({ path: join(shots, `dashboard-${name}.png`), fullPage: true })
@@ -56,7 +60,9 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
         pico.equivalents = []
         // The built-in free plan (fastConfig lifts it for load tests), as a reader of the screenshots expects.
         config.plans.free = defaultConfig.plans.free
-      })
+      }),
+      // One batch request in flight at a time, so a cancel finds requests still waiting.
+      GATEWAY_BATCH_CONCURRENCY: "1"
     })
     operatorBrowser = await launchBrowser()
     await operatorBrowser.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: gw.baseUrl })
@@ -252,6 +258,51 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
     await expect.poll(() => page.getByRole("alert").textContent()).toContain("No artifact with id art_doesnotexist")
   })
 
+  it("lists both kinds of batches with their counts, and cancels one with confirmation", async () => {
+    // Batches of the default key: the e2e key's usage stays what the key-holder test expects.
+    const openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const input = await openai.files.create({
+      file: await toFile(Buffer.from(["a", "b", "c"].map((id) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "svc-nova-mini", messages: [{ role: "user", content: `say exactly: ${id}` }] } })).join("\n")), "nightly.jsonl"),
+      purpose: "batch"
+    })
+    const quick = await openai.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h", metadata: { job: "nightly" } })
+    // pico has one slow slot (2.5 s per answer): this batch is still running when it is cancelled.
+    const slow = await new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 }).messages.batches.create({
+      requests: Array.from({ length: 5 }, (_, i) => ({ custom_id: `slow-${i}`, params: { model: "svc-pico-1", max_tokens: 16, messages: [{ role: "user" as const, content: `say exactly: ${i}` }] } }))
+    })
+    otherBatch = slow.id
+    await page.goto(url("/dashboard/batches"))
+    await page.locator(`tr[data-batch-id=${slow.id}]`).waitFor()
+    expect(await page.locator("tbody tr").count()).toBe(2)
+    expect(await page.locator(`tr[data-batch-id=${slow.id}]`).textContent()).toMatch(/Messages.*default.*in progress/)
+    await expect.poll(async () => {
+      await page.getByRole("button", { name: "Refresh" }).click()
+      return page.locator(`tr[data-batch-id=${quick.id}]`).textContent()
+    }, { timeout: 30_000, interval: 500 }).toMatch(/OpenAI.*completed\s*3 \/ 3/)
+    await page.getByLabel("Kind").selectOption("openai")
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(1)
+    await page.getByLabel("Kind").selectOption("")
+    await expect.poll(() => page.locator("tbody tr").count()).toBe(2)
+    await screenshot(page, "batches")
+
+    await page.locator(`tr[data-batch-id=${slow.id}] a`).click()
+    await page.waitForURL(url(`/dashboard/batches/${slow.id}`))
+    await expect.poll(() => page.getByTestId("batch-total").textContent()).toBe("5")
+    await page.getByRole("button", { name: "Cancel batch" }).click()
+    const dialog = page.getByRole("dialog")
+    expect(await dialog.textContent()).toContain("cannot be undone")
+    await dialog.getByRole("button", { name: "Cancel batch" }).click()
+    await expect.poll(() => page.getByTestId("batch-status").textContent(), { timeout: 10_000 }).toMatch(/canceling|ended/)
+    await expect.poll(async () => Number(await page.getByTestId("batch-canceled").textContent())).toBeGreaterThanOrEqual(3)
+    expect(await page.getByRole("button", { name: "Cancel batch" }).count()).toBe(0)
+    await screenshot(page, "batch")
+    const viaApi = await new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 }).messages.batches.retrieve(slow.id)
+    expect(viaApi.cancel_initiated_at).not.toBeNull()
+
+    await page.goto(url(`/dashboard/batches/${quick.id}`))
+    await expect.poll(() => page.locator(".batch-record").textContent()).toContain("Output file")
+  })
+
   it("shows the catalog with its prices", async () => {
     await page.goto(url("/dashboard/models"))
     const atlas = page.locator("tr[data-model=svc-atlas-1]")
@@ -294,6 +345,9 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
       }
     }, [(((await (await gw.admin("GET", "/admin/v1/keys")).json()) as { data: Array<{ id: string; name: string }> }).data.find((k) => k.name === "default"))!.id, otherArtifact])
     expect(probes).toEqual({ keys: 403, queues: 403, otherUsage: 404, otherArtifact: 404 })
+    await holder.goto(url("/dashboard/batches"))
+    await expect.poll(() => holder.locator(".empty").textContent()).toContain("No batches yet") // the default key's are not theirs
+    expect(await holder.evaluate(async (id) => (await fetch(`/dashboard/api/batches/${id}`)).status, otherBatch)).toBe(404)
     await holder.goto(url(`/dashboard/artifacts/${otherArtifact}`))
     await expect.poll(() => holder.getByRole("alert").textContent()).toContain(`No artifact with id ${otherArtifact}`)
   })
@@ -334,6 +388,9 @@ describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($nam
     const detailOverflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
     expect(detailOverflow).toBeLessThanOrEqual(0)
     await screenshot(page, "artifact-phone")
+    await page.goto(url("/dashboard/batches"))
+    await page.locator("tbody tr").first().waitFor()
+    expect(await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)).toBeLessThanOrEqual(0)
     await page.setViewportSize({ width: 1280, height: 860 })
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByLabel("Admin token or API key").waitFor()

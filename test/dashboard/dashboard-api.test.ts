@@ -4,7 +4,8 @@
  * sign-out, the per-day usage report against the admin API's totals, and the artifact views
  * (a key holder's own, the operator's across keys; descriptors and queries as /v1/artifacts answers).
  */
-import OpenAI from "openai"
+import Anthropic from "@anthropic-ai/sdk"
+import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
@@ -23,7 +24,14 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
       ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
         // A plan whose windows refill slowly enough to watch (6 requests per minute: one per 10 s).
         config.plans.slow = { allowanceUsd: 10, rpm: 6, tpm: 60_000, concurrency: 2 }
-      })
+        // orion (which no other test here uses) answers slowly, and batches run one request at a
+        // time: a batch on orion is still running when the test cancels it.
+        const orion = config.models.find((m: { id: string }) => m.id === "svc-orion-2")
+        for (const p of orion.placements) p.simulator = { ttftMs: 800, tokensPerSecond: 20 }
+        orion.equivalents = []
+      }),
+      GATEWAY_BATCH_CONCURRENCY: "1",
+      GATEWAY_BATCH_POLL_MS: "50"
     })
     operator = await dashboardClient(gw.baseUrl, gw.adminToken)
   })
@@ -302,6 +310,76 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await fetch(`${gw.baseUrl}/v1/artifacts/${other.artifactId}`, { headers: { authorization: `Bearer ${theirs.key}` } })).status).toBe(200)
   })
 
+  it("lists both kinds of batches: a key holder's own only (another key's id is 404, never listed), cancel through the batch service", async () => {
+    const mine = await createKey({ name: "batch holder" })
+    const theirs = await createKey({ name: "batch neighbour" })
+    const chatOnly = await createKey({ name: "no batches", permissions: { surfaces: ["chat"] } })
+    const ask = (customId: string, text: string, model = "svc-nova-mini") => ({
+      custom_id: customId, params: { model, max_tokens: 32, messages: [{ role: "user" as const, content: text }] }
+    })
+    const anthropic = (secret: string) => new Anthropic({ apiKey: secret, baseURL: gw.baseUrl, maxRetries: 0 })
+    const openai = new OpenAI({ apiKey: mine.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const input = await openai.files.create({
+      file: await toFile(Buffer.from(["a", "b"].map((id) => JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "svc-nova-mini", messages: [{ role: "user", content: `say exactly: ${id}` }] } })).join("\n")), "in.jsonl"),
+      purpose: "batch"
+    })
+    const openaiBatch = await openai.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
+    const slow = await anthropic(mine.key).messages.batches.create({ requests: Array.from({ length: 6 }, (_, i) => ask(`slow-${i}`, `say exactly: ${i}`, "svc-orion-2")) })
+    const other = await anthropic(theirs.key).messages.batches.create({ requests: [ask("x", "hi")] })
+
+    const holder = await dashboardClient(gw.baseUrl, mine.key)
+    const list = (await (await holder.call("GET", "/batches")).json()) as { data: Array<Record<string, unknown>> }
+    expect(list.data.map((b) => b.id)).toEqual([slow.id, openaiBatch.id])
+    expect(list.data[0]).toMatchObject({ kind: "messages", keyId: mine.id, endpoint: "/v1/messages", total: 6, ended: false, status: "in_progress", createdAt: expect.any(String), endedAt: null })
+    expect(list.data[1]).toMatchObject({ kind: "openai", keyId: mine.id, endpoint: "/v1/chat/completions", total: 2 })
+    const onlyOpenai = (await (await holder.call("GET", "/batches?kind=openai")).json()) as { data: Array<{ id: string }> }
+    expect(onlyOpenai.data.map((b) => b.id)).toEqual([openaiBatch.id])
+    expect((await holder.call("GET", "/batches?kind=both")).status).toBe(400)
+
+    // Another key's batch is 404 everywhere and never listed.
+    for (const [method, path] of [
+      ["GET", `/batches/${other.id}`], ["POST", `/batches/${other.id}/cancel`], ["GET", `/batches?keyId=${theirs.id}`],
+      ["GET", `/batches?after=${other.id}`], ["GET", "/batches/msgbatch_nope"]
+    ]) {
+      const res = await holder.call(method, path, method === "POST" ? { body: {} } : {})
+      expect(res.status, `${method} ${path}`).toBe(404)
+    }
+    expect(((await anthropic(theirs.key).messages.batches.retrieve(other.id)).cancel_initiated_at)).toBeNull()
+
+    // The OpenAI batch ends by itself; its counts agree with the API's.
+    let done: { batch: { status: string; counts: Record<string, number>; outputFileId: string | null } } | undefined
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline;) {
+      done = (await (await holder.call("GET", `/batches/${openaiBatch.id}`)).json()) as typeof done
+      if (done!.batch.status === "completed") break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    expect(done!.batch).toMatchObject({ status: "completed", counts: { succeeded: 2, errored: 0, processing: 0 }, outputFileId: expect.stringMatching(/^file-/) })
+    const viaApi = await openai.batches.retrieve(openaiBatch.id)
+    expect(viaApi.request_counts).toEqual({ total: 2, completed: 2, failed: 0 })
+
+    // Cancel from the dashboard is the API's cancel: unclaimed requests end canceled.
+    expect((await holder.call("POST", `/batches/${slow.id}/cancel`, { body: {}, csrf: null })).status).toBe(403)
+    const cancelled = (await (await holder.call("POST", `/batches/${slow.id}/cancel`, { body: {} })).json()) as { batch: { status: string; cancelInitiatedAt: string | null } }
+    expect(["canceling", "ended"]).toContain(cancelled.batch.status)
+    expect(cancelled.batch.cancelInitiatedAt).not.toBeNull()
+    const retrieved = await anthropic(mine.key).messages.batches.retrieve(slow.id)
+    expect(retrieved.cancel_initiated_at).not.toBeNull()
+    expect(retrieved.request_counts.canceled).toBeGreaterThanOrEqual(4)
+
+    // A key without the batches surface gets the API's 403.
+    const limited = await dashboardClient(gw.baseUrl, chatOnly.key)
+    expect((await limited.call("GET", "/batches")).status).toBe(403)
+
+    // The operator sees every key's batches, filters by key and kind, and may cancel any of them.
+    const all = (await (await operator.call("GET", "/batches?limit=100")).json()) as { data: Array<{ id: string; key: { name: string } }> }
+    expect(all.data.map((b) => b.id)).toEqual(expect.arrayContaining([slow.id, openaiBatch.id, other.id]))
+    expect(all.data.find((b) => b.id === other.id)).toMatchObject({ key: { name: "batch neighbour" } })
+    const theirsOnly = (await (await operator.call("GET", `/batches?keyId=${theirs.id}&kind=messages`)).json()) as { data: Array<{ id: string }> }
+    expect(theirsOnly.data.map((b) => b.id)).toEqual([other.id])
+    const detail = (await (await operator.call("GET", `/batches/${other.id}`)).json()) as { batch: Record<string, unknown> }
+    expect(detail.batch).toMatchObject({ id: other.id, kind: "messages", keyId: theirs.id, key: { name: "batch neighbour" }, total: 1 })
+  })
+
   it("streams the queues as SSE", async () => {
     const res = await operator.call("GET", "/queues/stream")
     expect(res.status).toBe(200)
@@ -324,7 +402,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(page.headers.get("content-security-policy")).toContain("default-src 'self'")
     const html = await page.text()
     // item pages open by their address too (a reload, a shared link)
-    for (const path of ["/dashboard/runs/run_x", "/dashboard/artifacts/art_x"]) {
+    for (const path of ["/dashboard/runs/run_x", "/dashboard/artifacts/art_x", "/dashboard/batches/batch_x"]) {
       const item = await fetch(`${gw.baseUrl}${path}`)
       expect(item.status, path).toBe(200)
       expect(await item.text()).toBe(html)

@@ -1,7 +1,7 @@
 /**
- * The extension point for surfaces built elsewhere (artifacts, batches): their nav entry appears
- * once the gateway serves their API (the session's `features`); until their own page is added to
- * `PAGES` in app.tsx, this one says where the API is.
+ * The extension point for a surface built elsewhere: its nav entry appears once the gateway serves
+ * its API (the session's `features`); until its own page is added to `PAGES` in app.tsx, this one
+ * says where the API is. (Artifacts and batches have their own pages now.)
  */
 import { PageHeader } from "../components.tsx"
 
