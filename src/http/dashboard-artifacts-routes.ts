@@ -12,16 +12,15 @@ import { Artifacts } from "../artifacts/artifacts.ts"
 import { ArtifactList } from "../dashboard/artifact-list.ts"
 import type { DashboardSession } from "../dashboard/sessions.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
-import { ApiKeys } from "../keys/api-keys.ts"
 import { allowsSurface } from "../keys/permissions.ts"
 import { readJson } from "./body.ts"
 import { dashboardApi } from "./dashboard-api-routes.ts"
+import { keyLabel, listPage } from "./dashboard-list-query.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
 const NO_STORE = { "cache-control": "no-store" }
-const LIST_LIMIT = { default: 25, max: 100 }
 
 /** A key holder needs the key's `artifacts` surface, as on the API (403 naming it otherwise). */
 const requireSurface = (session: DashboardSession) =>
@@ -36,28 +35,10 @@ const ownerOf = (session: DashboardSession, artifactId: string) =>
     return yield* (yield* ArtifactList).owner(artifactId)
   })
 
-/** The owning key's name and hint (null for a key that no longer exists). */
-const keyLabel = (session: DashboardSession, keyId: string) =>
-  Effect.gen(function*() {
-    if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
-    const key = yield* Effect.option((yield* ApiKeys).get(keyId))
-    return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
-  })
-
-const listQuery = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
-    return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
-  })
-
 const listArtifacts = (ctx: RequestContext, session: DashboardSession) =>
   Effect.gen(function*() {
     yield* requireSurface(session)
-    const query = yield* listQuery(ctx)
+    const query = yield* listPage(ctx)
     if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
       return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
     }

@@ -14,15 +14,14 @@ import { BatchesRepo } from "../batches/batches-repo.ts"
 import { batchItem, BatchList } from "../dashboard/batch-list.ts"
 import type { DashboardSession } from "../dashboard/sessions.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
-import { ApiKeys } from "../keys/api-keys.ts"
 import { allowsSurface } from "../keys/permissions.ts"
 import { dashboardApi } from "./dashboard-api-routes.ts"
+import { keyLabel, listPage } from "./dashboard-list-query.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
 const NO_STORE = { "cache-control": "no-store" }
-const LIST_LIMIT = { default: 25, max: 100 }
 const KINDS: ReadonlyArray<BatchKind> = ["messages", "openai"]
 
 /** A key holder needs the key's `batches` surface, as on the API (403 naming it otherwise). */
@@ -41,26 +40,14 @@ const ownerOf = (session: DashboardSession, batchId: string) =>
     return owner
   })
 
-/** The owning key's name and hint (null for a key that no longer exists). */
-const keyLabel = (session: DashboardSession, keyId: string) =>
-  Effect.gen(function*() {
-    if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
-    const key = yield* Effect.option((yield* ApiKeys).get(keyId))
-    return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
-  })
-
 const listQuery = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const page = yield* listPage(ctx)
     const kind = ctx.query.get("kind") || undefined
     if (kind !== undefined && !KINDS.includes(kind as BatchKind)) {
       return yield* new InvalidRequest({ message: "kind: expected messages or openai", param: "kind" })
     }
-    return { limit, kind: kind as BatchKind | undefined, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
+    return { ...page, kind: kind as BatchKind | undefined }
   })
 
 const listBatches = (ctx: RequestContext, session: DashboardSession) =>

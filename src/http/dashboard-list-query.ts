@@ -1,0 +1,30 @@
+/**
+ * What the dashboard's cross-key lists (artifacts, batches) share: the page size and cursor read
+ * from the query, and the label of the key that owns a row.
+ */
+import { Effect } from "effect"
+import type { DashboardSession } from "../dashboard/sessions.ts"
+import { InvalidRequest } from "../errors.ts"
+import { ApiKeys } from "../keys/api-keys.ts"
+import type { RequestContext } from "./route.ts"
+
+const LIST_LIMIT = { default: 25, max: 100 }
+
+/** `limit` (1–100, default 25), `after` (the last id of the previous page) and `keyId`. */
+export const listPage = (ctx: RequestContext) =>
+  Effect.gen(function*() {
+    const limitText = ctx.query.get("limit")
+    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
+    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
+      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
+    }
+    return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
+  })
+
+/** The owning key's name and hint (null for a key that no longer exists). */
+export const keyLabel = (session: DashboardSession, keyId: string) =>
+  Effect.gen(function*() {
+    if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
+    const key = yield* Effect.option((yield* ApiKeys).get(keyId))
+    return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
+  })
