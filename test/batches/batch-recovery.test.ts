@@ -5,12 +5,12 @@
  * instance on PostgreSQL + Redis (both work on the batch until the kill).
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { afterAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { twoInstances } from "../support/two-instances.ts"
 import { waitForBatch } from "./support.ts"
 
 const REQUESTS = 12
@@ -73,30 +73,10 @@ describe("kill -9 mid-batch and restart on the same data dir (embedded)", () => 
 const { postgresUrl, redisUrl } = inject("services")
 
 describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on PostgreSQL + Redis", () => {
-  let a: GatewayProcess
-  let b: GatewayProcess
-  let drop: () => void
-  const dirs = [freshDataDir(), freshDataDir()]
-  beforeAll(async () => {
-    const db = freshPostgresDatabase(postgresUrl!)
-    drop = db.drop
-    const shared = {
-      DATABASE_URL: db.url,
-      REDIS_URL: redisUrl!,
-      GATEWAY_REDIS_PREFIX: `batches-test-${randomBytes(4).toString("hex")}:`,
-      GATEWAY_ADMIN_TOKEN: "svcadm_batch_recovery_test_token"
-    }
-    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...slowEnv(dirs[0]) })
-    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...slowEnv(dirs[1]) })
-  })
-  afterAll(async () => {
-    await a?.stop()
-    await b?.stop()
-    drop?.()
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
-  })
+  const pair = twoInstances({ postgresUrl: postgresUrl!, redisUrl: redisUrl! }, "batch-recovery", slowEnv)
 
   it("B takes over what A held when A is killed; every custom_id gets exactly one result", async () => {
+    const { a, b } = pair
     const batchId = await killMidBatch(a, a.apiKey!)
     await expectExactlyOnce(new Anthropic({ apiKey: a.apiKey!, baseURL: b.baseUrl, maxRetries: 0 }), batchId).catch((error) => {
       // What B logged is the first thing to read when a takeover stalls.

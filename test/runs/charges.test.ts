@@ -6,12 +6,12 @@
  * And the other way round: a graceful stop mid-step closes its call with a `node.retry`, so the
  * step's next call is metered as the new call it is.
  */
-import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { afterAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { twoInstances } from "../support/two-instances.ts"
 import { client } from "./support.ts"
 
 const { postgresUrl, redisUrl } = inject("services")
@@ -65,31 +65,10 @@ const slowEnv = (dir: string) => ({
 })
 
 describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a lost lease (PostgreSQL + Redis)", () => {
-  let a: GatewayProcess
-  let b: GatewayProcess
-  let drop: () => void
-  const dirs = [freshDataDir(), freshDataDir()]
-  beforeAll(async () => {
-    const db = freshPostgresDatabase(postgresUrl!)
-    drop = db.drop
-    const shared = {
-      DATABASE_URL: db.url,
-      REDIS_URL: redisUrl!,
-      GATEWAY_REDIS_PREFIX: `gw-charges-${randomBytes(4).toString("hex")}:`,
-      GATEWAY_ADMIN_TOKEN: "svcadm_charges_test_token"
-    }
-    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...slowEnv(dirs[0]) })
-    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...slowEnv(dirs[1]) })
-  })
-  afterAll(async () => {
-    if (a?.child.exitCode === null) a.child.kill("SIGCONT")
-    await a?.stop()
-    await b?.stop()
-    drop?.()
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
-  })
+  const pair = twoInstances({ postgresUrl: postgresUrl!, redisUrl: redisUrl! }, "charges", slowEnv)
 
   it("charges the key once for the step, in the ledger and in the live allowance", async () => {
+    const { a, b } = pair
     const created = (await (await a.admin("POST", "/admin/v1/keys", { name: "charged once", plan: "pro" })).json()) as { id: string; key: string }
     const onA = client(a.baseUrl, created.key)
     const onB = client(b.baseUrl, created.key)

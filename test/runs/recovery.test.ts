@@ -5,10 +5,11 @@
  * SSE subscribers see every event the other instance wrote. Also across two instances: cancel and
  * tool results reach the owner, and concurrent state appends lose nothing.
  */
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { afterAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { twoInstances } from "../support/two-instances.ts"
 import { rmSync } from "node:fs"
 import { checkLog, client } from "./support.ts"
 
@@ -101,25 +102,10 @@ describe("a run that keeps losing its instance (embedded)", () => {
 const { postgresUrl, redisUrl } = inject("services")
 
 describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on PostgreSQL + Redis", () => {
-  let a: GatewayProcess
-  let b: GatewayProcess
-  let drop: () => void
-  const dirs = [freshDataDir(), freshDataDir()]
-  beforeAll(async () => {
-    const db = freshPostgresDatabase(postgresUrl!)
-    drop = db.drop
-    const shared = { DATABASE_URL: db.url, REDIS_URL: redisUrl!, GATEWAY_ADMIN_TOKEN: "svcadm_recovery_test_token" }
-    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...slowEnv(dirs[0]) })
-    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...slowEnv(dirs[1]) })
-  })
-  afterAll(async () => {
-    await a?.stop()
-    await b?.stop()
-    drop?.()
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
-  })
+  const pair = twoInstances({ postgresUrl: postgresUrl!, redisUrl: redisUrl! }, "run-recovery", slowEnv)
 
   it("a subscriber on B sees live what A writes; tool results and cancel sent to B reach A's actor", async () => {
+    const { a, b } = pair
     const onA = client(a.baseUrl, a.apiKey!)
     const onB = client(b.baseUrl, a.apiKey!)
     const run = (await onA.create({ model: "pico", input: "use lookup", tools: [lookupTool] })).body.run
@@ -143,6 +129,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
   }, 60_000)
 
   it("concurrent state appends through both instances never lose a delta", async () => {
+    const { a, b } = pair
     const instances = [client(a.baseUrl, a.apiKey!), client(b.baseUrl, a.apiKey!)]
     const onB = instances[1]
     const id = (await onB.call("POST", "/v1/states", { value: [] })).body.state.stateId
@@ -155,6 +142,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
   })
 
   it("after kill -9 of A mid-step, B takes the lease over and finishes the run; B's stream shows every event once", async () => {
+    const { a, b } = pair
     const onB = client(b.baseUrl, a.apiKey!)
     const runId = await killDuringSecondStep(a)
     const done = await onB.waitFor(runId, (r) => r.status === "completed", 40_000)

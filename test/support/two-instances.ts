@@ -1,0 +1,57 @@
+/**
+ * Two gateway processes on one fresh PostgreSQL database and a private Redis prefix, started in the
+ * suite's `beforeAll` and stopped (and cleaned up) in its `afterAll`: the setup of every
+ * takeover and cross-instance suite.
+ */
+import { randomBytes } from "node:crypto"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll } from "vitest"
+import { freshDataDir, freshPostgresDatabase } from "./engines.ts"
+import { type GatewayProcess, startGateway } from "./gateway-process.ts"
+
+export interface TwoInstances {
+  readonly a: GatewayProcess
+  readonly b: GatewayProcess
+}
+
+export const twoInstances = (
+  services: { readonly postgresUrl: string; readonly redisUrl: string },
+  name: string,
+  envFor: (dataDir: string) => Record<string, string>
+): TwoInstances => {
+  let a: GatewayProcess | undefined
+  let b: GatewayProcess | undefined
+  let drop: (() => void) | undefined
+  const dirs = [freshDataDir(), freshDataDir()]
+  beforeAll(async () => {
+    const db = freshPostgresDatabase(services.postgresUrl)
+    drop = db.drop
+    const shared = {
+      DATABASE_URL: db.url,
+      REDIS_URL: services.redisUrl,
+      GATEWAY_REDIS_PREFIX: `${name}-${randomBytes(4).toString("hex")}:`,
+      GATEWAY_ADMIN_TOKEN: `svcadm_${name.replaceAll("-", "_")}_test_token`
+    }
+    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...envFor(dirs[0]) })
+    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...envFor(dirs[1]) })
+  })
+  afterAll(async () => {
+    for (const instance of [a, b]) {
+      // A test may have frozen an instance (SIGSTOP) to make it lose its lease.
+      if (instance?.child.exitCode === null) instance.child.kill("SIGCONT")
+      await instance?.stop()
+    }
+    drop?.()
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
+  })
+  return {
+    get a() {
+      if (a === undefined) throw new Error("instance A has not started")
+      return a
+    },
+    get b() {
+      if (b === undefined) throw new Error("instance B has not started")
+      return b
+    }
+  }
+}
