@@ -14,6 +14,7 @@ import { FilesRepo } from "../files/files-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { limitParam } from "./limit-param.ts"
 
 const Metadata = Schema.Record(Schema.String.check(Schema.isMaxLength(64)), Schema.String.check(Schema.isMaxLength(512)))
   .check(Schema.makeFilter((m) => Object.keys(m).length <= 16 || "at most 16 keys"))
@@ -71,11 +72,7 @@ const retrieve = (ctx: RequestContext) =>
 
 const list = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, LIST_LIMIT)
     const after = ctx.query.get("after") ?? undefined
     const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "openai", { limit, ...(after === undefined ? {} : { after }) })
     const data = page.data.map(openaiBatchView)

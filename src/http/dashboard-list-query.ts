@@ -4,20 +4,16 @@
  */
 import { Effect } from "effect"
 import type { DashboardSession } from "../dashboard/sessions.ts"
-import { InvalidRequest } from "../errors.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { RequestContext } from "./route.ts"
+import { limitParam } from "./limit-param.ts"
 
 const LIST_LIMIT = { default: 25, max: 100 }
 
 /** `limit` (1–100, default 25), `after` (the last id of the previous page) and `keyId`. */
 export const listPage = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, LIST_LIMIT)
     return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
   })
 

@@ -29,6 +29,7 @@ import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 import { commentFrame, namedFrame, SSE_HEADERS } from "./sse.ts"
+import { limitParam } from "./limit-param.ts"
 
 const NO_STORE = { "cache-control": "no-store" }
 
@@ -125,11 +126,7 @@ const listQuery = (ctx: RequestContext) =>
     if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
       return yield* new InvalidRequest({ message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`, param: "status" })
     }
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, LIST_LIMIT)
     return { status, limit, after: ctx.query.get("after") || undefined }
   })
 

@@ -12,6 +12,7 @@ import { bodyLimit } from "./body.ts"
 import { findBodyStalled } from "./body-idle.ts"
 import { jsonResponse } from "./json.ts"
 import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { limitParam } from "./limit-param.ts"
 
 /** The purposes OpenAI accepts on upload. */
 const PURPOSES = ["assistants", "batch", "fine-tune", "vision", "user_data", "evals"] as const
@@ -116,11 +117,7 @@ const LIST_MAX = 10_000
 
 const list = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_MAX : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_MAX) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_MAX}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, { default: LIST_MAX, max: LIST_MAX })
     const order = ctx.query.get("order") ?? "desc"
     if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
     const after = ctx.query.get("after") ?? undefined

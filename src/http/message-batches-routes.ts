@@ -15,6 +15,7 @@ import { InvalidRequest } from "../errors.ts"
 import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { limitParam } from "./limit-param.ts"
 
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
 const LIST_LIMIT = { default: 20, max: 1_000 }
@@ -77,11 +78,7 @@ const retrieve = (ctx: RequestContext) =>
 
 const list = (ctx: RequestContext) =>
   Effect.gen(function*() {
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, LIST_LIMIT)
     const after = ctx.query.get("after_id") ?? undefined
     const before = ctx.query.get("before_id") ?? undefined
     if (after !== undefined && before !== undefined) {

@@ -22,6 +22,7 @@ import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
+import { limitParam } from "./limit-param.ts"
 
 const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
 
@@ -109,11 +110,7 @@ const list = (ctx: RequestContext) =>
         param: "status"
       })
     }
-    const limitText = ctx.query.get("limit")
-    const limit = limitText === null ? LIST_LIMIT.default : Number(limitText)
-    if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT.max) {
-      return yield* new InvalidRequest({ message: `limit: expected an integer from 1 to ${LIST_LIMIT.max}`, param: "limit" })
-    }
+    const limit = yield* limitParam(ctx, LIST_LIMIT)
     const parentRunId = ctx.query.get("parentRunId") ?? undefined
     const after = ctx.query.get("after") ?? undefined
     const page = yield* (yield* RunsRepo).list((yield* requireKey(ctx)).id, {
