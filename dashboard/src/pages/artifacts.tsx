@@ -2,10 +2,11 @@
  * Artifacts, newest first: operators see every key's (filtered by key, read-only), key holders
  * their own. Each links to its descriptor, versions and a query form (artifact-detail.tsx).
  */
-import { useEffect, useState } from "preact/hooks"
-import { api, type ArtifactListItem, type ArtifactPage, type KeyView, messageOf, type Session } from "../api.ts"
+import { useState } from "preact/hooks"
+import { api, type ArtifactListItem, type KeyView, type Session } from "../api.ts"
 import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, useLoad } from "../components.tsx"
 import { bytes, dateTime, int } from "../format.ts"
+import { useCursorList } from "../cursor-list.ts"
 import { onLinkClick } from "../router.ts"
 
 /** The operator's key filter: every key, revoked ones too (their artifacts stay). */
@@ -27,34 +28,15 @@ export const ShapeBadge = ({ kind }: { kind: "table" | "text" }) =>
 export const ArtifactsPage = ({ session }: { session: Session }) => {
   const operator = session.role === "operator"
   const [keyId, setKeyId] = useState("")
-  const [items, setItems] = useState<ReadonlyArray<ArtifactListItem>>()
-  const [cursor, setCursor] = useState<string | null>(null)
-  const [loading, setLoading] = useState(true)
-  const [error, setError] = useState<string>()
-  const load = async (after: string | null, replace: boolean) => {
-    setLoading(true)
-    setError(undefined)
-    try {
-      const params = new URLSearchParams({ limit: "25" })
-      if (keyId) params.set("keyId", keyId)
-      if (after) params.set("after", after)
-      const page = await api<ArtifactPage>(`/artifacts?${params}`)
-      setItems((old) => (replace ? page.data : [...(old ?? []), ...page.data]))
-      setCursor(page.nextCursor)
-    } catch (e) {
-      setError(messageOf(e))
-    }
-    setLoading(false)
-  }
-  useEffect(() => void load(null, true), [keyId])
+  const { items, cursor, loading, error, reload, more } = useCursorList<ArtifactListItem>("/artifacts", { keyId })
   return (
     <>
       <PageHeader title="Artifacts">
         {operator && <KeyFilter value={keyId} onChange={setKeyId} />}
-        <button type="button" class="outline secondary" onClick={() => load(null, true)} aria-busy={loading}>Refresh</button>
+        <button type="button" class="outline secondary" onClick={() => reload()} aria-busy={loading}>Refresh</button>
       </PageHeader>
       {operator && <p class="muted hint">Every key's artifacts, read-only. Keys upload, version and delete them through <code>/v1/artifacts</code>.</p>}
-      {error && <ErrorNotice message={error} retry={() => load(null, true)} />}
+      {error && <ErrorNotice message={error} retry={() => reload()} />}
       {items === undefined && loading && <Loading what="artifacts" />}
       {items !== undefined && items.length === 0 && (
         <Empty title={keyId ? "This key has no artifacts" : "No artifacts yet"}>
@@ -90,7 +72,7 @@ export const ArtifactsPage = ({ session }: { session: Session }) => {
           </table>
         </TableScroll>
       )}
-      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => load(cursor, false)}>Load older artifacts</button>}
+      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => more()}>Load older artifacts</button>}
     </>
   )
 }

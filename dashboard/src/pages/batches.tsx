@@ -3,10 +3,11 @@
  * batches (`/v1/batches`), with their status and request counts. Operators see every key's
  * (filtered by key), key holders their own. Each links to its detail (batch-detail.tsx).
  */
-import { useEffect, useState } from "preact/hooks"
-import { api, type BatchListItem, type BatchPage, type KeyView, messageOf, type Session } from "../api.ts"
+import { useState } from "preact/hooks"
+import { api, type BatchListItem, type KeyView, type Session } from "../api.ts"
 import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, type Tone, useLoad } from "../components.tsx"
 import { dateTime, int } from "../format.ts"
+import { useCursorList } from "../cursor-list.ts"
 import { onLinkClick } from "../router.ts"
 
 const STATUS_TONES: Record<string, Tone> = {
@@ -50,27 +51,7 @@ export const BatchesPage = ({ session }: { session: Session }) => {
   const operator = session.role === "operator"
   const [keyId, setKeyId] = useState("")
   const [kind, setKind] = useState("")
-  const [items, setItems] = useState<ReadonlyArray<BatchListItem>>()
-  const [cursor, setCursor] = useState<string | null>(null)
-  const [loading, setLoading] = useState(true)
-  const [error, setError] = useState<string>()
-  const load = async (after: string | null, replace: boolean) => {
-    setLoading(true)
-    setError(undefined)
-    try {
-      const params = new URLSearchParams({ limit: "25" })
-      if (keyId) params.set("keyId", keyId)
-      if (kind) params.set("kind", kind)
-      if (after) params.set("after", after)
-      const page = await api<BatchPage>(`/batches?${params}`)
-      setItems((old) => (replace ? page.data : [...(old ?? []), ...page.data]))
-      setCursor(page.nextCursor)
-    } catch (e) {
-      setError(messageOf(e))
-    }
-    setLoading(false)
-  }
-  useEffect(() => void load(null, true), [keyId, kind])
+  const { items, cursor, loading, error, reload, more } = useCursorList<BatchListItem>("/batches", { keyId, kind })
   return (
     <>
       <PageHeader title="Batches">
@@ -80,9 +61,9 @@ export const BatchesPage = ({ session }: { session: Session }) => {
           <option value="openai">OpenAI batches</option>
         </select>
         {operator && <KeyFilter value={keyId} onChange={setKeyId} />}
-        <button type="button" class="outline secondary" onClick={() => load(null, true)} aria-busy={loading}>Refresh</button>
+        <button type="button" class="outline secondary" onClick={() => reload()} aria-busy={loading}>Refresh</button>
       </PageHeader>
-      {error && <ErrorNotice message={error} retry={() => load(null, true)} />}
+      {error && <ErrorNotice message={error} retry={() => reload()} />}
       {items === undefined && loading && <Loading what="batches" />}
       {items !== undefined && items.length === 0 && (
         <Empty title={keyId || kind ? "No batches match" : "No batches yet"}>
@@ -115,7 +96,7 @@ export const BatchesPage = ({ session }: { session: Session }) => {
           </table>
         </TableScroll>
       )}
-      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => load(cursor, false)}>Load older batches</button>}
+      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => more()}>Load older batches</button>}
     </>
   )
 }

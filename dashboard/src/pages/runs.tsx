@@ -1,31 +1,16 @@
 /** Runs, newest first, filtered by status; operators see every key's runs, key holders their own. */
-import { useEffect, useState } from "preact/hooks"
-import { api, messageOf, type RunPage, type RunView, type Session } from "../api.ts"
+import { useState } from "preact/hooks"
+import { type RunView, type Session } from "../api.ts"
 import { Empty, ErrorNotice, Loading, PageHeader, RunStatus, TableScroll } from "../components.tsx"
 import { dateTime, int, usd } from "../format.ts"
+import { useCursorList } from "../cursor-list.ts"
 import { onLinkClick } from "../router.ts"
 
 export const STATUSES = ["running", "requires_action", "completed", "failed", "cancelled", "incomplete"] as const
 
 export const RunsPage = ({ session }: { session: Session }) => {
   const [status, setStatus] = useState("")
-  const [runs, setRuns] = useState<ReadonlyArray<RunView>>()
-  const [cursor, setCursor] = useState<string | null>(null)
-  const [loading, setLoading] = useState(true)
-  const [error, setError] = useState<string>()
-  const load = async (after: string | null, replace: boolean) => {
-    setLoading(true)
-    setError(undefined)
-    try {
-      const page = await api<RunPage>(`/runs?limit=25${status ? `&status=${status}` : ""}${after ? `&after=${after}` : ""}`)
-      setRuns((old) => (replace ? page.data : [...(old ?? []), ...page.data]))
-      setCursor(page.nextCursor)
-    } catch (e) {
-      setError(messageOf(e))
-    }
-    setLoading(false)
-  }
-  useEffect(() => void load(null, true), [status])
+  const { items: runs, cursor, loading, error, reload, more } = useCursorList<RunView>("/runs", { status })
   return (
     <>
       <PageHeader title="Runs">
@@ -33,9 +18,9 @@ export const RunsPage = ({ session }: { session: Session }) => {
           <option value="">Every status</option>
           {STATUSES.map((s) => <option value={s}>{s.replace("_", " ")}</option>)}
         </select>
-        <button type="button" class="outline secondary" onClick={() => load(null, true)} aria-busy={loading}>Refresh</button>
+        <button type="button" class="outline secondary" onClick={() => reload()} aria-busy={loading}>Refresh</button>
       </PageHeader>
-      {error && <ErrorNotice message={error} retry={() => load(null, true)} />}
+      {error && <ErrorNotice message={error} retry={() => reload()} />}
       {runs === undefined && loading && <Loading what="runs" />}
       {runs !== undefined && runs.length === 0 && (
         <Empty title={status ? `No ${status.replace("_", " ")} runs` : "No runs yet"}>
@@ -64,7 +49,7 @@ export const RunsPage = ({ session }: { session: Session }) => {
           </table>
         </TableScroll>
       )}
-      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => load(cursor, false)}>Load older runs</button>}
+      {cursor && <button type="button" class="outline" aria-busy={loading} onClick={() => more()}>Load older runs</button>}
     </>
   )
 }
