@@ -39,7 +39,7 @@ const bearerToken = (header: string | undefined) => {
 const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`
 
 /** The metrics' `surface` of a route without a permission surface: its family. */
-const routeFamily = (path: string): string =>
+const unsurfacedFamily = (path: string): string =>
   path === "/healthz" || path === "/readyz"
     ? "health"
     : path === "/metrics"
@@ -148,7 +148,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
         return { shape: found.shape, effect: Effect.fail(new MethodNotAllowed({ method: request.method, allow: found.allow })) }
       }
       const { route, params } = found
-      record.surface = route.surface ?? routeFamily(route.path)
+      record.surface = route.surface ?? unsurfacedFamily(route.path)
       const effect = Effect.flatMap(authenticate(route, request.headers), (key) => {
         if (key !== undefined) record.keyId = key.id
         const ctx: RequestContext = { request, params, query: url.searchParams, requestId, key, record }
