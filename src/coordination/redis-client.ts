@@ -43,8 +43,13 @@ export interface RedisClientShape {
    * `defineScripts`. Fails fast while Redis is down.
    */
   readonly client: Redis
-  /** Runs commands on the command connection; a rejection becomes a `RedisError` naming `operation`. */
+  /**
+   * Runs commands on the command connection — one round trip: a command, a script or a pipeline —
+   * and counts it under `operation`; a rejection becomes a `RedisError` naming `operation`.
+   */
   use<A>(operation: string, run: (client: Redis) => Promise<A>): Effect.Effect<A, RedisError>
+  /** Round trips made through `use`, by operation, since start (`gateway_redis_round_trips_total`). */
+  readonly roundTrips: ReadonlyMap<string, number>
   /**
    * Defines Lua scripts as commands of the command connection (name → source): ioredis sends
    * EVALSHA and falls back to EVAL once, in pipelines too. Names must differ between callers.
@@ -130,8 +135,15 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     }
   })
 
+  const roundTrips = new Map<string, number>()
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
-    Effect.tryPromise({ try: () => run(client), catch: (cause) => new RedisError({ operation, message: messageOf(cause) }) })
+    Effect.tryPromise({
+      try: () => {
+        roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
+        return run(client)
+      },
+      catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
+    })
 
   const subscribe = Effect.fnUntraced(function*(channel: string, onMessage: (message: string) => void) {
     yield* Effect.acquireRelease(
@@ -175,6 +187,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     prefix,
     client,
     use,
+    roundTrips,
     defineScripts: (sources) => {
       for (const [name, lua] of Object.entries(sources)) client.defineCommand(name, { lua })
     },

@@ -56,6 +56,8 @@ export interface ScrapeState {
   readonly runsByStatus?: Readonly<Record<string, number>> | undefined
   /** Batches per status, for the batches feature to fill in when it lands. */
   readonly batchesByStatus?: Readonly<Record<string, number>> | undefined
+  /** Redis round trips by operation since start (RedisClient.roundTrips); absent without Redis. */
+  readonly redisRoundTrips?: ReadonlyMap<string, number> | undefined
   /** Event-loop delay since the previous scrape, seconds. */
   readonly eventLoop?: { readonly p50: number; readonly p99: number; readonly max: number } | undefined
 }
@@ -126,6 +128,13 @@ export const makeGatewayMetrics = () => {
       attributes
     })
   )
+  const redisRoundTrips = family((attributes) =>
+    Metric.counter("gateway_redis_round_trips_total", {
+      description: "Redis round trips (a command, a script or a pipeline) by operation",
+      attributes
+    })
+  )
+  const redisCounted = new Map<string, number>()
   const gauge = family((attributes) => Metric.gauge(attributes.__name, { description: attributes.__help, attributes: withoutMeta(attributes) }))
 
   const cpuTotal = Metric.counter("process_cpu_seconds_total", { description: "User and system CPU time of the process, seconds" })
@@ -187,6 +196,12 @@ export const makeGatewayMetrics = () => {
       }
       for (const [status, count] of Object.entries(state.batchesByStatus ?? {})) {
         set("gateway_batches", "Stored batches by status (all instances: from the database)", { status }, count)
+      }
+      for (const [operation, count] of state.redisRoundTrips ?? []) {
+        // The client counts with a plain map (no Metric on its path); the scrape adds what is new.
+        const counted = redisCounted.get(operation) ?? 0
+        if (count > counted) add(redisRoundTrips(operation, () => ({ operation })), count - counted)
+        redisCounted.set(operation, count)
       }
       if (state.eventLoop !== undefined) {
         set("gateway_event_loop_delay_p50_seconds", "Median event-loop delay since the previous scrape", {}, state.eventLoop.p50)

@@ -9,6 +9,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
+import { Settings } from "../config/settings.ts"
+import { RedisClient, type RedisClientShape } from "../coordination/redis-client.ts"
 import { CapacityQueues } from "../runtime/capacity-queues.ts"
 import { Telemetry } from "./telemetry.ts"
 
@@ -17,24 +19,31 @@ export class MetricsScrape extends Context.Service<MetricsScrape, {
   scrape(): Effect.Effect<string | undefined>
 }>()("gateway/observability/MetricsScrape") {
   /** Needs CapacityQueues and SqlClient. */
-  static readonly layer = Layer.effect(MetricsScrape, Effect.gen(function*() {
-    const telemetry = yield* Telemetry
-    const queues = yield* CapacityQueues
-    const sql = yield* SqlClient.SqlClient
-
-    /** Stored runs per status; a storage failure leaves the series out of this scrape. */
-    const storedByStatus = sql<{ status: string; count: number }>`SELECT status, count(*)::int AS count FROM runs GROUP BY status`.pipe(
-      Effect.map((rows) => Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]))),
-      Effect.timeout("2 seconds"),
-      Effect.orElseSucceed(() => undefined)
-    )
-
-    const scrape = Effect.fn("MetricsScrape.scrape")(function*() {
-      const metrics = telemetry.metrics
-      if (metrics === undefined) return undefined
-      const [queueViews, runsByStatus] = yield* Effect.all([queues.view(), storedByStatus], { concurrency: 2 })
-      return metrics.scrape({ queues: queueViews, runsByStatus, eventLoop: telemetry.eventLoop() })
-    })
-    return MetricsScrape.of({ scrape })
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { redisUrl } = yield* Settings
+    return redisUrl === undefined
+      ? Layer.effect(MetricsScrape, make(undefined))
+      : Layer.effect(MetricsScrape, Effect.flatMap(RedisClient, make)).pipe(Layer.provide(RedisClient.layerFromSettings))
   }))
 }
+
+const make = Effect.fnUntraced(function*(redis: RedisClientShape | undefined) {
+  const telemetry = yield* Telemetry
+  const queues = yield* CapacityQueues
+  const sql = yield* SqlClient.SqlClient
+
+  /** Stored runs per status; a storage failure leaves the series out of this scrape. */
+  const storedByStatus = sql<{ status: string; count: number }>`SELECT status, count(*)::int AS count FROM runs GROUP BY status`.pipe(
+    Effect.map((rows) => Object.fromEntries(rows.map((row) => [row.status, Number(row.count)]))),
+    Effect.timeout("2 seconds"),
+    Effect.orElseSucceed(() => undefined)
+  )
+
+  const scrape = Effect.fn("MetricsScrape.scrape")(function*() {
+    const metrics = telemetry.metrics
+    if (metrics === undefined) return undefined
+    const [queueViews, runsByStatus] = yield* Effect.all([queues.view(), storedByStatus], { concurrency: 2 })
+    return metrics.scrape({ queues: queueViews, runsByStatus, eventLoop: telemetry.eventLoop(), redisRoundTrips: redis?.roundTrips })
+  })
+  return MetricsScrape.of({ scrape })
+})

@@ -134,10 +134,15 @@ grant()
 return 1
 `
 
-/** ARGV: waiterId, keyId, waiterTtlMs. Joins the back of the key's lane. 1 = holds a slot now. */
+/**
+ * ARGV: waiterId, keyId, waiterTtlMs, skipIfOpen ('1': an open circuit answers 2 and nothing is
+ * enqueued, so the caller reads the circuit and joins in one round trip). Joins the back of the
+ * key's lane. 1 = holds a slot now, 0 = waits.
+ */
 export const ENQUEUE = PRELUDE + `
 local w, k = ARGV[7], ARGV[8]
 sweep()
+if ARGV[10] == '1' and circuit() == 'open' then return 2 end
 if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
   if redis.call('RPUSH', lanePrefix .. k, w) == 1 then redis.call('RPUSH', ringOf(k), k) end
   redis.call('HSET', W, w, k)

@@ -172,16 +172,25 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
       return held.get(waiterId) === placementId ? Effect.void : cancelOn(placementId, waiterId)
     })
 
-  /** Enqueues (again) unless the request was served or left meanwhile; false when Redis failed. */
-  const enqueueOn = (placementId: string, waiterId: string) =>
+  /**
+   * Enqueues (again) unless the request was served or left meanwhile. With `skipIfOpen`, a
+   * placement whose circuit is open (still cooling down) is left alone and the answer is false:
+   * the circuit is read in the same script as the enqueue, so admission costs one round trip.
+   */
+  const enqueueOn = (placementId: string, waiterId: string, skipIfOpen = false): Effect.Effect<boolean> =>
     Effect.suspend(() => {
       const waiter = waiters.get(waiterId)
-      if (waiter === undefined || waiter.lease !== undefined) return Effect.void
+      if (waiter === undefined || waiter.lease !== undefined) return Effect.succeed(true)
       waiter.enqueued.add(placementId)
-      return run("cqEnqueue", placementId, waiterId, waiter.keyId, waiterTtlMs).pipe(
-        Effect.flatMap((granted) => (granted === 1 ? onGranted(placementId, waiterId) : Effect.void)),
+      return run("cqEnqueue", placementId, waiterId, waiter.keyId, waiterTtlMs, skipIfOpen ? "1" : "0").pipe(
+        Effect.flatMap((reply) => {
+          if (reply === 1) return Effect.as(onGranted(placementId, waiterId), true)
+          if (reply === 2) return Effect.sync(() => waiter.enqueued.delete(placementId)).pipe(Effect.as(false))
+          return Effect.succeed(true)
+        }),
         // SYNC finds it missing and enqueues it again
-        warnOnError(`enqueue on ${placementId}`)
+        warnOnError(`enqueue on ${placementId}`),
+        Effect.map((accepted) => accepted !== false)
       )
     })
 
@@ -221,9 +230,6 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
   const acquire = Effect.fn("CapacityQueues.acquire")(function*(request: AcquireOptions) {
     const known = request.candidates.filter((id) => keysOf.has(id))
     if (known.length === 0) return yield* Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
-    const open = yield* openNow(known)
-    const healthy = known.filter((_, i) => !open[i])
-    const targets = healthy.length > 0 ? healthy : known
     const waiterId = `${instanceId}/${++nextWaiter}`
     // A batch waiter's key id carries the class: `!<keyId>` (see queue-lua.ts).
     const waiter: Waiter = { keyId: request.priority === "batch" ? `!${request.keyId}` : request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined }
@@ -241,11 +247,22 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
         )
       })
 
+    // The placements it waits on: the healthy candidates, or all of them when every circuit is open.
+    let targets: ReadonlyArray<string> = known
     const wait = Effect.gen(function*() {
-      for (const id of targets) {
+      // One candidate waits on its placement whatever the circuit (there is nowhere else to go).
+      const skipIfOpen = known.length > 1
+      const healthy: Array<string> = []
+      for (const id of known) {
         if (waiter.lease !== undefined) break // granted at once by an earlier target
-        yield* enqueueOn(id, waiterId)
+        if (yield* enqueueOn(id, waiterId, skipIfOpen)) healthy.push(id)
       }
+      if (waiter.lease === undefined && healthy.length === 0) {
+        for (const id of known) {
+          if (waiter.lease !== undefined) break
+          yield* enqueueOn(id, waiterId)
+        }
+      } else if (healthy.length > 0) targets = healthy
       if (waiter.lease === undefined && request.onQueued !== undefined) yield* request.onQueued
       return yield* Deferred.await(waiter.deferred)
     })
