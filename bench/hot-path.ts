@@ -130,6 +130,7 @@ try {
     mainThreadUsPerRequest: perThread.find(([k]) => k.endsWith(`#${gateway.pid}`))?.[1],
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
+    gc: (loop as { gc?: unknown } | undefined)?.gc,
     ...(receiver === undefined ? {} : { spansReceived: receiver.spans() }),
     env: extraEnv,
     idleRssMiB: Math.round(idleRss / 1048576),

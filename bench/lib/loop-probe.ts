@@ -6,7 +6,7 @@
  * itself knows nothing of it.
  */
 import { writeFileSync } from "node:fs"
-import { monitorEventLoopDelay } from "node:perf_hooks"
+import { constants, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks"
 import { isMainThread } from "node:worker_threads"
 
 const file = process.env.BENCH_PROBE_FILE
@@ -18,6 +18,26 @@ if (isMainThread) {
 // CPU a second, which the bench would then charge to it.
 const histogram = monitorEventLoopDelay({ resolution: 10 })
 histogram.enable()
+// GC pauses on the main thread, by kind (minor = scavenge), since the previous report: a loop
+// delay of a few ms is often one of these.
+type Pauses = { count: number; totalMs: number; maxMs: number; over2ms: number }
+let gc: Record<string, Pauses> = {}
+const KINDS: Record<number, string> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: "minor",
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: "major",
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb"
+}
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const kind = KINDS[(entry as unknown as { detail?: { kind: number } }).detail?.kind ?? -1] ?? "other"
+    const pauses = (gc[kind] ??= { count: 0, totalMs: 0, maxMs: 0, over2ms: 0 })
+    pauses.count++
+    pauses.totalMs = Math.round((pauses.totalMs + entry.duration) * 100) / 100
+    pauses.maxMs = Math.max(pauses.maxMs, Math.round(entry.duration * 100) / 100)
+    if (entry.duration > 2) pauses.over2ms++
+  }
+}).observe({ entryTypes: ["gc"] })
 process.on("SIGUSR2", () => {
   // Each sample is the timer's whole interval: less its 10 ms period, it is the delay.
   const us = (ns: number) => Math.max(0, ns / 1000 - 10_000)
@@ -27,9 +47,11 @@ process.on("SIGUSR2", () => {
     p99: us(histogram.percentile(99)),
     p999: us(histogram.percentile(99.9)),
     max: us(histogram.max),
-    mean: us(histogram.mean)
+    mean: us(histogram.mean),
+    gc
   })
   histogram.reset()
+  gc = {}
   if (file !== undefined && file !== "") writeFileSync(file, report)
   else process.stderr.write(`loop-probe ${report}\n`)
 })

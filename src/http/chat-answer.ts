@@ -30,6 +30,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
+import { toPullPlain } from "../util/scoped.ts"
 
 export type CallFailure = BackendError | QueueTimeout
 
@@ -219,7 +220,7 @@ export const answerChat = <Echo>(
  */
 const startStream = <A, E>(stream: Stream.Stream<A, E>) =>
   Effect.gen(function*() {
-    const pull = yield* Stream.toPull(stream)
+    const pull = yield* toPullPlain(stream)
     const first = yield* pull.pipe(
       Effect.map(Option.some),
       Pull.catchDone(() => Effect.succeed(Option.none<ReadonlyArray<A>>()))

@@ -26,6 +26,7 @@ import { callCostMicros, outputCeiling, worstCaseOverMicros } from "./pricing.ts
 import { type Admission, RateLimits } from "./rate-limits.ts"
 import { UsageLedger } from "./usage-ledger.ts"
 import { Telemetry } from "../observability/telemetry.ts"
+import { acquireReleasePlain } from "../util/scoped.ts"
 
 /** What metering needs of a model: its list rates and output limits (chat and embedding models). */
 export type MeteredModel = Pick<ChatModel, "id" | "pricing" | "maxOutput" | "contextWindow">
@@ -252,7 +253,7 @@ export class Meter extends Context.Service<Meter, {
     }
 
     const beginScoped = (request: BeginRequest) =>
-      Effect.acquireRelease(begin(request), (call) => call.fail())
+      acquireReleasePlain(begin(request), (call) => call.fail())
 
     return Meter.of({ begin, beginScoped, planOf })
   }))

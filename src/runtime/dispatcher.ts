@@ -28,6 +28,7 @@ import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { type DispatchTrace, makeDispatchTrace } from "../observability/tracing.ts"
+import { toPullPlain } from "../util/scoped.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -166,7 +167,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
     /** Opens the call inside the attempt's scope and waits for its first chunk. */
     const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalEvent, BackendError>, scope: Scope.Closeable) =>
       Effect.gen(function*() {
-        const pull = yield* Scope.provide(scope)(Stream.toPull(open))
+        const pull = yield* Scope.provide(scope)(toPullPlain(open))
         const first = yield* pull.pipe(Effect.catchIf(Cause.isDone, () => Effect.fail(emptyStream(candidate.placementId))))
         return { pull, first }
       })

@@ -5,19 +5,19 @@
 import { randomBytes } from "node:crypto"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+const BASE62_CODES = Array.from(BASE62, (c) => c.charCodeAt(0))
 
 // Ids are minted several times per request: draw them from a pool of CSPRNG bytes refilled 4 KiB
 // at a time instead of one `randomBytes` call (a synchronous fill) per id.
 let pool = Buffer.alloc(0)
 let offset = 0
-const takeRandom = (bytes: number): Buffer => {
-  if (offset + bytes > pool.length) {
-    pool = randomBytes(Math.max(4096, bytes))
+/** The next random byte of the pool (read in place: a `subarray` per id was a Buffer object each). */
+const nextRandomByte = (): number => {
+  if (offset >= pool.length) {
+    pool = randomBytes(4096)
     offset = 0
   }
-  const out = pool.subarray(offset, offset + bytes)
-  offset += bytes
-  return out
+  return pool[offset++]!
 }
 
 /**
@@ -27,14 +27,15 @@ const takeRandom = (bytes: number): Buffer => {
  */
 export const randomBase62 = (bytes: number): string => {
   const length = Math.ceil((bytes * 8) / Math.log2(62))
-  let out = ""
-  while (out.length < length) {
-    const chunk = takeRandom(length - out.length + 4)
-    for (let i = 0; i < chunk.length && out.length < length; i++) {
-      if (chunk[i] < 248) out += BASE62[chunk[i] % 62]
-    }
+  // Character codes first, one string at the end: `out += c` per character built a chain of
+  // short-lived strings (≈0.5 KiB per id, several ids per request).
+  const codes = new Array<number>(length)
+  let n = 0
+  while (n < length) {
+    const byte = nextRandomByte()
+    if (byte < 248) codes[n++] = BASE62_CODES[byte % 62]!
   }
-  return out
+  return String.fromCharCode.apply(null, codes)
 }
 
 /** A new id: `prefix_` and 12 random bytes in base62 (17 characters). */

@@ -23,6 +23,7 @@ import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
+import { addFinalizerPlain } from "../../util/scoped.ts"
 
 export const ANTHROPIC_VERSION = "2023-06-01"
 
@@ -150,7 +151,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     const { url, body, headers } = call
     // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.
     const abort = new AbortController()
-    yield* Effect.addFinalizer(() => Effect.sync(() => abort.abort()))
+    yield* addFinalizerPlain(Effect.sync(() => abort.abort()))
     const response = yield* Effect.tryPromise({
       try: () => poolFor(url.origin).request({ method: "POST", path: url.pathname + url.search, headers, body, signal: abort.signal }),
       catch: connectionError

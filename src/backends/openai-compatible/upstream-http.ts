@@ -9,6 +9,7 @@ import type { BackendError, UpstreamTarget } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
+import { acquireReleasePlain } from "../../util/scoped.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -65,7 +66,7 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
 export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.Stream<Uint8Array, BackendError> =>
   Stream.unwrap(Effect.gen(function*() {
     const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
-    const response = yield* Effect.acquireRelease(
+    const response = yield* acquireReleasePlain(
       Effect.tryPromise({
         try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", headers, body: call.body, signal }),
         catch: connectionError
