@@ -6,7 +6,7 @@
  * path can be judged on a busy machine; fewer bytes per request means fewer scavenges (GC time on
  * the main thread and V8's helper threads, and the loop pauses they cause).
  *
- *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--top 40] [--redis] [--env NAME=VALUE]…
+ *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--env NAME=VALUE]…
  *
  * Prints the total KiB per request, then the top functions by self bytes (per request), and the
  * same grouped by file.
@@ -28,6 +28,8 @@ const { values } = parseArgs({
     /** Callers shown for each entry (1: the function itself; 4: who called it, three levels up). */
     depth: { type: "string", default: "1" },
     redis: { type: "boolean", default: false },
+    /** Content chunks per streamed answer: the per-frame cost is (bytes at N1 − bytes at N2) / (N1 − N2). */
+    deltas: { type: "string", default: "16" },
     env: { type: "string", multiple: true, default: [] }
   }
 })
@@ -64,7 +66,7 @@ const connect = async (wsUrl: string) => {
 
 const inspectPort = 9300 + Math.floor(Math.random() * 500)
 const logDir = mkdtempSync(join(tmpdir(), "alloc-profile-"))
-const upstream = await startFixedUpstream({ deltas: 16, gapMs: 0 })
+const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: 0 })
 const extraEnv = Object.fromEntries(values.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))
 const gateway = await startGateway({
   name: "gateway",
@@ -90,7 +92,7 @@ try {
     pool,
     path: "/v1/chat/completions",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "svc-bench", max_tokens: 32, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+    body: JSON.stringify({ model: "svc-bench", max_tokens: Math.max(32, Number(values.deltas) + 8), messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
   }
   await sequential(500, () => spec, values.stream) // warm-up: JIT, caches, pools
   const targets = (await (await fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>
