@@ -2,7 +2,7 @@
  * Layer composition: settings → config file → database → domain services → HTTP.
  * `GatewayServices` is everything but the network listener, so programs and tests can embed it.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"

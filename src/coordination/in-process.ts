@@ -16,28 +16,31 @@ import {
 interface Bucket { used: number; ts: number }
 interface Scope { readonly buckets: Map<string, Bucket>; readonly leases: Map<string, number> }
 
-/** A reservation: `amount` while active, `"done"` once settled or released (remembered briefly). */
-interface Hold { value: number | "done"; expiresAt: number }
+/** An active reservation: `amount` counted in `reserved` until it is settled, released or lapses. */
+interface Hold { readonly amount: number; expiresAt: number }
 interface Budget {
   /** `undefined`: unseeded (only holds and pending charges registered since the store lost it). */
   spent: number | undefined
   reserved: number
   granted: number
   grants: Set<string>
-  /** Hold ids and applied charge ids. */
+  /** Active holds (a few: the calls in flight). */
   readonly holds: Map<string, Hold>
   /** Charges that landed while unseeded: ledger request id → micros, for the seed. */
   readonly pending: Map<string, number>
   expireAt: number
-  /** Ids of active holds (a few: the calls in flight). */
-  readonly active: Set<string>
   /** The earliest `expiresAt` among the active holds (or earlier): none lapses before it. */
   nextLapse: number
   /**
-   * Done ids in the order they were finished, which is their expiry order (remembered for a
-   * constant `SETTLED_MEMORY_MS`): expired ones are popped from the front, never searched for.
+   * Settled or released hold ids and applied charge ids, remembered for `SETTLED_MEMORY_MS`:
+   * at 200 calls a second that is ~240,000 ids, so they are kept compactly — a Set of the ids and,
+   * in finishing order (which is their expiry order, the memory being constant), the ids and their
+   * expiry times in two parallel arrays (unboxed doubles), popped from the front, never searched.
+   * (An object per id plus a boxed time cost ~3× as much: most of the heap at sustained load.)
    */
-  readonly doneQueue: Array<{ readonly id: string; readonly expiresAt: number }>
+  readonly done: Set<string>
+  readonly doneIds: Array<string>
+  readonly doneExpiries: Array<number>
   doneHead: number
 }
 
@@ -79,40 +82,41 @@ export const makeInProcess = (): InProcessStore => {
     }
     // Settled ids are remembered for minutes (hundreds of thousands at a high rate): pop only the
     // expired ones off the front of their queue, so a long-lived budget costs O(1) per operation.
-    const queue = budget.doneQueue
-    while (budget.doneHead < queue.length && queue[budget.doneHead].expiresAt <= now) {
-      const { id, expiresAt } = queue[budget.doneHead++]
-      const hold = budget.holds.get(id)
-      if (hold?.value === "done" && hold.expiresAt === expiresAt) budget.holds.delete(id)
+    const { doneIds, doneExpiries } = budget
+    while (budget.doneHead < doneIds.length && doneExpiries[budget.doneHead] <= now) {
+      budget.done.delete(doneIds[budget.doneHead])
+      budget.doneHead++
     }
-    if (budget.doneHead > 1024 && budget.doneHead * 2 > queue.length) {
-      queue.splice(0, budget.doneHead)
+    if (budget.doneHead > 1024 && budget.doneHead * 2 > doneIds.length) {
+      doneIds.splice(0, budget.doneHead)
+      doneExpiries.splice(0, budget.doneHead)
       budget.doneHead = 0
     }
     if (now < budget.nextLapse) return budget
     let nextLapse = Infinity
-    for (const id of budget.active) {
-      const hold = budget.holds.get(id)!
+    for (const [id, hold] of budget.holds) {
       if (hold.expiresAt > now) {
         nextLapse = Math.min(nextLapse, hold.expiresAt)
         continue
       }
-      if (hold.value !== "done") budget.reserved -= hold.value
+      budget.reserved -= hold.amount
       budget.holds.delete(id)
-      budget.active.delete(id)
     }
     budget.nextLapse = nextLapse
     return budget
   }
-  const setHold = (budget: Budget, id: string, hold: Hold) => {
-    budget.holds.set(id, hold)
-    if (hold.value === "done") {
-      budget.active.delete(id)
-      budget.doneQueue.push({ id, expiresAt: hold.expiresAt })
-    } else {
-      budget.active.add(id)
-      budget.nextLapse = Math.min(budget.nextLapse, hold.expiresAt)
-    }
+  /** Counts a hold active until `expiresAt` (a new one, or a renewal). */
+  const holdFor = (budget: Budget, id: string, amount: number, expiresAt: number) => {
+    budget.holds.set(id, { amount, expiresAt })
+    budget.nextLapse = Math.min(budget.nextLapse, expiresAt)
+  }
+  /** Remembers a settled or released hold id or an applied charge id (no longer active). */
+  const finish = (budget: Budget, id: string, now: number) => {
+    budget.holds.delete(id)
+    if (budget.done.has(id)) return
+    budget.done.add(id)
+    budget.doneIds.push(id)
+    budget.doneExpiries.push(now + SETTLED_MEMORY_MS)
   }
   /** A seeded budget, or undefined (absent, expired or unseeded). */
   const seeded = (name: string, now: number): (Budget & { spent: number }) | undefined => {
@@ -128,7 +132,7 @@ export const makeInProcess = (): InProcessStore => {
     if (budget === undefined) {
       budget = {
         spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0,
-        active: new Set(), nextLapse: Infinity, doneQueue: [], doneHead: 0
+        nextLapse: Infinity, done: new Set(), doneIds: [], doneExpiries: [], doneHead: 0
       }
       budgets.set(name, budget)
     }
@@ -136,15 +140,14 @@ export const makeInProcess = (): InProcessStore => {
     return budget
   }
   const stateOf = (b: Budget & { spent: number }): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
-  const finish = (budget: Budget, id: string, now: number) => setHold(budget, id, { value: "done", expiresAt: now + SETTLED_MEMORY_MS })
   /** Settle or release: the hold leaves `reserved`; a settle charges once per charge id. */
   const close = (name: string, holdId: string, now: number, charge?: { id: string; amount: number }) => {
     const budget = record(name, now)
-    const held = budget.holds.get(holdId)
-    if (held?.value !== "done") {
+    if (!budget.done.has(holdId)) {
       // Read before the hold is marked: the two ids may be one.
-      const charged = charge !== undefined && budget.holds.get(charge.id)?.value === "done"
-      if (held !== undefined) budget.reserved -= held.value
+      const charged = charge !== undefined && budget.done.has(charge.id)
+      const held = budget.holds.get(holdId)
+      if (held !== undefined) budget.reserved -= held.amount
       finish(budget, holdId, now)
       if (charge !== undefined && !charged) {
         if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
@@ -201,14 +204,14 @@ export const makeInProcess = (): InProcessStore => {
     budgetReserve: (request): BudgetAnswer => {
       const budget = seeded(request.budget, request.now)
       if (budget === undefined) return { _tag: "Unseeded" }
-      if (budget.holds.has(request.id)) return { _tag: "Reserved", state: stateOf(budget) }
+      if (budget.holds.has(request.id) || budget.done.has(request.id)) return { _tag: "Reserved", state: stateOf(budget) }
       const cap = request.cap ?? budget.granted
       // At least one micro must remain: a budget at zero refuses even a free call ("hard stop at zero").
       if (budget.spent + budget.reserved + Math.max(request.amount, 1) > cap) {
         return { _tag: "Refused", state: stateOf(budget) }
       }
       budget.reserved += request.amount
-      setHold(budget, request.id, { value: request.amount, expiresAt: request.now + request.ttlMs })
+      holdFor(budget, request.id, request.amount, request.now + request.ttlMs)
       if (request.expireAt > 0) budget.expireAt = request.expireAt
       return { _tag: "Reserved", state: stateOf(budget) }
     },
@@ -242,12 +245,12 @@ export const makeInProcess = (): InProcessStore => {
     budgetRenew: (holds, ttlMs, now) => Effect.sync(() => {
       for (const hold of holds) {
         const budget = record(hold.budget, now)
+        if (budget.done.has(hold.id)) continue
         const held = budget.holds.get(hold.id)
-        if (held?.value === "done") continue
         // A hold that lapsed (or was lost with the store) belongs to a call still running: count it again.
         if (held === undefined) budget.reserved += hold.amount
         // A hold still there keeps the amount it was counted with (what `reserved` holds for it).
-        setHold(budget, hold.id, { value: held?.value ?? hold.amount, expiresAt: now + ttlMs })
+        holdFor(budget, hold.id, held?.amount ?? hold.amount, now + ttlMs)
       }
     }),
 
@@ -255,7 +258,7 @@ export const makeInProcess = (): InProcessStore => {
       for (const charge of charges) {
         if (seeded(charge.budget, now) !== undefined) continue
         const budget = record(charge.budget, now)
-        if (budget.holds.get(charge.id)?.value === "done") continue
+        if (budget.done.has(charge.id)) continue
         budget.pending.set(charge.id, charge.amount)
         finish(budget, charge.id, now)
       }
@@ -280,7 +283,7 @@ export const makeInProcess = (): InProcessStore => {
       const next = budget ?? record(seed.budget, seed.now)
       // Holds registered while unseeded stay; `reserved` is recounted from them.
       let reserved = 0
-      for (const id of next.active) reserved += next.holds.get(id)!.value as number
+      for (const held of next.holds.values()) reserved += held.amount
       next.spent = spent
       next.reserved = reserved
       next.granted = seed.granted

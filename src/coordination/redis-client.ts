@@ -15,7 +15,7 @@
  * errors are logged through Effect's logger, at most once per 10 s per connection.
  */
 import { Context, Deferred, Effect, Layer, Schedule, Schema, type Scope } from "effect"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
 import { KEY_PREFIX } from "./types.ts"
 
@@ -92,6 +92,8 @@ const close = (connection: Redis) =>
 /** Opens both connections; they close with the scope (after every user of the client, which the layers' order ensures). */
 const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  // Loaded here, not at start: a gateway without REDIS_URL never needs ioredis (~50 modules).
+  const { Redis } = yield* Effect.promise(() => import("ioredis"))
   const prefix = options.prefix ?? KEY_PREFIX
   const log = Effect.runForkWith(yield* Effect.context<never>())
 

@@ -4,7 +4,8 @@
  * listener on `GATEWAY_METRICS_PORT`. Programs that embed the gateway bring their own logger and
  * tracer (these are process-wide choices).
  */
-import { NodeHttpClient, NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer, Logger, References } from "effect"
 import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { OtlpSerialization, OtlpTracer } from "effect/observability"

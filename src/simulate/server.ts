@@ -4,7 +4,7 @@
  * tested over real HTTP and the benchmarks have an upstream. Any model name is accepted and served
  * as a reasoning-capable simulated model. `POST /_simulator/faults` injects faults for tests.
  */
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Clock, Console, Effect, Layer, Schema } from "effect"
 import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"

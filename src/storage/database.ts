@@ -3,7 +3,7 @@
  * persisted under the data dir and run in a worker thread (`embedded-database.ts`), so both engines
  * are reached through the same `@effect/sql-pg` client, the same SQL and the same migrations.
  */
-import { NodeServices } from "@effect/platform-node"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
