@@ -4,11 +4,12 @@
  * byte, while a bystander asks `GET /v1/models` every 5 ms. No assertions: it prints figures.
  *
  *   node bench/big-body.ts [--reps 2] [--mib 32] [--surface chat,messages,responses,completions]
- *                          [--shape many,string,wide] [--prof DIR] [--env NAME=VALUE]…
+ *                          [--shape many,string,wide,cap] [--prof DIR] [--env NAME=VALUE]…
  *
  * Shapes: `many` ~1M tiny messages / input items / prompts; `string` one huge string in the
- * prompt; `wide` one object with ~1M keys (a tool's parameter schema, or `metadata` where the
- * surface has no tools). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
+ * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
+ * messages as fit under the 65,536-value limit (~21,800, 0.6 MiB: accepted, so every pass after
+ * the parse runs on them). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
  * the fixed-answer upstream and this process on core 1; the bystander runs in a worker thread of
  * this process so building and sending 32 MiB here never counts as the gateway's delay.
  *
@@ -29,7 +30,7 @@ const { values } = parseArgs({
     reps: { type: "string", default: "2" },
     mib: { type: "string", default: "32" },
     surface: { type: "string", default: "chat,messages,responses,completions" },
-    shape: { type: "string", default: "many,string,wide" },
+    shape: { type: "string", default: "many,string,wide,cap" },
     prof: { type: "string" },
     env: { type: "string", multiple: true, default: [] }
   }
@@ -57,12 +58,18 @@ const wideObject = (head: string, tail: string) => {
   return { body: head + parts.join(",") + tail, count: parts.length }
 }
 
+/** Just under the 65,536-value limit: three values a message, a few for the envelope. */
+const atCap = (head: string, item: string, tail: string, perItem = 3) => {
+  const n = Math.floor((65_536 - 16) / perItem)
+  return { body: head + Array.from({ length: n }, () => item).join(",") + tail, count: n }
+}
+
 const hugeString = (head: string, tail: string) => {
   const n = budget - head.length - tail.length
   return { body: head + "a ".repeat(n / 2) + tail, count: n }
 }
 
-type Shape = "many" | "string" | "wide"
+type Shape = "many" | "string" | "wide" | "cap"
 type Surface = "chat" | "messages" | "responses" | "completions"
 
 const PATHS: Record<Surface, string> = {
@@ -76,6 +83,7 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
   const model = `"model":"svc-big"`
   switch (surface) {
     case "chat":
+      if (shape === "cap") return atCap(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "many") return fill(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "string") return hugeString(`{${model},"max_tokens":16,"messages":[{"role":"user","content":"`, `"}]}`)
       return wideObject(
@@ -83,6 +91,7 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
         `}}}}]}`
       )
     case "messages":
+      if (shape === "cap") return atCap(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "many") return fill(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "string") return hugeString(`{${model},"max_tokens":16,"messages":[{"role":"user","content":"`, `"}]}`)
       return wideObject(
@@ -90,6 +99,7 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
         `}}}]}`
       )
     case "responses":
+      if (shape === "cap") return atCap(`{${model},"max_output_tokens":16,"store":false,"input":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "many") return fill(`{${model},"max_output_tokens":16,"input":[`, `{"role":"user","content":"a"}`, `]}`)
       if (shape === "string") return hugeString(`{${model},"max_output_tokens":16,"input":"`, `"}`)
       return wideObject(
@@ -97,6 +107,7 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
         `}}}]}`
       )
     case "completions":
+      if (shape === "cap") return undefined
       if (shape === "many") return fill(`{${model},"max_tokens":16,"prompt":[`, `"a"`, `]}`)
       if (shape === "string") return hugeString(`{${model},"max_tokens":16,"prompt":"`, `"}`)
       return undefined
