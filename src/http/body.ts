@@ -1,13 +1,14 @@
 /**
  * Request bodies: read within the size limit (413 beyond it), parsed as JSON (400 when malformed),
- * capped in nesting depth (400), then decoded with a Schema whose first failure names the field
+ * capped in nesting depth (400) and, when large, in JSON values (400; `util/json-limits.ts`), then decoded with a Schema whose first failure names the field
  * (400 `param`). Bodies that are stored are also checked to be storable (`util/json-limits.ts`):
  * 400 naming the field for text or numbers PostgreSQL refuses, 413 beyond what a row can hold.
  */
-import { Effect, Schema } from "effect"
-import { HttpIncomingMessage } from "effect/http"
+import { Effect, Schema, Stream } from "effect"
+import { HttpIncomingMessage, type HttpServerError } from "effect/http"
 import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
-import { requireShallow, requireStorable } from "../util/json-limits.ts"
+import { LARGE_BODY_BYTES, requireShallow, requireStorable } from "../util/json-limits.ts"
+import { slicedJsonParser } from "../util/sliced-json.ts"
 import { invalidRequestFromIssue } from "../util/schema-issue.ts"
 import { findBodyStalled } from "./body-idle.ts"
 import type { RequestContext } from "./route.ts"
@@ -15,20 +16,21 @@ import type { RequestContext } from "./route.ts"
 /** The body limit in force; the app sets it from `GATEWAY_MAX_BODY_BYTES`. */
 export const bodyLimit = (limitBytes: number) => Effect.provideService(HttpIncomingMessage.MaxBodySize, BigInt(limitBytes) as never)
 
+/** What a failure to read the body answers: 413 beyond the limit, 408 when it stalled, else 400. */
+const bodyReadError = (error: HttpServerError.HttpServerError, limit: number) => {
+  if (error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge") return new PayloadTooLarge({ limitBytes: limit })
+  const stalled = findBodyStalled("cause" in error.reason ? error.reason.cause : undefined)
+  return stalled !== undefined
+    ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
+    : new InvalidRequest({ message: "The request body could not be read" })
+}
+
 const readText = (ctx: RequestContext) =>
   Effect.withFiber((fiber) => {
     const limit = Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
     const declared = Number(ctx.request.headers["content-length"] ?? "0")
     if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
-    return ctx.request.text.pipe(
-      Effect.mapError((error) => {
-        if (error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge") return new PayloadTooLarge({ limitBytes: limit })
-        const stalled = findBodyStalled("cause" in error.reason ? error.reason.cause : undefined)
-        return stalled !== undefined
-          ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
-          : new InvalidRequest({ message: "The request body could not be read" })
-      })
-    )
+    return ctx.request.text.pipe(Effect.mapError((error) => bodyReadError(error, limit)))
   })
 
 export interface ReadJsonOptions {
@@ -38,14 +40,15 @@ export interface ReadJsonOptions {
   readonly storable?: boolean
 }
 
-/** The parsed JSON body; `undefined` when the body is empty and `optional` is set. */
-export const readJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
+const emptyBody = (options: ReadJsonOptions | undefined) =>
+  options?.optional
+    ? Effect.succeed(undefined)
+    : Effect.fail(new InvalidRequest({ message: "The request body is empty; a JSON object is required" }))
+
+/** Small bodies: read whole, `JSON.parse`d at once (well under a millisecond at LARGE_BODY_BYTES). */
+const readSmallJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
   Effect.flatMap(readText(ctx), (text): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
-    if (text.trim() === "") {
-      return options?.optional
-        ? Effect.succeed(undefined)
-        : Effect.fail(new InvalidRequest({ message: "The request body is empty; a JSON object is required" }))
-    }
+    if (text.trim() === "") return emptyBody(options)
     let value: unknown
     try {
       value = JSON.parse(text)
@@ -55,6 +58,46 @@ export const readJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
     const checked = options?.storable ? Effect.andThen(requireShallow(value), requireStorable(value)) : requireShallow(value)
     return Effect.as(checked, value)
   })
+
+/**
+ * Large bodies (or of unknown length): parsed chunk by chunk as they arrive, in slices that yield
+ * to the event loop (`util/sliced-json.ts`), which also checks depth and the value count — no
+ * 32 MiB string is decoded and no 32 MiB `JSON.parse` holds every other client. A refused body
+ * is still read to its end (without parsing), so the client gets the 400 rather than a reset.
+ */
+const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
+  Effect.withFiber((fiber) => {
+    const limit = Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
+    const parser = slicedJsonParser()
+    let bytes = 0
+    let refused: InvalidRequest | undefined
+    const read = Stream.runForEach(ctx.request.stream, (chunk): Effect.Effect<void, PayloadTooLarge> => {
+      bytes += chunk.length
+      if (bytes > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
+      if (refused !== undefined) return Effect.void
+      return Effect.catch(parser.feed(chunk), (error) => {
+        refused = error
+        return Effect.void
+      })
+    })
+    return read.pipe(
+      Effect.mapError((error) => error instanceof PayloadTooLarge ? error : bodyReadError(error, limit)),
+      Effect.andThen(() => refused !== undefined ? Effect.fail(refused) : parser.end()),
+      Effect.flatMap((value): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge> => {
+        if (value === undefined) return emptyBody(options)
+        return options?.storable ? Effect.as(requireStorable(value), value) : Effect.succeed(value)
+      })
+    )
+  })
+
+/**
+ * The parsed JSON body; `undefined` when the body is empty and `optional` is set. A body declared
+ * at most LARGE_BODY_BYTES long is parsed at once, any other in slices.
+ */
+export const readJson = (ctx: RequestContext, options?: ReadJsonOptions): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
+  const declared = ctx.request.headers["content-length"]
+  return declared !== undefined && Number(declared) <= LARGE_BODY_BYTES ? readSmallJson(ctx, options) : readLargeJson(ctx, options)
+}
 
 /** Decodes a value with a Schema; the error names the first bad field (`util/schema-issue.ts`). */
 export const decodeWith = <S extends Schema.Top & { readonly DecodingServices: never }>(schema: S) => {

@@ -54,6 +54,22 @@ const outputOf = (body: string): ReadonlyArray<unknown> => {
   return Array.isArray(output) ? output : []
 }
 
+/**
+ * The UTF-16 units of every string in `value`: a lower bound of its JSON's UTF-8 size (a unit is
+ * at least one byte; quotes and escapes only add), found without serializing it.
+ */
+const stringUnits = (value: unknown): number => {
+  const stack: Array<unknown> = [value]
+  let units = 0
+  while (stack.length > 0) {
+    const current = stack.pop()
+    if (typeof current === "string") units += current.length
+    else if (Array.isArray(current)) for (let i = 0; i < current.length; i++) stack.push(current[i])
+    else if (typeof current === "object" && current !== null) for (const key in current) stack.push((current as Record<string, unknown>)[key])
+  }
+  return units
+}
+
 export const planStore = (
   previous: StoredConversation | undefined,
   conversation: Transcript,
@@ -62,16 +78,20 @@ export const planStore = (
 ): Effect.Effect<StorePlan, PayloadTooLarge> => {
   const own = listInputItems(input, resolve)
   const listed = previous === undefined ? own.items : [...previous.inputItems, ...outputOf(previous.body), ...own.items]
-  const inputItemsJson = JSON.stringify(listed)
-  const size = Buffer.byteLength(inputItemsJson) + Buffer.byteLength(JSON.stringify(conversation))
-  if (size > STORE_LIMIT_BYTES) {
-    return Effect.fail(new PayloadTooLarge({
+  const tooLarge = (size: string) =>
+    Effect.fail(new PayloadTooLarge({
       limitBytes: STORE_LIMIT_BYTES,
       param: "store",
       message: `This conversation is too large to store: ${size} bytes with the earlier turns, above the limit of ` +
         `${STORE_LIMIT_BYTES} bytes for a stored response. Send it with store: false (and the whole transcript), or start a new chain`
     }))
-  }
+  // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be refused:
+  // its characters alone already tell.
+  const atLeast = stringUnits(listed) + stringUnits(conversation)
+  if (atLeast > STORE_LIMIT_BYTES) return tooLarge(`at least ${atLeast}`)
+  const inputItemsJson = JSON.stringify(listed)
+  const size = Buffer.byteLength(inputItemsJson) + Buffer.byteLength(JSON.stringify(conversation))
+  if (size > STORE_LIMIT_BYTES) return tooLarge(String(size))
   return Effect.succeed({ conversation, inputItemsJson, minted: own.minted })
 }
 

@@ -22,6 +22,21 @@ import { formatPath } from "./schema-issue.ts"
 /** Deepest nesting accepted in a request body (the body itself is level 1). */
 export const MAX_JSON_DEPTH = 128
 
+/**
+ * Most JSON values (objects, arrays, strings, numbers, booleans, nulls; keys not counted) in one
+ * request body: 400 beyond. Every pass over a request (Schema decode, the token bound, the
+ * upstream translation, `JSON.stringify`) runs on the event loop in time linear in its values;
+ * this bounds how long any of them holds it (a few ms each at the limit, where 32 MiB of tiny
+ * messages took seconds). A value takes at least two bytes (`0,`), so only a body larger than
+ * `LARGE_BODY_BYTES` can exceed it, and only the sliced parser those go through
+ * (`sliced-json.ts`) counts. Real requests stay far below it: a 2,000-turn agent conversation
+ * with tool calls is ~30,000 values; OpenAI caps `tools` and each message's `tool_calls` at 128.
+ */
+export const MAX_JSON_VALUES = 65_536
+
+/** Bodies larger than this (128 KiB) are parsed in slices (`sliced-json.ts`); smaller ones by `JSON.parse`. */
+export const LARGE_BODY_BYTES = 2 * MAX_JSON_VALUES
+
 /** Largest JSON document the gateway stores, measured as PostgreSQL prints it back (16 MiB). */
 export const MAX_STORED_JSON_BYTES = 16 * 1024 * 1024
 
@@ -184,17 +199,20 @@ export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSO
 /** `tools[0].input_schema.properties…`: a path shortened for a message. */
 const shortPath = (path: ReadonlyArray<PropertyKey>) => formatPath(path.slice(0, 4)) + (path.length > 4 ? "…" : "")
 
+/** The 400 for a container at `path` deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */
+export const tooDeep = (path: ReadonlyArray<PropertyKey>): InvalidRequest => {
+  const [top] = path
+  const limit = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
+  return top === undefined || typeof top === "number"
+    ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(path)})` })
+    : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(path)})`, param: formatPath([top]) })
+}
+
 /** 400 when the value nests deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */
 export const requireShallow = (value: unknown): Effect.Effect<void, InvalidRequest> => {
   const problem = findTooDeep(value)
   if (problem === undefined || problem.kind !== "depth") return Effect.void
-  const [top] = problem.path
-  const limit = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
-  return Effect.fail(
-    top === undefined || typeof top === "number"
-      ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(problem.path)})` })
-      : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(problem.path)})`, param: formatPath([top]) })
-  )
+  return Effect.fail(tooDeep(problem.path))
 }
 
 /**

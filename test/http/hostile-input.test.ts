@@ -2,7 +2,9 @@
  * One request must never freeze the gateway for everyone else (issue 10, item 1): on every surface
  * that takes text, a 1 MiB unbroken string and 1 MiB of emoji — in the prompt and, where the
  * surface has tools, inside `tools[].input_schema` — get a proper answer (or a 4xx, never a 5xx)
- * while another client's `GET /v1/models` keeps answering in under 100 ms.
+ * while another client's `GET /v1/models` keeps answering in under 100 ms. So does a 32 MiB body of
+ * a million tiny messages (or items, prompts, schema nodes) on every chat surface: a 400 naming
+ * the field, from a parser that works in slices (`util/sliced-json.ts`).
  *
  * Before the fix, token counting ran BPE on the event loop in time quadratic in an unbroken run:
  * 256 KB of `A` held every client for 16 s, so these requests held it for minutes.
@@ -138,6 +140,50 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
     expect(answer.choices[0].finish_reason).toBe("stop")
     expect(answer.usage!.prompt_tokens).toBeLessThan(32_000)
     expect(answer.usage!.completion_tokens).toBeGreaterThan(1)
+  })
+
+  /** The default body limit (32 MiB) filled by `item` repeated in a list after `head`. */
+  const filling = (head: string, item: string, tail: string) => {
+    const count = Math.floor((32 * MIB - 4096 - head.length - tail.length) / (item.length + 1))
+    return head + Array(count).fill(item).join(",") + tail
+  }
+
+  /** A raw POST of a prebuilt body (an SDK would copy 32 MiB of objects first). */
+  const post = async (path: string, body: string) => {
+    const headers = { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json", "anthropic-version": "2023-06-01" }
+    const res = await fetch(`${gw.baseUrl}${path}`, { method: "POST", headers, body })
+    return { status: res.status, text: await res.text() }
+  }
+
+  // ~1.1M tiny messages in 32 MiB: JSON.parse alone held the loop ~0.4 s and the passes after
+  // it seconds more. Parsed in slices, the body is refused at the value limit, naming the field.
+  const manyItems: ReadonlyArray<readonly [string, string, string, string]> = [
+    ["/v1/chat/completions", `{"model":"atlas","max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, "messages"],
+    ["/v1/messages", `{"model":"atlas","max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, "messages"],
+    ["/v1/messages/count_tokens", `{"model":"atlas","messages":[`, `{"role":"user","content":"a"}`, "messages"],
+    ["/v1/responses", `{"model":"atlas","max_output_tokens":16,"input":[`, `{"role":"user","content":"a"}`, "input"],
+    ["/v1/completions", `{"model":"atlas","max_tokens":16,"prompt":[`, `"a"`, "prompt"],
+    ["/v1/chat/completions", `{"model":"atlas","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"p":[`, `{}`, "tools"]
+  ]
+  for (const [path, head, item, field] of manyItems) {
+    it(`${path}: 32 MiB of tiny ${field} is a 400 naming ${field}`, async () => {
+      const body = filling(head, item, field === "tools" ? "]}}}}]}" : "]}")
+      await whileBystanding(async () => {
+        const answer = await post(path, body)
+        expect(answer.status, answer.text.slice(0, 300)).toBe(400)
+        expect(answer.text).toContain(`${field}: more than 65536 JSON values`)
+      })
+    })
+  }
+
+  it("a large body under the value limit is answered in full", async () => {
+    // 15,000 messages (~45,000 values, 0.5 MiB): parsed in slices, then served as any other.
+    const body = `{"model":"atlas","max_tokens":16,"messages":[` + Array(15_000).fill(`{"role":"user","content":"hello there"}`).join(",") + "]}"
+    await whileBystanding(async () => {
+      const answer = await post("/v1/chat/completions", body)
+      expect(answer.status, answer.text.slice(0, 300)).toBe(200)
+      expect(JSON.parse(answer.text).object).toBe("chat.completion")
+    })
   })
 
   for (const [label, text] of inputs) {

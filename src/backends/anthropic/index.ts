@@ -22,6 +22,7 @@ import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstre
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
+import { requestBody, upstreamBody } from "../upstream/upstream-body.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { addFinalizerPlain } from "../../util/scoped.ts"
 
@@ -90,14 +91,16 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
   const pools = makeUpstreamPools()
   const poolFor = (origin: string) => pools.get(origin)
 
-  /** `trace`: the W3C `traceparent` of the attempt's span, when traces are exported. */
+  /**
+   * The call to make; the body is serialized in slices when large (`upstream-body.ts`). `trace`:
+   * the W3C `traceparent` of the attempt's span, when traces are exported.
+   */
   const target = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean, trace: Readonly<Record<string, string>>) => {
     const upstream = placement.upstream
     if (upstream === undefined) {
-      return new BackendError({ status: 500, type: "api_error", message: `Placement ${placement.id} has no upstream baseUrl`, retryable: false })
+      return Effect.fail(new BackendError({ status: 500, type: "api_error", message: `Placement ${placement.id} has no upstream baseUrl`, retryable: false }))
     }
     const url = messagesUrl(upstream.baseUrl)
-    const body = JSON.stringify(toWireRequest(request, placement, stream))
     const headers = {
       "content-type": "application/json",
       accept: stream ? "text/event-stream" : "application/json",
@@ -105,13 +108,11 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       ...trace,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
-    return { url, body, headers }
+    return Effect.map(upstreamBody(toWireRequest(request, placement, stream)), (body) => ({ url, ...requestBody(body, headers) }))
   }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
-    Effect.withFiber((fiber) => {
-      const call = target(request, placement, false, traceHeadersOf(fiber))
-      if (call instanceof BackendError) return Effect.fail(call)
+    Effect.withFiber((fiber) => Effect.flatMap(target(request, placement, false, traceHeadersOf(fiber)), (call) => {
       return Effect.tryPromise({
         try: async (signal) => {
           const response = await poolFor(call.url.origin).request({ method: "POST", path: call.url.pathname + call.url.search, headers: call.headers, body: call.body, signal })
@@ -143,12 +144,10 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
         }
         return Effect.map(withThinking(translator)(events), collect)
       }))
-    })
+    }))
 
   const open = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime) {
-    const call = target(request, placement, true, yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
-    if (call instanceof BackendError) return yield* call
-    const { url, body, headers } = call
+    const { url, body, headers } = yield* target(request, placement, true, yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.
     const abort = new AbortController()
     yield* addFinalizerPlain(Effect.sync(() => abort.abort()))

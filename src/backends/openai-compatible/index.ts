@@ -22,7 +22,8 @@ import { decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
-import { postForStream, postForWhole } from "./upstream-http.ts"
+import { upstreamBody } from "../upstream/upstream-body.ts"
+import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
@@ -38,17 +39,20 @@ const asBackendError = (error: unknown): BackendError =>
 export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   const pools = makeUpstreamPools()
 
-  const prepare = (request: CanonicalRequest, placement: PlacementRuntime, stream = true) => {
-    if (placement.upstream === undefined) {
-      return { error: new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }) }
+  /** The call to make: target and body (serialized in slices when large: `upstream-body.ts`). */
+  const prepare = (request: CanonicalRequest, placement: PlacementRuntime, stream = true): Effect.Effect<UpstreamCall, BackendError> => {
+    const upstream = placement.upstream
+    if (upstream === undefined) {
+      return Effect.fail(new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }))
     }
     try {
-      const { origin, path } = chatCompletionsTarget(placement.upstream.baseUrl)
-      return { call: { origin, path, target: placement.upstream, body: JSON.stringify(toWireRequest(request, placement, stream)) } }
+      const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
+      const wire = toWireRequest(request, placement, stream)
+      return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body }))
     } catch (error) {
-      if (error instanceof UnsupportedContent) return { error: backendErrorFromStatus(400, error.message) }
+      if (error instanceof UnsupportedContent) return Effect.fail(backendErrorFromStatus(400, error.message))
       const message = `placement ${placement.id} has an invalid upstream baseUrl`
-      return { error: new BackendError({ status: 500, type: "api_error", message, retryable: false }) }
+      return Effect.fail(new BackendError({ status: 500, type: "api_error", message, retryable: false }))
     }
   }
 
@@ -73,11 +77,9 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
-    Effect.suspend(() => {
-      const prepared = prepare(request, placement, false)
-      if (prepared.error !== undefined) return Effect.fail(prepared.error)
+    Effect.flatMap(prepare(request, placement, false), (call) => {
       const parser = parserFor(request, placement)
-      return postForWhole(pools, prepared.call).pipe(
+      return postForWhole(pools, call).pipe(
         Effect.flatMap((answer) =>
           Effect.try({
             try: () => {
@@ -100,9 +102,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     })
 
   const stream = (request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError> =>
-    Stream.suspend(() => {
-      const prepared = prepare(request, placement)
-      if (prepared.error !== undefined) return Stream.fail(prepared.error)
+    Stream.unwrap(Effect.map(prepare(request, placement), (call) => {
       const sse = makeSseDecoder()
       const text = new TextDecoder()
       const parser = parserFor(request, placement)
@@ -119,14 +119,14 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
         }
         return { events }
       }
-      return decodeBody(postForStream(pools, prepared.call), {
+      return decodeBody(postForStream(pools, call), {
         feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
         end: () => parse(text.decode(), true),
         finish: withUsage(request, parser)
       }).pipe(
         Stream.mapError(scrubError(placement))
       )
-    })
+    }))
 
   return { kind: "openai-compatible", stream, complete, close: () => pools.close() }
 }

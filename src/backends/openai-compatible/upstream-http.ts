@@ -10,6 +10,7 @@ import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireReleasePlain } from "../../util/scoped.ts"
+import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -22,7 +23,7 @@ export interface UpstreamCall {
   readonly origin: string
   readonly path: string
   readonly target: UpstreamTarget
-  readonly body: string
+  readonly body: UpstreamBody
 }
 
 /** `trace`: the W3C `traceparent` of the attempt's span, when traces are exported. */
@@ -44,7 +45,8 @@ export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { 
 export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<WholeAnswer, BackendError> =>
   Effect.withFiber((fiber) => Effect.tryPromise({
     try: async (signal) => {
-      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: requestHeaders(call, "application/json", traceHeadersOf(fiber)), body: call.body, signal })
+      const sent = requestBody(call.body, requestHeaders(call, "application/json", traceHeadersOf(fiber)))
+      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: sent.headers, body: sent.body, signal })
       const text = await response.body.text()
       return { status: response.statusCode, headers: response.headers, text }
     },
@@ -68,7 +70,7 @@ export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.
     const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     const response = yield* acquireReleasePlain(
       Effect.tryPromise({
-        try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", headers, body: call.body, signal }),
+        try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", ...requestBody(call.body, headers), signal }),
         catch: connectionError
       }),
       (response) => Effect.sync(() => response.body.destroy())

@@ -209,6 +209,20 @@ describe("openai-compatible backend, non-streamed (complete)", () => {
     expect(JSON.stringify(whole)).not.toContain("up-model-x")
   })
 
+  it("sends a large prompt as chunks with its content-length, which the upstream reads as the same JSON", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "x", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }] }))
+    }
+    const prompt = "a long prompt with emoji 😀 and \"quotes\"\n".repeat(80_000) // 3.4 MiB
+    const whole = await complete(ask(prompt))
+    expect(whole.content).toEqual([{ type: "text", text: "ok" }])
+    const [sent] = upstream.received
+    expect(sent.headers["transfer-encoding"]).toBeUndefined()
+    expect(Number(sent.headers["content-length"])).toBe(Buffer.byteLength(JSON.stringify(sent.body)))
+    expect(sent.body.messages).toEqual([{ role: "user", content: prompt }])
+  })
+
   it("turns tool calls, reasoning and a length stop into canonical blocks", async () => {
     upstream.handler = (_req, res) => {
       res.writeHead(200, { "content-type": "application/json" })

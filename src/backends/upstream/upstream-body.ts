@@ -1,0 +1,145 @@
+/**
+ * The JSON body of an upstream call, serialized without holding the event loop. A request may
+ * carry 32 MiB (a long prompt, base64 images): `JSON.stringify` of it, then undici's UTF-8
+ * encoding of the string, each held the loop for tens of milliseconds (hundreds on a busy
+ * machine), during which no other client was served.
+ *
+ * - A small value (under `LARGE_WIRE_UNITS` characters of strings, found by a walk that stops
+ *   there) is `JSON.stringify`d at once and sent as a string, as before: the common request pays
+ *   only that short walk.
+ * - A large one is serialized piece by piece — long strings escaped in slices of `STRING_SLICE`
+ *   characters — into UTF-8 chunks, yielding to the event loop every `SLICE_MS`, and sent as a
+ *   stream of those chunks with its `content-length`. The text is exactly `JSON.stringify`'s.
+ */
+import { Readable } from "node:stream"
+import { Effect } from "effect"
+
+/** Above this many characters (strings plus a few per value) a body is serialized in slices. */
+export const LARGE_WIRE_UNITS = 256 * 1024
+/** Characters of a long string escaped at once. */
+const STRING_SLICE = 64 * 1024
+/** Characters gathered before they are encoded into one chunk. */
+const CHUNK_UNITS = 64 * 1024
+/** Work between two yields to the event loop. */
+const SLICE_MS = 2
+
+/** A body serialized in slices: its UTF-8 chunks and their total length. */
+export interface ChunkedBody {
+  readonly chunks: ReadonlyArray<Uint8Array>
+  readonly bytes: number
+}
+
+export type UpstreamBody = string | ChunkedBody
+
+/** Whether `value` is over LARGE_WIRE_UNITS characters; stops as soon as it is. */
+const isLarge = (value: unknown): boolean => {
+  const stack: Array<unknown> = [value]
+  let units = 0
+  while (stack.length > 0) {
+    const current = stack.pop()
+    if (typeof current === "string") units += current.length
+    else if (typeof current === "object" && current !== null) {
+      if (Array.isArray(current)) for (let i = 0; i < current.length; i++) stack.push(current[i])
+      else for (const key in current) stack.push((current as Record<string, unknown>)[key])
+    }
+    units += 4
+    if (units > LARGE_WIRE_UNITS) return true
+  }
+  return false
+}
+
+const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
+
+/** What JSON.stringify leaves out of an object and writes as `null` in an array. */
+const omitted = (value: unknown) => value === undefined || typeof value === "function" || typeof value === "symbol"
+
+/** The JSON text of `value` in pieces, as JSON.stringify writes it (long strings in slices). */
+function* pieces(value: unknown): Generator<string> {
+  if (typeof value === "string") {
+    if (value.length <= STRING_SLICE) {
+      yield JSON.stringify(value)
+      return
+    }
+    yield "\""
+    for (let at = 0; at < value.length;) {
+      let end = Math.min(value.length, at + STRING_SLICE)
+      // Never cut a surrogate pair: each half alone would be written as an escape.
+      if (end < value.length && HIGH_SURROGATE(value.charCodeAt(end - 1))) end--
+      yield JSON.stringify(value.slice(at, end)).slice(1, -1)
+      at = end
+    }
+    yield "\""
+    return
+  }
+  if (typeof value !== "object" || value === null || typeof (value as { toJSON?: unknown }).toJSON === "function") {
+    yield JSON.stringify(value) ?? "null"
+    return
+  }
+  if (Array.isArray(value)) {
+    yield "["
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) yield ","
+      if (omitted(value[i])) yield "null"
+      else yield* pieces(value[i])
+    }
+    yield "]"
+    return
+  }
+  yield "{"
+  let first = true
+  for (const key of Object.keys(value)) {
+    const field = (value as Record<string, unknown>)[key]
+    if (omitted(field)) continue
+    yield `${first ? "" : ","}${JSON.stringify(key)}:`
+    first = false
+    yield* pieces(field)
+  }
+  yield "}"
+}
+
+/** The body of `value` for an upstream call: a string when small, else UTF-8 chunks made in slices. */
+export const upstreamBody = (value: unknown): Effect.Effect<UpstreamBody> =>
+  Effect.suspend((): Effect.Effect<UpstreamBody> => {
+    if (!isLarge(value)) return Effect.succeed(JSON.stringify(value))
+    return Effect.gen(function*() {
+      const chunks: Array<Uint8Array> = []
+      let bytes = 0
+      let pending: Array<string> = []
+      let units = 0
+      const flush = () => {
+        const chunk = Buffer.from(pending.join(""))
+        chunks.push(chunk)
+        bytes += chunk.length
+        pending = []
+        units = 0
+      }
+      let started = performance.now()
+      for (const piece of pieces(value)) {
+        pending.push(piece)
+        units += piece.length
+        if (units >= CHUNK_UNITS) {
+          flush()
+          if (performance.now() - started >= SLICE_MS) {
+            yield* Effect.yieldNow
+            started = performance.now()
+          }
+        }
+      }
+      if (units > 0) flush()
+      const body: ChunkedBody = { chunks, bytes }
+      return body
+    })
+  })
+
+/**
+ * What to hand undici for a body: the string, or a fresh stream of the chunks (a new one per
+ * attempt, so a retried call sends the whole body again) with its `content-length`.
+ */
+export const requestBody = (body: UpstreamBody, headers: Record<string, string>): { body: string | Readable; headers: Record<string, string> } =>
+  typeof body === "string"
+    ? { body, headers }
+    : { body: Readable.from(body.chunks, { objectMode: false }), headers: { ...headers, "content-length": String(body.bytes) } }
+
+/** The body as text (tests, logs). */
+export const bodyText = (body: UpstreamBody): string =>
+  typeof body === "string" ? body : Buffer.concat(body.chunks as Array<Uint8Array>).toString("utf8")

@@ -1,0 +1,167 @@
+/**
+ * JSON parsed in slices, for request bodies too large to parse at once: `JSON.parse` of a 32 MiB
+ * body of a million tiny objects holds the event loop for about half a second, and every other
+ * client waits. Bytes go to @streamparser/json's tokenizer `SLICE_BYTES` at a time, and the fiber
+ * yields to the event loop whenever a slice has run `SLICE_MS`, so no slice holds it for longer.
+ *
+ * The limits that `util/json-limits.ts` checks on a parsed value are checked here while the
+ * tokens arrive, so a hostile body is refused before it is ever built:
+ * - depth: a container deeper than `MAX_JSON_DEPTH` is the same 400 as `requireShallow`'s, path
+ *   and all;
+ * - size in values: more than `MAX_JSON_VALUES` values is a 400 naming the top-level field that
+ *   crossed the limit. Every later pass over the request (Schema decode, the token bound, the
+ *   upstream translation, `JSON.stringify`) is linear in the values, so this bounds them all.
+ *
+ * Why @streamparser/json: it is dependency-free, maintained, and its `Tokenizer`/`TokenParser`
+ * pair is fed plain byte chunks, builds the same value as `JSON.parse` (`__proto__` keys
+ * included) and reports every token, which is where the limits are checked. Other streaming
+ * parsers (stream-json, jsonparse, clarinet) either need a Node stream pipeline per request or
+ * are unmaintained.
+ */
+import { Tokenizer, TokenParser, TokenType } from "@streamparser/json"
+import { Effect } from "effect"
+import { InvalidRequest } from "../errors.ts"
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
+import { formatPath } from "./schema-issue.ts"
+
+/** Bytes handed to the tokenizer at once: well under a millisecond of work. */
+export const SLICE_BYTES = 16 * 1024
+/** Work between two yields to the event loop. */
+export const SLICE_MS = 2
+
+export interface SlicedJsonLimits {
+  readonly maxDepth?: number
+  readonly maxValues?: number
+}
+
+/** A refusal thrown from inside a token callback; the tokenizer rethrows it unchanged. */
+class Refused extends Error {
+  readonly error: InvalidRequest
+  constructor(error: InvalidRequest) {
+    super(error.message)
+    this.error = error
+  }
+}
+
+/** One open container: whether it is an array, and its current index or key. */
+interface Open {
+  readonly array: boolean
+  key: string | number
+}
+
+export interface SlicedJsonParser {
+  /** Parses the next bytes of the document, yielding between slices. */
+  readonly feed: (bytes: Uint8Array) => Effect.Effect<void, InvalidRequest>
+  /** The parsed value; `undefined` when the document held nothing but whitespace. */
+  readonly end: () => Effect.Effect<unknown, InvalidRequest>
+}
+
+const malformed = (error: unknown) =>
+  new InvalidRequest({ message: `Malformed JSON in the request body: ${error instanceof Error ? error.message : String(error)}` })
+
+/** A parser for one JSON document, fed in chunks (see above). */
+export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParser => {
+  const maxDepth = limits.maxDepth ?? MAX_JSON_DEPTH
+  const maxValues = limits.maxValues ?? MAX_JSON_VALUES
+  // Long strings (base64 images) are gathered in a typed buffer rather than by concatenation.
+  const tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 })
+  // Only the whole document is emitted: no callback per value.
+  const tokens = new TokenParser({ paths: ["$"] })
+  const open: Array<Open> = []
+  let expectKey = false
+  let values = 0
+  let result: unknown = undefined
+  let done = false
+  let failure: InvalidRequest | undefined
+
+  const refuse = (error: InvalidRequest): never => {
+    throw new Refused(error)
+  }
+  const countValue = () => {
+    if (++values > maxValues) {
+      const top = open[0]
+      const field = top !== undefined && !top.array ? formatPath([top.key]) : undefined
+      refuse(new InvalidRequest({
+        message: `${field ?? "The request body"}: more than ${maxValues} JSON values in the request body; send fewer messages, items or keys (split the work across requests)`,
+        ...(field === undefined ? {} : { param: field })
+      }))
+    }
+  }
+  tokens.onValue = ({ value }) => {
+    result = value
+    done = true
+  }
+  tokenizer.onToken = (info) => {
+    switch (info.token) {
+      case TokenType.LEFT_BRACE:
+      case TokenType.LEFT_BRACKET:
+        countValue()
+        if (open.length >= maxDepth) refuse(tooDeep(open.map((o) => o.key)))
+        open.push({ array: info.token === TokenType.LEFT_BRACKET, key: 0 })
+        expectKey = info.token === TokenType.LEFT_BRACE
+        break
+      case TokenType.RIGHT_BRACE:
+      case TokenType.RIGHT_BRACKET:
+        open.pop()
+        expectKey = false
+        break
+      case TokenType.COMMA: {
+        const top = open[open.length - 1]
+        if (top !== undefined && top.array) (top.key as number)++
+        else expectKey = true
+        break
+      }
+      case TokenType.STRING:
+        if (expectKey) {
+          open[open.length - 1]!.key = info.value as string
+          expectKey = false
+        } else {
+          countValue()
+        }
+        break
+      case TokenType.COLON:
+      case TokenType.SEPARATOR:
+        break
+      default:
+        countValue()
+    }
+    tokens.write(info)
+  }
+
+  /** Writes `bytes` synchronously; a malformed document or a limit records the failure. */
+  const write = (bytes: Uint8Array) => {
+    try {
+      tokenizer.write(bytes)
+    } catch (error) {
+      failure = error instanceof Refused ? error.error : malformed(error)
+    }
+  }
+
+  const feed = (bytes: Uint8Array): Effect.Effect<void, InvalidRequest> =>
+    Effect.gen(function*() {
+      let started = performance.now()
+      for (let at = 0; at < bytes.length && failure === undefined; at += SLICE_BYTES) {
+        if (performance.now() - started >= SLICE_MS) {
+          yield* Effect.yieldNow
+          started = performance.now()
+        }
+        write(bytes.subarray(at, at + SLICE_BYTES))
+      }
+      if (failure !== undefined) return yield* failure
+    })
+
+  const end = (): Effect.Effect<unknown, InvalidRequest> =>
+    Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(failure)
+      try {
+        tokenizer.end() // a token cut short fails here; a number at the very end is emitted here
+      } catch (error) {
+        return Effect.fail(error instanceof Refused ? error.error : malformed(error))
+      }
+      // No token at all: the document was nothing but whitespace.
+      if (values === 0) return Effect.succeed(undefined)
+      return done ? Effect.succeed(result) : Effect.fail(malformed("the document ended before its value was complete"))
+    })
+
+  return { feed, end }
+}

@@ -1,0 +1,114 @@
+/**
+ * The sliced parser of large bodies (`src/util/sliced-json.ts`): the same value as `JSON.parse`
+ * whatever the chunking, the same depth 400 as `requireShallow`, a 400 naming the field beyond
+ * the value limit, and yields to the event loop while it works.
+ */
+import { Effect } from "effect"
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { InvalidRequest } from "../../src/errors.ts"
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES, requireShallow } from "../../src/util/json-limits.ts"
+import { slicedJsonParser, type SlicedJsonLimits } from "../../src/util/sliced-json.ts"
+
+/** Parses `text` fed in chunks of `chunk` bytes; the value, or the 400. */
+const parse = (text: string, chunk = 7, limits?: SlicedJsonLimits) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const parser = slicedJsonParser(limits)
+      const bytes = Buffer.from(text)
+      for (let at = 0; at < bytes.length; at += chunk) yield* parser.feed(bytes.subarray(at, at + chunk))
+      return yield* parser.end()
+    }).pipe(Effect.flip, Effect.map((error) => ({ error })), Effect.catch((value) => Effect.succeed({ value })))
+  )
+
+/** The value of `parse`, failing the test on a 400. */
+const valueOf = async (text: string, chunk?: number) => {
+  const outcome = await parse(text, chunk)
+  if ("error" in outcome) throw new Error(`refused: ${outcome.error.message}`)
+  return outcome.value
+}
+
+/** The 400 of `parse`, failing the test on a value. */
+const errorOf = async (text: string, chunk?: number, limits?: SlicedJsonLimits) => {
+  const outcome = await parse(text, chunk, limits)
+  if (!("error" in outcome)) throw new Error(`accepted: ${JSON.stringify(outcome.value)}`)
+  expect(outcome.error).toBeInstanceOf(InvalidRequest)
+  return outcome.error
+}
+
+describe("slicedJsonParser", () => {
+  it("builds what JSON.parse builds, however the bytes are cut", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.jsonValue(), fc.integer({ min: 1, max: 64 }), async (value, chunk) => {
+        const text = JSON.stringify(value, null, chunk % 3 === 0 ? 2 : undefined)
+        expect(await valueOf(text, chunk)).toEqual(JSON.parse(text))
+      }),
+      { numRuns: 300 }
+    )
+  })
+
+  it("keeps escapes, characters cut between chunks, __proto__ keys and the last duplicate key", async () => {
+    const text = `{"s":"é😀\\u00e9\\ud83d\\ude00\\n\\"","__proto__":{"x":1},"d":1,"d":2,"n":-1.5e3}`
+    for (const chunk of [1, 2, 3, 5]) {
+      const value = (await valueOf(text, chunk)) as Record<string, unknown>
+      expect(value).toEqual(JSON.parse(text))
+      expect(Object.getPrototypeOf(value)).toBe(Object.prototype)
+      expect(Object.hasOwn(value, "__proto__")).toBe(true)
+    }
+  })
+
+  it("reads a body of whitespace as empty, and a lone number", async () => {
+    expect(await valueOf(" \n\t ")).toBeUndefined()
+    expect(await valueOf("")).toBeUndefined()
+    expect(await valueOf(" 12.5 ")).toBe(12.5)
+  })
+
+  it("refuses malformed JSON with a 400, wherever it is cut", async () => {
+    for (const text of [`{"a":1`, `{"a":1} x`, `[1,2,]`, `{"a" 1}`, `"open`, `{"a":1}{"b":2}`, `nul`, `{'a':1}`]) {
+      const error = await errorOf(text, 3)
+      expect(error.message).toMatch(/^Malformed JSON in the request body: /)
+      expect(error.param).toBeUndefined()
+    }
+  })
+
+  it("refuses one level past the depth limit with requireShallow's own 400", async () => {
+    const nested = (levels: number) => `{"messages":[{"content":` + "[".repeat(levels - 3) + "]".repeat(levels - 3) + `}]}`
+    expect(await valueOf(nested(MAX_JSON_DEPTH))).toBeDefined()
+    const deep = nested(MAX_JSON_DEPTH + 1)
+    const error = await errorOf(deep, 16)
+    const expected = await Effect.runPromise(Effect.flip(requireShallow(JSON.parse(deep))))
+    expect(error.message).toBe(expected.message)
+    expect(error.param).toBe("messages")
+    // A million levels: refused at the limit, never built.
+    expect((await errorOf("[".repeat(1_000_000), 65_536)).message).toMatch(/^The request body is nested deeper than the limit of 128 levels/)
+  })
+
+  it("refuses more values than the limit, naming the top-level field that crossed it", async () => {
+    const body = (messages: number) =>
+      JSON.stringify({ model: "m", messages: Array.from({ length: messages }, () => ({ role: "user", content: "a" })) })
+    // model + its string, the body, the list, and three values per message.
+    expect(await valueOf(body(10), 64)).toBeDefined()
+    const error = await errorOf(body(11), 64, { maxValues: 1 + 1 + 1 + 30 })
+    expect(error.param).toBe("messages")
+    expect(error.message).toMatch(/^messages: more than 33 JSON values in the request body/)
+    expect((await errorOf(`[` + "0,".repeat(40) + `0]`, 64, { maxValues: 40 })).param).toBeUndefined()
+    // The default limit, on the shape of the hostile body: a million tiny messages.
+    const many = `{"model":"m","messages":[` + Array(MAX_JSON_VALUES).fill(`{"role":"user","content":"a"}`).join(",") + `]}`
+    expect((await errorOf(many, 65_536)).param).toBe("messages")
+  })
+
+  it("lets the event loop run while it parses a large body", async () => {
+    const big = JSON.stringify({ input: "x".repeat(8 << 20), items: Array.from({ length: 20_000 }, (_, i) => ({ i })) })
+    let turns = 0
+    let running = true
+    const tick = () => {
+      turns++
+      if (running) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const value = await valueOf(big, 1 << 20)
+    running = false
+    expect(value).toEqual(JSON.parse(big))
+    expect(turns).toBeGreaterThan(1)
+  })
+})
