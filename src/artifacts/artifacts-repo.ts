@@ -1,11 +1,13 @@
 /**
- * Artifacts in SQL (migration `0006_artifacts`).
+ * Artifacts in SQL (migrations `0007_artifacts`, `0010_artifact_row_keys`).
  *
  * - `artifact_contents`: one row per distinct content of a key (`key_id`, `hash`), with its parse
  *   (format, shape). A content is `pending` while its rows are written, `ready` once an artifact
  *   version points at it, `deleted` when nothing does (the sweeper then removes its data).
- * - `artifact_chunks`: the raw content in 256 KiB chunks; `artifact_rows` and
- *   `artifact_row_search`: one row per record, numbered, when the content is a table.
+ *   `row_keys`: its rows carry row keys (`row-keys.ts`; every content written since 0010).
+ * - `artifact_chunks`: the raw content in 256 KiB chunks; `artifact_rows` (document, original
+ *   cells) and `artifact_row_search` (search text, row keys `nums`): one row per record, numbered,
+ *   when the content is a table.
  * - `artifacts` (id, key, head version) and `artifact_versions` (version → content + metadata).
  *
  * Writes that decide which content an artifact version points at, and deletes, run in short
@@ -38,6 +40,8 @@ export interface VersionContent {
   readonly sizeBytes: number
   readonly format: Format
   readonly shape: Shape
+  /** Whether its rows carry row keys (`row-keys.ts`): contents stored since migration 0010 do. */
+  readonly rowKeys: boolean
 }
 
 export interface StoredContent {
@@ -112,8 +116,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     })
 
     const createPending = Effect.fn("ArtifactsRepo.createPending")(function*(keyId: string, sha256: string, sizeBytes: number, format: Format, shape: Shape) {
-      const rows = yield* sql<{ id: string }>`INSERT INTO artifact_contents (key_id, hash, size_bytes, status, format, shape)
-        VALUES (${keyId}, ${sha256}, ${sizeBytes}, 'pending', ${format}, ${JSON.stringify(shape)}::jsonb) RETURNING id::text AS id`
+      const rows = yield* sql<{ id: string }>`INSERT INTO artifact_contents (key_id, hash, size_bytes, status, format, shape, row_keys)
+        VALUES (${keyId}, ${sha256}, ${sizeBytes}, 'pending', ${format}, ${JSON.stringify(shape)}::jsonb, true) RETURNING id::text AS id`
       return rows[0].id
     })
 
@@ -121,17 +125,21 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       yield* sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) VALUES (${contentId}::int8, ${chunkNo}, ${bytes})`
     })
 
-    // Three JSON parameters per batch, expanded in SQL: one statement, no per-row binding work.
-    // They are bound as UTF-8 bytes (bytea) and read as text in SQL, so the client sends them as is.
+    // Three or four JSON parameters per batch, expanded in SQL: one statement, no per-row binding
+    // work. They are bound as UTF-8 bytes (bytea) and read as text in SQL, so the client sends them
+    // as is. The row keys are array literals (`row-keys.ts`), each cast to float8[].
     const json = (bytes: Uint8Array) => sql`convert_from(${bytes}::bytea, 'UTF8')::jsonb`
     const insertRows = Effect.fn("ArtifactsRepo.insertRows")(function*(contentId: string, piece: RowsPiece) {
+      const search = piece.keys === undefined
+        ? sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, NULL::float8[]
+            FROM jsonb_array_elements_text(${json(piece.search)}) WITH ORDINALITY AS t(s, ord)`
+        : sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, t.n::float8[]
+            FROM ROWS FROM (jsonb_array_elements_text(${json(piece.search)}), jsonb_array_elements_text(${json(piece.keys)})) WITH ORDINALITY AS t(s, n, ord)`
       yield* sql`WITH new_rows AS (
           INSERT INTO artifact_rows (content_id, row_no, data, original)
           SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d, NULLIF(t.o, 'null'::jsonb)
           FROM ROWS FROM (jsonb_array_elements(${json(piece.data)}), jsonb_array_elements(${json(piece.originals)})) WITH ORDINALITY AS t(d, o, ord))
-        INSERT INTO artifact_row_search (content_id, row_no, search)
-        SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s
-        FROM jsonb_array_elements_text(${json(piece.search)}) WITH ORDINALITY AS t(s, ord)`
+        INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`
     })
 
     const abandon = Effect.fn("ArtifactsRepo.abandon")(function*(contentId: string) {
@@ -208,6 +216,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       readonly provenance: Provenance
       readonly declaredRowCount: string | null
       readonly createdAt: Date
+      readonly rowKeys: boolean
     }
 
     const versionRow = (keyId: string, artifactId: string, version: number | undefined) =>
@@ -216,7 +225,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
         if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
         const rows = yield* sql<VersionRow>`SELECT v.version, a.head_version AS head, c.id::text AS "contentId",
             c.size_bytes::text AS "sizeBytes", c.hash, c.format, c.shape, v.mime_type AS "mimeType", v.summary, v.source,
-            v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt"
+            v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt",
+            c.row_keys AS "rowKeys"
           FROM artifacts a
           LEFT JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = COALESCE(${version ?? null}::int4, a.head_version)
           LEFT JOIN artifact_contents c ON c.id = v.content_id
@@ -271,7 +281,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
         contentId: row.contentId,
         sizeBytes: Number(row.sizeBytes),
         format: row.format,
-        shape: row.shape
+        shape: row.shape,
+        rowKeys: row.rowKeys
       }
       return found
     })

@@ -17,6 +17,7 @@ import { openContentSession } from "./content-parser.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
 import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
+import { keyColumns } from "./row-keys.ts"
 import { parseHints, UploadFields } from "./upload-fields.ts"
 
 export interface Uploaded {
@@ -146,7 +147,8 @@ export class Artifacts extends Context.Service<Artifacts, {
           contentId: content.contentId,
           rowCount: shape.rowCount,
           columns: shape.columns,
-          allColumnsListed: shape.columnCount === shape.columns.length
+          allColumnsListed: shape.columnCount === shape.columns.length,
+          keyColumns: content.rowKeys ? keyColumns(shape.columns) : undefined
         }, query)
         const page = compiled.page === undefined ? Effect.succeed([]) : repo.run<{ row: string }>(compiled.page)
         const count = compiled.count === undefined ? Effect.succeed([{ total: compiled.knownTotal! }]) : repo.run<{ total: number }>(compiled.count)

@@ -1,7 +1,7 @@
 /**
  * A parsed content cut into the pieces the repository inserts: raw content in fixed-size chunks,
- * then rows in batches of about `batchBytes`, each batch three JSON texts (rows, original cells,
- * search texts) bound as three parameters of one INSERT. Pure; runs where the parse ran.
+ * then rows in batches of about `batchBytes`, each batch three or four JSON texts (rows, original
+ * cells, search texts, row keys) bound as parameters of one INSERT. Pure; runs where the parse ran.
  *
  * The texts travel as UTF-8 bytes: a worker hands them to the event loop without a copy and the
  * database client sends them as they are, so the event loop neither decodes nor re-encodes (nor
@@ -9,6 +9,7 @@
  */
 import { Limits } from "./model.ts"
 import type { Parsed } from "./parse-content.ts"
+import { keyColumns, keysJson } from "./row-keys.ts"
 
 export interface ChunkPiece {
   readonly kind: "chunk"
@@ -26,6 +27,8 @@ export interface RowsPiece {
   readonly originals: Uint8Array
   /** JSON array of strings: each row's JSON text, lowercased — what `search` matches (UTF-8). */
   readonly search: Uint8Array
+  /** Per row, the row keys as a PostgreSQL array literal (`row-keys.ts`); absent without key columns. */
+  readonly keys: Uint8Array | undefined
 }
 
 export type Piece = ChunkPiece | RowsPiece
@@ -34,14 +37,16 @@ const encoder = new TextEncoder()
 
 /** The buffers a piece owns, to transfer it to another thread without copying. */
 export const transferables = (piece: Piece): Array<ArrayBuffer> =>
-  (piece.kind === "chunk" ? [piece.bytes] : [piece.data, piece.originals, piece.search]).map((b) => b.buffer as ArrayBuffer)
+  (piece.kind === "chunk" ? [piece.bytes] : [piece.data, piece.originals, piece.search, ...(piece.keys === undefined ? [] : [piece.keys])])
+    .map((b) => b.buffer as ArrayBuffer)
 
 export function* piecesOf(parsed: Parsed, content: Uint8Array, batchBytes: number): Generator<Piece> {
   for (let at = 0, chunkNo = 0; at < content.length; at += Limits.chunkBytes, chunkNo++) {
     yield { kind: "chunk", chunkNo, bytes: content.slice(at, at + Limits.chunkBytes) }
   }
   if (parsed.kind !== "table") return
-  const { texts, originals } = parsed
+  const { texts, originals, rows } = parsed
+  const keys = keyColumns(parsed.shape.columns)
   const piece = (first: number, end: number): RowsPiece => {
     const batch = texts.slice(first, end)
     return {
@@ -50,7 +55,8 @@ export function* piecesOf(parsed: Parsed, content: Uint8Array, batchBytes: numbe
       count: end - first,
       data: encoder.encode(`[${batch.join(",")}]`),
       originals: encoder.encode(JSON.stringify(originals.slice(first, end))),
-      search: encoder.encode(JSON.stringify(batch.map((t) => t.toLowerCase())))
+      search: encoder.encode(JSON.stringify(batch.map((t) => t.toLowerCase()))),
+      keys: keys.length === 0 ? undefined : encoder.encode(keysJson(rows.slice(first, end), keys))
     }
   }
   let first = 0

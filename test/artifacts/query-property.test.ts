@@ -15,6 +15,7 @@ import { compileRowQuery } from "../../src/artifacts/query-compiler.ts"
 import { checkQuery } from "../../src/artifacts/query-input.ts"
 import { evaluate } from "../../src/artifacts/query-reference.ts"
 import { piecesOf } from "../../src/artifacts/row-batches.ts"
+import { keyColumns } from "../../src/artifacts/row-keys.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
@@ -143,16 +144,19 @@ for (const engine of engines) {
       const checked = checkQuery(body, { structured: true, columns: table.shape.columns })
       if (!checked.ok || checked.value.kind !== "rows") throw new Error(`generated an invalid query: ${JSON.stringify(body)}`)
       const q = checked.value
-      const compiled = compileRowQuery({ contentId, rowCount: table.shape.rowCount, columns: table.shape.columns, allColumnsListed: true }, q)
-      const [page, count] = await runtime.runPromise(Effect.gen(function*() {
-        const repo = yield* ArtifactsRepo
-        const page = compiled.page === undefined ? [] : yield* repo.run<{ row: string }>(compiled.page)
-        const count = compiled.count === undefined ? compiled.knownTotal! : (yield* repo.run<{ total: number }>(compiled.count))[0].total
-        return [page, count] as const
-      }))
       const expected = evaluate(table.rows, q, table.originals)
-      const got = { rows: page.map((r) => JSON.parse(r.row)), totalMatched: count }
-      expect(got, JSON.stringify(body)).toEqual({ rows: expected.rows, totalMatched: expected.totalMatched })
+      // Both plans: with the row keys the upload wrote, and as for a content stored without them.
+      for (const keys of [keyColumns(table.shape.columns), undefined]) {
+        const compiled = compileRowQuery({ contentId, rowCount: table.shape.rowCount, columns: table.shape.columns, allColumnsListed: true, keyColumns: keys }, q)
+        const [page, count] = await runtime.runPromise(Effect.gen(function*() {
+          const repo = yield* ArtifactsRepo
+          const page = compiled.page === undefined ? [] : yield* repo.run<{ row: string }>(compiled.page)
+          const count = compiled.count === undefined ? compiled.knownTotal! : (yield* repo.run<{ total: number }>(compiled.count))[0].total
+          return [page, count] as const
+        }))
+        const got = { rows: page.map((r) => JSON.parse(r.row)), totalMatched: count }
+        expect(got, `${JSON.stringify(body)} (row keys: ${keys !== undefined})`).toEqual({ rows: expected.rows, totalMatched: expected.totalMatched })
+      }
     }
 
     it("JSON rows of every type, nested fields and missing values", async () => {
