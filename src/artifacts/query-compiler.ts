@@ -158,6 +158,11 @@ type Keys = ReadonlyMap<string, number>
 const keyOf = (p: Params, keys: Keys, field: string) => `s.nums[${p.add(keys.get(field)!, "int4")}]`
 
 const isNumber = (v: unknown): v is number => typeof v === "number"
+/**
+ * A number bound as text read as float8: the client would bind 3 as an integer and 2.5 as a double
+ * (and refuses an array of both). `String` prints the shortest text that reads back as that double.
+ */
+const float8 = (n: number) => String(n)
 
 /**
  * The predicate on the row keys, or undefined when the keys cannot answer it exactly. A key is
@@ -178,11 +183,11 @@ const keyPredicate = (p: Params, keys: Keys, predicate: Predicate): string | und
       if (!isNumber(value)) return undefined
       const k = keyOf(p, keys, predicate.field)
       const sqlOp = op === "eq" ? "=" : op === "ne" ? "IS DISTINCT FROM" : comparison[op]
-      return `(${k} ${sqlOp} ${p.add(value, "float8")})`
+      return `(${k} ${sqlOp} ${p.add(float8(value), "float8")})`
     }
     case "in": {
       if (!Array.isArray(value) || !value.every(isNumber)) return undefined
-      return `(${keyOf(p, keys, predicate.field)} = ANY(${p.add(value, "float8[]")}))`
+      return `(${keyOf(p, keys, predicate.field)} = ANY(${p.add(`{${value.map(float8).join(",")}}`, "float8[]")}))`
     }
     case "exists":
       return `(${keyOf(p, keys, predicate.field)} IS ${predicate.value ? "NOT " : ""}NULL)`

@@ -176,7 +176,7 @@ describe("query compiler", () => {
 
     const compiled = compileRowQuery(keyed, rowQuery({ filter: [{ field: "n", op: "gt", value: "50" }], sort: [{ field: "n", dir: "desc" }], limit: 20, original: true }))
     expect(compiled.count!.text).toBe("SELECT count(*)::int4 AS total FROM artifact_row_search s WHERE s.content_id = $1::int8 AND (s.nums[$2::int4] > $3::float8)")
-    expect(compiled.count!.params).toEqual(["42", 1, 50])
+    expect(compiled.count!.params).toEqual(["42", 1, "50"])
     expect(compiled.page!.text).toContain("s.nums[$4::int4] AS k0")
     expect(compiled.page!.text).toContain("ORDER BY k0 DESC NULLS LAST, s.row_no LIMIT")
     expect(compiled.page!.text).toContain("(r.data || COALESCE(r.original, '{}'::jsonb))")
