@@ -137,20 +137,21 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       yield* pendingWrite(sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) VALUES (${contentId}::int8, ${chunkNo}, ${bytes})`)
     })
 
-    // Three or four JSON parameters per batch, expanded in SQL: one statement, no per-row binding
-    // work. They are bound as UTF-8 bytes (bytea) and read as text in SQL, so the client sends them
-    // as is. The row keys are array literals (`row-keys.ts`), each cast to float8[].
-    const json = (bytes: Uint8Array) => sql`convert_from(${bytes}::bytea, 'UTF8')::jsonb`
+    // Three or four texts per batch, one line per row (`row-batches.ts`), split in SQL: one
+    // statement, no per-row binding work. They are bound as UTF-8 bytes (bytea) and read as text in
+    // SQL, so the client sends them as is. ROWS FROM pads a shorter list with NULLs: an originals
+    // text of empty lines may come out one line short (an empty text splits into no lines).
+    const lines = (bytes: Uint8Array) => sql`string_to_table(convert_from(${bytes}::bytea, 'UTF8'), chr(10))`
     const insertRows = Effect.fn("ArtifactsRepo.insertRows")(function*(contentId: string, piece: RowsPiece) {
       const search = piece.keys === undefined
         ? sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, NULL::float8[]
-            FROM jsonb_array_elements_text(${json(piece.search)}) WITH ORDINALITY AS t(s, ord)`
+            FROM ${lines(piece.search)} WITH ORDINALITY AS t(s, ord)`
         : sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, t.n::float8[]
-            FROM ROWS FROM (jsonb_array_elements_text(${json(piece.search)}), jsonb_array_elements_text(${json(piece.keys)})) WITH ORDINALITY AS t(s, n, ord)`
+            FROM ROWS FROM (${lines(piece.search)}, ${lines(piece.keys)}) WITH ORDINALITY AS t(s, n, ord)`
       yield* pendingWrite(sql`WITH new_rows AS (
           INSERT INTO artifact_rows (content_id, row_no, data, original)
-          SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d, NULLIF(t.o, 'null'::jsonb)
-          FROM ROWS FROM (jsonb_array_elements(${json(piece.data)}), jsonb_array_elements(${json(piece.originals)})) WITH ORDINALITY AS t(d, o, ord))
+          SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d::jsonb, NULLIF(t.o, '')::jsonb
+          FROM ROWS FROM (${lines(piece.data)}, ${lines(piece.originals)}) WITH ORDINALITY AS t(d, o, ord))
         INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`)
     })
 

@@ -25,21 +25,21 @@ export const keyColumns = (columns: ReadonlyArray<Column>): ReadonlyArray<string
 type Row = Readonly<Record<string, unknown>>
 
 /**
- * The keys of a batch of rows as a JSON array holding one PostgreSQL array literal per row
- * (`"{1,79.19,NULL}"`), cast to `float8[]` in SQL. `String(n)` is the shortest text that reads back
- * as the same double, and holds only digits, `.`, `-`, `e` and `+`: nothing to escape.
+ * The keys of a batch of rows, one PostgreSQL array literal per line (`{1,79.19,NULL}`), cast to
+ * `float8[]` in SQL. `String(n)` is the shortest text that reads back as the same double, and holds
+ * only digits, `.`, `-`, `e` and `+`: nothing to escape.
  */
-export const keysJson = (rows: ReadonlyArray<Row>, names: ReadonlyArray<string>): string => {
+export const keysLines = (rows: ReadonlyArray<Row>, names: ReadonlyArray<string>): string => {
   const parts: Array<string> = new Array(rows.length)
   for (let r = 0; r < rows.length; r++) {
     const row = rows[r]
-    let literal = "\"{"
+    let literal = "{"
     for (let k = 0; k < names.length; k++) {
       // Own properties only: a missing key must not read an inherited one (`constructor`).
       const value = Object.hasOwn(row, names[k]) ? row[names[k]] : undefined
       literal += (k === 0 ? "" : ",") + (typeof value === "number" ? String(value) : "NULL")
     }
-    parts[r] = literal + "}\""
+    parts[r] = literal + "}"
   }
-  return `[${parts.join(",")}]`
+  return parts.join("\n")
 }
