@@ -60,7 +60,7 @@ export class Artifacts extends Context.Service<Artifacts, {
     const batchBytes = engine.kind === "embedded" ? 16 * 1024 : 512 * 1024
     // Pieces written at once. On PostgreSQL each insert is CPU-bound in its own backend, so two on
     // two connections use both cores (README, "Artifacts"); the embedded engine has one connection.
-    const writeWidth = engine.kind === "embedded" ? 1 : Number(process.env.H_WIDTH ?? 2)
+    const writeWidth = engine.kind === "embedded" ? 1 : 2
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
