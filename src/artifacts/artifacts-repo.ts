@@ -1,11 +1,13 @@
 /**
- * Artifacts in SQL (migration `0006_artifacts`).
+ * Artifacts in SQL (migrations `0007_artifacts`, `0010_artifact_row_keys`).
  *
  * - `artifact_contents`: one row per distinct content of a key (`key_id`, `hash`), with its parse
  *   (format, shape). A content is `pending` while its rows are written, `ready` once an artifact
  *   version points at it, `deleted` when nothing does (the sweeper then removes its data).
- * - `artifact_chunks`: the raw content in 256 KiB chunks; `artifact_rows` and
- *   `artifact_row_search`: one row per record, numbered, when the content is a table.
+ *   `row_keys`: its rows carry row keys (`row-keys.ts`; every content written since 0010).
+ * - `artifact_chunks`: the raw content in 256 KiB chunks; `artifact_rows` (document, original
+ *   cells) and `artifact_row_search` (search text, row keys `nums`): one row per record, numbered,
+ *   when the content is a table.
  * - `artifacts` (id, key, head version) and `artifact_versions` (version → content + metadata).
  *
  * Writes that decide which content an artifact version points at, and deletes, run in short
@@ -16,6 +18,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { InvalidRequest, NotFound } from "../errors.ts"
+import { StorageEngine } from "../storage/database.ts"
 import { newId } from "../util/ids.ts"
 import { type Descriptor, type Format, isArtifactId, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
 import type { SqlStatement } from "./query-compiler.ts"
@@ -38,6 +41,8 @@ export interface VersionContent {
   readonly sizeBytes: number
   readonly format: Format
   readonly shape: Shape
+  /** Whether its rows carry row keys (`row-keys.ts`): contents stored since migration 0010 do. */
+  readonly rowKeys: boolean
 }
 
 export interface StoredContent {
@@ -95,6 +100,17 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
 }>()("gateway/artifacts/ArtifactsRepo") {
   static readonly layer = Layer.effect(ArtifactsRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const engine = yield* StorageEngine
+
+    // A pending content's data is written with asynchronous commit on PostgreSQL: no statement
+    // waits for its own WAL flush (an fsync per batch). Nothing is lost that matters: the version
+    // is only pointed at the content by `finalize`, whose commit is synchronous and so flushes the
+    // WAL written before it, rows included; a crash before that leaves a pending content, which
+    // the sweeper removes. (The embedded engine has no such wait worth a transaction per batch.)
+    const pendingWrite = <A, E, R>(write: Effect.Effect<A, E, R>) =>
+      engine.kind === "postgres"
+        ? sql.withTransaction(Effect.andThen(sql`SET LOCAL synchronous_commit = off`, write))
+        : write
 
     const lockKey = (keyId: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`artifacts:${keyId}`}::text, 0))`
 
@@ -112,26 +128,31 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     })
 
     const createPending = Effect.fn("ArtifactsRepo.createPending")(function*(keyId: string, sha256: string, sizeBytes: number, format: Format, shape: Shape) {
-      const rows = yield* sql<{ id: string }>`INSERT INTO artifact_contents (key_id, hash, size_bytes, status, format, shape)
-        VALUES (${keyId}, ${sha256}, ${sizeBytes}, 'pending', ${format}, ${JSON.stringify(shape)}::jsonb) RETURNING id::text AS id`
+      const rows = yield* sql<{ id: string }>`INSERT INTO artifact_contents (key_id, hash, size_bytes, status, format, shape, row_keys)
+        VALUES (${keyId}, ${sha256}, ${sizeBytes}, 'pending', ${format}, ${JSON.stringify(shape)}::jsonb, true) RETURNING id::text AS id`
       return rows[0].id
     })
 
     const insertChunk = Effect.fn("ArtifactsRepo.insertChunk")(function*(contentId: string, chunkNo: number, bytes: Uint8Array) {
-      yield* sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) VALUES (${contentId}::int8, ${chunkNo}, ${bytes})`
+      yield* pendingWrite(sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) VALUES (${contentId}::int8, ${chunkNo}, ${bytes})`)
     })
 
-    // Three JSON parameters per batch, expanded in SQL: one statement, no per-row binding work.
-    // They are bound as UTF-8 bytes (bytea) and read as text in SQL, so the client sends them as is.
-    const json = (bytes: Uint8Array) => sql`convert_from(${bytes}::bytea, 'UTF8')::jsonb`
+    // Three or four texts per batch, one line per row (`row-batches.ts`), split in SQL: one
+    // statement, no per-row binding work. They are bound as UTF-8 bytes (bytea) and read as text in
+    // SQL, so the client sends them as is. ROWS FROM pads a shorter list with NULLs: an originals
+    // text of empty lines may come out one line short (an empty text splits into no lines).
+    const lines = (bytes: Uint8Array) => sql`string_to_table(convert_from(${bytes}::bytea, 'UTF8'), chr(10))`
     const insertRows = Effect.fn("ArtifactsRepo.insertRows")(function*(contentId: string, piece: RowsPiece) {
-      yield* sql`WITH new_rows AS (
+      const search = piece.keys === undefined
+        ? sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, NULL::float8[]
+            FROM ${lines(piece.search)} WITH ORDINALITY AS t(s, ord)`
+        : sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, t.n::float8[]
+            FROM ROWS FROM (${lines(piece.search)}, ${lines(piece.keys)}) WITH ORDINALITY AS t(s, n, ord)`
+      yield* pendingWrite(sql`WITH new_rows AS (
           INSERT INTO artifact_rows (content_id, row_no, data, original)
-          SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d, NULLIF(t.o, 'null'::jsonb)
-          FROM ROWS FROM (jsonb_array_elements(${json(piece.data)}), jsonb_array_elements(${json(piece.originals)})) WITH ORDINALITY AS t(d, o, ord))
-        INSERT INTO artifact_row_search (content_id, row_no, search)
-        SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s
-        FROM jsonb_array_elements_text(${json(piece.search)}) WITH ORDINALITY AS t(s, ord)`
+          SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d::jsonb, NULLIF(t.o, '')::jsonb
+          FROM ROWS FROM (${lines(piece.data)}, ${lines(piece.originals)}) WITH ORDINALITY AS t(d, o, ord))
+        INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`)
     })
 
     const abandon = Effect.fn("ArtifactsRepo.abandon")(function*(contentId: string) {
@@ -208,6 +229,7 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       readonly provenance: Provenance
       readonly declaredRowCount: string | null
       readonly createdAt: Date
+      readonly rowKeys: boolean
     }
 
     const versionRow = (keyId: string, artifactId: string, version: number | undefined) =>
@@ -216,7 +238,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
         if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
         const rows = yield* sql<VersionRow>`SELECT v.version, a.head_version AS head, c.id::text AS "contentId",
             c.size_bytes::text AS "sizeBytes", c.hash, c.format, c.shape, v.mime_type AS "mimeType", v.summary, v.source,
-            v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt"
+            v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt",
+            c.row_keys AS "rowKeys"
           FROM artifacts a
           LEFT JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = COALESCE(${version ?? null}::int4, a.head_version)
           LEFT JOIN artifact_contents c ON c.id = v.content_id
@@ -271,7 +294,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
         contentId: row.contentId,
         sizeBytes: Number(row.sizeBytes),
         format: row.format,
-        shape: row.shape
+        shape: row.shape,
+        rowKeys: row.rowKeys
       }
       return found
     })

@@ -8,9 +8,15 @@
  * TypeScript, and a property test holds the two to the same answers.
  *
  * Rows live in `artifact_rows (content_id, row_no, data jsonb, original jsonb)`; the search text
- * (each row's JSON, lowercased at upload) in `artifact_row_search (content_id, row_no, search)`;
- * raw content in `artifact_chunks (content_id, chunk_no, bytes)`. Each content's rows are one range
- * of the primary key, so a query reads one artifact's rows and nothing else.
+ * (each row's JSON, lowercased at upload) and the row keys (`row-keys.ts`: the number columns as
+ * doubles) in `artifact_row_search (content_id, row_no, search, nums float8[])`; raw content in
+ * `artifact_chunks (content_id, chunk_no, bytes)`. Each content's rows are one range of the primary
+ * key, so a query reads one artifact's rows and nothing else.
+ *
+ * Two plans. When every filter and sort key can be answered from the row keys (and the search
+ * text), the query scans only `artifact_row_search` — narrow rows, doubles compared without
+ * reading jsonb — and reads the documents of the page's rows alone, by primary key. Anything else
+ * (a string or mixed field, a dotted name, `eq null`) scans the documents in `artifact_rows`.
  */
 import type { Predicate, RowQuery, SortKey, TextQuery } from "./query-input.ts"
 import { type Column, Limits } from "./model.ts"
@@ -27,6 +33,8 @@ export interface TableTarget {
   readonly columns: ReadonlyArray<Column>
   /** Whether `columns` lists every column (then returned rows keep the column order). */
   readonly allColumnsListed: boolean
+  /** The row keys' column names (`keyColumns` of `columns`), when the content has row keys. */
+  readonly keyColumns: ReadonlyArray<string> | undefined
 }
 
 export interface CompiledRowQuery {
@@ -144,6 +152,68 @@ const sortTerms = (p: Params, doc: string, key: SortKey, columns: ReadonlyMap<st
   }
 }
 
+/** Row keys by field name: the SQL subscript (1-based) of each key column. */
+type Keys = ReadonlyMap<string, number>
+
+const keyOf = (p: Params, keys: Keys, field: string) => `s.nums[${p.add(keys.get(field)!, "int4")}]`
+
+const isNumber = (v: unknown): v is number => typeof v === "number"
+/**
+ * A number bound as text read as float8: the client would bind 3 as an integer and 2.5 as a double
+ * (and refuses an array of both). `String` prints the shortest text that reads back as that double.
+ */
+const float8 = (n: number) => String(n)
+
+/**
+ * The predicate on the row keys, or undefined when the keys cannot answer it exactly. A key is
+ * NULL for a JSON null and for a missing field alike, so only predicates that treat those two the
+ * same qualify: comparisons with numbers (null never matches, as with jsonb), `ne` a number
+ * (both match), `in` numbers, `exists`. `eq null`, strings, `contains` read the document.
+ */
+const keyPredicate = (p: Params, keys: Keys, predicate: Predicate): string | undefined => {
+  if (!keys.has(predicate.field)) return undefined
+  const { op, value } = predicate
+  switch (op) {
+    case "eq":
+    case "ne":
+    case "lt":
+    case "lte":
+    case "gt":
+    case "gte": {
+      if (!isNumber(value)) return undefined
+      const k = keyOf(p, keys, predicate.field)
+      const sqlOp = op === "eq" ? "=" : op === "ne" ? "IS DISTINCT FROM" : comparison[op]
+      return `(${k} ${sqlOp} ${p.add(float8(value), "float8")})`
+    }
+    case "in": {
+      if (!Array.isArray(value) || !value.every(isNumber)) return undefined
+      return `(${keyOf(p, keys, predicate.field)} = ANY(${p.add(`{${value.map(float8).join(",")}}`, "float8[]")}))`
+    }
+    case "exists":
+      return `(${keyOf(p, keys, predicate.field)} IS ${predicate.value ? "NOT " : ""}NULL)`
+    case "contains":
+      return undefined
+  }
+}
+
+/** Whether the row keys answer the whole filter and sort (see `keyPredicate`; null-only columns sort as ties). */
+const keysAnswer = (keys: Keys, query: RowQuery, columns: ReadonlyMap<string, Column>) =>
+  query.filter.every((predicate) => keyPredicate(new Params(), keys, predicate) !== undefined) &&
+  query.sort.every((key) => keys.has(key.field) || singleType(columns, key.field) === "null")
+
+/**
+ * FROM + WHERE over the search rows alone (the row-keys plan): the predicates are `keyPredicate`s.
+ * Only called when `keysAnswer`.
+ */
+const keysWhereClause = (p: Params, target: TableTarget, query: RowQuery, keys: Keys) => {
+  const conditions = [`s.content_id = ${p.add(target.contentId, "int8")}`]
+  if (query.rowStart !== undefined) conditions.push(`s.row_no >= ${p.add(query.rowStart, "int8")}`)
+  if (query.rowEnd !== undefined) conditions.push(`s.row_no < ${p.add(query.rowEnd, "int8")}`)
+  for (const predicate of query.filter) conditions.push(keyPredicate(p, keys, predicate)!)
+  if (query.search !== undefined) conditions.push(`strpos(s.search, ${p.add(query.search, "text")}) > 0`)
+  return `FROM artifact_row_search s WHERE ${conditions.join(" AND ")}`
+}
+
 /** FROM + WHERE shared by the page and the count. */
 const whereClause = (p: Params, target: TableTarget, query: RowQuery, columns: ReadonlyMap<string, Column>) => {
   const conditions = [`r.content_id = ${p.add(target.contentId, "int8")}`]
@@ -183,16 +253,33 @@ const rowsInRange = (rowCount: number, query: RowQuery) => {
 export const compileRowQuery = (target: TableTarget, query: RowQuery): CompiledRowQuery => {
   const columns = new Map(target.columns.map((c) => [c.name, c]))
   const filtered = query.filter.length > 0 || query.search !== undefined
+  const keys: Keys = new Map((target.keyColumns ?? []).map((name, i) => [name, i + 1]))
+  // Without a filter, search or sort, the documents' primary-key range is the cheapest read.
+  const byKeys = (filtered || query.sort.length > 0) && keysAnswer(keys, query, columns)
 
   let count: SqlStatement | undefined
   if (filtered) {
     const p = new Params()
-    const where = whereClause(p, target, query, columns)
+    const where = byKeys ? keysWhereClause(p, target, query, keys) : whereClause(p, target, query, columns)
     count = { text: `SELECT count(*)::int4 AS total ${where}`, params: p.values }
   }
 
   let page: SqlStatement | undefined
-  if (query.limit > 0) {
+  if (query.limit > 0 && byKeys) {
+    // The page's row numbers from the narrow rows, then only those rows' documents.
+    const p = new Params()
+    const where = keysWhereClause(p, target, query, keys)
+    const terms = query.sort.filter((key) => keys.has(key.field)).map((key) => ({ expr: keyOf(p, keys, key.field), dir: key.dir === "desc" ? "DESC" : "ASC" }))
+    const keyNames = terms.map((t, i) => `${t.expr} AS k${i}`)
+    const innerOrder = [...terms.map((t, i) => `k${i} ${t.dir} NULLS LAST`), "s.row_no"]
+    const outerOrder = [...terms.map((t, i) => `p.k${i} ${t.dir} NULLS LAST`), "p.row_no"]
+    const window = `LIMIT ${p.add(query.limit, "int8")} OFFSET ${p.add(query.offset, "int8")}`
+    const inner = `SELECT ${["s.row_no", ...keyNames].join(", ")} ${where} ORDER BY ${innerOrder.join(", ")} ${window}`
+    const doc = query.original ? "(r.data || COALESCE(r.original, '{}'::jsonb))" : "r.data"
+    const text = `SELECT ${projection(p, doc, target, query)} AS row FROM (${inner}) p
+      JOIN artifact_rows r ON r.content_id = ${p.add(target.contentId, "int8")} AND r.row_no = p.row_no ORDER BY ${outerOrder.join(", ")}`
+    page = { text, params: p.values }
+  } else if (query.limit > 0) {
     const p = new Params()
     const where = whereClause(p, target, query, columns)
     const terms = query.sort.flatMap((key) => sortTerms(p, "r.data", key, columns))

@@ -297,5 +297,14 @@ export const migrations = {
       UNIQUE (batch_id, custom_id)
     )`
     yield* sql`CREATE INDEX batch_requests_open_idx ON batch_requests (state, lease_expires_at) WHERE state IN ('pending', 'running')`
+  }),
+  "0010_artifact_row_keys": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Row keys (src/artifacts/row-keys.ts): each row's number columns as doubles, next to its search
+    // text, so filters and sorts on them scan narrow rows. `row_keys` says a content has them:
+    // contents stored before this migration do not, and their queries read the jsonb rows as before.
+    // Both are metadata-only changes (a nullable column, a constant default): no table is rewritten.
+    yield* sql`ALTER TABLE artifact_row_search ADD COLUMN nums float8[]`
+    yield* sql`ALTER TABLE artifact_contents ADD COLUMN row_keys boolean NOT NULL DEFAULT false`
   })
 }

@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest"
 import type { Column } from "../../src/artifacts/model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "../../src/artifacts/query-compiler.ts"
 import { checkQuery, type RowQuery } from "../../src/artifacts/query-input.ts"
+import { keyColumns, keysLines, MAX_KEY_COLUMNS } from "../../src/artifacts/row-keys.ts"
 
 const columns: ReadonlyArray<Column> = [
   { name: "n", type: "number" },
@@ -16,7 +17,10 @@ const columns: ReadonlyArray<Column> = [
   { name: "m", type: "mixed" },
   { name: "z", type: "null" }
 ]
-const target = { contentId: "42", rowCount: 1000, columns, allColumnsListed: true }
+/** A content without row keys (stored before migration 0010): every query reads the documents. */
+const target = { contentId: "42", rowCount: 1000, columns, allColumnsListed: true, keyColumns: undefined }
+/** The same content with row keys: column `n` is key 1. */
+const keyed = { ...target, keyColumns: keyColumns(columns) }
 
 const rowQuery = (body: unknown): RowQuery => {
   const checked = checkQuery(body, { structured: true, columns })
@@ -102,8 +106,14 @@ describe("query compiler", () => {
     expectBound(page)
     expect(page.text).not.toContain("DROP")
     expect(page.params).toEqual(expect.arrayContaining([HOSTILE.toLowerCase(), HOSTILE, 7, 3, 10, 500]))
-    expect(page.text).toContain("JOIN artifact_row_search s")
+    // A search alone scans the search rows, and reads the documents of the page only.
+    expect(page.text).toContain("FROM artifact_row_search s WHERE")
+    expect(page.text).toContain("JOIN artifact_rows r ON")
     expect(compiled.count!.text).toContain("count(*)")
+    expect(compiled.count!.text).not.toContain("artifact_rows")
+    // With a filter the keys cannot answer, the documents are scanned, joined to the search rows.
+    const mixed = compileRowQuery(target, rowQuery({ search: "x", filter: [{ field: "s", op: "eq", value: "a" }] }))
+    expect(mixed.page!.text).toContain("JOIN artifact_row_search s")
   })
 
   it("knows the total without counting when nothing filters, and skips the page for limit 0", () => {
@@ -121,6 +131,55 @@ describe("query compiler", () => {
     expect(compileRowQuery(target, rowQuery({})).page!.params).toContainEqual(["n", "s", "b", "m", "z"])
     expect(compileRowQuery({ ...target, allColumnsListed: false }, rowQuery({})).page!.text).not.toContain("unnest(")
     expect(compileRowQuery(target, rowQuery({ original: true })).page!.text).toContain("p.d || COALESCE(p.o")
+  })
+
+  it("picks the row keys: number columns without a dot, at most MAX_KEY_COLUMNS, in column order", () => {
+    expect(keyColumns(columns)).toEqual(["n"])
+    const many: ReadonlyArray<Column> = [
+      { name: "a.b", type: "number" },
+      ...Array.from({ length: 2 * MAX_KEY_COLUMNS + 5 }, (_, i) => ({ name: `c${i}`, type: i % 2 === 0 ? "number" as const : "string" as const }))
+    ]
+    const picked = keyColumns(many)
+    expect(picked).toHaveLength(MAX_KEY_COLUMNS)
+    expect(picked[0]).toBe("c0")
+    expect(picked[1]).toBe("c2")
+  })
+
+  it("writes each row's keys as an array literal: numbers as JavaScript prints them, NULL for null, missing or inherited", () => {
+    const rows = [{ n: 1.5, m: -2 }, { n: null }, {}, { n: 1e21, m: "7" }, JSON.parse(`{"__proto__": 5}`)]
+    expect(keysLines(rows, ["n", "m"]).split("\n")).toEqual(["{1.5,-2}", "{NULL,NULL}", "{NULL,NULL}", "{1e+21,NULL}", "{NULL,NULL}"])
+    expect(keysLines([{}], ["constructor", "__proto__"])).toBe("{NULL,NULL}")
+    expect(keysLines(rows.slice(4), ["__proto__"])).toBe("{5}")
+  })
+
+  it("answers from the row keys what they hold exactly, with the field's key index bound", () => {
+    const keysPlan = (body: unknown) => {
+      const compiled = compileRowQuery(keyed, rowQuery(body))
+      for (const statement of [compiled.page, compiled.count]) if (statement !== undefined) expectBound(statement)
+      return compiled.count?.text.includes("FROM artifact_row_search s WHERE") ?? compiled.page!.text.includes("FROM artifact_row_search s WHERE")
+    }
+    for (const op of ["eq", "ne", "lt", "lte", "gt", "gte"]) expect(keysPlan({ filter: [{ field: "n", op, value: 5 }] }), op).toBe(true)
+    expect(keysPlan({ filter: [{ field: "n", op: "in", value: [1, 2.5] }] })).toBe(true)
+    expect(keysPlan({ filter: [{ field: "n", op: "exists", value: false }] })).toBe(true)
+    expect(keysPlan({ sort: [{ field: "n", dir: "desc" }, { field: "z", dir: "asc" }] })).toBe(true)
+    // A key is NULL for null and missing alike: `eq null` and `in [.., null]` must read the document.
+    expect(keysPlan({ filter: [{ field: "n", op: "eq", value: null }] })).toBe(false)
+    expect(keysPlan({ filter: [{ field: "n", op: "in", value: [1, null] }] })).toBe(false)
+    expect(keysPlan({ filter: [{ field: "n", op: "gt", value: "abc" }] })).toBe(false)
+    expect(keysPlan({ filter: [{ field: "n", op: "contains", value: 1 }] })).toBe(false)
+    expect(keysPlan({ filter: [{ field: "n", op: "gt", value: 1 }], sort: [{ field: "s", dir: "asc" }] })).toBe(false)
+    expect(keysPlan({ filter: [{ field: "n", op: "gt", value: 1 }, { field: "s", op: "eq", value: "a" }] })).toBe(false)
+    // No filter, search or sort: the documents' key range, as before.
+    expect(compileRowQuery(keyed, rowQuery({})).page!.text).not.toContain("artifact_row_search")
+    // A content without row keys never reads them.
+    expect(compileRowQuery(target, rowQuery({ filter: [{ field: "n", op: "gt", value: 1 }] })).count!.text).not.toContain("nums")
+
+    const compiled = compileRowQuery(keyed, rowQuery({ filter: [{ field: "n", op: "gt", value: "50" }], sort: [{ field: "n", dir: "desc" }], limit: 20, original: true }))
+    expect(compiled.count!.text).toBe("SELECT count(*)::int4 AS total FROM artifact_row_search s WHERE s.content_id = $1::int8 AND (s.nums[$2::int4] > $3::float8)")
+    expect(compiled.count!.params).toEqual(["42", 1, "50"])
+    expect(compiled.page!.text).toContain("s.nums[$4::int4] AS k0")
+    expect(compiled.page!.text).toContain("ORDER BY k0 DESC NULLS LAST, s.row_no LIMIT")
+    expect(compiled.page!.text).toContain("(r.data || COALESCE(r.original, '{}'::jsonb))")
   })
 
   it("slices text by byte range from the chunks that hold it, and trims to whole characters", () => {
