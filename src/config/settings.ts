@@ -36,6 +36,10 @@ export interface SettingsShape {
   /** How long an open circuit waits before a half-open probe. */
   readonly circuitCooldownMs: number
   /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
+  /** After a coordination-store loss, how long unseeded budgets wait before they are rebuilt. */
+  readonly allowanceRecoveryFenceMs: number
+  /** How often the allowance checks the coordination store's epoch (how soon a loss is noticed). */
+  readonly allowanceEpochCheckMs: number
   readonly metering: boolean
   /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
   readonly embeddedSharedBuffersMb: number
@@ -109,6 +113,8 @@ export const settingsConfig = Config.all({
   streamHoldMs: Config.Int("GATEWAY_STREAM_HOLD_MS").pipe(Config.withDefault(5_000)),
   retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
+  allowanceRecoveryFenceMs: Config.Int("GATEWAY_ALLOWANCE_RECOVERY_FENCE_MS").pipe(Config.withDefault(5_000)),
+  allowanceEpochCheckMs: Config.Int("GATEWAY_ALLOWANCE_EPOCH_CHECK_MS").pipe(Config.withDefault(1_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
   embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
     .pipe(Config.withDefault(8)),

@@ -268,7 +268,13 @@ export class Meter extends Context.Service<Meter, {
     const { metering } = yield* Settings
     return Meter.layerWith({ enforce: metering })
   })).pipe(
-    Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+    Layer.provideMerge(Layer.mergeAll(
+      Layer.unwrap(Effect.gen(function*() {
+        const settings = yield* Settings
+        return Allowance.layerWith({ recoveryFenceMs: settings.allowanceRecoveryFenceMs, epochCheckEveryMs: settings.allowanceEpochCheckMs })
+      })),
+      RateLimits.layer
+    )),
     Layer.provideMerge(UsageLedger.layer),
     Layer.provideMerge(Coordination.layer)
   )

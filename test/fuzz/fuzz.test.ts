@@ -22,7 +22,16 @@ const describeReport = (report: FuzzReport) =>
   `${report.tried} requests, statuses ${JSON.stringify(report.byStatus)}, worst bystander ${report.worstBystander.ms} ms beside ${report.worstBystander.label}\n` +
   report.failures.slice(0, 25).map((f) => `- ${f.label}\n    ${f.problems.join("\n    ")}`).join("\n")
 
-describe.each(engines())("fuzz: hostile requests on every route ($name)", (engine) => {
+/**
+ * Cases in flight at once (each with its own bystander). The cases are independent: a case that
+ * injects faults runs alone (see `runCases`). Four keep both cores busy with the gateway's work
+ * instead of waiting on one round trip at a time; more only queue behind each other.
+ */
+const CONCURRENCY = Number(process.env.FUZZ_CONCURRENCY ?? 4)
+
+// The engines are fuzzed side by side (separate gateways); within one, the sweep runs before the
+// random cases, which start only if the sweep left the server answering.
+describe.concurrent.each(engines())("fuzz: hostile requests on every route ($name)", (engine) => {
   let gw: GatewayProcess
   let target: FuzzTarget
   let cleanup: () => void
@@ -43,20 +52,20 @@ describe.each(engines())("fuzz: hostile requests on every route ($name)", (engin
     expect(report.failures, describeReport(report)).toEqual([])
   }
 
-  it("every route × every hostile class: no 5xx, errors in the surface's shape, the server answering", async () => {
-    const report = await runCases(target, sweepCases(target, OPTIONS), OPTIONS, emptyReport())
+  it("every route × every hostile class: no 5xx, errors in the surface's shape, the server answering", { concurrent: false, timeout: 120_000 }, async () => {
+    const report = await runCases(target, sweepCases(target, OPTIONS), OPTIONS, emptyReport(), CONCURRENCY)
     console.log(`fuzz sweep (${engine.name}): ${describeReport(report)}`)
     judge(report)
     expect(report.tried).toBeGreaterThan(200)
     expect(gw.child.exitCode).toBeNull()
-  }, 120_000)
+  })
 
-  it(`${RUNS} random cases (seed ${SEED}): the same properties`, async () => {
+  it(`${RUNS} random cases (seed ${SEED}): the same properties`, { concurrent: false, timeout: 120_000 }, async () => {
     expect(frozen, "the sweep froze the server").toBe(false)
-    const report = await runCases(target, randomCases(target, { ...OPTIONS, seed: SEED, numRuns: RUNS }), OPTIONS, emptyReport())
+    const report = await runCases(target, randomCases(target, { ...OPTIONS, seed: SEED, numRuns: RUNS }), OPTIONS, emptyReport(), CONCURRENCY)
     console.log(`fuzz random (${engine.name}): ${describeReport(report)}`)
     judge(report)
     expect(report.tried).toBe(RUNS)
     expect((await fetch(`${gw.baseUrl}/v1/models`)).status).toBe(200)
-  }, 120_000)
+  })
 })

@@ -544,26 +544,57 @@ export const emptyReport = (): FuzzReport => ({ tried: 0, byStatus: {}, failures
 export const randomCases = (target: FuzzTarget, options: FuzzOptions & { readonly seed: number; readonly numRuns: number }) =>
   fc.sample(caseArbitrary(target, options), { seed: options.seed, numRuns: options.numRuns })
 
-/** Runs the cases against the target, adding to `report`. */
-export const runCases = async (target: FuzzTarget, cases: ReadonlyArray<FuzzCase>, options: FuzzOptions, report: FuzzReport = emptyReport()) => {
-  for (const c of cases) {
-    const outcome = await runCase(target, c, options)
+/** Cases that change the gateway for every later case (a placement's faults): run alone. */
+const isExclusive = (c: FuzzCase) => c.path.startsWith("/admin/v1/placements/")
+
+/**
+ * Runs the cases against the target, adding to `report`: `concurrency` cases at a time (each with
+ * its own bystander), in order. A case that injects faults runs alone and its faults are cleared
+ * before the next starts, so no other case meets them. When a case leaves the server unresponsive
+ * no new case starts, and the report names every case that was in flight.
+ */
+export const runCases = async (target: FuzzTarget, cases: ReadonlyArray<FuzzCase>, options: FuzzOptions, report: FuzzReport = emptyReport(), concurrency = 1) => {
+  const inFlight = new Set<Promise<void>>()
+  const running = new Set<FuzzCase>()
+  let stop = false
+  const record = (c: FuzzCase, outcome: CaseOutcome) => {
     report.tried++
     report.byStatus[String(outcome.status)] = (report.byStatus[String(outcome.status)] ?? 0) + 1
     if (outcome.problems.length > 0) report.failures.push({ label: c.label, problems: outcome.problems })
     if (outcome.bystanderMs > report.worstBystander.ms) report.worstBystander = { ms: Math.round(outcome.bystanderMs), label: c.label }
-    // Faults injected by a case would make later chat calls fail on purpose: clear them.
-    if (c.path.startsWith("/admin/v1/placements/")) await clearFaults(target)
-    if (outcome.unresponsive) {
-      report.frozeOn = c.label
-      break
+    if (outcome.unresponsive && report.frozeOn === undefined) {
+      report.frozeOn = running.size > 1 ? `one of these concurrent cases:\n${[...running].map((r) => r.label).join("\n")}` : c.label
+      stop = true
     }
-    if (target.gw.child.exitCode !== null) {
+    if (target.gw.child.exitCode !== null && !report.serverDied) {
       report.serverDied = true
       report.failures.push({ label: c.label, problems: [`the server exited (${target.gw.child.exitCode})`] })
-      break
+      stop = true
     }
   }
+  const drain = async () => {
+    while (inFlight.size > 0) await Promise.race(inFlight)
+  }
+  for (const c of cases) {
+    if (stop) break
+    const exclusive = isExclusive(c)
+    if (exclusive) await drain()
+    while (inFlight.size >= concurrency) await Promise.race(inFlight)
+    if (stop) break
+    running.add(c)
+    const done: Promise<void> = runCase(target, c, options).then((outcome) => {
+      record(c, outcome)
+      running.delete(c)
+      inFlight.delete(done)
+    })
+    inFlight.add(done)
+    if (exclusive) {
+      await drain()
+      // Faults injected by a case would make later chat calls fail on purpose: clear them.
+      await clearFaults(target)
+    }
+  }
+  await drain()
   return report
 }
 

@@ -7,7 +7,7 @@
  * step's next call is metered as the new call it is.
  */
 import { rmSync } from "node:fs"
-import { afterAll, describe, expect, inject, it } from "vitest"
+import { afterAll, describe, inject, it } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
@@ -16,11 +16,13 @@ import { client } from "./support.ts"
 
 const { postgresUrl, redisUrl } = inject("services")
 
-describe("a graceful stop in the middle of a step (embedded)", () => {
+// The two suites are independent (their own data dirs and databases) and mostly wait on slow
+// steps and leases: they run side by side.
+describe.concurrent("a graceful stop in the middle of a step (embedded)", () => {
   const dir = freshDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  it("closes the call with node.retry (retry 0) before letting the lease go; the next call is charged as its own", async () => {
+  it("closes the call with node.retry (retry 0) before letting the lease go; the next call is charged as its own", { concurrent: false, timeout: 150_000 }, async ({ expect }) => {
     // a very slow step (5 tokens/s) and a short HTTP grace: the stop lands in the middle of the step
     const env = {
       GATEWAY_DATA_DIR: dir,
@@ -34,26 +36,35 @@ describe("a graceful stop in the middle of a step (embedded)", () => {
     const runs = client(first.baseUrl, first.apiKey!)
     const run = (await runs.create({ model: "pico", input: "tell me a long story" })).body.run
     await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
-    await new Promise((r) => setTimeout(r, 1_600))
+    // The stopped call must have delivered tokens (else it is released, not charged): the first
+    // comes after 1 s, then 5 a second; the step's 42 tokens take ~9 s, so the stop still lands
+    // mid-step. (Nothing outside the gateway shows a call's tokens before it settles, so this is a
+    // fixed wait, with room for a loaded machine: 1.6 s sometimes stopped before the first token.)
+    await new Promise((r) => setTimeout(r, 3_000))
     expect(await first.stop()).toBe(0)
-    const second = await startGateway(env)
+    // The re-run needs no slow model (the stop is over): pico answers at full speed, so the story
+    // is not told again at 5 tokens/s.
+    const second = await startGateway({ ...env, ...fastConfigEnv(dir) })
     try {
       const again = client(second.baseUrl, first.apiKey!)
       const done = await again.waitFor(run.id, (r) => r.status === "completed", 40_000)
       const events = (await again.events(run.id)).events
       expect(events.map((e) => e.type)).toEqual(["node.started", "node.retry", "run.resumed", "node.completed", "outcome"])
       expect(events[1]).toMatchObject({ nodeId: events[0].nodeId, retry: 0, delayMs: 0, error: { type: "api_error" } })
-      const usage = (await (await second.admin("GET", "/admin/v1/usage")).json()) as { data: Array<{ model: string; requests: number; costUsd: string }> }
-      const pico = usage.data.find((m) => m.model === "svc-pico-1")!
+      const picoUsage = async () =>
+        ((await (await second.admin("GET", "/admin/v1/usage")).json()) as { data: Array<{ model: string; requests: number; costUsd: string }> })
+          .data.find((m) => m.model === "svc-pico-1")
       // the stopped call (what it delivered) and the re-run: two calls, both charged, to the key
-      // and to the run alike
+      // and to the run alike (the re-run's ledger row is written within a second of its end)
+      await expect.poll(async () => (await picoUsage())?.requests ?? 0).toBeGreaterThanOrEqual(2)
+      const pico = (await picoUsage())!
       expect(pico.requests).toBe(2)
       expect(Math.round(Number(pico.costUsd) * 1e6)).toBe(Math.round(done.usage.costUsd * 1e6))
       expect(Math.round(done.usage.costUsd * 1e6)).toBeGreaterThanOrEqual(Math.round(events[3].costUsd * 1e6))
     } finally {
       await second.stop()
     }
-  }, 150_000)
+  })
 })
 
 /** pico answers slowly (~1 s to the first token, then ~25 tokens/s): a step streams for seconds. */
@@ -64,10 +75,10 @@ const slowEnv = (dir: string) => ({
   GATEWAY_RUN_LEASE_MS: "2000"
 })
 
-describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a lost lease (PostgreSQL + Redis)", () => {
+describe.runIf(postgresUrl !== null && redisUrl !== null).concurrent("a step re-run after a lost lease (PostgreSQL + Redis)", () => {
   const pair = twoInstances({ postgresUrl: postgresUrl!, redisUrl: redisUrl! }, "charges", slowEnv)
 
-  it("charges the key once for the step, in the ledger and in the live allowance", async () => {
+  it("charges the key once for the step, in the ledger and in the live allowance", { concurrent: false, timeout: 120_000 }, async ({ expect }) => {
     const { a, b } = pair
     const created = (await (await a.admin("POST", "/admin/v1/keys", { name: "charged once", plan: "pro" })).json()) as { id: string; key: string }
     const onA = client(a.baseUrl, created.key)
@@ -108,5 +119,5 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("a step re-run after a
     expect(after.data.find((m) => m.model === "svc-pico-1")!.requests).toBe(1)
     // both are whole micro-dollars: they must agree exactly
     expect(Math.round((100 - remaining) * 1e6)).toBe(Math.round(Number(after.totalCostUsd) * 1e6))
-  }, 120_000)
+  })
 })

@@ -51,11 +51,13 @@ const killDuringSecondStep = async (victim: GatewayProcess, baseUrl = victim.bas
   return run.id as string
 }
 
-describe("kill -9 and restart on the same data dir (embedded)", () => {
+// The three suites are independent (their own data dirs and databases) and mostly wait on slow
+// steps, leases and restarts: they run side by side. Within a suite the steps run in order.
+describe.concurrent("kill -9 and restart on the same data dir (embedded)", () => {
   const dir = freshDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  it("resumes the interrupted step from the log and ends with one outcome", async () => {
+  it("resumes the interrupted step from the log and ends with one outcome", { concurrent: false, timeout: 90_000 }, async ({ expect }) => {
     const env = { GATEWAY_DATA_DIR: dir, ...slowEnv(dir) }
     const first = await startGateway(env)
     const runId = await killDuringSecondStep(first)
@@ -70,14 +72,14 @@ describe("kill -9 and restart on the same data dir (embedded)", () => {
     } finally {
       await second.stop()
     }
-  }, 90_000)
+  })
 })
 
-describe("a run that keeps losing its instance (embedded)", () => {
+describe.concurrent("a run that keeps losing its instance (embedded)", () => {
   const dir = freshDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  it("ends failed with reason max_attempts once it was taken over more than GATEWAY_RUN_MAX_ATTEMPTS times", async () => {
+  it("ends failed with reason max_attempts once it was taken over more than GATEWAY_RUN_MAX_ATTEMPTS times", { concurrent: false, timeout: 90_000 }, async ({ expect }) => {
     const env = { GATEWAY_DATA_DIR: dir, ...slowEnv(dir), GATEWAY_RUN_MAX_ATTEMPTS: "1" }
     const first = await startGateway(env)
     const runs = client(first.baseUrl, first.apiKey!)
@@ -96,15 +98,15 @@ describe("a run that keeps losing its instance (embedded)", () => {
     } finally {
       await second.stop()
     }
-  }, 90_000)
+  })
 })
 
 const { postgresUrl, redisUrl } = inject("services")
 
-describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on PostgreSQL + Redis", () => {
+describe.runIf(postgresUrl !== null && redisUrl !== null).concurrent("two instances on PostgreSQL + Redis", () => {
   const pair = twoInstances({ postgresUrl: postgresUrl!, redisUrl: redisUrl! }, "run-recovery", slowEnv)
 
-  it("a subscriber on B sees live what A writes; tool results and cancel sent to B reach A's actor", async () => {
+  it("a subscriber on B sees live what A writes; tool results and cancel sent to B reach A's actor", { concurrent: false, timeout: 60_000 }, async ({ expect }) => {
     const { a, b } = pair
     const onA = client(a.baseUrl, a.apiKey!)
     const onB = client(b.baseUrl, a.apiKey!)
@@ -126,9 +128,9 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
     // A stopped the step: nothing more is written, and the partial step is charged to the run
     await new Promise((r) => setTimeout(r, 1_500))
     expect((await onA.get(slow.id)).body.run.lastSeq).toBe(2)
-  }, 60_000)
+  })
 
-  it("concurrent state appends through both instances never lose a delta", async () => {
+  it("concurrent state appends through both instances never lose a delta", { concurrent: false }, async ({ expect }) => {
     const { a, b } = pair
     const instances = [client(a.baseUrl, a.apiKey!), client(b.baseUrl, a.apiKey!)]
     const onB = instances[1]
@@ -141,7 +143,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
     expect([...final.value].sort((x: number, y: number) => x - y)).toEqual(Array.from({ length: writers }, (_, i) => i))
   })
 
-  it("after kill -9 of A mid-step, B takes the lease over and finishes the run; B's stream shows every event once", async () => {
+  it("after kill -9 of A mid-step, B takes the lease over and finishes the run; B's stream shows every event once", { concurrent: false, timeout: 90_000 }, async ({ expect }) => {
     const { a, b } = pair
     const onB = client(b.baseUrl, a.apiKey!)
     const runId = await killDuringSecondStep(a)
@@ -149,5 +151,5 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two instances on Post
     expect(done.attempt).toBe(2)
     const sse = await onB.events(runId)
     expectRecovered(sse.events, done, 2)
-  }, 90_000)
+  })
 })

@@ -1,12 +1,12 @@
 /**
- * A real browser for end-to-end tests: Debian's Chromium driven by playwright-core, headless, in a
- * fresh profile that is deleted afterwards. `.ci/run` installs Chromium when it is missing; a local
- * run without it skips the browser suites (CI=true makes that a failure, like the services).
+ * A real browser for end-to-end tests: Debian's Chromium driven by playwright-core, headless. One
+ * Chromium process serves every browser a test file opens at once; each `launchBrowser()` is a
+ * fresh context in it (its own cookies, storage and permissions, like a separate profile), which
+ * costs a fraction of a new process. `.ci/run` installs Chromium when it is missing; a local run
+ * without it skips the browser suites (CI=true makes that a failure, like the services).
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { type BrowserContext, chromium } from "playwright-core"
+import { existsSync } from "node:fs"
+import { type Browser as ChromiumBrowser, type BrowserContext, chromium } from "playwright-core"
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
 export const chromiumAvailable = existsSync(CHROMIUM)
@@ -21,22 +21,41 @@ export interface Browser {
   close(): Promise<void>
 }
 
+/** The shared process and how many contexts use it; it exits when the last one closes. */
+let shared: { process: Promise<ChromiumBrowser>; users: number } | undefined
+
+const acquire = () => {
+  shared ??= { process: chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS }), users: 0 }
+  shared.users++
+  return shared
+}
+
+const release = async (owner: NonNullable<typeof shared>) => {
+  owner.users--
+  if (owner.users > 0) return
+  if (shared === owner) shared = undefined
+  await (await owner.process).close().catch(() => {})
+}
+
 export const launchBrowser = async (options: { viewport?: { width: number; height: number } } = {}): Promise<Browser> => {
-  const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"))
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: FLAGS,
-    viewport: options.viewport ?? { width: 1280, height: 860 },
-    locale: "en-US",
-    timezoneId: "UTC",
-    colorScheme: "light"
-  })
+  const owner = acquire()
+  let context: BrowserContext
+  try {
+    context = await (await owner.process).newContext({
+      viewport: options.viewport ?? { width: 1280, height: 860 },
+      locale: "en-US",
+      timezoneId: "UTC",
+      colorScheme: "light"
+    })
+  } catch (error) {
+    await release(owner)
+    throw error
+  }
   return {
     context,
     close: async () => {
       await context.close().catch(() => {})
-      rmSync(profile, { recursive: true, force: true })
+      await release(owner)
     }
   }
 }

@@ -32,8 +32,14 @@ export const twoInstances = (
       GATEWAY_REDIS_PREFIX: `${name}-${randomBytes(4).toString("hex")}:`,
       GATEWAY_ADMIN_TOKEN: `svcadm_${name.replaceAll("-", "_")}_test_token`
     }
-    a = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...envFor(dirs[0]) })
-    b = await startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...envFor(dirs[1]) })
+    // Started together: the migrator locks its table, so two instances may start on one new database.
+    ;[a, b] = await Promise.all([
+      startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...envFor(dirs[0]) }),
+      startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...envFor(dirs[1]) })
+    ])
+    // The instance that made the database's first key printed it; suites call it A (they use
+    // `a.apiKey`). The two are otherwise alike.
+    if (a.apiKey === undefined && b.apiKey !== undefined) [a, b] = [b, a]
   })
   afterAll(async () => {
     for (const instance of [a, b]) {
