@@ -227,7 +227,8 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
         return Number.isFinite(best) ? Math.min(600, Math.max(1, Math.ceil(best))) : 1
       }))
 
-  const acquire = Effect.fn("CapacityQueues.acquire")(function*(request: AcquireOptions) {
+  // Untraced: on every request's path (a span would capture a stack per call).
+  const acquire = Effect.fnUntraced(function*(request: AcquireOptions) {
     const known = request.candidates.filter((id) => keysOf.has(id))
     if (known.length === 0) return yield* Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
     const waiterId = `${instanceId}/${++nextWaiter}`
