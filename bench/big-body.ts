@@ -4,7 +4,7 @@
  * byte, while a bystander asks `GET /v1/models` every 5 ms. No assertions: it prints figures.
  *
  *   node bench/big-body.ts [--reps 2] [--mib 32] [--surface chat,messages,responses,completions]
- *                          [--shape idle,many,string,wide,cap] [--prof DIR] [--env NAME=VALUE]…
+ *                          [--shape idle,many,string,wide,cap] [--prof DIR] [--node-args "--trace-gc"] [--env NAME=VALUE]…
  *
  * Shapes: `many` ~1M tiny messages / input items / prompts; `string` one huge string in the
  * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
@@ -35,6 +35,7 @@ const { values } = parseArgs({
     surface: { type: "string", default: "chat,messages,responses,completions" },
     shape: { type: "string", default: "idle,many,string,wide,cap" },
     prof: { type: "string" },
+    "node-args": { type: "string", default: "" },
     env: { type: "string", multiple: true, default: [] }
   }
 })
@@ -178,7 +179,11 @@ const gateway = await startGateway({
   adminToken: randomToken(),
   logDir,
   cpu: 0,
-  nodeArgs: [...LOOP_PROBE, ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : [])],
+  nodeArgs: [
+    ...LOOP_PROBE,
+    ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
+    ...values["node-args"].split(" ").filter((a) => a !== "")
+  ],
   env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...extraEnv }
 })
 console.log(`logs: ${logDir}`)

@@ -59,6 +59,19 @@ export interface SlicedJsonParser {
 const malformed = (error: unknown) =>
   new InvalidRequest({ message: `Malformed JSON in the request body: ${error instanceof Error ? error.message : String(error)}` })
 
+/** Bodies parsed here: large, so the passes after the parse each begin with a yield (`afterYield`). */
+const sliced = new WeakSet<object>()
+
+/** Whether `value` is a body this parser built (a large one). */
+export const wasSliced = (value: unknown): boolean => typeof value === "object" && value !== null && sliced.has(value)
+
+/**
+ * `effect`, preceded and followed by a yield to the event loop when it works on a large body: a
+ * pass of a few milliseconds then never runs in the same turn as the one before or after it.
+ */
+export const aroundYields = <A, E>(body: unknown, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  wasSliced(body) ? Effect.yieldNow.pipe(Effect.andThen(effect), Effect.tap(() => Effect.yieldNow)) : effect
+
 /** A parser for one JSON document, fed in chunks (see above). */
 export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParser => {
   const maxDepth = limits.maxDepth ?? MAX_JSON_DEPTH
@@ -160,7 +173,9 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
       }
       // No token at all: the document was nothing but whitespace.
       if (values === 0) return Effect.succeed(undefined)
-      return done ? Effect.succeed(result) : Effect.fail(malformed("the document ended before its value was complete"))
+      if (!done) return Effect.fail(malformed("the document ended before its value was complete"))
+      if (typeof result === "object" && result !== null) sliced.add(result)
+      return Effect.succeed(result)
     })
 
   return { feed, end }
