@@ -4,7 +4,7 @@
  * byte, while a bystander asks `GET /v1/models` every 5 ms. No assertions: it prints figures.
  *
  *   node bench/big-body.ts [--reps 2] [--mib 32] [--surface chat,messages,responses,completions]
- *                          [--shape many,string,wide,cap] [--prof DIR] [--env NAME=VALUE]…
+ *                          [--shape idle,many,string,wide,cap] [--prof DIR] [--node-args "--trace-gc"] [--env NAME=VALUE]…
  *
  * Shapes: `many` ~1M tiny messages / input items / prompts; `string` one huge string in the
  * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
@@ -14,8 +14,11 @@
  * this process so building and sending 32 MiB here never counts as the gateway's delay.
  *
  * Per request it prints: status, wall time, the gateway's worst event-loop delay while it ran
- * (`loopMaxMs`, from the probe: a 10 ms timer, so shorter stalls read as ~0–1 ms) and the
- * bystander's slowest answer (`bystanderMaxMs`, a request round trip, so ~1 ms at best).
+ * (`loopMaxMs`, from the probe: a 10 ms timer, so shorter stalls read as ~0–1 ms), the most CPU
+ * its main thread spent between two ticks of a 2 ms timer (`cpuMaxMs`: the longest stretch the
+ * loop worked without a break, which time spent waiting for a core on a busy machine does not
+ * inflate) and the bystander's slowest answer (`bystanderMaxMs`, a round trip, ~1 ms at best).
+ * `idle` measures one second without a request: the machine's own noise in the same figures.
  */
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -30,8 +33,9 @@ const { values } = parseArgs({
     reps: { type: "string", default: "2" },
     mib: { type: "string", default: "32" },
     surface: { type: "string", default: "chat,messages,responses,completions" },
-    shape: { type: "string", default: "many,string,wide,cap" },
+    shape: { type: "string", default: "idle,many,string,wide,cap" },
     prof: { type: "string" },
+    "node-args": { type: "string", default: "" },
     env: { type: "string", multiple: true, default: [] }
   }
 })
@@ -69,7 +73,7 @@ const hugeString = (head: string, tail: string) => {
   return { body: head + "a ".repeat(n / 2) + tail, count: n }
 }
 
-type Shape = "many" | "string" | "wide" | "cap"
+type Shape = "many" | "string" | "wide" | "cap" | "idle"
 type Surface = "chat" | "messages" | "responses" | "completions"
 
 const PATHS: Record<Surface, string> = {
@@ -175,8 +179,12 @@ const gateway = await startGateway({
   adminToken: randomToken(),
   logDir,
   cpu: 0,
-  nodeArgs: [...LOOP_PROBE, ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : [])],
-  env: { GATEWAY_LOG_LEVEL: "warn", ...extraEnv }
+  nodeArgs: [
+    ...LOOP_PROBE,
+    ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
+    ...values["node-args"].split(" ").filter((a) => a !== "")
+  ],
+  env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...extraEnv }
 })
 console.log(`logs: ${logDir}`)
 const bystander = startBystander(gateway.url)
@@ -193,6 +201,23 @@ try {
   for (let rep = 0; rep < Number(values.reps); rep++) {
     for (const surface of surfaces) {
       for (const shape of shapes) {
+        // `idle`: no request for a second, once per round — what the machine alone does to the figures.
+        if (shape === "idle") {
+          if (surface !== surfaces[0]) continue
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          await gateway.loopDelay()
+          await bystander.collect()
+          await new Promise((resolve) => setTimeout(resolve, 1000))
+          const loop = await gateway.loopDelay()
+          const seen = await bystander.collect()
+          console.log(JSON.stringify({
+            rep, surface: "-", shape, status: 0, wallMs: 1000,
+            loopMaxMs: loop === undefined ? null : +(loop.max / 1000).toFixed(1),
+            cpuMaxMs: loop?.cpuMax === undefined ? null : +(loop.cpuMax / 1000).toFixed(1),
+            bystanderMaxMs: +seen.worst.toFixed(1), bystanderN: seen.count
+          }))
+          continue
+        }
         const built = bodyFor(surface, shape)
         if (built === undefined) continue
         const body = Buffer.from(built.body)
@@ -216,6 +241,7 @@ try {
           status: res.status,
           wallMs: Math.round(wallMs),
           loopMaxMs: loop === undefined ? null : +(loop.max / 1000).toFixed(1),
+          cpuMaxMs: loop?.cpuMax === undefined ? null : +(loop.cpuMax / 1000).toFixed(1),
           bystanderMaxMs: +seen.worst.toFixed(1),
           bystanderN: seen.count,
           ...(res.status >= 400 ? { error: text.slice(0, 160) } : {})

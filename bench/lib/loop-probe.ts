@@ -38,6 +38,25 @@ new PerformanceObserver((list) => {
     if (entry.duration > 2) pauses.over2ms++
   }
 }).observe({ entryTypes: ["gc"] })
+// Optional (`BENCH_PROBE_CPU_MS`, e.g. 2): the most main-thread CPU time spent between two ticks of
+// a timer of that period — the longest stretch of work the loop ran without a break, which a busy
+// machine cannot inflate (time the process waited for a core is not CPU time), unlike the delay.
+const cpuPeriodMs = Number(process.env.BENCH_PROBE_CPU_MS ?? 0)
+let cpuMax = 0
+if (cpuPeriodMs > 0) {
+  const cpuNow = () => {
+    const usage = process.threadCpuUsage()
+    return usage.user + usage.system
+  }
+  let last = cpuNow()
+  const tick = () => {
+    const now = cpuNow()
+    if (now - last > cpuMax) cpuMax = now - last
+    last = now
+    setTimeout(tick, cpuPeriodMs).unref()
+  }
+  setTimeout(tick, cpuPeriodMs).unref()
+}
 process.on("SIGUSR2", () => {
   // Each sample is the timer's whole interval: less its 10 ms period, it is the delay.
   const us = (ns: number) => Math.max(0, ns / 1000 - 10_000)
@@ -48,10 +67,12 @@ process.on("SIGUSR2", () => {
     p999: us(histogram.percentile(99.9)),
     max: us(histogram.max),
     mean: us(histogram.mean),
-    gc
+    gc,
+    ...(cpuPeriodMs > 0 ? { cpuMax } : {})
   })
   histogram.reset()
   gc = {}
+  cpuMax = 0
   if (file !== undefined && file !== "") writeFileSync(file, report)
   else process.stderr.write(`loop-probe ${report}\n`)
 })

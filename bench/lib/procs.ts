@@ -38,6 +38,8 @@ export interface LoopDelay {
   readonly p999: number
   readonly max: number
   readonly mean: number
+  /** With `BENCH_PROBE_CPU_MS`: the most main-thread CPU between two probe ticks (µs). */
+  readonly cpuMax?: number
 }
 
 /** Node flags that load the event-loop probe (see loop-probe.ts). */

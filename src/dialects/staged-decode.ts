@@ -17,6 +17,7 @@ import { Effect, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
+import { aroundYields } from "../util/sliced-json.ts"
 
 type Decodable = Schema.Top & { readonly DecodingServices: never }
 
@@ -65,16 +66,19 @@ export const discriminated = <const M extends Record<string, Decodable>>(key: st
   }
 }
 
-/** A synchronous decode as the Effect a dialect returns: its 400 fails the Effect; anything else thrown is a defect. */
+/**
+ * A synchronous decode as the Effect a dialect returns: its 400 fails the Effect; anything else
+ * thrown is a defect. A large body (parsed in slices) is decoded in an event-loop turn of its own.
+ */
 export const decodeRequest = <A>(decode: (body: unknown) => A) => (body: unknown): Effect.Effect<A, InvalidRequest> =>
-  Effect.suspend(() => {
+  aroundYields(body, Effect.suspend(() => {
     try {
       return Effect.succeed(decode(body))
     } catch (error) {
       if (error instanceof InvalidRequest) return Effect.fail(error)
       throw error
     }
-  })
+  }))
 
 /** Optional, and `null` accepted as absent: OpenAI clients often send explicit nulls. */
 export const opt = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))

@@ -60,7 +60,7 @@ const readSmallJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
   })
 
 /**
- * Large bodies (or of unknown length): parsed chunk by chunk as they arrive, in slices that yield
+ * Large bodies (or chunked ones): parsed chunk by chunk as they arrive, in slices that yield
  * to the event loop (`util/sliced-json.ts`), which also checks depth and the value count — no
  * 32 MiB string is decoded and no 32 MiB `JSON.parse` holds every other client. A refused body
  * is still read to its end (without parsing), so the client gets the 400 rather than a reset.
@@ -92,11 +92,14 @@ const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
 
 /**
  * The parsed JSON body; `undefined` when the body is empty and `optional` is set. A body declared
- * at most LARGE_BODY_BYTES long is parsed at once, any other in slices.
+ * longer than LARGE_BODY_BYTES, or sent chunked (no declared length), is parsed in slices; any
+ * other at once. (A request with neither header has no body on HTTP/1.1; behind the fetch-style
+ * handler it may, and is read whole, as before.)
  */
 export const readJson = (ctx: RequestContext, options?: ReadJsonOptions): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
   const declared = ctx.request.headers["content-length"]
-  return declared !== undefined && Number(declared) <= LARGE_BODY_BYTES ? readSmallJson(ctx, options) : readLargeJson(ctx, options)
+  const large = declared !== undefined ? Number(declared) > LARGE_BODY_BYTES : ctx.request.headers["transfer-encoding"] !== undefined
+  return large ? readLargeJson(ctx, options) : readSmallJson(ctx, options)
 }
 
 /** Decodes a value with a Schema; the error names the first bad field (`util/schema-issue.ts`). */

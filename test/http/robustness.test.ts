@@ -71,6 +71,33 @@ describe("robustness: hostile input never yields 5xx", () => {
     expect(gw.child.exitCode).toBeNull()
   }, 120_000)
 
+  it("parses a chunked body (no declared length) like a large one: malformed is a 400, past the value limit a 400 naming the field", async () => {
+    const send = async (chunks: ReadonlyArray<string>) => {
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk))
+          controller.close()
+        }
+      })
+      const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${gw.apiKey}` },
+        body,
+        duplex: "half"
+      } as RequestInit)
+      return { status: res.status, body: (await res.json()) as { error: { message: string; param?: string } } }
+    }
+    const ok = await send([`{"model":"svc-atlas-1","max_tokens":8,`, `"messages":[{"role":"user","content":"hi"}]}`])
+    expect(ok.status).toBe(200)
+    const malformed = await send([`{"model":"svc-atlas-1",`, `"messages":[}`])
+    expect(malformed.status).toBe(400)
+    expect(malformed.body.error.message).toMatch(/^Malformed JSON in the request body/)
+    const item = `{"role":"user","content":"a"},`
+    const many = await send([`{"model":"svc-atlas-1","max_tokens":8,"messages":[`, ...Array(30).fill(item.repeat(1_000)), `{"role":"user","content":"a"}]}`])
+    expect(many.status).toBe(400)
+    expect(many.body.error).toMatchObject({ param: "messages", message: expect.stringMatching(/^messages: more than 65536 JSON values/) })
+  })
+
   it("survives odd paths, methods and headers", async () => {
     const odd = ["/v1/models/%zz", "/v1/states/%2e%2e%2fadmin", "//v1//models", "/v1/models/" + "a".repeat(5000), "/admin/v1/keys/%00"]
     for (const path of odd) {

@@ -102,6 +102,8 @@ export const upstreamBody = (value: unknown): Effect.Effect<UpstreamBody> =>
   Effect.suspend((): Effect.Effect<UpstreamBody> => {
     if (!isLarge(value)) return Effect.succeed(JSON.stringify(value))
     return Effect.gen(function*() {
+      // The translation to the wire form (and the walk above) ran in this turn: start afresh.
+      yield* Effect.yieldNow
       const chunks: Array<Uint8Array> = []
       let bytes = 0
       let pending: Array<string> = []

@@ -12,6 +12,7 @@ import type { JsonValue } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
+import { aroundYields } from "../../util/sliced-json.ts"
 import { decodeRequest, decoderAt, opt, refuse } from "../staged-decode.ts"
 import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
 import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
@@ -70,14 +71,14 @@ const decodeBody = decoderAt(Body)
  * answers it.
  */
 export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest | NotFound> =>
-  Effect.suspend(() => {
+  aroundYields(raw, Effect.suspend(() => {
     try {
       return Effect.succeed(translate(decodeBody(raw, ""), resolve))
     } catch (error) {
       if (error instanceof InvalidRequest || error instanceof NotFound) return Effect.fail(error)
       throw error
     }
-  })
+  }))
 
 /** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
 export const decode = decodeRequest((raw) => translate(decodeBody(raw, ""), noStoredItems))
