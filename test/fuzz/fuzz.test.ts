@@ -29,9 +29,9 @@ const describeReport = (report: FuzzReport) =>
  */
 const CONCURRENCY = Number(process.env.FUZZ_CONCURRENCY ?? 4)
 
-// The engines are fuzzed side by side (separate gateways); within one, the sweep runs before the
-// random cases, which start only if the sweep left the server answering.
-describe.concurrent.each(engines())("fuzz: hostile requests on every route ($name)", (engine) => {
+// The sweep runs before the random cases, which start only if the sweep left the server answering.
+// (The engines run one after the other: the cases keep both cores busy already.)
+describe.each(engines())("fuzz: hostile requests on every route ($name)", (engine) => {
   let gw: GatewayProcess
   let target: FuzzTarget
   let cleanup: () => void
@@ -52,7 +52,7 @@ describe.concurrent.each(engines())("fuzz: hostile requests on every route ($nam
     expect(report.failures, describeReport(report)).toEqual([])
   }
 
-  it("every route × every hostile class: no 5xx, errors in the surface's shape, the server answering", { concurrent: false, timeout: 120_000 }, async () => {
+  it("every route × every hostile class: no 5xx, errors in the surface's shape, the server answering", { timeout: 120_000 }, async () => {
     const report = await runCases(target, sweepCases(target, OPTIONS), OPTIONS, emptyReport(), CONCURRENCY)
     console.log(`fuzz sweep (${engine.name}): ${describeReport(report)}`)
     judge(report)
@@ -60,7 +60,7 @@ describe.concurrent.each(engines())("fuzz: hostile requests on every route ($nam
     expect(gw.child.exitCode).toBeNull()
   })
 
-  it(`${RUNS} random cases (seed ${SEED}): the same properties`, { concurrent: false, timeout: 120_000 }, async () => {
+  it(`${RUNS} random cases (seed ${SEED}): the same properties`, { timeout: 120_000 }, async () => {
     expect(frozen, "the sweep froze the server").toBe(false)
     const report = await runCases(target, randomCases(target, { ...OPTIONS, seed: SEED, numRuns: RUNS }), OPTIONS, emptyReport(), CONCURRENCY)
     console.log(`fuzz random (${engine.name}): ${describeReport(report)}`)

@@ -161,7 +161,21 @@ const setAt = (root: Json, path: ReadonlyArray<string | number>, value: Json | u
  */
 export type HugeKind = "x" | "A" | "letters" | "emoji"
 
+/** Made once per shape and size: the sweep asks for the same few hundreds of times. */
+const hugeStrings = new Map<string, string>()
+
 const hugeString = (kind: HugeKind, bytes: number): string => {
+  const key = `${kind}:${bytes}`
+  let made = hugeStrings.get(key)
+  if (made === undefined) {
+    made = makeHugeString(kind, bytes)
+    if (hugeStrings.size > 64) hugeStrings.clear() // random sizes in the soak: keep it bounded
+    hugeStrings.set(key, made)
+  }
+  return made
+}
+
+const makeHugeString = (kind: HugeKind, bytes: number): string => {
   switch (kind) {
     case "x":
       return "x".repeat(bytes)

@@ -1,7 +1,7 @@
 /** Shared helpers for the runtime's HTTP suites: a gateway on a tailored catalog, raw SSE reads. */
 import { rmSync } from "node:fs"
 import { expect } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 
@@ -31,7 +31,7 @@ export interface TestGateway extends GatewayProcess {
 
 /** A gateway on the embedded engine with a config edited by `mutate` and extra environment. */
 export const gatewayWith = async (mutate: (config: Editable) => void, env: Record<string, string> = {}): Promise<TestGateway> => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), ...env })
   return Object.assign(gw, {
     close: async () => {

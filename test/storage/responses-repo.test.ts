@@ -4,7 +4,7 @@
  * deletion cascading to the items.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
 import { inject } from "vitest"
@@ -15,8 +15,9 @@ import { type NewStoredResponse, ResponsesRepo } from "../../src/stored-response
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 
-// Read by the repository's layer, as the gateway reads it from its environment.
-process.env.GATEWAY_RESPONSE_RETENTION_DAYS = "1"
+// Read by the repository's layer from its config provider, as the gateway reads it from its
+// environment (given here, not set in process.env, which would outlive this file in its worker).
+const retentionOneDay = ConfigProvider.layerAdd(ConfigProvider.fromUnknown({ GATEWAY_RESPONSE_RETENTION_DAYS: "1" }), { asPrimary: true })
 
 const { postgresUrl } = inject("services")
 const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
@@ -57,7 +58,8 @@ for (const target of targets) {
             ResponsesRepo.layer.pipe(
               Layer.provideMerge(DatabaseLive),
               Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
-              Layer.provide(Settings.layerWith(settings))
+              Layer.provide(Settings.layerWith(settings)),
+              Layer.provide(retentionOneDay)
             )
           )),
         ({ cleanup }) => Effect.sync(cleanup)
