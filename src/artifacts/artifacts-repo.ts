@@ -18,7 +18,6 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { InvalidRequest, NotFound } from "../errors.ts"
-import { StorageEngine } from "../storage/database.ts"
 import { newId } from "../util/ids.ts"
 import { type Descriptor, type Format, isArtifactId, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
 import type { SqlStatement } from "./query-compiler.ts"
@@ -100,17 +99,14 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
 }>()("gateway/artifacts/ArtifactsRepo") {
   static readonly layer = Layer.effect(ArtifactsRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const engine = yield* StorageEngine
 
-    // A pending content's data is written with asynchronous commit on PostgreSQL: no statement
-    // waits for its own WAL flush (an fsync per batch). Nothing is lost that matters: the version
-    // is only pointed at the content by `finalize`, whose commit is synchronous and so flushes the
-    // WAL written before it, rows included; a crash before that leaves a pending content, which
-    // the sweeper removes. (The embedded engine has no such wait worth a transaction per batch.)
-    const pendingWrite = <A, E, R>(write: Effect.Effect<A, E, R>) =>
-      engine.kind === "postgres"
-        ? sql.withTransaction(Effect.andThen(sql`SET LOCAL synchronous_commit = off`, write))
-        : write
+    // A pending content's data is written with asynchronous commit: no statement waits for its
+    // own WAL flush (an fsync per batch). Nothing is lost that matters: the version is only pointed
+    // at the content by `finalize`, whose commit is synchronous and so flushes the WAL written
+    // before it, rows included; a crash before that leaves a pending content, which the sweeper
+    // removes. The setting is made inside the statement (an init plan run once, local to the
+    // statement's own transaction), so a batch stays one round trip and no pooled connection keeps it.
+    const asyncCommit = sql`(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
 
     const lockKey = (keyId: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`artifacts:${keyId}`}::text, 0))`
 
@@ -134,7 +130,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
     })
 
     const insertChunk = Effect.fn("ArtifactsRepo.insertChunk")(function*(contentId: string, chunkNo: number, bytes: Uint8Array) {
-      yield* pendingWrite(sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) VALUES (${contentId}::int8, ${chunkNo}, ${bytes})`)
+      yield* sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) SELECT ${contentId}::int8, ${chunkNo}::int4, ${bytes}::bytea
+        WHERE ${asyncCommit}`
     })
 
     // Three or four texts per batch, one line per row (`row-batches.ts`), split in SQL: one
@@ -148,11 +145,12 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
             FROM ${lines(piece.search)} WITH ORDINALITY AS t(s, ord)`
         : sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, t.n::float8[]
             FROM ROWS FROM (${lines(piece.search)}, ${lines(piece.keys)}) WITH ORDINALITY AS t(s, n, ord)`
-      yield* pendingWrite(sql`WITH new_rows AS (
+      yield* sql`WITH new_rows AS (
           INSERT INTO artifact_rows (content_id, row_no, data, original)
           SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d::jsonb, NULLIF(t.o, '')::jsonb
-          FROM ROWS FROM (${lines(piece.data)}, ${lines(piece.originals)}) WITH ORDINALITY AS t(d, o, ord))
-        INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`)
+          FROM ROWS FROM (${lines(piece.data)}, ${lines(piece.originals)}) WITH ORDINALITY AS t(d, o, ord)
+          WHERE ${asyncCommit})
+        INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`
     })
 
     const abandon = Effect.fn("ArtifactsRepo.abandon")(function*(contentId: string) {

@@ -35,8 +35,8 @@ export const keysLines = (rows: ReadonlyArray<Row>, names: ReadonlyArray<string>
     const row = rows[r]
     let literal = "{"
     for (let k = 0; k < names.length; k++) {
-      // Own properties only: a missing key must not read an inherited one (`constructor`).
-      const value = Object.hasOwn(row, names[k]) ? row[names[k]] : undefined
+      // A missing key may read an inherited property (`constructor`), but never a number.
+      const value = row[names[k]]
       literal += (k === 0 ? "" : ",") + (typeof value === "number" ? String(value) : "NULL")
     }
     parts[r] = literal + "}"

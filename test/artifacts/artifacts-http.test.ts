@@ -135,6 +135,31 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     expect(await ids([{ field: "name", op: "lt", value: "a" }])).toEqual([1, 2, 4])
   })
 
+  it.runIf(engine.name === "postgres")("answers alike for a content stored before row keys (migration 0010), which reads the documents", async () => {
+    const created = await upload({ bytes: "n,m,s\n3,1.5,x\n,2,y\n10,-1,z\n9,,w\n", mimeType: "text/csv" })
+    expect(created.status).toBe(201)
+    const id = created.body.reference.artifactId
+    const queries = [
+      { filter: [{ field: "n", op: "gt", value: 5 }], sort: [{ field: "m", dir: "desc" }] },
+      { filter: [{ field: "m", op: "exists", value: false }] },
+      { filter: [{ field: "n", op: "in", value: [3, 9] }], sort: [{ field: "n", dir: "desc" }], limit: 1 },
+      { sort: [{ field: "n", dir: "asc" }], select: ["s"] }
+    ]
+    const answers = async () => Promise.all(queries.map(async (q) => (await query(id, q)).body))
+    const keyed = await answers()
+    // Nulls sort last in both directions.
+    expect(keyed[0].result).toMatchObject({ totalMatched: 2, rows: [{ n: 10, m: -1, s: "z" }, { n: 9, m: null, s: "w" }] })
+    expect(keyed[1].result.rows).toEqual([{ n: 9, m: null, s: "w" }])
+    expect(keyed[2].result).toMatchObject({ totalMatched: 2, truncated: true, rows: [{ n: 9, m: null, s: "w" }] })
+    expect(keyed[3].result.rows).toEqual([{ s: "x" }, { s: "w" }, { s: "z" }, { s: "y" }])
+    // As a content written before the migration: no keys, and not marked as having them.
+    const url = env.DATABASE_URL
+    execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-qc", `UPDATE artifact_row_search s SET nums = NULL FROM artifact_versions v
+      WHERE v.artifact_id = '${id}' AND s.content_id = v.content_id; UPDATE artifact_contents c SET row_keys = false FROM artifact_versions v
+      WHERE v.artifact_id = '${id}' AND c.id = v.content_id`])
+    expect(await answers()).toEqual(keyed)
+  })
+
   it("sorts by several keys, searches case-insensitively, selects, and windows", async () => {
     const sorted = await rowsOf(people, { sort: [{ field: "member", dir: "desc" }, { field: "age", dir: "asc" }], select: ["id"] })
     expect(sorted.map((r) => r.id)).toEqual([3, 5, 1, 2, 4])
