@@ -5,6 +5,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
+import { enableCompileCache, flushCompileCache } from "node:module"
 import { parseArgs } from "node:util"
 import { Settings, type SettingsShape } from "./config/settings.ts"
 import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./cli/help.ts"
@@ -30,9 +31,23 @@ class ExitWithError extends Schema.TaggedError<ExitWithError>()("ExitWithError",
 
 const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
 
-/** A command's module, imported only when that command runs. */
+/**
+ * The commands' modules (~850 for `serve`, imported on demand below) are compiled through Node's
+ * on-disk compile cache (`NODE_COMPILE_CACHE`, else <tmpdir>/node-compile-cache; entries are
+ * checked against the file's contents): after the first start, a start neither type-strips our
+ * .ts files again nor reparses what V8 cached, so it is faster and leaves less start-up garbage
+ * in the heap (lower idle RSS). The variable is set so the database's worker thread inherits it.
+ */
+const compileCache = enableCompileCache()
+if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
+
+/** A command's module, imported only when that command runs (its compiled code cached at once, see above). */
 const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A, E>) =>
-  Effect.flatMap(Effect.promise(module), use)
+  Effect.flatMap(Effect.promise(async () => {
+    const loaded = await module()
+    flushCompileCache()
+    return loaded
+  }), use)
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const [command = "serve", ...rest] = argv[0]?.startsWith("-") && argv[0] !== "-h" && argv[0] !== "--help" ? ["serve", ...argv] : argv

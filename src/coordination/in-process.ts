@@ -32,16 +32,28 @@ interface Budget {
   /** The earliest `expiresAt` among the active holds (or earlier): none lapses before it. */
   nextLapse: number
   /**
-   * Settled or released hold ids and applied charge ids, remembered for `SETTLED_MEMORY_MS`:
-   * at 200 calls a second that is ~240,000 ids, so they are kept compactly — a Set of the ids and,
-   * in finishing order (which is their expiry order, the memory being constant), the ids and their
-   * expiry times in two parallel arrays (unboxed doubles), popped from the front, never searched.
-   * (An object per id plus a boxed time cost ~3× as much: most of the heap at sustained load.)
+   * Settled or released hold ids and applied charge ids, remembered for `SETTLED_MEMORY_MS`: at
+   * 200 calls a second ~240,000 ids, kept compactly (an object per id plus a boxed time cost ~3×
+   * as much: most of the heap at sustained load). The ids are in Sets of at most
+   * `DONE_GENERATION`, oldest first: one Set of them all would, once ids expire as fast as they
+   * come, rebuild its whole table every few tens of thousands of ids (tens of ms on the event loop
+   * each time); a small Set's rebuild is cheap. In finishing order (which is their expiry order,
+   * the memory being constant) the ids and their expiry times are also in two parallel arrays
+   * (unboxed doubles), popped from the front, never searched.
    */
-  readonly done: Set<string>
+  readonly done: Array<Set<string>>
   readonly doneIds: Array<string>
   readonly doneExpiries: Array<number>
   doneHead: number
+}
+
+/** Ids per Set of `Budget.done`: a rebuild of one stays well under a millisecond. */
+const DONE_GENERATION = 16_384
+
+/** Whether `id` was settled, released or charged (and is still remembered). */
+const isDone = (budget: Budget, id: string) => {
+  for (const generation of budget.done) if (generation.has(id)) return true
+  return false
 }
 
 /**
@@ -83,8 +95,11 @@ export const makeInProcess = (): InProcessStore => {
     // Settled ids are remembered for minutes (hundreds of thousands at a high rate): pop only the
     // expired ones off the front of their queue, so a long-lived budget costs O(1) per operation.
     const { doneIds, doneExpiries } = budget
+    const { done } = budget
     while (budget.doneHead < doneIds.length && doneExpiries[budget.doneHead] <= now) {
-      budget.done.delete(doneIds[budget.doneHead])
+      // The oldest id is in the oldest Set (ids go into the last one, each once).
+      done[0]!.delete(doneIds[budget.doneHead]!)
+      if (done[0]!.size === 0 && done.length > 1) done.shift()
       budget.doneHead++
     }
     if (budget.doneHead > 1024 && budget.doneHead * 2 > doneIds.length) {
@@ -113,8 +128,10 @@ export const makeInProcess = (): InProcessStore => {
   /** Remembers a settled or released hold id or an applied charge id (no longer active). */
   const finish = (budget: Budget, id: string, now: number) => {
     budget.holds.delete(id)
-    if (budget.done.has(id)) return
-    budget.done.add(id)
+    if (isDone(budget, id)) return
+    let last = budget.done[budget.done.length - 1]!
+    if (last.size >= DONE_GENERATION) budget.done.push(last = new Set())
+    last.add(id)
     budget.doneIds.push(id)
     budget.doneExpiries.push(now + SETTLED_MEMORY_MS)
   }
@@ -132,7 +149,7 @@ export const makeInProcess = (): InProcessStore => {
     if (budget === undefined) {
       budget = {
         spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0,
-        nextLapse: Infinity, done: new Set(), doneIds: [], doneExpiries: [], doneHead: 0
+        nextLapse: Infinity, done: [new Set()], doneIds: [], doneExpiries: [], doneHead: 0
       }
       budgets.set(name, budget)
     }
@@ -143,9 +160,9 @@ export const makeInProcess = (): InProcessStore => {
   /** Settle or release: the hold leaves `reserved`; a settle charges once per charge id. */
   const close = (name: string, holdId: string, now: number, charge?: { id: string; amount: number }) => {
     const budget = record(name, now)
-    if (!budget.done.has(holdId)) {
+    if (!isDone(budget, holdId)) {
       // Read before the hold is marked: the two ids may be one.
-      const charged = charge !== undefined && budget.done.has(charge.id)
+      const charged = charge !== undefined && isDone(budget, charge.id)
       const held = budget.holds.get(holdId)
       if (held !== undefined) budget.reserved -= held.amount
       finish(budget, holdId, now)
@@ -204,7 +221,7 @@ export const makeInProcess = (): InProcessStore => {
     budgetReserve: (request): BudgetAnswer => {
       const budget = seeded(request.budget, request.now)
       if (budget === undefined) return { _tag: "Unseeded" }
-      if (budget.holds.has(request.id) || budget.done.has(request.id)) return { _tag: "Reserved", state: stateOf(budget) }
+      if (budget.holds.has(request.id) || isDone(budget, request.id)) return { _tag: "Reserved", state: stateOf(budget) }
       const cap = request.cap ?? budget.granted
       // At least one micro must remain: a budget at zero refuses even a free call ("hard stop at zero").
       if (budget.spent + budget.reserved + Math.max(request.amount, 1) > cap) {
@@ -245,7 +262,7 @@ export const makeInProcess = (): InProcessStore => {
     budgetRenew: (holds, ttlMs, now) => Effect.sync(() => {
       for (const hold of holds) {
         const budget = record(hold.budget, now)
-        if (budget.done.has(hold.id)) continue
+        if (isDone(budget, hold.id)) continue
         const held = budget.holds.get(hold.id)
         // A hold that lapsed (or was lost with the store) belongs to a call still running: count it again.
         if (held === undefined) budget.reserved += hold.amount
@@ -258,7 +275,7 @@ export const makeInProcess = (): InProcessStore => {
       for (const charge of charges) {
         if (seeded(charge.budget, now) !== undefined) continue
         const budget = record(charge.budget, now)
-        if (budget.done.has(charge.id)) continue
+        if (isDone(budget, charge.id)) continue
         budget.pending.set(charge.id, charge.amount)
         finish(budget, charge.id, now)
       }

@@ -1,0 +1,95 @@
+/**
+ * Memory per open stream, in about a minute (the streams suite opens 1,000 and reads RSS, which
+ * moves with garbage and heap sizing as much as with what the streams hold). The gateway runs with
+ * `--expose-gc` and bench/lib/heap-probe.ts; `--count` streaming Chat Completions are opened
+ * against the simulator (first token after 300 ms, then 2 tokens/s: they stay open for minutes),
+ * and the main thread's heap after a full collection is compared with the same figure before any
+ * stream was opened: what is left is what the open streams hold. RSS is reported beside it.
+ * `--snapshot=DIR` also writes heap snapshots (before and with the streams open) into DIR.
+ *
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps]
+ */
+import { mkdtempSync, readFileSync } from "node:fs"
+import { loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { parseArgs } from "node:util"
+import { benchChatModel } from "./lib/catalog.ts"
+import { makePool, openLoop, type Tracker } from "./lib/load.ts"
+import { ROOT, randomToken, rssBytes, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
+
+const { values } = parseArgs({
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" } }
+})
+const count = Number(values.count)
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+interface Probe { readonly heapUsed: number; readonly external: number; readonly rss: number }
+
+const main = async () => {
+  const logDir = mkdtempSync(join(tmpdir(), "bench-stream-memory-"))
+  console.log(`logs in ${logDir}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
+  const upstream = await startSimulate(logDir, "upstream", 300, 2, 1)
+  const config = {
+    models: [benchChatModel("svc-stream", "Stream memory", [
+      { id: "stream-up", backend: "openai-compatible", capacity: count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
+    ])],
+    plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: count * 4 } },
+    defaultPlan: "bench"
+  }
+  try {
+    for (let run = 1; run <= Number(values.runs); run++) {
+      const gateway = await startGateway({
+        name: `gateway-${run}`, config, adminToken: randomToken(), logDir, cpu: 0,
+        nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts")],
+        env: values.snapshot === undefined ? {} : { BENCH_HEAP_SNAPSHOT_DIR: values.snapshot }
+      })
+      // The gateway logs a line per request: read its log file (its captured output is capped).
+      const probe = async (): Promise<Probe> => {
+        const seen = (readFileSync(join(logDir, `gateway-${run}.log`), "utf8").match(/heap-probe \{.*\}/g) ?? []).length
+        gateway.child.kill("SIGUSR2")
+        for (let i = 0; i < 240; i++) {
+          await sleep(250)
+          const lines = readFileSync(join(logDir, `gateway-${run}.log`), "utf8").match(/heap-probe \{.*\}/g) ?? []
+          if (lines.length > seen) {
+            const report = JSON.parse(lines[lines.length - 1]!.slice("heap-probe ".length)) as Probe & { collected: boolean }
+            if (!report.collected) throw new Error("heap-probe could not collect garbage (no --expose-gc?)")
+            return { ...report, rss: rssBytes(gateway.pid) / 1048576 }
+          }
+        }
+        throw new Error("heap-probe did not answer")
+      }
+      try {
+        const key = await gateway.createKey("stream-memory", "bench")
+        const pool = makePool(gateway.url, count + 50)
+        const spec = (maxTokens: number) => () => ({
+          pool,
+          path: "/v1/chat/completions",
+          headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+          body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }] })
+        })
+        // Warm-up: short streams, so every code path has run (and been compiled) once.
+        await openLoop({ rate: 50, durationMs: 2_000, pick: spec(3), stream: true })
+        await sleep(1_500)
+        const before = await probe()
+        const tracker: Tracker = { inFlight: 0, openStreams: 0 }
+        void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(300), stream: true, tracker })
+        for (let i = 0; i < 150 && tracker.openStreams < count; i++) await sleep(200)
+        await sleep(500)
+        const open = tracker.openStreams
+        const during = await probe()
+        const per = (k: keyof Probe) => ((during[k] - before[k]) * 1024 / open).toFixed(1)
+        console.log(`run ${run}: ${open} streams open; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +
+          `RSS ${before.rss.toFixed(1)} → ${during.rss.toFixed(1)} MiB; per open stream: heap ${per("heapUsed")} KiB, external ${per("external")} KiB, ` +
+          `RSS ${per("rss")} KiB (load ${loadavg()[0]!.toFixed(2)})`)
+        await pool.destroy()
+      } finally {
+        await gateway.stop()
+      }
+    }
+  } finally {
+    await upstream.stop()
+    await stopAll()
+  }
+}
+
+await main()
