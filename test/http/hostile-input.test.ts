@@ -114,8 +114,8 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
   /**
    * Runs the hostile call, then checks every bystander request answered in time. On a busy CI
    * machine (many files on 2 cores) even an idle gateway's answer can now and then take 100 ms
-   * of wall time: a window over the bound is measured once more, and the second must hold. A
-   * request that really holds the event loop (seconds, before the fix) fails both.
+   * of wall time: a window over the bound is measured again, up to three windows, and one must
+   * hold. A request that really holds the event loop (seconds, before the fix) fails all three.
    */
   const whileBystanding = async (call: () => Promise<void>) => {
     const measure = async () => {
@@ -126,10 +126,12 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
       expect(seen.count).toBeGreaterThan(0)
       return seen.worst
     }
-    const first = await measure()
-    if (first < BYSTANDER_MS) return
-    const second = await measure()
-    expect(second, `slowest GET /v1/models while the hostile request ran: ${first.toFixed(1)} ms, then ${second.toFixed(1)} ms`).toBeLessThan(BYSTANDER_MS)
+    const seen: Array<number> = []
+    for (let attempt = 0; attempt < 3; attempt++) {
+      seen.push(await measure())
+      if (seen.at(-1)! < BYSTANDER_MS) return
+    }
+    expect(Math.min(...seen), `slowest GET /v1/models while the hostile request ran: ${seen.map((ms) => ms.toFixed(1)).join(", ")} ms`).toBeLessThan(BYSTANDER_MS)
   }
 
   it("meters a prompt near the context window at its exact count, so the loose bound never cuts the answer", async () => {
