@@ -15,7 +15,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { benchChatModel } from "./lib/catalog.ts"
+import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, sequential } from "./lib/load.ts"
 import { randomToken, startGateway, stopAll } from "./lib/procs.ts"
@@ -70,12 +70,7 @@ const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs
 const extraEnv = Object.fromEntries(values.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))
 const gateway = await startGateway({
   name: "gateway",
-  config: {
-    models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
-    embeddingModels: [],
-    plans: { bench: { allowanceUsd: 1_000_000, rpm: 10_000_000, tpm: 10_000_000_000, concurrency: 100_000 } },
-    defaultPlan: "bench"
-  },
+  config: fixedUpstreamConfig(upstream.url),
   adminToken: randomToken(),
   logDir,
   cpu: 0,

@@ -22,7 +22,7 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { benchChatModel } from "./lib/catalog.ts"
+import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
@@ -57,12 +57,7 @@ const extraEnv = Object.fromEntries(values.env.map((pair) => {
   if (at <= 0) throw new Error(`--env expects NAME=VALUE, got ${pair}`)
   return [pair.slice(0, at), pair.slice(at + 1)]
 }))
-const config = {
-  models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstream.url}/v1`, upstreamModel: "fixed" }])],
-  embeddingModels: [],
-  plans: { bench: { allowanceUsd: 1_000_000, rpm: 10_000_000, tpm: 10_000_000_000, concurrency: 100_000 } },
-  defaultPlan: "bench"
-}
+const config = fixedUpstreamConfig(upstream.url)
 const nodeArgs = [
   ...LOOP_PROBE,
   ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),

@@ -13,3 +13,15 @@ export const benchChatModel = (id: string, displayName: string, placements: Read
   nativeWires: ["chat_completions"],
   placements
 })
+
+/**
+ * The gateway config of the hot-path measurements (hot-path, alloc-profile): one model,
+ * `svc-bench`, on one uncapped placement in front of the fixed-answer upstream at `upstreamUrl`,
+ * and a plan whose limits never bind.
+ */
+export const fixedUpstreamConfig = (upstreamUrl: string) => ({
+  models: [benchChatModel("svc-bench", "bench", [{ id: "bench-up", backend: "openai-compatible", capacity: 100000, baseUrl: `${upstreamUrl}/v1`, upstreamModel: "fixed" }])],
+  embeddingModels: [],
+  plans: { bench: { allowanceUsd: 1_000_000, rpm: 10_000_000, tpm: 10_000_000_000, concurrency: 100_000 } },
+  defaultPlan: "bench"
+})
