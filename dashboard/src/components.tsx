@@ -1,7 +1,7 @@
 /** Small building blocks every page uses: loading, errors, empty states, badges, dialogs. */
 import type { ComponentChildren } from "preact"
 import { useCallback, useEffect, useRef, useState } from "preact/hooks"
-import { type AllowanceView, messageOf } from "./api.ts"
+import { type AllowanceView, api, type KeyView, messageOf } from "./api.ts"
 import { usd } from "./format.ts"
 
 /** Loads data on mount (and on `deps` changes); `reload` fetches again, keeping what is shown. */
@@ -164,3 +164,16 @@ export const AllowanceBar = ({ allowance }: { allowance: AllowanceView | null | 
 export const TableScroll = ({ children, label }: { children: ComponentChildren; label: string }) => (
   <div class="table-scroll" role="region" aria-label={label} tabIndex={0}>{children}</div>
 )
+
+/** The operator's key filter of the list pages: every key, revoked ones too (their items stay). */
+export const KeyFilter = ({ value, onChange }: { value: string; onChange: (keyId: string) => void }) => {
+  const keys = useLoad(() => api<{ data: ReadonlyArray<KeyView> }>("/keys"))
+  return (
+    <select aria-label="Key" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
+      <option value="">Every key</option>
+      {(keys.data?.data ?? []).map((k) => (
+        <option value={k.id}>{k.name ?? "unnamed"} · {k.hint}{k.revoked ? " (revoked)" : ""}</option>
+      ))}
+    </select>
+  )
+}

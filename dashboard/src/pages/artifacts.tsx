@@ -3,24 +3,11 @@
  * their own. Each links to its descriptor, versions and a query form (artifact-detail.tsx).
  */
 import { useState } from "preact/hooks"
-import { api, type ArtifactListItem, type KeyView, type Session } from "../api.ts"
-import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, useLoad } from "../components.tsx"
+import type { ArtifactListItem, Session } from "../api.ts"
+import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, KeyFilter } from "../components.tsx"
 import { bytes, dateTime, int } from "../format.ts"
 import { useCursorList } from "../cursor-list.ts"
 import { onLinkClick } from "../router.ts"
-
-/** The operator's key filter: every key, revoked ones too (their artifacts stay). */
-const KeyFilter = ({ value, onChange }: { value: string; onChange: (keyId: string) => void }) => {
-  const keys = useLoad(() => api<{ data: ReadonlyArray<KeyView> }>("/keys"))
-  return (
-    <select aria-label="Key" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
-      <option value="">Every key</option>
-      {(keys.data?.data ?? []).map((k) => (
-        <option value={k.id}>{k.name ?? "unnamed"} · {k.hint}{k.revoked ? " (revoked)" : ""}</option>
-      ))}
-    </select>
-  )
-}
 
 export const ShapeBadge = ({ kind }: { kind: "table" | "text" }) =>
   <Badge tone={kind === "table" ? "info" : "muted"}>{kind}</Badge>

@@ -4,8 +4,8 @@
  * (filtered by key), key holders their own. Each links to its detail (batch-detail.tsx).
  */
 import { useState } from "preact/hooks"
-import { api, type BatchListItem, type KeyView, type Session } from "../api.ts"
-import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, type Tone, useLoad } from "../components.tsx"
+import type { BatchListItem, Session } from "../api.ts"
+import { Badge, Empty, ErrorNotice, Loading, PageHeader, TableScroll, KeyFilter, type Tone } from "../components.tsx"
 import { dateTime, int } from "../format.ts"
 import { useCursorList } from "../cursor-list.ts"
 import { onLinkClick } from "../router.ts"
@@ -32,18 +32,6 @@ export const Counts = ({ batch }: { batch: BatchListItem }) => {
       {int(done)} / {int(batch.total)}
       {others.length > 0 && <small class="muted"> · {others.join(", ")}</small>}
     </span>
-  )
-}
-
-const KeyFilter = ({ value, onChange }: { value: string; onChange: (keyId: string) => void }) => {
-  const keys = useLoad(() => api<{ data: ReadonlyArray<KeyView> }>("/keys"))
-  return (
-    <select aria-label="Key" value={value} onChange={(e) => onChange((e.target as HTMLSelectElement).value)}>
-      <option value="">Every key</option>
-      {(keys.data?.data ?? []).map((k) => (
-        <option value={k.id}>{k.name ?? "unnamed"} · {k.hint}{k.revoked ? " (revoked)" : ""}</option>
-      ))}
-    </select>
   )
 }
 
