@@ -6,7 +6,7 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
- *                          [--env NAME=VALUE]… [--otlp]
+ *                          [--env NAME=VALUE]… [--otlp] [--bare]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2).
@@ -14,6 +14,9 @@
  * `--otlp` starts an OTLP/HTTP receiver in this process (core 1) and points the gateway's
  * `OTEL_EXPORTER_OTLP_ENDPOINT` at it, so traces are exported for real; the spans it received are
  * reported. `node bench/observability.ts` compares these arms.
+ *
+ * `--bare` runs `bench/bare-proxy.ts` (node:http in, undici out, nothing else) in the gateway's
+ * place: the floor any Node proxy pays per request at this rate on this machine.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops).
@@ -26,7 +29,7 @@ import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
-import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
+import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -39,6 +42,7 @@ const { values } = parseArgs({
     "node-args": { type: "string", default: "" },
     c1: { type: "string", default: "500" },
     portkey: { type: "boolean", default: false },
+    bare: { type: "boolean", default: false },
     env: { type: "string", multiple: true, default: [] },
     otlp: { type: "boolean", default: false },
     deltas: { type: "string", default: "16" },
@@ -63,7 +67,8 @@ const nodeArgs = [
   ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
-const gateway = values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
+const gateway = values.bare ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs)), createKey: async () => "sk-bench" }
+  : values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
   name: "gateway",
   config,
   adminToken: randomToken(),

@@ -263,6 +263,19 @@ export const startPortkey = async (logDir: string, cpu: number, stockResponse: "
   })
 }
 
+/** `bench/bare-proxy.ts`: the floor of a Node proxy (node:http in, undici out, nothing else). */
+export const startBareProxy = async (logDir: string, cpu: number, upstreamUrl: string, nodeArgs: ReadonlyArray<string> = []) => {
+  const port = await freePort()
+  return spawnPinned({
+    name: "bare-proxy",
+    args: [...nodeArgs, join(ROOT, "bench", "bare-proxy.ts"), String(port), upstreamUrl],
+    ready: /bare proxy listening/,
+    url: `http://127.0.0.1:${port}`,
+    cpu,
+    logDir
+  })
+}
+
 /** Resident set size (VmRSS) of a process, in bytes. */
 export const rssBytes = (pid: number): number => {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))
