@@ -48,6 +48,13 @@ export interface RedisClientShape {
    * and counts it under `operation`; a rejection becomes a `RedisError` naming `operation`.
    */
   use<A>(operation: string, run: (client: Redis) => Promise<A>): Effect.Effect<A, RedisError>
+  /**
+   * Sends commands now and does not wait for the reply, for writes nobody needs the answer of
+   * (a slot's release): counted like `use`; a failure is logged as `failed` says. The command
+   * connection runs commands in the order they were sent, so once any later command has answered,
+   * this one has run — a release sent before the settle is done when the settle's reply arrives.
+   */
+  send(operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string): void
   /** Round trips made through `use`, by operation, since start (`gateway_redis_round_trips_total`). */
   readonly roundTrips: ReadonlyMap<string, number>
   /**
@@ -147,6 +154,16 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
     })
 
+  const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string) => {
+    roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
+    const warn = (cause: unknown) => void log(Effect.logWarning(failed(messageOf(cause))))
+    try {
+      run(client).catch(warn)
+    } catch (cause) {
+      warn(cause)
+    }
+  }
+
   const subscribe = Effect.fnUntraced(function*(channel: string, onMessage: (message: string) => void) {
     yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -189,6 +206,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     prefix,
     client,
     use,
+    send,
     roundTrips,
     defineScripts: (sources) => {
       for (const [name, lua] of Object.entries(sources)) client.defineCommand(name, { lua })

@@ -118,12 +118,12 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
 
   const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
   /** Runs a queue script on one placement with the common arguments (see queue-lua.ts). */
+  const scriptArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>) => {
+    const { keys, lanePrefix } = keysOf.get(placementId)!
+    return [keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
+  }
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const { keys, lanePrefix } = keysOf.get(placementId)!
-      const configured = capacities.get(placementId)!
-      return call(name, () => scripts[name](keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, configured, ...args))
-    })
+    Effect.flatMap(Clock.currentTimeMillis, (now) => call(name, () => scripts[name](...scriptArgs(placementId, now, args))))
   const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
   // waiterId → a request of this instance that is still waiting (or was just granted)
@@ -146,11 +146,16 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
           released = true
           held.delete(waiterId)
           if (outcome === "cancelled") return cancelOn(placementId, waiterId)
-          const heldMs = clock.currentTimeMillisUnsafe() - grantedAt
-          return run("cqRelease", placementId, waiterId, outcome, failureThreshold, cooldownMs, heldMs).pipe(
-            Effect.asVoid,
-            warnOnError(`release on ${placementId} (the slot lapses after its TTL)`)
+          const now = clock.currentTimeMillisUnsafe()
+          // Not awaited: the caller's next step (the settle, a retry's enqueue) goes out on the
+          // same connection after it, so it has run by the time that step is answered — one round
+          // trip less on the way to the client's answer.
+          redis.send(
+            "cqRelease",
+            () => scripts.cqRelease(...scriptArgs(placementId, now, [waiterId, outcome, failureThreshold, cooldownMs, now - grantedAt])),
+            (message) => `capacity queues: release on ${placementId} (the slot lapses after its TTL): ${message}`
           )
+          return Effect.void
         })
     }
   }
