@@ -16,7 +16,7 @@
  *   continues on another placement, marked by an SSE comment (`switchover`).
  * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
  */
-import { Clock, Deferred, Effect, Fiber, Option, Pull, Stream } from "effect"
+import { Cause, Clock, Deferred, Effect, Fiber, Option, Pull, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
@@ -80,32 +80,48 @@ export interface AnswerHooks<Echo> {
   readonly events?: (events: Stream.Stream<CanonicalEvent, CallFailure>, context: EncodeContext<Echo>) => Stream.Stream<CanonicalEvent, AnswerFailure>
 }
 
+const utf8 = new TextEncoder()
+
 /**
- * SSE frames for a stream of events; a failure becomes the dialect's error event, never a cut.
- * The frames of one chunk (what one upstream read completed) go out as one write.
+ * SSE frames for a stream of events, as bytes; a failure becomes the dialect's error event, never
+ * a cut. The frames of one chunk (what one upstream read completed) go out as one write. One pull
+ * stage does what `mapArray` + `catch` + `filter` + `encodeText` would do in four: an open stream
+ * holds each stage's closures for as long as it lasts, and every chunk passes through each.
  */
 const frames = (
   encoder: StreamEncoder,
   events: Stream.Stream<CanonicalEvent, AnswerFailure>,
   before: () => string = () => "",
   onFailure: (failure: StreamFailure) => void = () => {}
-) =>
-  events.pipe(
-    Stream.mapArray((chunk) => {
-      let text = before()
-      for (const event of chunk) text += encoder.event(event)
-      return [text] as const
-    }),
-    Stream.catch((error: AnswerFailure) => {
-      const failure = callFailureToStreamFailure(error)
-      onFailure(failure)
-      return Stream.succeed(encoder.error(failure))
-    })
-  )
+): Stream.Stream<Uint8Array> =>
+  Stream.transformPull(events, (pull) =>
+    Effect.sync(() => {
+      let ended = false
+      const next: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() =>
+        ended
+          ? Cause.done()
+          : Effect.matchEffect(pull, {
+            onSuccess: (chunk) => {
+              let text = before()
+              for (const event of chunk) text += encoder.event(event)
+              return text === "" ? next : Effect.succeed([utf8.encode(text)] as const)
+            },
+            onFailure: (error) => {
+              if (Cause.isDone(error)) return Cause.done()
+              ended = true
+              const failure = callFailureToStreamFailure(error)
+              onFailure(failure)
+              return Effect.succeed([utf8.encode(encoder.error(failure))] as const)
+            }
+          })
+      )
+      return next
+    }))
 
-const sseResponse = (body: Stream.Stream<string>, headers: Record<string, string>) =>
+/** SSE frames as the response body (see `frames`); a keepalive is a frame too. */
+const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, string>) =>
   HttpEffect.scopeTransferToStream(
-    HttpServerResponse.stream(Stream.encodeText(body.pipe(Stream.filter((text) => text !== ""))), {
+    HttpServerResponse.stream(body, {
       contentType: "text/event-stream",
       headers: { ...SSE_HEADERS, ...headers }
     })
@@ -198,7 +214,7 @@ export const answerChat = <Echo>(
     // connection alive until a slot is granted.
     const waiting = dialect.streamEncoder(contextFor(request.model))
     const keepalives = Stream.tick(`${settings.keepaliveMs} millis`).pipe(
-      Stream.map(() => waiting.keepalive()),
+      Stream.map(() => utf8.encode(waiting.keepalive())),
       Stream.interruptWhen(Fiber.await(starting))
     )
     const rest = Stream.unwrap(
@@ -207,7 +223,7 @@ export const answerChat = <Echo>(
         Effect.catch((error: CallFailure) => {
           const failure = callFailureToStreamFailure(error)
           noteStreamFailure(failure)
-          return Effect.succeed(Stream.succeed(waiting.error(failure)))
+          return Effect.succeed(Stream.succeed(utf8.encode(waiting.error(failure))))
         })
       )
     )
