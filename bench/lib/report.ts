@@ -88,6 +88,11 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
       out.push(`Our gateway spends **${us(ours.cpuUsPerRequest)} µs** of CPU per request against Portkey's ${us(portkey.cpuUsPerRequest)} (${(ours.cpuUsPerRequest / portkey.cpuUsPerRequest).toFixed(2)}×), metering on, embedded database; the direct arm's figure is the fixed-answer upstream's own cost.`)
       out.push("")
     }
+    const bare = at("bare-proxy", headlineRate)
+    if (ours !== undefined && bare !== undefined) {
+      out.push(`\`bare-proxy\` (node:http in, undici out, nothing else: \`bench/bare-proxy.ts\`) is the floor any Node proxy pays here: ${us(bare.cpuUsPerRequest)} µs. The gateway's own work is the rest, ${us(ours.cpuUsPerRequest - bare.cpuUsPerRequest)} µs${portkey === undefined ? "" : ` (Portkey's: ${us(portkey.cpuUsPerRequest - bare.cpuUsPerRequest)} µs)`}.`)
+      out.push("")
+    }
   }
 
   // ── Comparison table ────────────────────────────────────────────────────────────────────────

@@ -4,6 +4,8 @@
  * Arms (all on the same fixed-answer upstream, lib/fixed-upstream.ts, which runs on core 1 beside the generator;
  * every server under test runs alone on core 0):
  * - direct: the generator calls the upstream itself (the floor every other arm is compared with);
+ * - bare-proxy: bench/bare-proxy.ts, node:http in and undici out and nothing else — what any Node
+ *   proxy pays per request on this machine (the floor of the CPU figures);
  * - gateway: our gateway, embedded database, metering and queues in process;
  * - gateway-unmetered: the same with GATEWAY_METERING=off (no rate limits, no allowance checks;
  *   usage still recorded) — what the checks cost;
@@ -17,7 +19,7 @@
  */
 import type { Pool } from "undici"
 import { makePool, openLoop, type RequestSpec, saturate, sequential, summarize, type LatencySummary } from "../lib/load.ts"
-import { clearRedisPrefix, cpuMicros, type Gateway, LOOP_PROBE, type LoopDelay, type Proc, randomToken, startFixed, startGateway, startPortkey } from "../lib/procs.ts"
+import { clearRedisPrefix, cpuMicros, type Gateway, LOOP_PROBE, type LoopDelay, type Proc, randomToken, startBareProxy, startFixed, startGateway, startPortkey } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
 import { median, medianDistribution, type Distribution } from "../lib/stats.ts"
 import { benchChatModel } from "../lib/catalog.ts"
@@ -143,14 +145,16 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     }
   }
   try {
-    const [gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
+    const [bare, bareStreams, gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
+      startBareProxy(logDir, 0, upstream.url, LOOP_PROBE),
+      startBareProxy(logDir, 0, streamUpstream.url, LOOP_PROBE),
       startGateway({ name: "gateway", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE }),
       startGateway({ name: "gateway-unmetered", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE, env: { GATEWAY_METERING: "off" } }),
       startRedisGateway(),
       startPortkeyOrNote(logDir, notes, "1"),
       startPortkeyOrNote(logDir, notes, "0")
     ])
-    procs.push(gateway, gatewayUnmetered)
+    procs.push(bare, bareStreams, gateway, gatewayUnmetered)
     if (gatewayRedis !== undefined) procs.push(gatewayRedis)
     if (portkey !== undefined) procs.push(portkey)
     if (portkeyStreams !== undefined) procs.push(portkeyStreams)
@@ -162,6 +166,18 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     const arms: ArmTarget[] = [
       { name: "direct", pool: upstreamPool, headers: json, model: "bench-json", streamModel: "bench-stream", streamPool: streamUpstreamPool, streamHeaders: json, pid: upstream.pid, streamPid: streamUpstream.pid }
     ]
+    arms.push({
+      name: "bare-proxy",
+      pool: makePool(bare.url, connections, 30_000),
+      headers: json,
+      model: "bench-json",
+      streamModel: "bench-stream",
+      streamPool: makePool(bareStreams.url, connections, 30_000),
+      streamHeaders: json,
+      pid: bare.pid,
+      streamPid: bareStreams.pid,
+      loopDelay: bare.loopDelay
+    })
     const gatewayArm = async (name: string, g: Gateway): Promise<ArmTarget> => {
       const key = await g.createKey(`bench-${name}`, "bench")
       const pool = makePool(g.url, connections, 30_000)
