@@ -6,7 +6,10 @@
  * path can be judged on a busy machine; fewer bytes per request means fewer scavenges (GC time on
  * the main thread and V8's helper threads, and the loop pauses they cause).
  *
- *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--env NAME=VALUE]…
+ *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors] [--env NAME=VALUE]…
+ *
+ * `--survivors` counts only objects that outlived a young-generation collection (scavenge): each
+ * is copied, so these bytes, not the total, set how long a scavenge pauses the loop.
  *
  * Prints the total KiB per request, then the top functions by self bytes (per request), and the
  * same grouped by file.
@@ -28,6 +31,11 @@ const { values } = parseArgs({
     /** Callers shown for each entry (1: the function itself; 4: who called it, three levels up). */
     depth: { type: "string", default: "1" },
     redis: { type: "boolean", default: false },
+    /**
+     * Only what survived a young-generation collection (promoted to the old generation, dead or
+     * not by now): what makes scavenges slow — each survivor is copied, twice if promoted.
+     */
+    survivors: { type: "boolean", default: false },
     /** Content chunks per streamed answer: the per-frame cost is (bytes at N1 − bytes at N2) / (N1 − N2). */
     deltas: { type: "string", default: "16" },
     env: { type: "string", multiple: true, default: [] }
@@ -93,7 +101,7 @@ try {
   const targets = (await (await fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>
   const cdp = await connect(targets[0]!.webSocketDebuggerUrl)
   await cdp.send("HeapProfiler.enable")
-  await cdp.send("HeapProfiler.startSampling", { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true })
+  await cdp.send("HeapProfiler.startSampling", { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !values.survivors })
   const requests = Number(values.requests)
   const done = await sequential(requests, () => spec, values.stream)
   const { profile } = await cdp.send<{ profile: { head: ProfileNode } }>("HeapProfiler.stopSampling")
