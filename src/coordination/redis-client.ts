@@ -145,10 +145,25 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   })
 
   const roundTrips = new Map<string, number>()
+  // Commands sent in one turn of the event loop (a slot's release and the settle after it) go out
+  // in one socket write: each write is a syscall that costs more than the command's encoding. The
+  // socket is corked at the turn's first command and uncorked on the next tick; order is kept.
+  let corked = false
+  const coalesce = () => {
+    const socket = client.stream as { cork?: () => void; uncork?: () => void; writable?: boolean } | undefined
+    if (corked || socket?.cork === undefined || socket.writable !== true) return
+    corked = true
+    socket.cork()
+    process.nextTick(() => {
+      corked = false
+      socket.uncork?.()
+    })
+  }
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
     Effect.tryPromise({
       try: () => {
         roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
+        coalesce()
         return run(client)
       },
       catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
@@ -157,6 +172,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string) => {
     roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     const warn = (cause: unknown) => void log(Effect.logWarning(failed(messageOf(cause))))
+    coalesce()
     try {
       run(client).catch(warn)
     } catch (cause) {

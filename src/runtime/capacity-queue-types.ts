@@ -22,7 +22,11 @@ export type LeaseOutcome = ReleaseOutcome | "cancelled"
 
 export interface Lease {
   readonly placementId: string
-  /** Gives the slot back; idempotent (only the first call counts). */
+  /**
+   * Gives the slot back; idempotent (only the first call counts). On Redis the release is sent,
+   * not awaited: this instance's later commands run after it, another instance may see the slot
+   * held for the round trip's duration.
+   */
   release(outcome: LeaseOutcome): Effect.Effect<void>
 }
 

@@ -117,7 +117,7 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       assert.strictEqual(lease.placementId, "p2")
       assert.deepInclude(yield* viewOf(a, "p1"), { inUse: 1, waiting: 0 }, "cancelled on the candidate that lost")
       yield* holder.release("success")
-      assert.strictEqual((yield* viewOf(b, "p1")).inUse, 0, "nobody was granted the freed slot")
+      assert.strictEqual((yield* viewOf(a, "p1")).inUse, 0, "nobody was granted the freed slot")
       yield* lease.release("success")
     }))
 
@@ -206,7 +206,7 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       assert.strictEqual(queued, 2)
       assert.deepInclude(yield* viewOf(b, "p1"), { inUse: 1, waiting: 0 })
       yield* holder.release("success")
-      assert.deepInclude(yield* viewOf(b, "p1"), { inUse: 0, waiting: 0 }, "no slot leaked to the gone waiters")
+      assert.deepInclude(yield* viewOf(a, "p1"), { inUse: 0, waiting: 0 }, "no slot leaked to the gone waiters")
     }))
 
   it.live("a crashed instance's slot comes back after the lease TTL, and its waiters are skipped", () =>
@@ -257,7 +257,8 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       const b = yield* instance(prefix, options)
       for (let i = 0; i < 2; i++) yield* (yield* a.acquire({ candidates: ["p1"], keyId: "k" })).release("failure")
       assert.isTrue(yield* a.isOpen("p1"))
-      assert.isTrue(yield* b.isOpen("p1"))
+      // Releases are sent, not awaited: the other instance sees them a round trip later.
+      yield* until(b.isOpen("p1"), (open) => open, "the failures, seen from the other instance")
       assert.isFalse(yield* b.isOpen("p2"))
       const elsewhere = yield* b.acquire({ candidates: ["p1", "p2"], keyId: "k" })
       assert.strictEqual(elsewhere.placementId, "p2", "an open placement is skipped")
@@ -277,9 +278,10 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
 
       const secondProbe = yield* Fiber.join(next)
       assert.strictEqual((yield* viewOf(b, "p1")).circuit, "halfOpen")
-      yield* secondProbe.release("success")
-      assert.deepInclude(yield* viewOf(b, "p1"), { circuit: "closed", inUse: 0 })
+      yield* secondProbe.release("success") // a's lease: a sees it at once, b a round trip later
+      assert.deepInclude(yield* viewOf(a, "p1"), { circuit: "closed", inUse: 0 })
       assert.isFalse(yield* a.isOpen("p1"))
+      yield* until(viewOf(b, "p1"), (v) => v.circuit === "closed", "the closed circuit, seen from the other instance")
       assert.isFalse(yield* b.isOpen("p1"))
       // Closed again: both slots grant at once.
       const both = yield* Effect.all([a.acquire({ candidates: ["p1"], keyId: "k" }), b.acquire({ candidates: ["p1"], keyId: "k" })])
@@ -321,6 +323,9 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       yield* until(Effect.sync(() => leases.length), (n) => n === 4, "the last waiter")
       for (const lease of leases.splice(0)) yield* lease.release("success")
       yield* Effect.forEach(waiters, Fiber.join)
+      // Seen at once on the releasing instance's connection; another instance sees it a round trip later.
+      assert.deepStrictEqual(yield* viewOf(a, "p1"), { ...expected, capacity: 4, inUse: 0, waiting: 0, waitingByKey: {} })
+      yield* until(viewOf(b, "p1"), (v) => v.inUse === 0, "the releases, seen from the other instance")
       assert.deepStrictEqual(yield* viewOf(b, "p1"), { ...expected, capacity: 4, inUse: 0, waiting: 0, waitingByKey: {} })
     }))
 })
