@@ -6,12 +6,13 @@
  * A background sweeper removes the data of deleted artifacts (and of uploads that died) in
  * bounded statements, so a delete answers at once whatever the artifact's size.
  */
-import { Context, Effect, Exit, Latch, Layer, Semaphore, type Scope, Stream } from "effect"
+import { Context, Effect, Exit, Latch, Layer, Redacted, Semaphore, type Scope, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { InvalidRequest, type NotFound, PayloadTooLarge } from "../errors.ts"
 import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
+import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
 import { openContentSession } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
@@ -20,6 +21,7 @@ import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-com
 import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
 import { keyColumns } from "./row-keys.ts"
 import { parseHints, UploadFields } from "./upload-fields.ts"
+import type { WriteTarget } from "./worker-protocol.ts"
 
 export interface Uploaded {
   readonly reference: Reference
@@ -61,6 +63,10 @@ export class Artifacts extends Context.Service<Artifacts, {
     // Pieces written at once. On PostgreSQL each insert is CPU-bound in its own backend, so two on
     // two connections use both cores (README, "Artifacts"); the embedded engine has one connection.
     const writeWidth = engine.kind === "embedded" ? 1 : 2
+    // A large content's parse worker writes its data on connections of its own (`row-writer.ts`).
+    const writeTarget: WriteTarget | undefined = engine.kind === "postgres" && settings.databaseUrl !== undefined
+      ? { kind: "postgres", url: Redacted.value(settings.databaseUrl), width: writeWidth, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
+      : undefined
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
@@ -79,7 +85,7 @@ export class Artifacts extends Context.Service<Artifacts, {
     const upload = Effect.fn("Artifacts.upload")(function*(keyId: string, body: UploadBody) {
       const maxBody = settings.maxBodyBytes
       if (body.declaredBytes !== undefined && body.declaredBytes > maxBody) return yield* tooLarge(maxBody)
-      const session = openContentSession(parsing)
+      const session = openContentSession(parsing, writeTarget)
       let received = 0
       yield* Stream.runForEach(
         body.stream.pipe(Stream.mapError(() => new InvalidRequest({ message: "The request body could not be read" }))),
@@ -116,12 +122,13 @@ export class Artifacts extends Context.Service<Artifacts, {
         if (reused !== undefined) return reused
       }
 
-      const { format, shape } = yield* session.parse(parseHints(fields), batchBytes)
+      const { format, shape, writes } = yield* session.parse(parseHints(fields), batchBytes)
       yield* checkDeclaredRows(fields.rowCount, shape)
       const contentId = yield* repo.createPending(keyId, envelope.sha256, envelope.sizeBytes, format, shape)
-      const writePiece = (piece: Piece) => piece.kind === "chunk" ? repo.insertChunk(contentId, piece.chunkNo, piece.bytes) : repo.insertRows(contentId, piece)
+      const writePiece = (piece: Piece) => repo.insertPiece(contentId, piece)
       const write = Effect.gen(function*() {
-        for (let more = true; more;) {
+        if (writes === "worker") yield* session.store(contentId)
+        for (let more = writes === "main"; more;) {
           const pieces: Array<Piece> = []
           while (pieces.length < writeWidth) {
             const piece = yield* session.next()

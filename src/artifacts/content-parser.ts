@@ -6,13 +6,14 @@
  * `row-batches.ts`); the upload sees one interface.
  */
 import { Cause, Effect, Queue, type Scope, type Semaphore } from "effect"
+import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { Worker } from "node:worker_threads"
 import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import type { Format, Shape } from "./model.ts"
 import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf } from "./row-batches.ts"
-import type { EnvelopeInfo, FromParseWorker, ToParseWorker } from "./worker-protocol.ts"
+import type { EnvelopeInfo, FromParseWorker, ParseWorkerData, ToParseWorker, WriteFailure, WriteTarget } from "./worker-protocol.ts"
 
 /** Bodies up to this size are parsed on the event loop. */
 export const INLINE_MAX_BYTES = 64 * 1024
@@ -24,10 +25,21 @@ export interface ContentSession {
   write(chunk: Uint8Array): Effect.Effect<void, never, Scope.Scope>
   /** The body is complete: what its envelope says (400 when it is not a valid upload body). */
   finish(): Effect.Effect<EnvelopeInfo, InvalidRequest, Scope.Scope>
-  /** Parses the content (400 when it does not fit its declared format, 413 past the row limit). */
-  parse(hints: ParseHints, batchBytes: number): Effect.Effect<{ readonly format: Format; readonly shape: Shape }, InvalidRequest | PayloadTooLarge>
+  /**
+   * Parses the content (400 when it does not fit its declared format, 413 past the row limit).
+   * `writes`: "main" when the caller writes the pieces (`next`), "worker" when `store` does.
+   */
+  parse(hints: ParseHints, batchBytes: number): Effect.Effect<ParseResult, InvalidRequest | PayloadTooLarge>
   /** The next piece to write, or undefined at the end. Asking for it acknowledges the previous one. */
   next(): Effect.Effect<Piece | undefined>
+  /** After `parse` said "worker": the worker writes every piece of the content `contentId`. */
+  store(contentId: string): Effect.Effect<void, SqlError>
+}
+
+export interface ParseResult {
+  readonly format: Format
+  readonly shape: Shape
+  readonly writes: "main" | "worker"
 }
 
 const invalid = (param: string | undefined, message: string) => new InvalidRequest({ message, ...(param === undefined ? {} : { param }) })
@@ -42,13 +54,24 @@ interface WorkerLink {
   readonly take: Effect.Effect<FromParseWorker>
 }
 
+/** A write that failed in the worker, as the SqlError it was there (its SQLSTATE decides the answer: `http/app.ts`). */
+const writeFailed = (failure: WriteFailure) =>
+  new SqlError({
+    reason: new UnknownError({
+      cause: Object.assign(new Error(failure.message), failure.code === undefined ? {} : { code: failure.code }),
+      message: failure.message,
+      operation: "artifact upload (parse worker)"
+    })
+  })
+
 /** A worker for this upload, terminated when the upload's scope closes. */
-const spawnWorker = (permits: Semaphore.Semaphore) =>
+const spawnWorker = (permits: Semaphore.Semaphore, target: WriteTarget | undefined) =>
   Effect.gen(function*() {
     yield* permits.takeScoped(1)
     const queue = yield* Queue.unbounded<FromParseWorker>()
+    const workerData: ParseWorkerData = { target }
     const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(WORKER_URL, { resourceLimits: { maxOldGenerationSizeMb: 2048 } })),
+      Effect.sync(() => new Worker(WORKER_URL, { workerData, resourceLimits: { maxOldGenerationSizeMb: 2048 } })),
       (w) => Effect.promise(() => w.terminate())
     )
     worker.on("message", (message: FromParseWorker) => Queue.offerUnsafe(queue, message))
@@ -63,7 +86,8 @@ const spawnWorker = (permits: Semaphore.Semaphore) =>
 
 const unexpected = (message: FromParseWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
 
-export const openContentSession = (permits: Semaphore.Semaphore): ContentSession => {
+/** `target`: where the worker may write a large content itself (none: every piece comes back here). */
+export const openContentSession = (permits: Semaphore.Semaphore, target?: WriteTarget): ContentSession => {
   let buffered: Array<Uint8Array> = []
   let bufferedBytes = 0
   let worker: WorkerLink | undefined
@@ -74,8 +98,9 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
   let pending = false
 
   const toWorker = (link: WorkerLink, chunk: Uint8Array) => {
-    // Copy into a buffer of its own: a socket chunk may share its memory with other chunks.
-    const own = chunk.slice()
+    // Copy into a buffer of its own: a socket chunk may share its memory with other chunks (and a
+    // Buffer's `slice` would not copy).
+    const own = new Uint8Array(chunk)
     link.post({ type: "chunk", bytes: own }, [own.buffer as ArrayBuffer])
   }
 
@@ -86,7 +111,7 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
         buffered.push(chunk)
         bufferedBytes += chunk.length
         if (bufferedBytes <= INLINE_MAX_BYTES) return
-        const link = yield* spawnWorker(permits)
+        const link = yield* spawnWorker(permits, target)
         worker = link
         for (const c of buffered) toWorker(link, c)
         buffered = []
@@ -116,7 +141,7 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
           try {
             const parsed = parseContent(e.text, e.bytes.length, hints, e.value)
             pieces = piecesOf(parsed, e.bytes, batchBytes)
-            return { format: parsed.format, shape: parsed.shape }
+            return { format: parsed.format, shape: parsed.shape, writes: "main" as const }
           } catch (error) {
             if (!(error instanceof ContentParseError)) throw error
             return yield* failed(parseFailure(error, e.contentField))
@@ -126,7 +151,7 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
         const reply = yield* worker.take
         if (reply.type === "invalid" || reply.type === "too-large") return yield* failed(reply)
         if (reply.type !== "parsed") return yield* unexpected(reply)
-        return { format: reply.format, shape: reply.shape }
+        return { format: reply.format, shape: reply.shape, writes: reply.writes }
       }),
 
     next: () =>
@@ -144,6 +169,15 @@ export const openContentSession = (permits: Semaphore.Semaphore): ContentSession
         if (reply.type !== "piece") return yield* unexpected(reply)
         pending = true
         return reply.piece
+      }),
+
+    store: (contentId) =>
+      Effect.gen(function*() {
+        if (worker === undefined) return yield* Effect.die(new Error("store: a content parsed on the event loop"))
+        worker.post({ type: "store", contentId })
+        const reply = yield* worker.take
+        if (reply.type === "store-failed") return yield* writeFailed(reply)
+        if (reply.type !== "stored") return yield* unexpected(reply)
       })
   }
 }

@@ -1,0 +1,63 @@
+/**
+ * Runs in a parse worker (`parse-worker.ts`), loaded only when a large content is coming: writes the
+ * content's data on the worker's own connections, with the statements the repository uses
+ * (`row-sql.ts`).
+ *
+ * Why not on the event loop: encoding a batch copies its megabytes two or three times into fresh
+ * buffers (the protocol writer's, the socket frame), ~70 MiB per 100,000-row upload. V8 answers that
+ * much off-heap garbage with full collections of the gateway's whole heap and marking steps of
+ * 5–10 ms each, which held every other request for tens of milliseconds (README, "Artifacts").
+ * Here the same garbage is the worker's, and its heap is small.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Exit, ManagedRuntime, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Piece } from "./row-batches.ts"
+import { rowStatements } from "./row-sql.ts"
+import type { WriteFailure, WriteTarget } from "./worker-protocol.ts"
+
+export interface RowWriter {
+  /** Writes every piece; undefined when all are stored, else why not. Closes the connections. */
+  write(contentId: string, pieces: Iterator<Piece>): Promise<WriteFailure | undefined>
+}
+
+const failureOf = (error: unknown): WriteFailure => {
+  // A SqlError keeps the server's error (with its SQLSTATE) as the cause of its reason.
+  const reason = (error as { readonly reason?: { readonly cause?: unknown } } | undefined)?.reason
+  const code = (reason?.cause as { readonly code?: unknown } | undefined)?.code
+  return { code: typeof code === "string" ? code : undefined, message: error instanceof Error ? error.message : String(error) }
+}
+
+/** Opens the connections at once, so they are ready by the time the content is parsed. */
+export const openRowWriter = (target: WriteTarget): RowWriter => {
+  const runtime = ManagedRuntime.make(PgClient.layer({
+    url: Redacted.make(target.url),
+    maxConnections: target.width,
+    maxMessageSize: target.maxMessageSize,
+    applicationName: "gateway artifact upload"
+  }))
+  const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`)
+  const warm = runtime.runPromiseExit(Effect.all(Array.from({ length: target.width }, () => ping), { concurrency: "unbounded" }))
+
+  const store = (contentId: string, pieces: Iterator<Piece>) =>
+    Effect.gen(function*() {
+      const { insertPiece } = rowStatements(yield* SqlClient.SqlClient)
+      // Each lane takes the next piece as soon as its own statement is done: no connection waits
+      // for another, and at most `width` batches are in memory besides the parse.
+      const lane = Effect.gen(function*() {
+        for (let next = pieces.next(); next.done !== true; next = pieces.next()) yield* insertPiece(contentId, next.value)
+      })
+      yield* Effect.all(Array.from({ length: target.width }, () => lane), { concurrency: target.width, discard: true })
+    })
+
+  return {
+    write: async (contentId, pieces) => {
+      await warm
+      const exit = await runtime.runPromiseExit(store(contentId, pieces))
+      await runtime.dispose()
+      if (Exit.isSuccess(exit)) return undefined
+      const error = exit.cause.reasons.find((r) => r._tag === "Fail" || r._tag === "Die")
+      return failureOf(error === undefined ? new Error("the write was interrupted") : error._tag === "Fail" ? error.error : error.defect)
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Who writes an upload's data: the event loop for a small content, the parse worker on its own
+ * connections for one of `WORKER_WRITES_MIN_BYTES` or more (`row-writer.ts`), so a large upload's
+ * megabytes of statements are never encoded on the event loop. Both must store the same rows, and
+ * a write that fails in the worker must come back as the SqlError it was (its SQLSTATE decides the
+ * HTTP answer). Real PostgreSQL; the embedded engine keeps the event-loop path.
+ */
+import { Effect, Layer, ManagedRuntime, Redacted, Semaphore } from "effect"
+import { SqlClient } from "effect/sql"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { ArtifactsRepo } from "../../src/artifacts/artifacts-repo.ts"
+import { openContentSession } from "../../src/artifacts/content-parser.ts"
+import { WORKER_WRITES_MIN_BYTES, type WriteTarget } from "../../src/artifacts/worker-protocol.ts"
+import { Settings } from "../../src/config/settings.ts"
+import { DatabaseLive } from "../../src/storage/database.ts"
+import { sqlState } from "../../src/storage/sql-failures.ts"
+import { MAX_SQL_MESSAGE_BYTES } from "../../src/util/json-limits.ts"
+import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+
+const { postgresUrl } = inject("services")
+
+/** A CSV of `rows` rows: numbers (row keys), quoted text with commas, and numbers written as text with leading zeros. */
+const makeCsv = (rows: number) => {
+  const lines = ["id,name,price,zip"]
+  for (let i = 0; i < rows; i++) lines.push(`${i},"item ${i}, Zürich",${(i * 7919) % 100_000 / 100},0${i % 9000}`)
+  return lines.join("\n") + "\n"
+}
+
+describe.skipIf(postgresUrl === null)("upload writes: event loop or parse worker (postgres)", () => {
+  let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient, unknown>
+  let db: { url: string; drop(): void }
+  let dataDir: string
+  let target: WriteTarget
+  beforeAll(async () => {
+    db = freshPostgresDatabase(postgresUrl!)
+    dataDir = freshDataDir()
+    target = { kind: "postgres", url: db.url, width: 2, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
+    runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(
+      Layer.provideMerge(DatabaseLive),
+      Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), dataDir }))
+    ))
+    await runtime.runPromise(Effect.void)
+  })
+  afterAll(async () => {
+    await runtime?.dispose()
+    db?.drop()
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+
+  /** One upload through the session as `Artifacts.upload` drives it; `contentId` reuses a content (to make a write fail). */
+  const store = (body: string, options: { readonly target: WriteTarget | undefined; readonly contentId?: string }) =>
+    runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+      const repo = yield* ArtifactsRepo
+      const session = openContentSession(yield* Semaphore.make(1), options.target)
+      const bytes = Buffer.from(body)
+      for (let at = 0; at < bytes.length; at += 64 * 1024) yield* session.write(bytes.subarray(at, at + 64 * 1024))
+      const info = yield* session.finish()
+      const parsed = yield* session.parse({ format: "csv" }, 64 * 1024)
+      const contentId = options.contentId ?? (yield* repo.createPending("key_writes", info.sha256, info.sizeBytes, parsed.format, parsed.shape))
+      if (parsed.writes === "worker") yield* session.store(contentId)
+      else for (let piece = yield* session.next(); piece !== undefined; piece = yield* session.next()) yield* repo.insertPiece(contentId, piece)
+      return { contentId, writes: parsed.writes }
+    })))
+
+  /** Everything stored for a content, as one digest per table (row numbers included). */
+  const digest = (contentId: string) =>
+    runtime.runPromise(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const [rows] = yield* sql<{ n: string; d: string }>`SELECT count(*)::text AS n,
+        md5(string_agg(row_no || ' ' || data::text || ' ' || coalesce(original::text, '-'), E'\n' ORDER BY row_no)) AS d
+        FROM artifact_rows WHERE content_id = ${contentId}::int8`
+      const [search] = yield* sql<{ d: string }>`SELECT md5(string_agg(row_no || ' ' || search || ' ' || coalesce(nums::text, '-'), E'\n' ORDER BY row_no)) AS d
+        FROM artifact_row_search WHERE content_id = ${contentId}::int8`
+      const [chunks] = yield* sql<{ d: string }>`SELECT md5(string_agg(bytes, ''::bytea ORDER BY chunk_no)) AS d
+        FROM artifact_chunks WHERE content_id = ${contentId}::int8`
+      return { rows: Number(rows.n), data: rows.d, search: search.d, chunks: chunks.d }
+    }))
+
+  it("a large content is written by its worker, row for row as the event loop writes it", async () => {
+    const csv = makeCsv(40_000)
+    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
+    const body = JSON.stringify({ bytes: csv })
+    const byWorker = await store(body, { target })
+    const byLoop = await store(body, { target: undefined })
+    expect([byWorker.writes, byLoop.writes]).toEqual(["worker", "main"])
+    const [a, b] = [await digest(byWorker.contentId), await digest(byLoop.contentId)]
+    expect(a.rows).toBe(40_000)
+    expect(a).toEqual(b)
+    // Below the size, the event loop writes even with a target.
+    expect((await store(JSON.stringify({ bytes: makeCsv(2_000) }), { target })).writes).toBe("main")
+  })
+
+  it("a write that fails in the worker fails the upload with the server's SQLSTATE", async () => {
+    const body = JSON.stringify({ bytes: makeCsv(40_000) })
+    const first = await store(body, { target })
+    // The same rows again under the same content: a primary-key violation, in the worker.
+    const failed = await store(body, { target, contentId: first.contentId }).then(() => undefined, (error: unknown) => error)
+    expect(failed).toMatchObject({ _tag: "SqlError" })
+    expect(sqlState(failed as never)).toBe("23505")
+  })
+})
