@@ -6,22 +6,20 @@
  * A background sweeper removes the data of deleted artifacts (and of uploads that died) in
  * bounded statements, so a delete answers at once whatever the artifact's size.
  */
-import { Context, Effect, Exit, Latch, Layer, Redacted, Semaphore, type Scope, Stream } from "effect"
+import { Context, Effect, Exit, Latch, Layer, Semaphore, type Scope, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { InvalidRequest, type NotFound, PayloadTooLarge } from "../errors.ts"
 import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
-import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
-import { openContentSession } from "./content-parser.ts"
+import { openContentSession, writeTargetOf } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
 import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
 import { keyColumns } from "./row-keys.ts"
 import { parseHints, UploadFields } from "./upload-fields.ts"
-import type { WriteTarget } from "./worker-protocol.ts"
 
 export interface Uploaded {
   readonly reference: Reference
@@ -58,15 +56,14 @@ export class Artifacts extends Context.Service<Artifacts, {
     const settings = yield* Settings
     const engine = yield* StorageEngine
     const parsing = yield* Semaphore.make(MAX_PARSING_UPLOADS)
-    // The embedded engine runs SQL on the event loop: smaller batches keep each insert short.
+    // The embedded engine has one backend for every connection: smaller batches keep each insert
+    // short, so other requests' statements wait little behind one.
     const batchBytes = engine.kind === "embedded" ? 16 * 1024 : 512 * 1024
     // Pieces written at once. On PostgreSQL each insert is CPU-bound in its own backend, so two on
     // two connections use both cores (README, "Artifacts"); the embedded engine has one connection.
     const writeWidth = engine.kind === "embedded" ? 1 : 2
     // A large content's parse worker writes its data on connections of its own (`row-writer.ts`).
-    const writeTarget: WriteTarget | undefined = engine.kind === "postgres" && settings.databaseUrl !== undefined
-      ? { kind: "postgres", url: Redacted.value(settings.databaseUrl), width: writeWidth, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
-      : undefined
+    const writeTarget = writeTargetOf(engine, settings.databaseUrl, writeWidth)
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {

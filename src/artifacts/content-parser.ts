@@ -5,10 +5,12 @@
  * loop whatever its size. Both run the same pure functions (`envelope.ts`, `parse-content.ts`,
  * `row-batches.ts`); the upload sees one interface.
  */
-import { Cause, Effect, Queue, type Scope, type Semaphore } from "effect"
+import { Cause, Effect, Queue, Redacted, type Scope, type Semaphore } from "effect"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { Worker } from "node:worker_threads"
 import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
+import type { StorageEngine } from "../storage/database.ts"
+import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import type { Format, Shape } from "./model.ts"
 import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
@@ -19,6 +21,8 @@ import type { EnvelopeInfo, FromParseWorker, ParseWorkerData, ToParseWorker, Wri
 export const INLINE_MAX_BYTES = 64 * 1024
 
 const WORKER_URL = new URL("./parse-worker.ts", import.meta.url)
+/** How long an interrupted upload waits for its worker to cancel its statements (the driver's own bound is 5 s). */
+const STOP_TIMEOUT_MS = 10_000
 
 export interface ContentSession {
   /** Feeds the next body chunk. */
@@ -65,13 +69,17 @@ const writeFailed = (failure: WriteFailure) =>
   })
 
 /** A worker for this upload, terminated when the upload's scope closes. */
-const spawnWorker = (permits: Semaphore.Semaphore, target: WriteTarget | undefined) =>
+const spawnWorker = (permits: Semaphore.Semaphore, target: (() => WriteTarget | undefined) | undefined) =>
   Effect.gen(function*() {
     yield* permits.takeScoped(1)
     const queue = yield* Queue.unbounded<FromParseWorker>()
-    const workerData: ParseWorkerData = { target }
     const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => new Worker(WORKER_URL, { workerData, resourceLimits: { maxOldGenerationSizeMb: 2048 } })),
+      Effect.sync(() => {
+        const workerData: ParseWorkerData = { target: target?.() }
+        // An embedded connection's port moves to the worker (it closes with the worker's thread).
+        const transferList = workerData.target?.kind === "embedded" ? [workerData.target.port] : []
+        return new Worker(WORKER_URL, { workerData, transferList, resourceLimits: { maxOldGenerationSizeMb: 2048 } })
+      }),
       (w) => Effect.promise(() => w.terminate())
     )
     worker.on("message", (message: FromParseWorker) => Queue.offerUnsafe(queue, message))
@@ -86,8 +94,21 @@ const spawnWorker = (permits: Semaphore.Semaphore, target: WriteTarget | undefin
 
 const unexpected = (message: FromParseWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
 
-/** `target`: where the worker may write a large content itself (none: every piece comes back here). */
-export const openContentSession = (permits: Semaphore.Semaphore, target?: WriteTarget): ContentSession => {
+/**
+ * Where a large content's parse worker writes: PostgreSQL at the gateway's URL on `width`
+ * connections, or a new connection to the embedded database (made when the worker starts).
+ */
+export const writeTargetOf = (engine: StorageEngine["Service"], databaseUrl: Redacted.Redacted<string> | undefined, width: number) =>
+(): WriteTarget | undefined => {
+  if (engine.kind === "postgres") {
+    return databaseUrl === undefined ? undefined : { kind: "postgres", url: Redacted.value(databaseUrl), width, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
+  }
+  const port = engine.openPort?.()
+  return port === undefined ? undefined : { kind: "embedded", port, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
+}
+
+/** `target`: where a worker may write a large content itself, made when one starts (none: every piece comes back here). */
+export const openContentSession = (permits: Semaphore.Semaphore, target?: () => WriteTarget | undefined): ContentSession => {
   let buffered: Array<Uint8Array> = []
   let bufferedBytes = 0
   let worker: WorkerLink | undefined
@@ -174,8 +195,14 @@ export const openContentSession = (permits: Semaphore.Semaphore, target?: WriteT
     store: (contentId) =>
       Effect.gen(function*() {
         if (worker === undefined) return yield* Effect.die(new Error("store: a content parsed on the event loop"))
-        worker.post({ type: "store", contentId })
-        const reply = yield* worker.take
+        const link = worker
+        link.post({ type: "store", contentId })
+        // Interrupted (the client went away): the worker's statements are cancelled before the
+        // upload gives its content up, so the sweeper never races a write still running.
+        const reply = yield* link.take.pipe(Effect.onInterrupt(() => {
+          link.post({ type: "stop" })
+          return Effect.ignore(Effect.timeoutOption(link.take, STOP_TIMEOUT_MS))
+        }))
         if (reply.type === "store-failed") return yield* writeFailed(reply)
         if (reply.type !== "stored") return yield* unexpected(reply)
       })

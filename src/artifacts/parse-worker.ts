@@ -23,6 +23,7 @@ const target = (workerData as ParseWorkerData | undefined)?.target
 let writer: Promise<RowWriter> | undefined
 const openWriter = () => (writer ??= import("./row-writer.ts").then((m) => m.openRowWriter(target!)))
 let received = 0
+const stopping = new AbortController()
 
 const port = parentPort!
 const send = (message: FromParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => port.postMessage(message, transfer as Array<ArrayBuffer>)
@@ -78,11 +79,14 @@ port.on("message", (message: ToParseWorker) => {
       inFlight--
       pump()
       return
+    case "stop":
+      stopping.abort()
+      return
     case "store": {
       const all = pieces!
       pieces = undefined
       openWriter()
-        .then((w) => w.write(message.contentId, all))
+        .then((w) => w.write(message.contentId, all, stopping.signal))
         .then(
           (failure) => send(failure === undefined ? { type: "stored" } : { type: "store-failed", ...failure }),
           (error) => send({ type: "store-failed", code: undefined, message: error instanceof Error ? error.message : String(error) })

@@ -12,13 +12,20 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, ManagedRuntime, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import { Duplex } from "node:stream"
+import type { MessagePort } from "node:worker_threads"
+import { PortStream } from "../storage/port-stream.ts"
 import type { Piece } from "./row-batches.ts"
 import { rowStatements } from "./row-sql.ts"
 import type { WriteFailure, WriteTarget } from "./worker-protocol.ts"
 
 export interface RowWriter {
-  /** Writes every piece; undefined when all are stored, else why not. Closes the connections. */
-  write(contentId: string, pieces: Iterator<Piece>): Promise<WriteFailure | undefined>
+  /**
+   * Writes every piece; undefined when all are stored, else why not. Closes the connections.
+   * `stop` cancels the statements running (the server stops them before this resolves), so
+   * no row of an abandoned upload lands after the sweeper has removed its content.
+   */
+  write(contentId: string, pieces: Iterator<Piece>, stop: AbortSignal): Promise<WriteFailure | undefined>
 }
 
 const failureOf = (error: unknown): WriteFailure => {
@@ -28,16 +35,28 @@ const failureOf = (error: unknown): WriteFailure => {
   return { code: typeof code === "string" ? code : undefined, message: error instanceof Error ? error.message : String(error) }
 }
 
+/** The embedded database's connection: its one port; a reconnection fails (the port is gone with the first). */
+const portOnce = (port: MessagePort) => {
+  let used = false
+  return (): Duplex => {
+    if (!used) {
+      used = true
+      return new PortStream(port)
+    }
+    const closed = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback() } })
+    process.nextTick(() => closed.destroy(new Error("the embedded database connection of this upload closed")))
+    return closed
+  }
+}
+
 /** Opens the connections at once, so they are ready by the time the content is parsed. */
 export const openRowWriter = (target: WriteTarget): RowWriter => {
-  const runtime = ManagedRuntime.make(PgClient.layer({
-    url: Redacted.make(target.url),
-    maxConnections: target.width,
-    maxMessageSize: target.maxMessageSize,
-    applicationName: "gateway artifact upload"
-  }))
+  const width = target.kind === "postgres" ? target.width : 1
+  const runtime = ManagedRuntime.make(PgClient.layer(target.kind === "postgres"
+    ? { url: Redacted.make(target.url), maxConnections: width, maxMessageSize: target.maxMessageSize, applicationName: "gateway artifact upload" }
+    : { stream: portOnce(target.port), ssl: false, username: "postgres", database: "postgres", maxConnections: 1, maxMessageSize: target.maxMessageSize }))
   const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`)
-  const warm = runtime.runPromiseExit(Effect.all(Array.from({ length: target.width }, () => ping), { concurrency: "unbounded" }))
+  const warm = runtime.runPromiseExit(Effect.all(Array.from({ length: width }, () => ping), { concurrency: "unbounded" }))
 
   const store = (contentId: string, pieces: Iterator<Piece>) =>
     Effect.gen(function*() {
@@ -47,13 +66,13 @@ export const openRowWriter = (target: WriteTarget): RowWriter => {
       const lane = Effect.gen(function*() {
         for (let next = pieces.next(); next.done !== true; next = pieces.next()) yield* insertPiece(contentId, next.value)
       })
-      yield* Effect.all(Array.from({ length: target.width }, () => lane), { concurrency: target.width, discard: true })
+      yield* Effect.all(Array.from({ length: width }, () => lane), { concurrency: width, discard: true })
     })
 
   return {
-    write: async (contentId, pieces) => {
+    write: async (contentId, pieces, stop) => {
       await warm
-      const exit = await runtime.runPromiseExit(store(contentId, pieces))
+      const exit = await runtime.runPromiseExit(store(contentId, pieces), { signal: stop })
       await runtime.dispose()
       if (Exit.isSuccess(exit)) return undefined
       const error = exit.cause.reasons.find((r) => r._tag === "Fail" || r._tag === "Die")

@@ -1,4 +1,5 @@
 /** Messages between the upload (`content-parser.ts`) and its parse worker (`parse-worker.ts`). */
+import type { MessagePort } from "node:worker_threads"
 import type { Format, Shape } from "./model.ts"
 import type { ParseHints } from "./parse-content.ts"
 import type { Piece } from "./row-batches.ts"
@@ -12,18 +13,23 @@ export type ToParseWorker =
   | { readonly type: "ack" }
   /** After `parsed` with `writes: "worker"`: write the content's data under this id. */
   | { readonly type: "store"; readonly contentId: string }
+  /** The upload was interrupted: cancel the statements running, then answer `store-failed`. */
+  | { readonly type: "stop" }
 
 /**
  * Where a parse worker writes a large content's data itself (`row-writer.ts`): a connection of its
  * own, so megabytes of statements are never encoded on the event loop.
  */
-export interface WriteTarget {
-  readonly kind: "postgres"
-  readonly url: string
-  /** Statements at once (connections). */
-  readonly width: number
-  readonly maxMessageSize: number
-}
+export type WriteTarget =
+  | {
+    readonly kind: "postgres"
+    readonly url: string
+    /** Statements at once (connections). */
+    readonly width: number
+    readonly maxMessageSize: number
+  }
+  /** A connection to the embedded database worker (`storage/port-stream.ts`), transferred to the parse worker. */
+  | { readonly kind: "embedded"; readonly port: MessagePort; readonly maxMessageSize: number }
 
 /**
  * Contents from this size on are written by the worker when it has a target; smaller ones by the

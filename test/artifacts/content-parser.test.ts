@@ -3,22 +3,32 @@
  * connections for one of `WORKER_WRITES_MIN_BYTES` or more (`row-writer.ts`), so a large upload's
  * megabytes of statements are never encoded on the event loop. Both must store the same rows, and
  * a write that fails in the worker must come back as the SqlError it was (its SQLSTATE decides the
- * HTTP answer). Real PostgreSQL; the embedded engine keeps the event-loop path.
+ * HTTP answer). Real PostgreSQL and embedded PGlite (whose worker gets a connection of its own).
  */
-import { Effect, Layer, ManagedRuntime, Redacted, Semaphore } from "effect"
+import { Cause, Effect, Exit, Layer, ManagedRuntime, Redacted, Semaphore } from "effect"
+import { setTimeout as sleep } from "node:timers/promises"
 import { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { ArtifactsRepo } from "../../src/artifacts/artifacts-repo.ts"
-import { openContentSession } from "../../src/artifacts/content-parser.ts"
+import { openContentSession, writeTargetOf } from "../../src/artifacts/content-parser.ts"
 import { WORKER_WRITES_MIN_BYTES, type WriteTarget } from "../../src/artifacts/worker-protocol.ts"
 import { Settings } from "../../src/config/settings.ts"
-import { DatabaseLive } from "../../src/storage/database.ts"
+import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
 import { sqlState } from "../../src/storage/sql-failures.ts"
-import { MAX_SQL_MESSAGE_BYTES } from "../../src/util/json-limits.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 
 const { postgresUrl } = inject("services")
+const engines = [
+  { name: "embedded", make: () => ({ settings: { dataDir: embeddedDataDir(), databaseUrl: undefined }, drop: () => {} }) },
+  ...(postgresUrl === null ? [] : [{
+    name: "postgres",
+    make: () => {
+      const db = freshPostgresDatabase(postgresUrl)
+      return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, drop: db.drop }
+    }
+  }])
+]
 
 /** A CSV of `rows` rows: numbers (row keys), quoted text with commas, and numbers written as text with leading zeros. */
 const makeCsv = (rows: number) => {
@@ -27,41 +37,53 @@ const makeCsv = (rows: number) => {
   return lines.join("\n") + "\n"
 }
 
-describe.skipIf(postgresUrl === null)("upload writes: event loop or parse worker (postgres)", () => {
-  let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient, unknown>
-  let db: { url: string; drop(): void }
-  let dataDir: string
-  let target: WriteTarget
+for (const engine of engines) describe(`upload writes: event loop or parse worker (${engine.name})`, () => {
+  let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient | StorageEngine, unknown>
+  let made: ReturnType<typeof engine.make>
+  let target: () => WriteTarget | undefined
   beforeAll(async () => {
-    db = freshPostgresDatabase(postgresUrl!)
-    dataDir = freshDataDir()
-    target = { kind: "postgres", url: db.url, width: 2, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
-    runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(
-      Layer.provideMerge(DatabaseLive),
-      Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), dataDir }))
-    ))
-    await runtime.runPromise(Effect.void)
+    made = engine.make()
+    runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(Settings.layerWith(made.settings))))
+    // As the upload makes it (`Artifacts.layer`).
+    target = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2)
   })
   afterAll(async () => {
     await runtime?.dispose()
-    db?.drop()
-    rmSync(dataDir, { recursive: true, force: true })
+    made?.drop()
+    rmSync(made.settings.dataDir, { recursive: true, force: true })
   })
 
-  /** One upload through the session as `Artifacts.upload` drives it; `contentId` reuses a content (to make a write fail). */
-  const store = (body: string, options: { readonly target: WriteTarget | undefined; readonly contentId?: string }) =>
-    runtime.runPromise(Effect.scoped(Effect.gen(function*() {
+  interface StoreOptions {
+    readonly target: (() => WriteTarget | undefined) | undefined
+    /** Reuses a content (to make a write fail). */
+    readonly contentId?: string
+    readonly batchBytes?: number
+    readonly onPending?: (contentId: string) => void
+    readonly signal?: AbortSignal
+  }
+  /** One upload through the session as `Artifacts.upload` drives it. */
+  const storeExit = (body: string, options: StoreOptions) =>
+    runtime.runPromiseExit(Effect.scoped(Effect.gen(function*() {
       const repo = yield* ArtifactsRepo
       const session = openContentSession(yield* Semaphore.make(1), options.target)
       const bytes = Buffer.from(body)
       for (let at = 0; at < bytes.length; at += 64 * 1024) yield* session.write(bytes.subarray(at, at + 64 * 1024))
       const info = yield* session.finish()
-      const parsed = yield* session.parse({ format: "csv" }, 64 * 1024)
+      const parsed = yield* session.parse({ format: "csv" }, options.batchBytes ?? 64 * 1024)
       const contentId = options.contentId ?? (yield* repo.createPending("key_writes", info.sha256, info.sizeBytes, parsed.format, parsed.shape))
+      options.onPending?.(contentId)
       if (parsed.writes === "worker") yield* session.store(contentId)
       else for (let piece = yield* session.next(); piece !== undefined; piece = yield* session.next()) yield* repo.insertPiece(contentId, piece)
       return { contentId, writes: parsed.writes }
-    })))
+    })), { signal: options.signal })
+  const store = async (body: string, options: StoreOptions) => {
+    const exit = await storeExit(body, options)
+    if (Exit.isSuccess(exit)) return exit.value
+    throw Cause.squash(exit.cause)
+  }
+  const rowCount = (contentId: string) =>
+    runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*)::int4 AS n FROM artifact_rows WHERE content_id = ${contentId}::int8`))
+      .then((rows) => rows[0].n)
 
   /** Everything stored for a content, as one digest per table (row numbers included). */
   const digest = (contentId: string) =>
@@ -98,5 +120,20 @@ describe.skipIf(postgresUrl === null)("upload writes: event loop or parse worker
     const failed = await store(body, { target, contentId: first.contentId }).then(() => undefined, (error: unknown) => error)
     expect(failed).toMatchObject({ _tag: "SqlError" })
     expect(sqlState(failed as never)).toBe("23505")
+  })
+
+  it("an interrupted upload cancels the worker's statements before it gives its content up", async () => {
+    const stop = new AbortController()
+    let contentId: string | undefined
+    // Large batches: each statement runs long enough to be caught mid-way.
+    const running = storeExit(JSON.stringify({ bytes: makeCsv(40_000) }), { target, batchBytes: 512 * 1024, onPending: (id) => (contentId = id), signal: stop.signal })
+    while (contentId === undefined || (await rowCount(contentId)) === 0) await sleep(2)
+    stop.abort()
+    expect(Exit.hasInterrupts(await running)).toBe(true)
+    // Nothing was left running: the count no longer moves.
+    const after = await rowCount(contentId)
+    expect(after).toBeLessThan(40_000)
+    await sleep(300)
+    expect(await rowCount(contentId)).toBe(after)
   })
 })
