@@ -13,7 +13,7 @@ import { InvalidRequest, type NotFound, PayloadTooLarge } from "../errors.ts"
 import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
-import { openContentSession, writeTargetOf } from "./content-parser.ts"
+import { makeParseWorkerPool, openContentSession, writeTargetOf } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
@@ -34,6 +34,8 @@ export interface UploadBody {
 
 /** Large uploads parsing at once (each in its own worker thread, up to ~10× the content in memory). */
 const MAX_PARSING_UPLOADS = 2
+/** How long a parse worker is kept, warm, after its upload for the next one (`content-parser.ts`). */
+const PARSE_WORKER_IDLE_MS = 60_000
 /** How often the sweeper looks for deleted content when nothing woke it. */
 const SWEEP_INTERVAL_MS = 60_000
 
@@ -56,6 +58,8 @@ export class Artifacts extends Context.Service<Artifacts, {
     const settings = yield* Settings
     const engine = yield* StorageEngine
     const parsing = yield* Semaphore.make(MAX_PARSING_UPLOADS)
+    const workers = makeParseWorkerPool({ max: MAX_PARSING_UPLOADS, idleMs: PARSE_WORKER_IDLE_MS })
+    yield* Effect.addFinalizer(() => Effect.promise(() => workers.close()))
     // The embedded engine has one backend for every connection: smaller batches keep each insert
     // short, so other requests' statements wait little behind one.
     const batchBytes = engine.kind === "embedded" ? 16 * 1024 : 512 * 1024
@@ -82,7 +86,7 @@ export class Artifacts extends Context.Service<Artifacts, {
     const upload = Effect.fn("Artifacts.upload")(function*(keyId: string, body: UploadBody) {
       const maxBody = settings.maxBodyBytes
       if (body.declaredBytes !== undefined && body.declaredBytes > maxBody) return yield* tooLarge(maxBody)
-      const session = openContentSession(parsing, writeTarget)
+      const session = openContentSession(parsing, writeTarget, workers)
       let received = 0
       yield* Stream.runForEach(
         body.stream.pipe(Stream.mapError(() => new InvalidRequest({ message: "The request body could not be read" }))),

@@ -7,7 +7,8 @@
  * A large content (`WORKER_WRITES_MIN_BYTES`) is written from here instead, on connections of the
  * worker's own (`row-writer.ts`): its pieces never reach the event loop. The writer (the SQL client,
  * ~0.2 s of module loading) is loaded and connected as soon as the body passes that size, while
- * the rest of it still arrives.
+ * the rest of it still arrives. After a clean upload the worker forgets it (`reset`) and is kept
+ * for the next one, writer loaded and connections open (`ParseWorkerPool`).
  */
 import { parentPort, workerData } from "node:worker_threads"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
@@ -23,7 +24,8 @@ const target = (workerData as ParseWorkerData | undefined)?.target
 let writer: Promise<RowWriter> | undefined
 const openWriter = () => (writer ??= import("./row-writer.ts").then((m) => m.openRowWriter(target!)))
 let received = 0
-const stopping = new AbortController()
+let stopping = new AbortController()
+let writing = false
 
 const port = parentPort!
 const send = (message: FromParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => port.postMessage(message, transfer as Array<ArrayBuffer>)
@@ -85,13 +87,28 @@ port.on("message", (message: ToParseWorker) => {
     case "store": {
       const all = pieces!
       pieces = undefined
+      writing = true
       openWriter()
         .then((w) => w.write(message.contentId, all, stopping.signal))
         .then(
-          (failure) => send(failure === undefined ? { type: "stored" } : { type: "store-failed", ...failure }),
-          (error) => send({ type: "store-failed", code: undefined, message: error instanceof Error ? error.message : String(error) })
+          (failure) => failure === undefined ? { type: "stored" } as const : { type: "store-failed", ...failure } as const,
+          (error) => ({ type: "store-failed", code: undefined, message: error instanceof Error ? error.message : String(error) }) as const
         )
+        .then((reply) => {
+          writing = false
+          send(reply)
+        })
       return
     }
+    case "reset":
+      // A write still running cannot be forgotten: no answer, and the upload terminates the worker.
+      if (writing) return
+      chunks = []
+      envelope = undefined
+      pieces = undefined
+      inFlight = 0
+      received = 0
+      stopping = new AbortController()
+      return send({ type: "reset-done" })
   }
 })

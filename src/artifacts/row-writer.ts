@@ -21,12 +21,16 @@ import type { WriteFailure, WriteTarget } from "./worker-protocol.ts"
 
 export interface RowWriter {
   /**
-   * Writes every piece; undefined when all are stored, else why not. Closes the connections.
+   * Writes every piece; undefined when all are stored, else why not. The connections stay open
+   * for the worker's next upload (closed after `IDLE_CONNECTION` unused).
    * `stop` cancels the statements running (the server stops them before this resolves), so
    * no row of an abandoned upload lands after the sweeper has removed its content.
    */
   write(contentId: string, pieces: Iterator<Piece>, stop: AbortSignal): Promise<WriteFailure | undefined>
 }
+
+/** A PostgreSQL connection of a kept worker closes after this long unused. */
+const IDLE_CONNECTION = "30 seconds"
 
 const failureOf = (error: unknown): WriteFailure => {
   // A SqlError keeps the server's error (with its SQLSTATE) as the cause of its reason.
@@ -53,7 +57,7 @@ const portOnce = (port: MessagePort) => {
 export const openRowWriter = (target: WriteTarget): RowWriter => {
   const width = target.kind === "postgres" ? target.width : 1
   const runtime = ManagedRuntime.make(PgClient.layer(target.kind === "postgres"
-    ? { url: Redacted.make(target.url), maxConnections: width, maxMessageSize: target.maxMessageSize, applicationName: "gateway artifact upload" }
+    ? { url: Redacted.make(target.url), maxConnections: width, idleTimeout: IDLE_CONNECTION, maxMessageSize: target.maxMessageSize, applicationName: "gateway artifact upload" }
     : { stream: portOnce(target.port), ssl: false, username: "postgres", database: "postgres", maxConnections: 1, maxMessageSize: target.maxMessageSize }))
   const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`)
   const warm = runtime.runPromiseExit(Effect.all(Array.from({ length: width }, () => ping), { concurrency: "unbounded" }))
@@ -73,7 +77,6 @@ export const openRowWriter = (target: WriteTarget): RowWriter => {
     write: async (contentId, pieces, stop) => {
       await warm
       const exit = await runtime.runPromiseExit(store(contentId, pieces), { signal: stop })
-      await runtime.dispose()
       if (Exit.isSuccess(exit)) return undefined
       const error = exit.cause.reasons.find((r) => r._tag === "Fail" || r._tag === "Die")
       return failureOf(error === undefined ? new Error("the write was interrupted") : error._tag === "Fail" ? error.error : error.defect)

@@ -15,6 +15,8 @@ export type ToParseWorker =
   | { readonly type: "store"; readonly contentId: string }
   /** The upload was interrupted: cancel the statements running, then answer `store-failed`. */
   | { readonly type: "stop" }
+  /** The upload is over: forget it and answer `reset-done`, to be kept for the next one (no answer while a write runs). */
+  | { readonly type: "reset" }
 
 /**
  * Where a parse worker writes a large content's data itself (`row-writer.ts`): a connection of its
@@ -66,4 +68,5 @@ export type FromParseWorker =
   | { readonly type: "piece"; readonly piece: Piece }
   | { readonly type: "done" }
   | { readonly type: "stored" }
+  | { readonly type: "reset-done" }
   | ({ readonly type: "store-failed" } & WriteFailure)

@@ -11,7 +11,7 @@ import { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { ArtifactsRepo } from "../../src/artifacts/artifacts-repo.ts"
-import { openContentSession, writeTargetOf } from "../../src/artifacts/content-parser.ts"
+import { makeParseWorkerPool, openContentSession, type ParseWorkerPool, writeTargetOf } from "../../src/artifacts/content-parser.ts"
 import { WORKER_WRITES_MIN_BYTES, type WriteTarget } from "../../src/artifacts/worker-protocol.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
@@ -60,12 +60,13 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     readonly batchBytes?: number
     readonly onPending?: (contentId: string) => void
     readonly signal?: AbortSignal
+    readonly pool?: ParseWorkerPool
   }
   /** One upload through the session as `Artifacts.upload` drives it. */
   const storeExit = (body: string, options: StoreOptions) =>
     runtime.runPromiseExit(Effect.scoped(Effect.gen(function*() {
       const repo = yield* ArtifactsRepo
-      const session = openContentSession(yield* Semaphore.make(1), options.target)
+      const session = openContentSession(yield* Semaphore.make(1), options.target, options.pool)
       const bytes = Buffer.from(body)
       for (let at = 0; at < bytes.length; at += 64 * 1024) yield* session.write(bytes.subarray(at, at + 64 * 1024))
       const info = yield* session.finish()
@@ -135,5 +136,41 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     expect(after).toBeLessThan(40_000)
     await sleep(300)
     expect(await rowCount(contentId)).toBe(after)
+  })
+
+  it("a worker whose upload ended cleanly is kept and serves the next one; one whose write failed is not", async () => {
+    const pool = makeParseWorkerPool({ max: 1, idleMs: 60_000 })
+    const given: Array<number> = []
+    const taken: Array<number> = []
+    const watched: ParseWorkerPool = {
+      take: () => {
+        const worker = pool.take()
+        if (worker !== undefined) taken.push(worker.threadId)
+        return worker
+      },
+      give: (worker) => {
+        given.push(worker.threadId)
+        pool.give(worker)
+      },
+      close: pool.close
+    }
+    try {
+      const csv = makeCsv(40_000)
+      const first = await store(JSON.stringify({ bytes: csv }), { target, pool: watched })
+      expect(given).toHaveLength(1)
+      // The same content again (its body differs), through the kept worker: the same rows.
+      const body = JSON.stringify({ bytes: csv, summary: "again" })
+      const second = await store(body, { target, pool: watched })
+      expect(taken).toEqual([given[0]])
+      expect(second.writes).toBe("worker")
+      expect(await digest(second.contentId)).toEqual(await digest(first.contentId))
+      expect(given).toEqual([given[0], given[0]])
+      // A failed write: that worker is terminated, not kept.
+      await expect(store(body, { target, pool: watched, contentId: second.contentId })).rejects.toMatchObject({ _tag: "SqlError" })
+      expect(taken).toEqual([given[0], given[0]])
+      expect(given).toHaveLength(2)
+    } finally {
+      await pool.close()
+    }
   })
 })
