@@ -12,9 +12,11 @@ import { Settings } from "../config/settings.ts"
 import { InvalidRequest, type NotFound, PayloadTooLarge } from "../errors.ts"
 import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
+import { SLICE_MS } from "../util/sliced-json.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
-import { makeParseWorkerPool, openContentSession, writeTargetOf } from "./content-parser.ts"
+import { openContentSession, writeTargetOf } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
+import { makeParseWorkerPool } from "./parse-worker-pool.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
 import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
@@ -88,11 +90,18 @@ export class Artifacts extends Context.Service<Artifacts, {
       if (body.declaredBytes !== undefined && body.declaredBytes > maxBody) return yield* tooLarge(maxBody)
       const session = openContentSession(parsing, writeTarget, workers)
       let received = 0
+      // A body that arrives faster than it is handed on (a local client) is read in slices: the
+      // fiber yields to the event loop once a slice has run SLICE_MS, as a sliced JSON parse does.
+      let sliceStart = performance.now()
+      const yieldIfLong = Effect.suspend(() => {
+        if (performance.now() - sliceStart < SLICE_MS) return Effect.void
+        return Effect.andThen(Effect.yieldNow, Effect.sync(() => (sliceStart = performance.now())))
+      })
       yield* Stream.runForEach(
         body.stream.pipe(Stream.mapError(() => new InvalidRequest({ message: "The request body could not be read" }))),
         (chunk) => {
           received += chunk.length
-          return received > maxBody ? Effect.fail(tooLarge(maxBody)) : session.write(chunk)
+          return received > maxBody ? Effect.fail(tooLarge(maxBody)) : Effect.andThen(session.write(chunk), yieldIfLong)
         }
       )
       const envelope = yield* session.finish()

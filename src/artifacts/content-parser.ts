@@ -3,11 +3,12 @@
  * parsing) is read on the event loop; a larger one streams, as it arrives, into a worker thread
  * that reads the envelope, hashes, parses and serializes the rows, so no upload holds the event
  * loop whatever its size. Both run the same pure functions (`envelope.ts`, `parse-content.ts`,
- * `row-batches.ts`); the upload sees one interface.
+ * `row-batches.ts`); the upload sees one interface. A large content's rows are also written by
+ * the worker, on connections of its own (`row-writer.ts`); smaller ones come back in pieces for
+ * the upload to write. Workers are kept between uploads (`parse-worker-pool.ts`).
  */
-import { Cause, Effect, Queue, Redacted, type Scope, type Semaphore } from "effect"
+import { Effect, Redacted, type Scope, type Semaphore } from "effect"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
-import { Worker } from "node:worker_threads"
 import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
 import type { StorageEngine } from "../storage/database.ts"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
@@ -15,12 +16,12 @@ import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./en
 import type { Format, Shape } from "./model.ts"
 import { ContentParseError, type ParseHints, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf } from "./row-batches.ts"
-import type { EnvelopeInfo, FromParseWorker, ParseWorkerData, ToParseWorker, WriteFailure, WriteTarget } from "./worker-protocol.ts"
+import { type ParseWorkerPool, spawnWorker, type WorkerLink } from "./parse-worker-pool.ts"
+import type { EnvelopeInfo, FromParseWorker, WriteFailure, WriteTarget } from "./worker-protocol.ts"
 
 /** Bodies up to this size are parsed on the event loop. */
 export const INLINE_MAX_BYTES = 64 * 1024
 
-const WORKER_URL = new URL("./parse-worker.ts", import.meta.url)
 /** How long an interrupted upload waits for its worker to cancel its statements (the driver's own bound is 5 s). */
 const STOP_TIMEOUT_MS = 10_000
 
@@ -53,13 +54,6 @@ const failed = (reply: FromParseWorker & { type: "invalid" | "too-large" }) =>
     ? new PayloadTooLarge({ limitBytes: 0, message: reply.message }) // the limit is on rows; the detail says so
     : invalid(reply.param, reply.message)
 
-interface WorkerLink {
-  readonly post: (message: ToParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => void
-  readonly take: Effect.Effect<FromParseWorker>
-  /** Not to be kept after this upload (its connection may be what failed). */
-  readonly discard: () => void
-}
-
 /** A write that failed in the worker, as the SqlError it was there (its SQLSTATE decides the answer: `http/app.ts`). */
 const writeFailed = (failure: WriteFailure) =>
   new SqlError({
@@ -68,103 +62,6 @@ const writeFailed = (failure: WriteFailure) =>
       message: failure.message,
       operation: "artifact upload (parse worker)"
     })
-  })
-
-/**
- * Parse workers kept between uploads: a worker whose upload ended cleanly waits here, warm (its
- * SQL client loaded and connected, its code compiled), for the next large upload, instead of
- * each upload paying ~0.25 s of CPU to start a thread and load the client. At most `max` wait,
- * each for `idleMs` at most (then it is terminated, and its memory and connections go).
- */
-export interface ParseWorkerPool {
-  take(): Worker | undefined
-  give(worker: Worker): void
-  /** Terminates the waiting workers. */
-  close(): Promise<void>
-}
-
-export const makeParseWorkerPool = (options: { readonly max: number; readonly idleMs: number }): ParseWorkerPool => {
-  const idle = new Map<Worker, ReturnType<typeof setTimeout>>()
-  let closed = false
-  return {
-    take: () => {
-      const [worker, timer] = idle.entries().next().value ?? []
-      if (worker === undefined) return undefined
-      clearTimeout(timer)
-      idle.delete(worker)
-      worker.ref()
-      return worker
-    },
-    give: (worker) => {
-      if (closed || idle.size >= options.max) return void worker.terminate()
-      // A waiting worker does not keep the process alive.
-      worker.unref()
-      idle.set(worker, setTimeout(() => idle.delete(worker) && void worker.terminate(), options.idleMs).unref())
-    },
-    close: async () => {
-      closed = true
-      const workers = [...idle.keys()]
-      for (const timer of idle.values()) clearTimeout(timer)
-      idle.clear()
-      await Promise.all(workers.map((w) => w.terminate()))
-    }
-  }
-}
-
-/** How long a worker has to forget its upload before it is terminated instead of kept. */
-const RESET_TIMEOUT_MS = 2_000
-
-/**
- * A worker for this upload, from the pool or new. When the upload's scope closes it goes back to
- * the pool once it has answered a reset (every message of this upload is then read), else it is
- * terminated (it failed, or it is still busy: an interrupted parse, a write that would not stop).
- */
-const spawnWorker = (permits: Semaphore.Semaphore, target: (() => WriteTarget | undefined) | undefined, pool: ParseWorkerPool | undefined) =>
-  Effect.gen(function*() {
-    yield* permits.takeScoped(1)
-    const queue = yield* Queue.unbounded<FromParseWorker>()
-    let healthy = true
-    const onMessage = (message: FromParseWorker) => Queue.offerUnsafe(queue, message)
-    const onError = (error: unknown) => {
-      healthy = false
-      Queue.failCauseUnsafe(queue, Cause.die(error))
-    }
-    const onExit = (code: number) => {
-      healthy = false
-      Queue.failCauseUnsafe(queue, Cause.die(new Error(`the parse worker exited (code ${code})`)))
-    }
-    const take = Effect.orDie(Queue.take(queue))
-    const release = (worker: Worker) =>
-      Effect.gen(function*() {
-        if (pool !== undefined && healthy) {
-          worker.postMessage({ type: "reset" } satisfies ToParseWorker)
-          const untilReset: Effect.Effect<void> = Effect.flatMap(take, (m) => (m.type === "reset-done" ? Effect.void : untilReset))
-          const reset = yield* untilReset.pipe(Effect.timeoutOption(RESET_TIMEOUT_MS), Effect.catchCause(() => Effect.succeedNone))
-          worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-          if (reset._tag === "Some" && healthy) return pool.give(worker)
-        }
-        yield* Effect.promise(() => worker.terminate())
-      })
-    const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const kept = pool?.take()
-        if (kept !== undefined) return kept
-        const workerData: ParseWorkerData = { target: target?.() }
-        // An embedded connection's port moves to the worker (it closes with the worker's thread).
-        const transferList = workerData.target?.kind === "embedded" ? [workerData.target.port] : []
-        return new Worker(WORKER_URL, { workerData, transferList, resourceLimits: { maxOldGenerationSizeMb: 2048 } })
-      }),
-      release
-    )
-    worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-    const link: WorkerLink = {
-      post: (message, transfer) => worker.postMessage(message, transfer as Array<ArrayBuffer>),
-      take,
-      discard: () => {
-        healthy = false
-      }
-    }
-    return link
   })
 
 const unexpected = (message: FromParseWorker) => Effect.die(new Error(`parse worker: unexpected ${message.type}`))
