@@ -4,10 +4,11 @@
  * (`row-sql.ts`).
  *
  * Why not on the event loop: encoding a batch copies its megabytes two or three times into fresh
- * buffers (the protocol writer's, the socket frame), ~70 MiB per 100,000-row upload. V8 answers that
- * much off-heap garbage with full collections of the gateway's whole heap and marking steps of
- * 5–10 ms each, which held every other request for tens of milliseconds (README, "Artifacts").
- * Here the same garbage is the worker's, and its heap is small.
+ * buffers (the protocol writer's, the socket frame), 70–87 MiB per 100,000-row upload. V8 answers
+ * that much off-heap garbage with full collections of the gateway's whole heap (4–12 per upload,
+ * 6–46 ms pauses) and forced marking steps of 5–10 ms, which held every other request for tens of
+ * milliseconds (bench/artifacts.ts, --trace-gc). Here the garbage is the worker's, whose heap
+ * holds only the upload, and no other request waits on it.
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, ManagedRuntime, Redacted } from "effect"
