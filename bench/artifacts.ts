@@ -9,8 +9,11 @@
  * The gateway runs pinned to core 0, this process (the client and the TypeScript baseline) on
  * core 1. Upload rate = rows / wall time of `POST /v1/artifacts` (body sent, parsed, stored).
  * While one upload runs, a bystander calls `GET /v1/models` every 10 ms: its worst latency shows
- * how long the upload held the gateway's event loop. Writes bench/results/artifacts-<stamp>.json
- * and artifacts-latest.md.
+ * how long the upload held the gateway's event loop. That is wall time, which a busy machine
+ * stretches (the gateway's threads share core 0); the gateway also runs with bench/lib/loop-probe.ts,
+ * which reports for the same upload the longest stretch of main-thread CPU between two ticks of a
+ * 2 ms timer (the longest task the event loop ran, which load cannot inflate) and its GC pauses.
+ * Writes bench/results/artifacts-<stamp>.json and artifacts-latest.md.
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -20,7 +23,7 @@ import { type ParsedTable, parseContent } from "../src/artifacts/parse-content.t
 import { checkQuery, type RowQuery } from "../src/artifacts/query-input.ts"
 import { evaluate } from "../src/artifacts/query-reference.ts"
 import { defaultConfig } from "../src/config/default-config.ts"
-import { freshDatabase, pin, reachable, ROOT, startGateway, stopAll } from "./lib/procs.ts"
+import { freshDatabase, LOOP_PROBE, type LoopDelay, pin, reachable, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 import { type Distribution, distribution, median } from "./lib/stats.ts"
 
 export interface ArtifactsOptions {
@@ -60,9 +63,30 @@ interface EngineResult {
   readonly uploadRowsPerSecond: ReadonlyArray<number>
   readonly uploadRowsPerSecondMedian: number
   readonly bystanderDuringUploadMs: Distribution
+  /** The gateway's main thread during the watched upload (loop-probe.ts); undefined if it did not answer. */
+  readonly eventLoopDuringUpload: EventLoopReport | undefined
   readonly query: Distribution
   readonly otherQueries: Record<string, Distribution>
   readonly totalMatched: number
+}
+
+interface EventLoopReport {
+  /** Worst timer delay (wall time: includes waiting for a core). */
+  readonly maxDelayMs: number
+  /** Longest main-thread CPU stretch between two 2 ms ticks. */
+  readonly longestTaskCpuMs: number | undefined
+  /** GC pauses on the main thread, by kind. */
+  readonly gc: Record<string, { readonly count: number; readonly maxMs: number }>
+}
+
+const eventLoopReport = (report: LoopDelay | undefined): EventLoopReport | undefined => {
+  if (report === undefined) return undefined
+  const gc = (report as LoopDelay & { gc?: Record<string, { count: number; maxMs: number }> }).gc ?? {}
+  return {
+    maxDelayMs: report.max / 1000,
+    longestTaskCpuMs: report.cpuMax === undefined ? undefined : report.cpuMax / 1000,
+    gc: Object.fromEntries(Object.entries(gc).map(([kind, p]) => [kind, { count: p.count, maxMs: p.maxMs }]))
+  }
 }
 
 const measureEngine = async (engine: "embedded" | "postgres", csvs: ReadonlyArray<string>, rows: number, queries: number, logDir: string, adminUrl: string): Promise<EngineResult> => {
@@ -73,7 +97,8 @@ const measureEngine = async (engine: "embedded" | "postgres", csvs: ReadonlyArra
     adminToken: `bench-${Date.now()}`,
     logDir,
     cpu: 0,
-    env: db === undefined ? {} : { DATABASE_URL: db.url }
+    nodeArgs: LOOP_PROBE,
+    env: { BENCH_PROBE_CPU_MS: "2", ...(db === undefined ? {} : { DATABASE_URL: db.url }) }
   })
   try {
     const key = await gw.createKey("bench", "pro")
@@ -90,6 +115,7 @@ const measureEngine = async (engine: "embedded" | "postgres", csvs: ReadonlyArra
 
     const rates: Array<number> = []
     const bystander: Array<number> = []
+    let eventLoop: EventLoopReport | undefined
     let artifactId = ""
     for (const [i, csv] of csvs.entries()) {
       const body = JSON.stringify({ bytes: csv, mimeType: "text/csv" })
@@ -102,9 +128,11 @@ const measureEngine = async (engine: "embedded" | "postgres", csvs: ReadonlyArra
           await new Promise((r) => setTimeout(r, 10))
         }
       })()
+      if (i === 0) await gw.loopDelay() // starts the probe's window here
       const { value, ms } = await time(() => post("/v1/artifacts", body))
       uploading = false
       await watcher
+      if (i === 0) eventLoop = eventLoopReport(await gw.loopDelay())
       artifactId = value.reference.artifactId
       rates.push(rows / (ms / 1000))
       console.log(`[artifacts] ${engine}: upload ${i + 1}: ${(ms / 1000).toFixed(2)} s, ${Math.round(rows / (ms / 1000))} rows/s`)
@@ -129,6 +157,7 @@ const measureEngine = async (engine: "embedded" | "postgres", csvs: ReadonlyArra
       uploadRowsPerSecond: rates.map(Math.round),
       uploadRowsPerSecondMedian: Math.round(median(rates)),
       bystanderDuringUploadMs: distribution(bystander),
+      eventLoopDuringUpload: eventLoop,
       query: distribution(main.samples),
       otherQueries: other,
       totalMatched: main.last.result.totalMatched
@@ -186,17 +215,22 @@ export type ArtifactsResult = Awaited<ReturnType<typeof runArtifacts>>
 
 const f = (n: number) => (Number.isFinite(n) ? (n >= 100 ? n.toFixed(0) : n.toFixed(1)) : "–")
 
+const loopCell = (e: EventLoopReport | undefined) =>
+  e === undefined
+    ? "–"
+    : `${e.longestTaskCpuMs === undefined ? "–" : f(e.longestTaskCpuMs)} / ${f(e.maxDelayMs)} / ${e.gc.major?.count ?? 0}${e.gc.major === undefined ? "" : ` (max ${f(e.gc.major.maxMs)} ms)`}`
+
 export const artifactsMarkdown = (r: ArtifactsResult) => {
   const lines = [
     `### Artifacts: ${r.rows.toLocaleString("en")}-row CSV (${(r.csvBytes / 1024 / 1024).toFixed(1)} MiB)`,
     "",
     `Query: \`${JSON.stringify(r.query)}\` (${r.engines[0]?.totalMatched.toLocaleString("en")} rows match). ${r.uploads} upload(s), ${r.queriesPerEngine} queries per engine.`,
     "",
-    "| | upload rows/s (median) | query p50 ms | query p99 ms | bystander max ms during upload |",
-    "|---|---|---|---|---|",
-    ...r.engines.map((e) => `| ${e.engine} | ${e.uploadRowsPerSecondMedian.toLocaleString("en")} | ${f(e.query.p50)} | ${f(e.query.p99)} | ${f(e.bystanderDuringUploadMs.max)} |`),
-    `| plain TypeScript, query on parsed rows | – | ${f(r.typescript.queryOnParsedRowsMs.p50)} | ${f(r.typescript.queryOnParsedRowsMs.p99)} | – |`,
-    `| plain TypeScript, parse the raw CSV + query | ${Math.round(r.rows / (r.typescript.parseCsvMs.p50 / 1000)).toLocaleString("en")} (parse only) | ${f(r.typescript.parseCsvMs.p50 + r.typescript.queryOnParsedRowsMs.p50)} | – | – |`,
+    "| | upload rows/s (median) | query p50 ms | query p99 ms | bystander max ms during upload | event loop during upload: longest task (CPU ms) / worst delay ms / major GCs |",
+    "|---|---|---|---|---|---|",
+    ...r.engines.map((e) => `| ${e.engine} | ${e.uploadRowsPerSecondMedian.toLocaleString("en")} | ${f(e.query.p50)} | ${f(e.query.p99)} | ${f(e.bystanderDuringUploadMs.max)} | ${loopCell(e.eventLoopDuringUpload)} |`),
+    `| plain TypeScript, query on parsed rows | – | ${f(r.typescript.queryOnParsedRowsMs.p50)} | ${f(r.typescript.queryOnParsedRowsMs.p99)} | – | – |`,
+    `| plain TypeScript, parse the raw CSV + query | ${Math.round(r.rows / (r.typescript.parseCsvMs.p50 / 1000)).toLocaleString("en")} (parse only) | ${f(r.typescript.parseCsvMs.p50 + r.typescript.queryOnParsedRowsMs.p50)} | – | – | – |`,
     "",
     "| other queries, p50 / p99 ms | " + r.engines.map((e) => e.engine).join(" | ") + " |",
     "|---|" + r.engines.map(() => "---|").join(""),

@@ -21,7 +21,8 @@ import { InvalidRequest, NotFound } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 import { type Descriptor, type Format, isArtifactId, Limits, type Provenance, type Reference, type Shape } from "./model.ts"
 import type { SqlStatement } from "./query-compiler.ts"
-import type { RowsPiece } from "./row-batches.ts"
+import type { Piece } from "./row-batches.ts"
+import { rowStatements } from "./row-sql.ts"
 
 /** Metadata of one uploaded version. */
 export interface VersionMeta {
@@ -70,8 +71,8 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
   readyContent(keyId: string, sha256: string): Effect.Effect<StoredContent | undefined, SqlError.SqlError>
   /** Registers a content whose data is about to be written. */
   createPending(keyId: string, sha256: string, sizeBytes: number, format: Format, shape: Shape): Effect.Effect<string, SqlError.SqlError>
-  insertChunk(contentId: string, chunkNo: number, bytes: Uint8Array): Effect.Effect<void, SqlError.SqlError>
-  insertRows(contentId: string, piece: RowsPiece): Effect.Effect<void, SqlError.SqlError>
+  /** Writes a raw chunk or a batch of rows of a pending content. */
+  insertPiece(contentId: string, piece: Piece): Effect.Effect<void, SqlError.SqlError>
   /** Gives up a pending content (a failed or interrupted upload); the sweeper removes its data. */
   abandon(contentId: string): Effect.Effect<void, SqlError.SqlError>
   /**
@@ -100,14 +101,6 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
   static readonly layer = Layer.effect(ArtifactsRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    // A pending content's data is written with asynchronous commit: no statement waits for its
-    // own WAL flush (an fsync per batch). Nothing is lost that matters: the version is only pointed
-    // at the content by `finalize`, whose commit is synchronous and so flushes the WAL written
-    // before it, rows included; a crash before that leaves a pending content, which the sweeper
-    // removes. The setting is made inside the statement (an init plan run once, local to the
-    // statement's own transaction), so a batch stays one round trip and no pooled connection keeps it.
-    const asyncCommit = sql`(SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
-
     const lockKey = (keyId: string) => sql`SELECT pg_advisory_xact_lock(hashtextextended(${`artifacts:${keyId}`}::text, 0))`
 
     const head = Effect.fn("ArtifactsRepo.head")(function*(keyId: string, artifactId: string) {
@@ -129,28 +122,11 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       return rows[0].id
     })
 
-    const insertChunk = Effect.fn("ArtifactsRepo.insertChunk")(function*(contentId: string, chunkNo: number, bytes: Uint8Array) {
-      yield* sql`INSERT INTO artifact_chunks (content_id, chunk_no, bytes) SELECT ${contentId}::int8, ${chunkNo}::int4, ${bytes}::bytea
-        WHERE ${asyncCommit}`
-    })
-
-    // Three or four texts per batch, one line per row (`row-batches.ts`), split in SQL: one
-    // statement, no per-row binding work. They are bound as UTF-8 bytes (bytea) and read as text in
-    // SQL, so the client sends them as is. ROWS FROM pads a shorter list with NULLs: an originals
-    // text of empty lines may come out one line short (an empty text splits into no lines).
-    const lines = (bytes: Uint8Array) => sql`string_to_table(convert_from(${bytes}::bytea, 'UTF8'), chr(10))`
-    const insertRows = Effect.fn("ArtifactsRepo.insertRows")(function*(contentId: string, piece: RowsPiece) {
-      const search = piece.keys === undefined
-        ? sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, NULL::float8[]
-            FROM ${lines(piece.search)} WITH ORDINALITY AS t(s, ord)`
-        : sql`SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.s, t.n::float8[]
-            FROM ROWS FROM (${lines(piece.search)}, ${lines(piece.keys)}) WITH ORDINALITY AS t(s, n, ord)`
-      yield* sql`WITH new_rows AS (
-          INSERT INTO artifact_rows (content_id, row_no, data, original)
-          SELECT ${contentId}::int8, ${piece.firstRow}::int4 + t.ord::int4 - 1, t.d::jsonb, NULLIF(t.o, '')::jsonb
-          FROM ROWS FROM (${lines(piece.data)}, ${lines(piece.originals)}) WITH ORDINALITY AS t(d, o, ord)
-          WHERE ${asyncCommit})
-        INSERT INTO artifact_row_search (content_id, row_no, search, nums) ${search}`
+    // A small upload's data; a large upload's parse worker writes its own with the same statements
+    // on a connection of its own (`row-writer.ts`).
+    const statements = rowStatements(sql)
+    const insertPiece = Effect.fn("ArtifactsRepo.insertPiece")(function*(contentId: string, piece: Piece) {
+      yield* statements.insertPiece(contentId, piece)
     })
 
     const abandon = Effect.fn("ArtifactsRepo.abandon")(function*(contentId: string) {
@@ -335,6 +311,6 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
 
     const run = <A extends object>(statement: SqlStatement) => sql.unsafe<A>(statement.text, statement.params).pipe(Effect.withSpan("ArtifactsRepo.run"))
 
-    return ArtifactsRepo.of({ head, readyContent, createPending, insertChunk, insertRows, abandon, finalize, describe, content, remove, sweepOne, run })
+    return ArtifactsRepo.of({ head, readyContent, createPending, insertPiece, abandon, finalize, describe, content, remove, sweepOne, run })
   }))
 }

@@ -12,9 +12,11 @@ import { Settings } from "../config/settings.ts"
 import { InvalidRequest, type NotFound, PayloadTooLarge } from "../errors.ts"
 import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
+import { SLICE_MS } from "../util/sliced-json.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
-import { openContentSession } from "./content-parser.ts"
+import { openContentSession, writeTargetOf } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
+import { makeParseWorkerPool } from "./parse-worker-pool.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
 import { compileRowQuery, compileTextQuery, trimToCharacters } from "./query-compiler.ts"
 import { checkQuery, type QueryCheck, readVersion, type RowQuery, type TextQuery } from "./query-input.ts"
@@ -34,6 +36,8 @@ export interface UploadBody {
 
 /** Large uploads parsing at once (each in its own worker thread, up to ~10× the content in memory). */
 const MAX_PARSING_UPLOADS = 2
+/** How long a parse worker is kept, warm, after its upload for the next one (`content-parser.ts`). */
+const PARSE_WORKER_IDLE_MS = 60_000
 /** How often the sweeper looks for deleted content when nothing woke it. */
 const SWEEP_INTERVAL_MS = 60_000
 
@@ -56,11 +60,16 @@ export class Artifacts extends Context.Service<Artifacts, {
     const settings = yield* Settings
     const engine = yield* StorageEngine
     const parsing = yield* Semaphore.make(MAX_PARSING_UPLOADS)
-    // The embedded engine runs SQL on the event loop: smaller batches keep each insert short.
+    const workers = makeParseWorkerPool({ max: MAX_PARSING_UPLOADS, idleMs: PARSE_WORKER_IDLE_MS })
+    yield* Effect.addFinalizer(() => Effect.promise(() => workers.close()))
+    // The embedded engine has one backend for every connection: smaller batches keep each insert
+    // short, so other requests' statements wait little behind one.
     const batchBytes = engine.kind === "embedded" ? 16 * 1024 : 512 * 1024
     // Pieces written at once. On PostgreSQL each insert is CPU-bound in its own backend, so two on
     // two connections use both cores (README, "Artifacts"); the embedded engine has one connection.
     const writeWidth = engine.kind === "embedded" ? 1 : 2
+    // A large content's parse worker writes its data on connections of its own (`row-writer.ts`).
+    const writeTarget = writeTargetOf(engine, settings.databaseUrl, writeWidth)
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
@@ -79,13 +88,20 @@ export class Artifacts extends Context.Service<Artifacts, {
     const upload = Effect.fn("Artifacts.upload")(function*(keyId: string, body: UploadBody) {
       const maxBody = settings.maxBodyBytes
       if (body.declaredBytes !== undefined && body.declaredBytes > maxBody) return yield* tooLarge(maxBody)
-      const session = openContentSession(parsing)
+      const session = openContentSession(parsing, writeTarget, workers)
       let received = 0
+      // A body that arrives faster than it is handed on (a local client) is read in slices: the
+      // fiber yields to the event loop once a slice has run SLICE_MS, as a sliced JSON parse does.
+      let sliceStart = performance.now()
+      const yieldIfLong = Effect.suspend(() => {
+        if (performance.now() - sliceStart < SLICE_MS) return Effect.void
+        return Effect.andThen(Effect.yieldNow, Effect.sync(() => (sliceStart = performance.now())))
+      })
       yield* Stream.runForEach(
         body.stream.pipe(Stream.mapError(() => new InvalidRequest({ message: "The request body could not be read" }))),
         (chunk) => {
           received += chunk.length
-          return received > maxBody ? Effect.fail(tooLarge(maxBody)) : session.write(chunk)
+          return received > maxBody ? Effect.fail(tooLarge(maxBody)) : Effect.andThen(session.write(chunk), yieldIfLong)
         }
       )
       const envelope = yield* session.finish()
@@ -116,12 +132,13 @@ export class Artifacts extends Context.Service<Artifacts, {
         if (reused !== undefined) return reused
       }
 
-      const { format, shape } = yield* session.parse(parseHints(fields), batchBytes)
+      const { format, shape, writes } = yield* session.parse(parseHints(fields), batchBytes)
       yield* checkDeclaredRows(fields.rowCount, shape)
       const contentId = yield* repo.createPending(keyId, envelope.sha256, envelope.sizeBytes, format, shape)
-      const writePiece = (piece: Piece) => piece.kind === "chunk" ? repo.insertChunk(contentId, piece.chunkNo, piece.bytes) : repo.insertRows(contentId, piece)
+      const writePiece = (piece: Piece) => repo.insertPiece(contentId, piece)
       const write = Effect.gen(function*() {
-        for (let more = true; more;) {
+        if (writes === "worker") yield* session.store(contentId)
+        for (let more = writes === "main"; more;) {
           const pieces: Array<Piece> = []
           while (pieces.length < writeWidth) {
             const piece = yield* session.next()

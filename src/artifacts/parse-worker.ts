@@ -3,15 +3,29 @@
  * and sends the pieces to insert, a few at a time (the main thread acknowledges each one it has
  * written, so a slow database holds the worker back instead of piling up messages). The whole
  * CPU cost of an upload runs here, off the event loop. Protocol: `content-parser.ts`.
+ *
+ * A large content (`WORKER_WRITES_MIN_BYTES`) is written from here instead, on connections of the
+ * worker's own (`row-writer.ts`): its pieces never reach the event loop. The writer (the SQL client,
+ * ~0.2 s of module loading) is loaded and connected as soon as the body passes that size, while
+ * the rest of it still arrives. After a clean upload the worker forgets it (`reset`) and is kept
+ * for the next one, writer loaded and connections open (`ParseWorkerPool`).
  */
-import { parentPort } from "node:worker_threads"
+import { parentPort, workerData } from "node:worker_threads"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import { ContentParseError, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf, transferables } from "./row-batches.ts"
-import type { FromParseWorker, ToParseWorker } from "./worker-protocol.ts"
+import type { RowWriter } from "./row-writer.ts"
+import { type FromParseWorker, type ParseWorkerData, type ToParseWorker, WORKER_WRITES_MIN_BYTES } from "./worker-protocol.ts"
 
 /** Pieces sent and not yet acknowledged. */
 const WINDOW = 2
+
+const target = (workerData as ParseWorkerData | undefined)?.target
+let writer: Promise<RowWriter> | undefined
+const openWriter = () => (writer ??= import("./row-writer.ts").then((m) => m.openRowWriter(target!)))
+let received = 0
+let stopping = new AbortController()
+let writing = false
 
 const port = parentPort!
 const send = (message: FromParseWorker, transfer?: ReadonlyArray<ArrayBuffer>) => port.postMessage(message, transfer as Array<ArrayBuffer>)
@@ -39,6 +53,8 @@ port.on("message", (message: ToParseWorker) => {
   switch (message.type) {
     case "chunk":
       chunks.push(message.bytes)
+      received += message.bytes.length
+      if (target !== undefined && received >= WORKER_WRITES_MIN_BYTES) void openWriter().catch(() => {}) // reported at "store"
       return
     case "end": {
       const read = readEnvelope(concatChunks(chunks))
@@ -51,9 +67,10 @@ port.on("message", (message: ToParseWorker) => {
       const e = envelope!
       try {
         const parsed = parseContent(e.text, e.bytes.length, message.hints, e.value)
-        send({ type: "parsed", format: parsed.format, shape: parsed.shape })
+        const writes = target !== undefined && e.bytes.length >= WORKER_WRITES_MIN_BYTES ? "worker" : "main"
+        send({ type: "parsed", format: parsed.format, shape: parsed.shape, writes })
         pieces = piecesOf(parsed, e.bytes, message.batchBytes)
-        pump()
+        if (writes === "main") pump()
       } catch (error) {
         if (!(error instanceof ContentParseError)) throw error
         send(parseFailure(error, e.contentField))
@@ -64,5 +81,34 @@ port.on("message", (message: ToParseWorker) => {
       inFlight--
       pump()
       return
+    case "stop":
+      stopping.abort()
+      return
+    case "store": {
+      const all = pieces!
+      pieces = undefined
+      writing = true
+      openWriter()
+        .then((w) => w.write(message.contentId, all, stopping.signal))
+        .then(
+          (failure) => failure === undefined ? { type: "stored" } as const : { type: "store-failed", ...failure } as const,
+          (error) => ({ type: "store-failed", code: undefined, message: error instanceof Error ? error.message : String(error) }) as const
+        )
+        .then((reply) => {
+          writing = false
+          send(reply)
+        })
+      return
+    }
+    case "reset":
+      // A write still running cannot be forgotten: no answer, and the upload terminates the worker.
+      if (writing) return
+      chunks = []
+      envelope = undefined
+      pieces = undefined
+      inFlight = 0
+      received = 0
+      stopping = new AbortController()
+      return send({ type: "reset-done" })
   }
 })

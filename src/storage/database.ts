@@ -6,6 +6,7 @@
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { PgClient, PgMigrator } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
+import type { MessagePort } from "node:worker_threads"
 import { SqlClient } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
@@ -18,6 +19,11 @@ export { StorageError } from "./embedded-database.ts"
 /** Which engine this process runs on; tests and `/admin` read it. */
 export class StorageEngine extends Context.Service<StorageEngine, {
   readonly kind: "embedded" | "postgres"
+  /**
+   * Embedded only: a new connection to the database as a bare MessagePort (undefined while its
+   * worker restarts), for a worker thread's own client (`storage/port-stream.ts`).
+   */
+  readonly openPort?: (() => MessagePort | undefined) | undefined
 }>()("gateway/storage/StorageEngine") {}
 
 const clientLayer = Layer.unwrap(Effect.gen(function*() {
@@ -28,7 +34,9 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     )
   }
-  return Layer.merge(PgClient.layerFrom(embeddedClient({ dataDir: settings.dataDir, sharedBuffersMb: settings.embeddedSharedBuffersMb })), Layer.succeed(StorageEngine)({ kind: "embedded" }))
+  let open: (() => MessagePort | undefined) | undefined
+  const client = embeddedClient({ dataDir: settings.dataDir, sharedBuffersMb: settings.embeddedSharedBuffersMb, exposePorts: (o) => (open = o) })
+  return Layer.merge(PgClient.layerFrom(client), Layer.succeed(StorageEngine)({ kind: "embedded", openPort: () => open?.() }))
 }))
 
 const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrations), table: "gateway_migrations" }).pipe(

@@ -22,6 +22,7 @@ import { setFlagsFromString } from "node:v8"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
+import { PortStream } from "./port-stream.ts"
 import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
 
@@ -39,6 +40,12 @@ export interface EmbeddedOptions {
    * (~20 MiB besides the shared buffers) — a bound, not a budget.
    */
   readonly maxWasmMemoryMb?: number
+  /**
+   * Receives a function that opens a connection as a bare MessagePort (undefined while the worker
+   * restarts), for a worker thread's own client over `PortStream`: an artifact upload's parse
+   * worker writes its rows that way, off the event loop (`artifacts/row-writer.ts`).
+   */
+  readonly exposePorts?: ((open: () => MessagePort | undefined) => void) | undefined
 }
 
 /**
@@ -85,34 +92,6 @@ const wasmTieringRule = () => {
 }
 
 const WORKER_URL = new URL("./embedded-worker.ts", import.meta.url)
-
-/** One client connection's end of its MessagePort, as the stream `@effect/sql-pg` reads and writes. */
-class PortStream extends Duplex {
-  readonly port: MessagePort
-  constructor(port: MessagePort) {
-    super()
-    this.port = port
-    port.on("message", (bytes: Uint8Array) => this.push(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)))
-    port.once("close", () => {
-      if (!this.destroyed) this.destroy(new Error("the embedded database closed the connection"))
-    })
-  }
-  override _read() {}
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void) {
-    // A copy of exactly the statement's bytes, handed over (Buffers often share a larger pool slab).
-    const bytes = new Uint8Array(chunk)
-    this.port.postMessage(bytes, [bytes.buffer])
-    callback()
-  }
-  override _final(callback: (error?: Error | null) => void) {
-    this.port.close()
-    callback()
-  }
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void) {
-    this.port.close()
-    callback(error)
-  }
-}
 
 /** A connection attempt while no worker is up: fails at once, so the caller gets a SqlError (→ 503). */
 const unavailable = (reason: string) => {
@@ -287,12 +266,21 @@ export const embeddedClient = (options: EmbeddedOptions) =>
       }
     }))
 
-    const connect = (): Duplex => {
+    /** A new connection's client end, or undefined while no worker is up. */
+    const openPort = (): { readonly port: MessagePort; readonly generation: Generation } | undefined => {
       const generation = current
-      if (generation === undefined || generation.stopping) return unavailable("it is restarting")
+      if (generation === undefined || generation.stopping) return undefined
       const { port1, port2 } = new MessageChannel()
       generation.worker.postMessage({ type: "connect", port: port2 } satisfies ToDatabaseWorker, [port2])
-      const stream = new PortStream(port1)
+      return { port: port1, generation }
+    }
+    options.exposePorts?.(() => openPort()?.port)
+
+    const connect = (): Duplex => {
+      const opened = openPort()
+      if (opened === undefined) return unavailable("it is restarting")
+      const { port, generation } = opened
+      const stream = new PortStream(port)
       generation.streams.add(stream)
       stream.once("close", () => generation.streams.delete(stream))
       return stream

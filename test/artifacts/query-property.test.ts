@@ -157,7 +157,7 @@ for (const engine of engines) {
         const id = yield* repo.createPending("key_property", randomBytes(8).toString("hex"), Buffer.byteLength(text), parsed.format, parsed.shape)
         // Tiny batches, so multi-batch row numbering is exercised too.
         for (const piece of piecesOf(parsed, new Uint8Array(0), 64)) {
-          if (piece.kind === "rows") yield* repo.insertRows(id, piece)
+          if (piece.kind === "rows") yield* repo.insertPiece(id, piece)
         }
         return id
       }))
