@@ -58,11 +58,8 @@ export const startGateway = async (env: Record<string, string>, args: ReadonlyAr
     output: () => output,
     child,
     stop: async (signal = "SIGTERM") => {
-      const t0 = Date.now()
       if (child.exitCode === null) child.kill(signal)
-      const code = await exited
-      if (process.env.HS_LOG) console.error(`STOP took ${Date.now() - t0} ms`)
-      return code
+      return exited
     },
     admin: (method, path, body) =>
       fetch(`${baseUrl}${path}`, {
