@@ -21,7 +21,10 @@ import { queueEvents, serializeQueue } from "../machines/queue-model.ts"
 const { redisUrl } = inject("services")
 const url = redisUrl ?? ""
 
-const cooldownMs = 150
+// An open circuit turns half-open by itself after the cooldown, so a step that ends "open" must be
+// seen within it: 150 ms was missed on a loaded machine. Paths replay at once (below), so the
+// 20 cooldown steps that wait it out cost little.
+const cooldownMs = 1_000
 const input = { capacity: 1, failureThreshold: 2 }
 const events = queueEvents({ waiters: 3, keys: ["a", "b"], capacities: [1, 2] })
 const paths = new TestModel(queueLogic, {
