@@ -7,7 +7,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines, freshDataDir } from "../support/engines.ts"
+import { engines, freshDataDir, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { keyFor, waitForBatch } from "./support.ts"
@@ -29,7 +29,7 @@ const collect = async (client: Anthropic, id: string) => {
   return lines
 }
 
-describe.each(engines())("Message batches ($name)", (engine) => {
+describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
   let gw: GatewayProcess
   let client: Anthropic
   let cleanup: () => void
@@ -45,7 +45,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     cleanup?.()
   })
 
-  it("answers every request once: succeeded lines carry the message, bad ones an errored result", async () => {
+  it("answers every request once: succeeded lines carry the message, bad ones an errored result", inOrder, async () => {
     const batch = await client.messages.batches.create({
       requests: [
         ask("first", "say exactly: one"),
@@ -86,7 +86,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     expect(errorOf(vision).error).toMatchObject({ type: "invalid_request_error" })
   })
 
-  it("cancel mid-batch: the request in flight finishes, the unclaimed ones end canceled", async () => {
+  it("cancel mid-batch: the request in flight finishes, the unclaimed ones end canceled", inOrder, async () => {
     const batch = await client.messages.batches.create({ requests: Array.from({ length: 6 }, (_, i) => ask(`slow-${i}`, `say exactly: slow ${i}`, "svc-pico-1")) })
     // Wait until the first request is claimed (in flight on the single worker).
     await waitForBatch(() => client.messages.batches.retrieve(batch.id), () => true)
@@ -109,7 +109,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     expect((await client.messages.batches.cancel(batch.id)).request_counts).toEqual(counts)
   })
 
-  it("lists newest first with limit, after_id and before_id; deletes only ended batches", async () => {
+  it("lists newest first with limit, after_id and before_id; deletes only ended batches", inOrder, async () => {
     const a = await client.messages.batches.create({ requests: [ask("a", "hi")] })
     const b = await client.messages.batches.create({ requests: [ask("b", "hi")] })
     const c = await client.messages.batches.create({ requests: [ask("c", "hi")] })
@@ -132,7 +132,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     await waitForBatch(() => client.messages.batches.retrieve(slow.id), (x) => x.processing_status === "ended")
   })
 
-  it("refuses a bad envelope with 400 naming the field", async () => {
+  it("refuses a bad envelope with 400 naming the field", inOrder, async () => {
     const cases: ReadonlyArray<[unknown, string]> = [
       [{ requests: [] }, "requests"],
       [{ requests: Array.from({ length: 1001 }, (_, i) => ask(`r${i}`, "hi")) }, "requests"],
@@ -157,7 +157,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     expect(results.status).toBe(404)
   })
 
-  it("a spent allowance errors the lines with allowance_exhausted; the batch still ends", async () => {
+  it("a spent allowance errors the lines with allowance_exhausted; the batch still ends", inOrder, async () => {
     const poor = new Anthropic({ apiKey: await keyFor(gw, "poor", "tiny"), baseURL: gw.baseUrl, maxRetries: 0 })
     const batch = await poor.messages.batches.create({ requests: [ask("p1", "hi"), ask("p2", "hi"), ask("p3", "hi")] })
     const ended = await waitForBatch(() => poor.messages.batches.retrieve(batch.id), (b) => b.processing_status === "ended")
@@ -166,7 +166,7 @@ describe.each(engines())("Message batches ($name)", (engine) => {
     for (const line of lines) expect((line.result as any).error).toMatchObject({ type: "error", error: { type: "allowance_exhausted" } })
   })
 
-  it("isolates keys: another key's batch is 404 everywhere and absent from its list", async () => {
+  it("isolates keys: another key's batch is 404 everywhere and absent from its list", inOrder, async () => {
     const batch = await client.messages.batches.create({ requests: [ask("mine", "hi")] })
     await waitForBatch(() => client.messages.batches.retrieve(batch.id), (x) => x.processing_status === "ended")
     const other = new Anthropic({ apiKey: await keyFor(gw, "other"), baseURL: gw.baseUrl, maxRetries: 0 })

@@ -6,7 +6,7 @@
  */
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { keyFor, parseJsonl, waitForBatch } from "./support.ts"
@@ -14,7 +14,7 @@ import { keyFor, parseJsonl, waitForBatch } from "./support.ts"
 const line = (customId: string, body: unknown, url = "/v1/chat/completions") => JSON.stringify({ custom_id: customId, method: "POST", url, body })
 const jsonl = (lines: ReadonlyArray<string>) => lines.join("\n") + "\n"
 
-describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
+describe.concurrent.each(engines())("OpenAI files and batches ($name)", (engine) => {
   let gw: GatewayProcess
   let client: OpenAI
   let cleanup: () => void
@@ -32,7 +32,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
   const upload = async (text: string, name = "input.jsonl", purpose: "batch" | "assistants" = "batch") =>
     client.files.create({ file: await toFile(Buffer.from(text), name), purpose })
 
-  it("uploads, lists, retrieves, reads and deletes a file", async () => {
+  it("uploads, lists, retrieves, reads and deletes a file", inOrder, async () => {
     const text = jsonl([line("a", { model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })])
     const file = await upload(text)
     expect(file).toMatchObject({ object: "file", bytes: Buffer.byteLength(text), filename: "input.jsonl", purpose: "batch", expires_at: null })
@@ -48,7 +48,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(gone.status).toBe(404)
   })
 
-  it("refuses a file above GATEWAY_FILE_MAX_BYTES with 413 naming file, and a missing purpose with 400", async () => {
+  it("refuses a file above GATEWAY_FILE_MAX_BYTES with 413 naming file, and a missing purpose with 400", inOrder, async () => {
     const big = await upload("x".repeat(200_001)).catch((e) => e)
     expect(big).toBeInstanceOf(OpenAI.APIError)
     expect(big.status).toBe(413)
@@ -60,7 +60,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(((await res.json()) as any).error.param).toBe("purpose")
   })
 
-  it("runs a chat batch: every line answered once, in the output file, errors in the error file", async () => {
+  it("runs a chat batch: every line answered once, in the output file, errors in the error file", inOrder, async () => {
     const lines = [
       ...Array.from({ length: 6 }, (_, i) => line(`ok-${i}`, { model: "svc-pico-1", messages: [{ role: "user", content: `say exactly: answer ${i}` }] })),
       line("unknown-model", { model: "no-such-model", messages: [{ role: "user", content: "hi" }] }),
@@ -96,7 +96,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(outputFile.purpose).toBe("batch_output")
   })
 
-  it("runs embeddings and responses batches", async () => {
+  it("runs embeddings and responses batches", inOrder, async () => {
     const embed = await upload(jsonl([line("e1", { model: "text-embedding-3-small", input: "hello", encoding_format: "float" }, "/v1/embeddings")]))
     const eb = await client.batches.create({ input_file_id: embed.id, endpoint: "/v1/embeddings", completion_window: "24h" })
     const edone = await waitForBatch(() => client.batches.retrieve(eb.id), (b) => b.status === "completed")
@@ -110,7 +110,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(r.response.body.output_text ?? r.response.body.output[0].content[0].text).toBe("via responses")
   })
 
-  it("fails a batch whose input does not validate, naming each line in errors", async () => {
+  it("fails a batch whose input does not validate, naming each line in errors", inOrder, async () => {
     const input = await upload(jsonl([
       "not json",
       line("dup", { model: "svc-pico-1", messages: [] }),
@@ -129,7 +129,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     ])
   })
 
-  it("answers 400 naming the field for a bad create, and 404 for an unknown file", async () => {
+  it("answers 400 naming the field for a bad create, and 404 for an unknown file", inOrder, async () => {
     const input = await upload(jsonl([line("a", { model: "svc-pico-1", messages: [] })]))
     const badEndpoint = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/moderations" as never, completion_window: "24h" }).catch((e) => e)
     expect(badEndpoint.status).toBe(400)
@@ -149,7 +149,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(wrongPurpose.status).toBe(400)
   })
 
-  it("lists batches newest first with after/limit, and cancels one", async () => {
+  it("lists batches newest first with after/limit, and cancels one", inOrder, async () => {
     const input = await upload(jsonl([line("a", { model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })]))
     const first = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
     const second = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
@@ -164,7 +164,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect(ended.request_counts?.total).toBe(1)
   })
 
-  it("isolates keys: another key's files and batches are 404, and lists do not show them", async () => {
+  it("isolates keys: another key's files and batches are 404, and lists do not show them", inOrder, async () => {
     const input = await upload(jsonl([line("a", { model: "svc-pico-1", messages: [{ role: "user", content: "hi" }] })]))
     const batch = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
     const other = new OpenAI({ apiKey: await keyFor(gw, "other"), baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
@@ -185,7 +185,7 @@ describe.each(engines())("OpenAI files and batches ($name)", (engine) => {
     expect((await other.batches.list()).data).toEqual([])
   })
 
-  it("needs the batches permission surface", async () => {
+  it("needs the batches permission surface", inOrder, async () => {
     const res = await gw.admin("POST", "/admin/v1/keys", { name: "chat-only", plan: "pro", permissions: { surfaces: ["chat"] } })
     const limited = new OpenAI({ apiKey: ((await res.json()) as any).key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const denied = await limited.batches.list().catch((e) => e)

@@ -6,12 +6,13 @@ import { runCli, startGateway } from "../support/gateway-process.ts"
 
 describe("gateway CLI", () => {
   it("prints help for each command", async () => {
-    for (const args of [["--help"], ["serve", "--help"], ["keys", "--help"], ["migrate", "--help"]]) {
-      const result = await runCli(args, {})
-      expect(result.code, args.join(" ")).toBe(0)
-      expect(result.stdout, args.join(" ")).toMatch(/Usage: gateway/)
-    }
-    const unknown = await runCli(["frobnicate"], {})
+    // Independent processes: run at once rather than one after another.
+    const helps = [["--help"], ["serve", "--help"], ["keys", "--help"], ["migrate", "--help"]]
+    const [unknown, ...results] = await Promise.all([runCli(["frobnicate"], {}), ...helps.map((args) => runCli(args, {}))])
+    helps.forEach((args, i) => {
+      expect(results[i].code, args.join(" ")).toBe(0)
+      expect(results[i].stdout, args.join(" ")).toMatch(/Usage: gateway/)
+    })
     expect(unknown.code).toBe(1)
     expect(unknown.stderr).toContain('unknown command "frobnicate"')
   })

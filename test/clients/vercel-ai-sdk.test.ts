@@ -9,11 +9,10 @@
 import { createAnthropic } from "@ai-sdk/anthropic"
 import { createOpenAI } from "@ai-sdk/openai"
 import { embed, embedMany, generateObject, generateText, type LanguageModel, type ModelMessage, stepCountIs, streamText, tool } from "ai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { z } from "zod"
 import { engines } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 /** A weather tool whose result names the city it was called with, so the answer can be checked. */
 const weatherTool = () => {
@@ -32,20 +31,13 @@ const weatherTool = () => {
 const Recipe = z.object({ name: z.string(), servings: z.number().int(), steps: z.array(z.string()) })
 
 describe.each(engines())("the Vercel AI SDK against the gateway ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   let openai: ReturnType<typeof createOpenAI>
   let anthropic: ReturnType<typeof createAnthropic>
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
+    gw = await sharedGateway(engine)
     openai = createOpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1` })
     anthropic = createAnthropic({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1` })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   const providers = (): ReadonlyArray<[string, LanguageModel]> => [

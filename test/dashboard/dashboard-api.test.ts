@@ -7,12 +7,12 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { dashboardClient, type DashboardClient, errorOf, signIn } from "./support.ts"
 
-describe.each(engines())("dashboard API ($name)", (engine) => {
+describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
   let gw: GatewayProcess
   let cleanup: () => void
   let operator: DashboardClient
@@ -46,7 +46,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     return (await res.json()) as { id: string; key: string; hint: string }
   }
 
-  it("refuses a wrong token with 401 and sets no cookie", async () => {
+  it("refuses a wrong token with 401 and sets no cookie", inOrder, async () => {
     for (const token of ["wrong", "svc_notakey", `${gw.adminToken}x`]) {
       const res = await signIn(gw.baseUrl, token)
       expect(res.status).toBe(401)
@@ -55,7 +55,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     }
   })
 
-  it("keeps the token out of the cookie: a random session id, HttpOnly, SameSite=Strict, scoped to /dashboard; Secure behind HTTPS", async () => {
+  it("keeps the token out of the cookie: a random session id, HttpOnly, SameSite=Strict, scoped to /dashboard; Secure behind HTTPS", inOrder, async () => {
     const res = await signIn(gw.baseUrl, gw.adminToken)
     expect(res.status).toBe(200)
     const cookie = res.headers.get("set-cookie")!
@@ -69,7 +69,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(https.headers.get("set-cookie")).toMatch(/; Secure$/)
   })
 
-  it("refuses sign-in that is cross-site or not JSON (no login CSRF)", async () => {
+  it("refuses sign-in that is cross-site or not JSON (no login CSRF)", inOrder, async () => {
     const crossSite = await signIn(gw.baseUrl, gw.adminToken, { "sec-fetch-site": "cross-site" })
     expect(crossSite.status).toBe(403)
     expect(crossSite.headers.get("set-cookie")).toBeNull()
@@ -82,7 +82,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(await errorOf(form)).toMatchObject({ type: "invalid_request", message: expect.stringContaining("content-type") })
   })
 
-  it("refuses a change without the session's CSRF token, or with another session's, and changes nothing", async () => {
+  it("refuses a change without the session's CSRF token, or with another session's, and changes nothing", inOrder, async () => {
     const before = ((await (await operator.call("GET", "/keys")).json()) as { data: Array<unknown> }).data.length
     const other = await dashboardClient(gw.baseUrl, gw.adminToken)
     for (const csrf of [null, "", "forged", other.csrfToken]) {
@@ -98,7 +98,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await operator.call("POST", "/keys", { body: { name: "with csrf" } })).status).toBe(201)
   })
 
-  it("answers 401 without a session, with an unknown cookie, and after sign-out", async () => {
+  it("answers 401 without a session, with an unknown cookie, and after sign-out", inOrder, async () => {
     expect((await fetch(`${gw.baseUrl}/dashboard/api/keys`)).status).toBe(401)
     expect((await fetch(`${gw.baseUrl}/dashboard/api/keys`, { headers: { cookie: "svc_dashboard=nope" } })).status).toBe(401)
     const session = await dashboardClient(gw.baseUrl, gw.adminToken)
@@ -111,7 +111,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await errorOf(after)).message).toContain("signed out")
   })
 
-  it("creates, changes, tops up and revokes keys with the admin API's rules; the secret is in the create answer only", async () => {
+  it("creates, changes, tops up and revokes keys with the admin API's rules; the secret is in the create answer only", inOrder, async () => {
     const created = await createKey({ name: "svc-a", plan: "pro", permissions: { surfaces: ["chat"], models: ["svc-nova-*"] } })
     expect(created.key).toMatch(/^svc_/)
     const list = await (await operator.call("GET", "/keys")).text()
@@ -136,7 +136,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
       .rejects.toMatchObject({ status: 401 })
   })
 
-  it("reports usage per day and model in SQL, matching the admin API's totals", async () => {
+  it("reports usage per day and model in SQL, matching the admin API's totals", inOrder, async () => {
     const key = await createKey({ name: "usage" })
     const sdk = new OpenAI({ apiKey: key.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     for (const model of ["svc-nova-mini", "svc-nova-mini", "svc-pico-1"]) {
@@ -163,7 +163,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(await errorOf(bad)).toMatchObject({ message: expect.stringContaining("month") })
   })
 
-  it("shows a key holder only their own key: 403 on operator pages, 404 for another key's usage and runs", async () => {
+  it("shows a key holder only their own key: 403 on operator pages, 404 for another key's usage and runs", inOrder, async () => {
     const mine = await createKey({ name: "holder" })
     const theirs = await createKey({ name: "someone else" })
     const post = (secret: string, body: unknown) =>
@@ -206,7 +206,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await errorOf(revoked)).message).toContain("revoked")
   })
 
-  it("shows a key holder the rate-limit windows the meter takes from, without taking anything", async () => {
+  it("shows a key holder the rate-limit windows the meter takes from, without taking anything", inOrder, async () => {
     const key = await createKey({ name: "limited", plan: "slow" })
     const holder = await dashboardClient(gw.baseUrl, key.key)
     const read = async () => ((await (await holder.call("GET", "/my-key")).json()) as {
@@ -228,7 +228,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await read()).requestsPerMinute.remaining).toBeGreaterThanOrEqual(after.requestsPerMinute.remaining)
   })
 
-  it("lists artifacts: a key holder's own only (another key's id is 404, never listed), the operator's across keys, read-only", async () => {
+  it("lists artifacts: a key holder's own only (another key's id is 404, never listed), the operator's across keys, read-only", inOrder, async () => {
     const mine = await createKey({ name: "artifact holder" })
     const theirs = await createKey({ name: "artifact neighbour" })
     const chatOnly = await createKey({ name: "chat only", permissions: { surfaces: ["chat"] } })
@@ -310,7 +310,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect((await fetch(`${gw.baseUrl}/v1/artifacts/${other.artifactId}`, { headers: { authorization: `Bearer ${theirs.key}` } })).status).toBe(200)
   })
 
-  it("lists both kinds of batches: a key holder's own only (another key's id is 404, never listed), cancel through the batch service", async () => {
+  it("lists both kinds of batches: a key holder's own only (another key's id is 404, never listed), cancel through the batch service", inOrder, async () => {
     const mine = await createKey({ name: "batch holder" })
     const theirs = await createKey({ name: "batch neighbour" })
     const chatOnly = await createKey({ name: "no batches", permissions: { surfaces: ["chat"] } })
@@ -380,7 +380,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(detail.batch).toMatchObject({ id: other.id, kind: "messages", keyId: theirs.id, key: { name: "batch neighbour" }, total: 1 })
   })
 
-  it("streams the queues as SSE", async () => {
+  it("streams the queues as SSE", inOrder, async () => {
     const res = await operator.call("GET", "/queues/stream")
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("text/event-stream")
@@ -394,7 +394,7 @@ describe.each(engines())("dashboard API ($name)", (engine) => {
     expect(data.data.find((q) => q.placementId === "pico-a")).toMatchObject({ capacity: expect.any(Number), inUse: 0, circuit: "closed", fault: null })
   })
 
-  it("serves the page with no-cache and its hashed assets as immutable, gzip when asked", async () => {
+  it("serves the page with no-cache and its hashed assets as immutable, gzip when asked", inOrder, async () => {
     const page = await fetch(`${gw.baseUrl}/dashboard/keys`)
     expect(page.status).toBe(200)
     expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8")

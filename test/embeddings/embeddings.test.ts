@@ -1,29 +1,18 @@
 /** `/v1/embeddings` through the official OpenAI SDK, on every storage engine. */
 import OpenAI from "openai"
-import { rmSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines, freshDataDir } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { beforeAll, describe, expect, it } from "vitest"
+import { engines } from "../support/engines.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 const norm = (v: ReadonlyArray<number>) => Math.hypot(...v)
 const cosine = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => a.reduce((s, x, i) => s + x * b[i], 0) / (norm(a) * norm(b))
 
 describe.each(engines())("embeddings ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let client: OpenAI
-  let cleanup: () => void
-  const dir = freshDataDir()
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(dir) })
+    gw = await sharedGateway(engine)
     client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
-    rmSync(dir, { recursive: true, force: true })
   })
 
   it("answers the SDK's default base64 request with unit vectors of the model's dimension", async () => {

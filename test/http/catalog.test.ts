@@ -1,19 +1,12 @@
 /** The catalog endpoints over real HTTP, on every storage engine. */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 describe.each(engines())("catalog endpoints ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway(setup.env)
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
+    gw = await sharedGateway(engine)
   })
 
   it("lists non-preview models in the OpenAI list shape, cacheable, without a key", async () => {

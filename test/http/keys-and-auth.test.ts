@@ -3,12 +3,12 @@
  * bootstrap, shown-once secrets, revocation at once, permissions, restarts keeping every key.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 
 const json = async (res: Response) => ({ status: res.status, body: await res.json() as any, headers: res.headers })
 
-describe.each(engines())("keys, admin API and authentication ($name)", (engine) => {
+describe.concurrent.each(engines())("keys, admin API and authentication ($name)", (engine) => {
   let gw: GatewayProcess
   let env: Record<string, string>
   let cleanup: () => void
@@ -25,7 +25,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
 
   const bearer = (key: string) => ({ authorization: `Bearer ${key}`, "content-type": "application/json" })
 
-  it("prints one API key on first start; it works, and keys are stored only as hashes", async () => {
+  it("prints one API key on first start; it works, and keys are stored only as hashes", inOrder, async () => {
     expect(gw.apiKey).toMatch(/^svc_[0-9A-Za-z]{43,}$/)
     const created = await json(await fetch(`${gw.baseUrl}/v1/states`, { method: "POST", headers: bearer(gw.apiKey!), body: JSON.stringify({ value: 1 }) }))
     expect(created.status).toBe(201)
@@ -36,7 +36,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect(list.body.data[0]).toMatchObject({ name: "default", plan: "free", revoked: false })
   })
 
-  it("admin API needs the admin token (flat 401), never returns secrets after creation", async () => {
+  it("admin API needs the admin token (flat 401), never returns secrets after creation", inOrder, async () => {
     const noToken = await json(await fetch(`${gw.baseUrl}/admin/v1/keys`))
     expect(noToken.status).toBe(401)
     expect(noToken.body.error.type).toBe("unauthorized")
@@ -53,7 +53,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect(JSON.stringify(one.body)).not.toContain(created.body.key)
   })
 
-  it("validates admin input and names the field", async () => {
+  it("validates admin input and names the field", inOrder, async () => {
     const badPlan = await json(await gw.admin("POST", "/admin/v1/keys", { plan: "gold" }))
     expect(badPlan.status).toBe(400)
     expect(badPlan.body.error).toMatchObject({ type: "invalid_request" })
@@ -69,7 +69,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect(missing.body.error.type).toBe("not_found")
   })
 
-  it("revocation takes effect at once; PATCH changes plan and permissions", async () => {
+  it("revocation takes effect at once; PATCH changes plan and permissions", inOrder, async () => {
     const created = (await json(await gw.admin("POST", "/admin/v1/keys", { name: "temp" }))).body
     const use = () => fetch(`${gw.baseUrl}/v1/states`, { method: "POST", headers: bearer(created.key), body: "{}" })
     expect((await use()).status).toBe(201)
@@ -85,7 +85,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect(after.body).toEqual({ error: { type: "unauthorized", message: "Invalid API key" } })
   })
 
-  it("flat surfaces take Bearer only and answer 401 unauthorized", async () => {
+  it("flat surfaces take Bearer only and answer 401 unauthorized", inOrder, async () => {
     const none = await json(await fetch(`${gw.baseUrl}/v1/states`, { method: "POST", body: "{}" }))
     expect(none.status).toBe(401)
     expect(none.body.error.type).toBe("unauthorized")
@@ -95,7 +95,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect(wrong.status).toBe(401)
   })
 
-  it("answers 413 over GATEWAY_MAX_BODY_BYTES, in the surface's shape", async () => {
+  it("answers 413 over GATEWAY_MAX_BODY_BYTES, in the surface's shape", inOrder, async () => {
     const big = JSON.stringify({ value: "x".repeat(10_000) })
     const res = await json(await fetch(`${gw.baseUrl}/v1/states`, { method: "POST", headers: bearer(gw.apiKey!), body: big }))
     expect(res.status).toBe(413)
@@ -104,7 +104,7 @@ describe.each(engines())("keys, admin API and authentication ($name)", (engine) 
     expect((await fetch(`${gw.baseUrl}/v1/models`)).status).toBe(200)
   })
 
-  it("keeps every key across a restart, and stops cleanly on SIGTERM", async () => {
+  it("keeps every key across a restart, and stops cleanly on SIGTERM", inOrder, async () => {
     const before = (await json(await gw.admin("GET", "/admin/v1/keys"))).body.data
     expect(await gw.stop("SIGTERM")).toBe(0)
     gw = await startGateway(env)

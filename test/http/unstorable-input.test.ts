@@ -5,11 +5,10 @@
  * between the SQL client's old 16 MiB message limit and the 32 MiB body limit, and bodies nested
  * thousands of levels deep.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { MAX_JSON_DEPTH, MAX_STORED_JSON_BYTES } from "../../src/util/json-limits.ts"
 import { engines } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 interface Answer {
   readonly status: number
@@ -21,16 +20,9 @@ interface Answer {
 const nestedText = (depth: number, key = "a") => `{"${key}":`.repeat(depth - 1) + "{}" + "}".repeat(depth - 1)
 
 describe.each(engines())("input the store cannot hold ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR) })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
+    gw = await sharedGateway(engine)
   })
 
   const call = async (method: string, path: string, body?: string, token = gw.apiKey!): Promise<Answer> => {

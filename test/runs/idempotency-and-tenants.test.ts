@@ -2,27 +2,19 @@
  * Idempotent creates (replay, concurrent duplicates, a changed body, key length) and tenant
  * isolation on every run endpoint, over real HTTP on every engine.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 import { client, keyFor, readSse, type RunsClient } from "./support.ts"
 
 describe.each(engines())("idempotency and tenants ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   let runs: RunsClient
   let other: RunsClient
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
+    gw = await sharedGateway(engine)
     runs = client(gw.baseUrl, gw.apiKey!)
     other = client(gw.baseUrl, await keyFor(gw, "other tenant"))
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("replays a repeated create with the original response and idempotency-replayed: true", async () => {

@@ -6,13 +6,13 @@
  */
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { type PrivateRedis, privateRedis } from "./private-redis.ts"
 import { checkLog, client, type RunsClient } from "./support.ts"
 
-describe.each(engines())("runs through a Redis outage ($name)", (engine) => {
+describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engine) => {
   let gw: GatewayProcess
   let redis: PrivateRedis
   let cleanup: () => void
@@ -37,7 +37,7 @@ describe.each(engines())("runs through a Redis outage ($name)", (engine) => {
     cleanup?.()
   })
 
-  it("runs created while Redis is down retry their step and complete once it is back", async () => {
+  it("runs created while Redis is down retry their step and complete once it is back", { ...inOrder, timeout: 120_000 }, async () => {
     // one run before the outage: the store is seeded and working
     const before = (await runs.create({ model: "pico", input: "hello" })).body.run
     expect((await runs.waitFor(before.id, (r) => r.status !== "running")).status).toBe("completed")
@@ -67,5 +67,5 @@ describe.each(engines())("runs through a Redis outage ($name)", (engine) => {
       expect(events.filter((e) => e.type === "node.completed").length).toBe(1)
       expect(events.filter((e) => e.type === "node.retry").length).toBeGreaterThanOrEqual(2)
     }
-  }, 120_000)
+  })
 })

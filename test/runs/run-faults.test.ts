@@ -7,7 +7,7 @@
  * model (the config changed under it) ends with `execution_error`.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { checkLog, client, type RunsClient } from "./support.ts"
@@ -24,7 +24,7 @@ const faultEnv = {
   GATEWAY_RUN_LEASE_MS: "3000"
 }
 
-describe.each(engines())("runs under faults ($name)", (engine) => {
+describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
   let gw: GatewayProcess
   let cleanup: () => void
   let runs: RunsClient
@@ -48,7 +48,7 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
   const finished = (id: string, timeoutMs = 30_000) =>
     runs.waitFor(id, (r) => r.status !== "running" && r.status !== "requires_action", timeoutMs)
 
-  it("a model that refuses the request (non-retryable) ends the run failed/model_error with the spec's error type", async () => {
+  it("a model that refuses the request (non-retryable) ends the run failed/model_error with the spec's error type", inOrder, async () => {
     await fault("lyra-a", { mode: "error", status: 400 })
     try {
       const run = (await runs.create({ model: "lyra", input: "hello", optimization: { mode: "exact" } })).body.run
@@ -63,7 +63,7 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     }
   })
 
-  it("a key out of prepaid credits: failed/model_error with credits_exhausted, not retried", async () => {
+  it("a key out of prepaid credits: failed/model_error with credits_exhausted, not retried", inOrder, async () => {
     const prepaid = (await (await gw.admin("POST", "/admin/v1/keys", { name: "no credits", plan: "prepaid" })).json()) as { key: string }
     const broke = client(gw.baseUrl, prepaid.key)
     const run = (await broke.create({ model: "pico", input: "hello" })).body.run
@@ -75,7 +75,7 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     expect(ended.usage.costUsd).toBe(0)
   })
 
-  it("exact pins the model under a faulted placement: retries with node.retry events, then failed/retries_exhausted (api_error); auto fails over", async () => {
+  it("exact pins the model under a faulted placement: retries with node.retry events, then failed/retries_exhausted (api_error); auto fails over", { ...inOrder, timeout: 90_000 }, async () => {
     await fault("lyra-a", { mode: "error", status: 500 })
     try {
       const pinned = (await runs.create({ model: "lyra", input: "hello", optimization: { mode: "exact" } })).body.run
@@ -101,9 +101,9 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     } finally {
       await fault("lyra-a", { mode: "none" })
     }
-  }, 90_000)
+  })
 
-  it("a step that fails once recovers on its retry; the retry is in the log and the run completes", async () => {
+  it("a step that fails once recovers on its retry; the retry is in the log and the run completes", { ...inOrder, timeout: 60_000 }, async () => {
     // the placement fails until the first node.retry is in the log, then heals (exact: no failover)
     await fault("lyra-a", { mode: "error", status: 503, rate: 1 })
     const run = (await runs.create({ model: "lyra", input: "hello", optimization: { mode: "exact" } })).body.run
@@ -117,9 +117,9 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     expect(types.filter((t) => t === "node.retry").length).toBeGreaterThanOrEqual(1)
     expect(types.filter((t) => t === "node.started").length).toBe(1)
     expect(ended.usage.costUsd).toBeGreaterThan(0)
-  }, 60_000)
+  })
 
-  it("refuses a caller outcome whose status is not terminal (400 naming events[i].status), and bad reasons", async () => {
+  it("refuses a caller outcome whose status is not terminal (400 naming events[i].status), and bad reasons", inOrder, async () => {
     const run = (await runs.create({ metadata: { manual: true } })).body.run
     for (const [event, field] of [
       [{ type: "outcome", status: "done" }, "events[1].status"],
@@ -139,7 +139,7 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     expect((await runs.events(run.id)).events).toEqual([{ type: "outcome", status: "completed", reason: "all good", seq: 1 }])
   })
 
-  it("commits the event stream's headers at once, before any event or heartbeat exists", async () => {
+  it("commits the event stream's headers at once, before any event or heartbeat exists", inOrder, async () => {
     const run = (await runs.create({})).body.run
     const started = Date.now()
     const res = await fetch(`${gw.baseUrl}/v1/agent-runs/${run.id}/events`, {
@@ -152,7 +152,7 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     await res.body?.cancel()
   })
 
-  it("a revoked key's live runs end failed/key_revoked: one waiting for tool results, one caller-driven", async () => {
+  it("a revoked key's live runs end failed/key_revoked: one waiting for tool results, one caller-driven", { ...inOrder, timeout: 40_000 }, async () => {
     const created = (await (await gw.admin("POST", "/admin/v1/keys", { name: "to revoke", plan: "pro" })).json()) as { id: string; key: string }
     const mine = client(gw.baseUrl, created.key)
     const waiting = (await mine.create({ model: "pico", input: "use lookup", tools: [lookupTool] })).body.run
@@ -166,9 +166,9 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
       expect(sse.events[sse.events.length - 1]).toMatchObject({ type: "outcome", status: "failed", reason: "key_revoked" })
       expect(checkLog(sse.events)).toEqual({ gapFree: true, outcomes: 1, outcomeLast: true })
     }
-  }, 40_000)
+  })
 
-  it("a run whose stored request no longer fits its model after a config change ends failed/execution_error", async () => {
+  it("a run whose stored request no longer fits its model after a config change ends failed/execution_error", { ...inOrder, timeout: 60_000 }, async () => {
     const input = [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: PNG } }, { type: "text", text: "use lookup" }] }]
     const run = (await runs.create({ model: "nova-mini", input, tools: [lookupTool] })).body.run
     const waiting = await runs.waitFor(run.id, (r) => r.status === "requires_action")
@@ -187,5 +187,5 @@ describe.each(engines())("runs under faults ($name)", (engine) => {
     const outcome = (await runs.events(run.id)).events.at(-1)
     expect(outcome.error.type).toBe("invalid_request_error")
     expect(outcome.error.message).toContain("images")
-  }, 60_000)
+  })
 })

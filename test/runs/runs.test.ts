@@ -4,7 +4,7 @@
  * driven runs, validation, and list paging.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../support/engines.ts"
+import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { checkLog, client, readSse, type RunsClient } from "./support.ts"
@@ -12,7 +12,7 @@ import { checkLog, client, readSse, type RunsClient } from "./support.ts"
 const lookupTool = { name: "lookup", description: "Looks a word up", input_schema: { type: "object", properties: { q: { type: "string" } }, required: ["q"] } }
 const fetchTool = { type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }
 
-describe.each(engines())("agent runs ($name)", (engine) => {
+describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
   let gw: GatewayProcess
   let cleanup: () => void
   let runs: RunsClient
@@ -35,7 +35,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     cleanup?.()
   })
 
-  it("executes a run: 202 running with node ids, SSE read to done with node events and one outcome", async () => {
+  it("executes a run: 202 running with node ids, SSE read to done with node events and one outcome", inOrder, async () => {
     const created = await runs.create({ model: "pico", input: "hello there", metadata: { ticket: 7, tags: ["a"] } })
     expect(created.status).toBe(202)
     expect(created.body.execution).toBe("started")
@@ -74,7 +74,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(done.finishedAt).not.toBeNull()
   })
 
-  it("resumes a stream after a disconnect from Last-Event-ID, without repeating or losing an event", async () => {
+  it("resumes a stream after a disconnect from Last-Event-ID, without repeating or losing an event", inOrder, async () => {
     const run = (await runs.create({ model: "pico", input: "hello again" })).body.run
     await runs.waitFor(run.id, (r) => r.status === "completed")
     const first = await runs.events(run.id, { until: (frames) => frames.some((f) => f.event !== undefined) })
@@ -89,7 +89,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect((await runs.call("GET", `/v1/agent-runs/${run.id}/events?after=x`)).status).toBe(400)
   })
 
-  it("waits for tool results (requires_action), then resumes with them in the conversation", async () => {
+  it("waits for tool results (requires_action), then resumes with them in the conversation", inOrder, async () => {
     const run = (await runs.create({ model: "pico", input: "use lookup and fetch please", tools: [lookupTool, fetchTool] })).body.run
     const waiting = await runs.waitFor(run.id, (r) => r.status === "requires_action")
     const calls = waiting.requiredAction.toolCalls
@@ -120,7 +120,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(new Set(done.nodeIds).size).toBe(2)
   })
 
-  it("stops at budgetUsd: a step whose worst case does not fit is never started (incomplete, reason budget)", async () => {
+  it("stops at budgetUsd: a step whose worst case does not fit is never started (incomplete, reason budget)", inOrder, async () => {
     const none = (await runs.create({ model: "pico", input: "hi", budgetUsd: 0 })).body.run
     const stopped = await runs.waitFor(none.id, (r) => r.status !== "running")
     expect(stopped).toMatchObject({ status: "incomplete", outcome: { status: "incomplete", reason: "budget" }, usage: { costUsd: 0 } })
@@ -144,7 +144,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(negative.body.error.message).toContain("budgetUsd")
   })
 
-  it("cancels a running step at once, asks the children to cancel, and leaves finished runs unchanged", async () => {
+  it("cancels a running step at once, asks the children to cancel, and leaves finished runs unchanged", inOrder, async () => {
     const parent = (await runs.create({ model: "lyra", input: "this takes a minute" })).body.run
     const child = (await runs.create({ model: "pico", input: "use lookup", tools: [lookupTool], parentRunId: parent.id })).body.run
     const grandchild = (await runs.create({ parentRunId: child.id, metadata: { manual: true } })).body.run
@@ -170,7 +170,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect((await runs.append(parent.id, [{ type: "note" }])).status).toBe(409)
   })
 
-  it("a run without model + input is caller-driven: 201, appends of 1 to 1,000 events, ends with the caller's outcome", async () => {
+  it("a run without model + input is caller-driven: 201, appends of 1 to 1,000 events, ends with the caller's outcome", inOrder, async () => {
     const created = await runs.create({ metadata: { kind: "manual" } })
     expect(created.status).toBe(201)
     expect(created.body.execution).toBeUndefined()
@@ -202,7 +202,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(checkLog(sse.events)).toEqual({ gapFree: true, outcomes: 1, outcomeLast: true })
   })
 
-  it("validates the create body and names the field", async () => {
+  it("validates the create body and names the field", inOrder, async () => {
     const cases: Array<[unknown, string]> = [
       [{ model: "svc-nope", input: "x" }, "model"],
       [{ model: "pico", input: [{ role: "robot", content: "x" }] }, "input[0].role"],
@@ -225,7 +225,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect(exact.body.run.optimization).toEqual({ mode: "exact", allow: { x: 1 } })
   })
 
-  it("lists runs by status and parent, newest first, in pages", async () => {
+  it("lists runs by status and parent, newest first, in pages", inOrder, async () => {
     const parent = (await runs.create({ metadata: { list: true } })).body.run
     const children = []
     for (let i = 0; i < 5; i++) children.push((await runs.create({ parentRunId: parent.id, metadata: { i } })).body.run)
@@ -245,7 +245,7 @@ describe.each(engines())("agent runs ($name)", (engine) => {
     expect((await runs.list("?limit=101")).status).toBe(400)
   })
 
-  it("answers 401 without a key and 405 with Allow on a wrong method", async () => {
+  it("answers 401 without a key and 405 with Allow on a wrong method", inOrder, async () => {
     const anonymous = await fetch(`${gw.baseUrl}/v1/agent-runs`, { method: "POST", body: "{}" })
     expect(anonymous.status).toBe(401)
     expect(await anonymous.json()).toMatchObject({ error: { type: "unauthorized" } })

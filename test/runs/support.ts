@@ -41,7 +41,7 @@ export const client = (baseUrl: string, key: string) => {
 
 export type RunsClient = ReturnType<typeof client>
 
-export const keyFor = async (gw: GatewayProcess, name: string) =>
+export const keyFor = async (gw: Pick<GatewayProcess, "admin">, name: string) =>
   ((await (await gw.admin("POST", "/admin/v1/keys", { name, plan: "pro" })).json()) as { key: string }).key
 
 export interface SseFrame {

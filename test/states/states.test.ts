@@ -1,21 +1,14 @@
 /** State handles over real HTTP on every engine: combine rules, optimistic concurrency, isolation. */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 describe.each(engines())("state handles ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   let otherKey: string
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway(setup.env)
+    gw = await sharedGateway(engine)
     otherKey = (await (await gw.admin("POST", "/admin/v1/keys", { name: "other" })).json() as { key: string }).key
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   const call = async (path: string, body?: unknown, key = gw.apiKey!, headers: Record<string, string> = {}) => {

@@ -74,6 +74,13 @@ const postgres = (adminUrl: string): Engine => ({
   }
 })
 
+/**
+ * A test's options in a `describe.concurrent.each(engines())` suite: the engines' suites run at
+ * the same time (each has its own gateway, database and keys, and most of their time is spent
+ * waiting on the gateway), while the tests of one suite keep their order, as they depend on it.
+ */
+export const inOrder = { concurrent: false } as const
+
 /** Engines available in this run (PostgreSQL only when the global setup reached it). */
 export const engines = (): ReadonlyArray<Engine> => {
   const { postgresUrl } = inject("services")

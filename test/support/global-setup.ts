@@ -1,7 +1,7 @@
 /**
  * Probes PostgreSQL and Redis once per test run. Suites that need a service read the result with
  * `inject("services")`. With CI=true a missing service fails the run; otherwise its suites are
- * skipped and this says so clearly.
+ * skipped and this says so clearly. It also starts the gateways that suites share (see there).
  */
 import { execFile } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -9,6 +9,7 @@ import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
+import { startSharedGateways } from "./shared-gateway.ts"
 import { RUN_TMPDIR_VARIABLE } from "./test-environment.ts"
 
 export interface ServiceAvailability {
@@ -78,9 +79,12 @@ export default async function setup(project: TestProject) {
     console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
+  const shared = await startSharedGateways({ postgresUrl: pg ? POSTGRES_URL : null, migratedDataDir: migrated })
+  project.provide("sharedGateways", shared.addresses)
   // The run's temporary directory (on tmpfs when there is one): data dirs a test left behind go
   // with it, so they never accumulate in memory across runs.
-  return () => {
+  return async () => {
+    await shared.teardown()
     const runDir = process.env[RUN_TMPDIR_VARIABLE]
     if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
   }

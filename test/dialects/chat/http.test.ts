@@ -4,7 +4,7 @@
  */
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines } from "../../support/engines.ts"
+import { engines, inOrder } from "../../support/engines.ts"
 import { fastConfigEnv } from "../../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
 import { sseFrames } from "./support.ts"
@@ -23,7 +23,7 @@ const rejection = async (call: Promise<unknown>): Promise<InstanceType<typeof Op
   throw new Error("expected the call to fail")
 }
 
-describe.each(engines())("chat completions errors and raw SSE ($name)", (engine) => {
+describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)", (engine) => {
   let gw: GatewayProcess
   let client: OpenAI
   let cleanup: () => void
@@ -51,7 +51,7 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
       body: JSON.stringify(body)
     })
 
-  it("422 for a strict json_schema on a model whose only placement cannot guarantee it", async () => {
+  it("422 for a strict json_schema on a model whose only placement cannot guarantee it", inOrder, async () => {
     const error = await rejection(client.chat.completions.create({
       model: "svc-atlas-2-preview",
       messages: hi,
@@ -62,7 +62,7 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
     expect(error.param).toBe("response_format")
   })
 
-  it("400 for an image sent to a model without vision, and for fields that fail validation", async () => {
+  it("400 for an image sent to a model without vision, and for fields that fail validation", inOrder, async () => {
     const image = await rejection(client.chat.completions.create({
       model: "svc-pico-1",
       messages: [{ role: "user", content: [{ type: "text", text: "what is this?" }, { type: "image_url", image_url: { url: PNG } }] }]
@@ -79,7 +79,7 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
     expect(n.param).toBe("n")
   })
 
-  it("401 authentication_error for a missing or invalid key", async () => {
+  it("401 authentication_error for a missing or invalid key", inOrder, async () => {
     const wrong = new OpenAI({ apiKey: "svc_not_a_key", baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const error = await rejection(wrong.chat.completions.create({ model: "svc-nova-mini", messages: hi }))
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError)
@@ -89,7 +89,7 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
     expect((await missing.json() as any).error).toMatchObject({ type: "authentication_error", param: null, code: null })
   })
 
-  it("403 permission_error for a key limited to other surfaces or models", async () => {
+  it("403 permission_error for a key limited to other surfaces or models", inOrder, async () => {
     const messagesOnly = (await (await gw.admin("POST", "/admin/v1/keys", { permissions: { surfaces: ["messages"] } })).json() as any).key
     const limited = new OpenAI({ apiKey: messagesOnly, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const error = await rejection(limited.chat.completions.create({ model: "svc-nova-mini", messages: hi }))
@@ -101,14 +101,14 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
     expect((await modelLimited.chat.completions.create({ model: "pico", messages: hi })).choices[0].message.content).toBe("hi")
   })
 
-  it("404 not_found for an unknown model", async () => {
+  it("404 not_found for an unknown model", inOrder, async () => {
     const error = await rejection(client.chat.completions.create({ model: "gpt-9-ultra", messages: hi }))
     expect(error).toBeInstanceOf(OpenAI.NotFoundError)
     expect(error.type).toBe("not_found")
     expect(error.param).toBe("model")
   })
 
-  it("streams data-only SSE: no event lines, one id, usage chunk shape, [DONE] last", async () => {
+  it("streams data-only SSE: no event lines, one id, usage chunk shape, [DONE] last", inOrder, async () => {
     const res = await post({ model: "svc-nova-mini", messages: hi, stream: true, stream_options: { include_usage: true } })
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("text/event-stream")
@@ -128,7 +128,7 @@ describe.each(engines())("chat completions errors and raw SSE ($name)", (engine)
     expect(chunks.slice(0, -1).every((chunk) => chunk.usage === null)).toBe(true)
   })
 
-  it("without include_usage sends no usage chunk; errors before the stream are proper statuses", async () => {
+  it("without include_usage sends no usage chunk; errors before the stream are proper statuses", inOrder, async () => {
     const text = await (await post({ model: "svc-nova-mini", messages: hi, stream: true })).text()
     const chunks = sseFrames(text).slice(0, -1).map((frame) => frame.data)
     expect(chunks.every((chunk) => chunk.choices.length === 1 && !("usage" in chunk))).toBe(true)

@@ -4,10 +4,10 @@
  * JSON schemas, compatibility handles and every chat model of the catalog.
  */
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfig, fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { fastConfig } from "../../support/fast-config.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 import { validateJsonSchema } from "../../simulator/validate-json-schema.ts"
 
 const weatherTool: OpenAI.Chat.ChatCompletionTool = {
@@ -25,18 +25,11 @@ const timeTool: OpenAI.Chat.ChatCompletionTool = {
 const say = (text: string): Array<OpenAI.Chat.ChatCompletionMessageParam> => [{ role: "user", content: `say exactly: ${text}` }]
 
 describe.each(engines())("chat completions with the openai SDK ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let client: OpenAI
-  let cleanup: () => void
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR) })
+    gw = await sharedGateway(engine)
     client = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("answers a body with content, finish_reason and usage", async () => {

@@ -1,24 +1,16 @@
 /** Legacy completions through the `openai` SDK and raw HTTP against the real gateway process. */
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 import { sseFrames } from "../chat/support.ts"
 
 describe.each(engines())("legacy completions ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let client: OpenAI
-  let cleanup: () => void
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR) })
+    gw = await sharedGateway(engine)
     client = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("completes a prompt (handle gpt-3.5-turbo-instruct) with a text_completion body", async () => {

@@ -3,13 +3,9 @@
  * SSE text read with `fetch`, against the real gateway process on every storage engine.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 
 const PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 const hi = [{ role: "user" as const, content: "say exactly: hi" }]
@@ -29,24 +25,13 @@ const bodyType = (error: InstanceType<typeof Anthropic.APIError>) => {
 }
 
 describe.each(engines())("Messages errors, auth, count_tokens and raw SSE ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let client: Anthropic
-  let cleanup: () => void
   const clientWith = (options: ConstructorParameters<typeof Anthropic>[0]) =>
     new Anthropic({ baseURL: gw.baseUrl, maxRetries: 0, ...options })
   beforeAll(async () => {
-    const setup = engine.setup()
-    const dir = mkdtempSync(join(tmpdir(), "messages-errors-"))
-    cleanup = () => {
-      setup.cleanup()
-      rmSync(dir, { recursive: true, force: true })
-    }
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(dir) })
+    gw = await sharedGateway(engine)
     client = clientWith({ apiKey: gw.apiKey! })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("an image to a model without vision, or a PDF to one without documents, is a 400", async () => {

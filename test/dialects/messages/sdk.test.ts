@@ -4,13 +4,9 @@
  * ceiling, stop sequences, compatibility handles and every catalog model.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 
 const say = (text: string) => [{ role: "user" as const, content: `say exactly: ${text}` }]
 const weatherTool = {
@@ -20,22 +16,11 @@ const weatherTool = {
 }
 
 describe.each(engines())("Messages dialect with the Anthropic SDK ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let client: Anthropic
-  let cleanup: () => void
   beforeAll(async () => {
-    const setup = engine.setup()
-    const dir = mkdtempSync(join(tmpdir(), "messages-sdk-"))
-    cleanup = () => {
-      setup.cleanup()
-      rmSync(dir, { recursive: true, force: true })
-    }
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(dir) })
+    gw = await sharedGateway(engine)
     client = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("messages.create answers with the message envelope, request-id and xsvc-model headers", async () => {

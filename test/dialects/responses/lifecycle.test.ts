@@ -5,10 +5,9 @@
  * deletion, and answers that hold what PostgreSQL's jsonb cannot (NUL, unpaired surrogates).
  */
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 
 const weatherTool = {
   type: "function" as const,
@@ -21,21 +20,14 @@ const weatherTool = {
 const eventFrames = (sse: string) => sse.split("\n\n").filter((frame) => frame.startsWith("event: "))
 
 describe.each(engines())("the stored-response lifecycle ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   let client: OpenAI
   let other: OpenAI
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
+    gw = await sharedGateway(engine)
     client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const second = await (await gw.admin("POST", "/admin/v1/keys", { name: "other" })).json() as { key: string }
     other = new OpenAI({ apiKey: second.key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   const raw = (method: string, path: string, body?: unknown) =>

@@ -4,10 +4,10 @@
  * their round trip, visible reasoning, the hidden-reasoning ceiling (spec rule 3), every model.
  */
 import OpenAI from "openai"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../../support/engines.ts"
-import { fastConfig, fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import { fastConfig } from "../../support/fast-config.ts"
+import { type SharedGateway, sharedGateway } from "../../support/shared-gateway.ts"
 
 const weatherTool = {
   type: "function" as const,
@@ -18,18 +18,11 @@ const weatherTool = {
 }
 
 describe.each(engines())("responses over the openai SDK ($name)", (engine) => {
-  let gw: GatewayProcess
-  let cleanup: () => void
+  let gw: SharedGateway
   let client: OpenAI
   beforeAll(async () => {
-    const setup = engine.setup()
-    cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
+    gw = await sharedGateway(engine)
     client = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    cleanup?.()
   })
 
   it("create: the SDK's output_text, the envelope fields and xsvc-model", async () => {
