@@ -6,6 +6,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
+import type { Socket } from "node:net"
 import { Artifacts } from "./artifacts/artifacts.ts"
 import { Catalog } from "./catalog/catalog.ts"
 import { ConfigFile } from "./config/config-file.ts"
@@ -85,8 +86,9 @@ export const gatewayHttpApp = makeHttpApp(allRoutes)
  *   (`requestTimeout: 0`).
  * - after the body: the idle timer no longer closes anything until the response has finished;
  *   then Node's keep-alive timeout applies between requests.
- * Once a shutdown starts, each finished response closes its (keep-alive) connection, so a graceful
- * stop ends when the last in-flight request does, not when the grace period runs out.
+ * Once a shutdown starts, connections with no request in flight are closed (those that never sent
+ * one too) and each finished response closes its (keep-alive) connection, so a graceful stop ends
+ * when the last in-flight request does, not when the grace period runs out.
  */
 const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number }) => () => {
   const server = createServer({
@@ -97,16 +99,30 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
     keepAliveTimeout: 65_000
   })
   let closing = false
+  // Requests in flight per connection. Node's closeIdleConnections closes a connection between
+  // requests but not one that has not sent a request yet (clients and proxies open connections
+  // ahead of need): left open, such a connection held a graceful stop for the whole grace period.
+  const inFlight = new Map<Socket, number>()
   const close = server.close.bind(server)
   server.close = (callback?: (error?: Error) => void) => {
     closing = true
     server.closeIdleConnections()
+    for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy()
     return close(callback)
   }
   // Node's own timer handling (socketOnTimeout) asks the request while its body is incomplete,
   // then the response, then the server; when nobody listens it destroys the socket.
-  server.on("connection", (socket) => socket.setTimeout(timeouts.headersTimeoutMs))
+  server.on("connection", (socket: Socket) => {
+    socket.setTimeout(timeouts.headersTimeoutMs)
+    inFlight.set(socket, 0)
+    socket.once("close", () => inFlight.delete(socket))
+  })
   server.on("request", (request, response) => {
+    const socket = request.socket
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
+    response.once("close", () => {
+      if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, inFlight.get(socket)! - 1))
+    })
     request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
     request.on("timeout", () => request.socket.destroy())
     response.on("timeout", () => {}) // the body is in: the response may take its time

@@ -1,7 +1,8 @@
 /** SIGTERM stops accepting, lets an in-flight stream finish, closes the stores and exits 0. */
 import { rmSync } from "node:fs"
+import { connect } from "node:net"
 import { describe, expect, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { startGateway } from "../support/gateway-process.ts"
 
@@ -36,6 +37,29 @@ describe("graceful shutdown", () => {
       expect(await exit).toBe(0)
       const after = await fetch(`${gw.baseUrl}/v1/models`).then((r) => r.status, () => "refused")
       expect(after).toBe("refused")
+    } finally {
+      await gw.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+
+  it("is not held by connections with nothing in flight, one that never sent a request included", async () => {
+    const dir = embeddedDataDir()
+    // Without the fix the stop waited for such a connection until the grace period (or the
+    // headers timeout) ran out: both are far longer here than the stop may take.
+    const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, () => {}), GATEWAY_SHUTDOWN_GRACE_MS: "60000", GATEWAY_HEADERS_TIMEOUT_MS: "60000" })
+    try {
+      // A keep-alive connection between requests, and one opened ahead of need (clients and
+      // proxies do that) that has sent nothing.
+      expect((await fetch(`${gw.baseUrl}/v1/models`)).status).toBe(200)
+      const { hostname, port } = new URL(gw.baseUrl)
+      const silent = connect(Number(port), hostname)
+      await new Promise<void>((resolve) => silent.once("connect", () => resolve()))
+      const closedByServer = new Promise<void>((resolve) => silent.once("close", () => resolve()))
+      const exited = gw.stop("SIGTERM")
+      const outcome = await Promise.race([exited.then((code) => ({ code })), new Promise<"held">((r) => setTimeout(() => r("held"), 20_000))])
+      expect(outcome).toEqual({ code: 0 })
+      await closedByServer
     } finally {
       await gw.stop()
       rmSync(dir, { recursive: true, force: true })

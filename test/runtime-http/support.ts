@@ -32,9 +32,7 @@ export interface TestGateway extends GatewayProcess {
 /** A gateway on the embedded engine with a config edited by `mutate` and extra environment. */
 export const gatewayWith = async (mutate: (config: Editable) => void, env: Record<string, string> = {}): Promise<TestGateway> => {
   const dir = embeddedDataDir()
-  // These suites are not about stopping (graceful-shutdown and ledger-durability are): a stop
-  // right after a test that aborted calls mid-flight waited out the whole 15 s grace period.
-  const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), GATEWAY_SHUTDOWN_GRACE_MS: "1000", ...env })
+  const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), ...env })
   return Object.assign(gw, {
     close: async () => {
       await gw.stop()
