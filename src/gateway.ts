@@ -5,7 +5,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
-import { createServer } from "node:http"
+import { createServer, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { Artifacts } from "./artifacts/artifacts.ts"
 import { Catalog } from "./catalog/catalog.ts"
@@ -117,12 +117,16 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
     inFlight.set(socket, 0)
     socket.once("close", () => inFlight.delete(socket))
   })
-  server.on("request", (request, response) => {
-    const socket = request.socket
+  const countInFlight = (socket: Socket, response: ServerResponse) => {
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
     response.once("close", () => {
       if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, inFlight.get(socket)! - 1))
     })
+  }
+  // A request with `Expect: 100-continue` arrives as `checkContinue` instead of `request`.
+  server.on("checkContinue", (request, response) => countInFlight(request.socket, response))
+  server.on("request", (request, response) => {
+    countInFlight(request.socket, response)
     request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
     request.on("timeout", () => request.socket.destroy())
     response.on("timeout", () => {}) // the body is in: the response may take its time
