@@ -106,7 +106,7 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
   const close = server.close.bind(server)
   server.close = (callback?: (error?: Error) => void) => {
     closing = true
-    server.closeIdleConnections()
+    // Every connection between requests or before its first one (Node's close closes the former too).
     for (const [socket, requests] of inFlight) if (requests === 0) socket.destroy()
     return close(callback)
   }

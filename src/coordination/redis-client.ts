@@ -159,22 +159,22 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       socket.uncork?.()
     })
   }
+  /** Counts a round trip under `operation` and runs it (its write joins the turn's). */
+  const issue = <A>(operation: string, run: (client: Redis) => Promise<A>) => {
+    roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
+    coalesce()
+    return run(client)
+  }
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
     Effect.tryPromise({
-      try: () => {
-        roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
-        coalesce()
-        return run(client)
-      },
+      try: () => issue(operation, run),
       catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
     })
 
   const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string) => {
-    roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     const warn = (cause: unknown) => void log(Effect.logWarning(failed(messageOf(cause))))
-    coalesce()
     try {
-      run(client).catch(warn)
+      issue(operation, run).catch(warn)
     } catch (cause) {
       warn(cause)
     }

@@ -4,7 +4,7 @@
  * (400 `param`). Bodies that are stored are also checked to be storable (`util/json-limits.ts`):
  * 400 naming the field for text or numbers PostgreSQL refuses, 413 beyond what a row can hold.
  */
-import { Effect, Schema, Stream } from "effect"
+import { Effect, type Fiber, Schema, Stream } from "effect"
 import { HttpIncomingMessage, type HttpServerError } from "effect/http"
 import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
 import { LARGE_BODY_BYTES, requireShallow, requireStorable } from "../util/json-limits.ts"
@@ -25,9 +25,12 @@ const bodyReadError = (error: HttpServerError.HttpServerError, limit: number) =>
     : new InvalidRequest({ message: "The request body could not be read" })
 }
 
+/** The body limit in force for this fiber (see `bodyLimit`). */
+const limitOf = (fiber: Fiber.Fiber<unknown, unknown>) => Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
+
 const readText = (ctx: RequestContext) =>
   Effect.withFiber((fiber) => {
-    const limit = Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
+    const limit = limitOf(fiber)
     const declared = Number(ctx.request.headers["content-length"] ?? "0")
     if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
     return ctx.request.text.pipe(Effect.mapError((error) => bodyReadError(error, limit)))
@@ -67,7 +70,7 @@ const readSmallJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
  */
 const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
   Effect.withFiber((fiber) => {
-    const limit = Number(fiber.getRef(HttpIncomingMessage.MaxBodySize) ?? Number.MAX_SAFE_INTEGER)
+    const limit = limitOf(fiber)
     const parser = slicedJsonParser()
     let bytes = 0
     let refused: InvalidRequest | undefined

@@ -117,11 +117,12 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
   const scripts = client as unknown as Scripts
 
   const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
-  /** Runs a queue script on one placement with the common arguments (see queue-lua.ts). */
+  /** A queue script's keys and arguments on one placement: the common ones, then `args` (see queue-lua.ts). */
   const scriptArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>) => {
     const { keys, lanePrefix } = keysOf.get(placementId)!
     return [keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
   }
+  /** Runs a queue script on one placement, one round trip. */
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
     Effect.flatMap(Clock.currentTimeMillis, (now) => call(name, () => scripts[name](...scriptArgs(placementId, now, args))))
   const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))

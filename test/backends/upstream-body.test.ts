@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { bodyText, LARGE_WIRE_UNITS, upstreamBody } from "../../src/backends/upstream/upstream-body.ts"
+import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 const serialize = (value: unknown) => Effect.runPromise(upstreamBody(value))
 
@@ -35,15 +36,7 @@ describe("upstreamBody", () => {
 
   it("sends many small values in chunks too, and lets the event loop run meanwhile", async () => {
     const value = { messages: Array.from({ length: 60_000 }, (_, i) => ({ role: "user", content: `message ${i}` })) }
-    let turns = 0
-    let running = true
-    const tick = () => {
-      turns++
-      if (running) setImmediate(tick)
-    }
-    setImmediate(tick)
-    const body = await serialize(value)
-    running = false
+    const { value: body, turns } = await loopTurnsDuring(() => serialize(value))
     expect(bodyText(body)).toBe(JSON.stringify(value))
     expect(turns).toBeGreaterThan(1)
   })

@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, requireShallow } from "../../src/util/json-limits.ts"
 import { slicedJsonParser, type SlicedJsonLimits } from "../../src/util/sliced-json.ts"
+import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 /** Parses `text` fed in chunks of `chunk` bytes; the value, or the 400. */
 const parse = (text: string, chunk = 7, limits?: SlicedJsonLimits) =>
@@ -99,15 +100,7 @@ describe("slicedJsonParser", () => {
 
   it("lets the event loop run while it parses a large body", async () => {
     const big = JSON.stringify({ input: "x".repeat(8 << 20), items: Array.from({ length: 20_000 }, (_, i) => ({ i })) })
-    let turns = 0
-    let running = true
-    const tick = () => {
-      turns++
-      if (running) setImmediate(tick)
-    }
-    setImmediate(tick)
-    const value = await valueOf(big, 1 << 20)
-    running = false
+    const { value, turns } = await loopTurnsDuring(() => valueOf(big, 1 << 20))
     expect(value).toEqual(JSON.parse(big))
     expect(turns).toBeGreaterThan(1)
   })

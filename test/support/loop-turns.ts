@@ -1,0 +1,18 @@
+/**
+ * How many turns the event loop took while `work` ran: a work that holds the loop from start to
+ * end lets none (or one) go by; one that yields between slices lets several.
+ */
+export const loopTurnsDuring = async <A>(work: () => Promise<A>): Promise<{ readonly value: A; readonly turns: number }> => {
+  let turns = 0
+  let running = true
+  const tick = () => {
+    turns++
+    if (running) setImmediate(tick)
+  }
+  setImmediate(tick)
+  try {
+    return { value: await work(), turns }
+  } finally {
+    running = false
+  }
+}
