@@ -6,7 +6,7 @@
  * path can be judged on a busy machine; fewer bytes per request means fewer scavenges (GC time on
  * the main thread and V8's helper threads, and the loop pauses they cause).
  *
- *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors] [--env NAME=VALUE]…
+ *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors | --retained] [--env NAME=VALUE]…
  *
  * `--survivors` counts only objects that outlived a young-generation collection (scavenge): each
  * is copied, so these bytes, not the total, set how long a scavenge pauses the loop.
@@ -36,6 +36,13 @@ const { values } = parseArgs({
      * not by now): what makes scavenges slow — each survivor is copied, twice if promoted.
      */
     survivors: { type: "boolean", default: false },
+    /**
+     * Only what is still reachable when the requests end (a full GC first): what a request leaves
+     * behind — for seconds (timers, pools, buffers awaiting a flush) or for good. Objects living
+     * longer than a scavenge interval (~2 s at 200 req/s) are promoted and copied; they set the
+     * young-generation pauses.
+     */
+    retained: { type: "boolean", default: false },
     /** Content chunks per streamed answer: the per-frame cost is (bytes at N1 − bytes at N2) / (N1 − N2). */
     deltas: { type: "string", default: "16" },
     env: { type: "string", multiple: true, default: [] }
@@ -101,9 +108,14 @@ try {
   const targets = (await (await fetch(`http://127.0.0.1:${inspectPort}/json/list`)).json()) as Array<{ webSocketDebuggerUrl: string }>
   const cdp = await connect(targets[0]!.webSocketDebuggerUrl)
   await cdp.send("HeapProfiler.enable")
-  await cdp.send("HeapProfiler.startSampling", { samplingInterval: 256, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !values.survivors })
+  await cdp.send("HeapProfiler.startSampling", {
+    samplingInterval: 256,
+    includeObjectsCollectedByMajorGC: !values.retained,
+    includeObjectsCollectedByMinorGC: !values.survivors && !values.retained
+  })
   const requests = Number(values.requests)
   const done = await sequential(requests, () => spec, values.stream)
+  if (values.retained) await cdp.send("HeapProfiler.collectGarbage")
   const { profile } = await cdp.send<{ profile: { head: ProfileNode } }>("HeapProfiler.stopSampling")
   cdp.close()
 
@@ -128,7 +140,7 @@ try {
   }
   walk(profile.head, [])
   const kib = (bytes: number) => (bytes / requests / 1024).toFixed(2).padStart(8)
-  console.log(`${done.length} requests${values.stream ? " (streamed)" : ""}: ${kib(total).trim()} KiB allocated per request (sampled every 256 bytes)`)
+  console.log(`${done.length} requests${values.stream ? " (streamed)" : ""}: ${kib(total).trim()} KiB ${values.retained ? "still reachable at the end" : "allocated"} per request (sampled every 256 bytes)`)
   const top = Number(values.top)
   console.log("\nKiB/request  function")
   for (const [name, bytes] of [...bySelf].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${kib(bytes)}  ${name}`)

@@ -23,6 +23,7 @@ import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 import { requestBody, upstreamBody } from "../upstream/upstream-body.ts"
+import { callStreamed, callWhole } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { addFinalizerPlain } from "../../util/scoped.ts"
 
@@ -114,10 +115,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
     Effect.withFiber((fiber) => Effect.flatMap(target(request, placement, false, traceHeadersOf(fiber)), (call) => {
       return Effect.tryPromise({
-        try: async (signal) => {
-          const response = await poolFor(call.url.origin).request({ method: "POST", path: call.url.pathname + call.url.search, headers: call.headers, body: call.body, signal })
-          return { status: response.statusCode, headers: response.headers, text: await response.body.text() }
-        },
+        try: (signal) => callWhole(poolFor(call.url.origin), { method: "POST", path: call.url.pathname + call.url.search, headers: call.headers, body: call.body }, signal),
         catch: connectionError
       }).pipe(Effect.flatMap(({ status, headers, text }) => {
         if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, text, placement))
@@ -152,7 +150,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     const abort = new AbortController()
     yield* addFinalizerPlain(Effect.sync(() => abort.abort()))
     const response = yield* Effect.tryPromise({
-      try: () => poolFor(url.origin).request({ method: "POST", path: url.pathname + url.search, headers, body, signal: abort.signal }),
+      try: () => callStreamed(poolFor(url.origin), { method: "POST", path: url.pathname + url.search, headers, body }, abort.signal),
       catch: connectionError
     })
     if (response.statusCode < 200 || response.statusCode >= 300) {

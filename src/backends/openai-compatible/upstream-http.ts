@@ -11,6 +11,7 @@ import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireReleasePlain } from "../../util/scoped.ts"
 import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
+import { callStreamed, callWhole } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -46,9 +47,7 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
   Effect.withFiber((fiber) => Effect.tryPromise({
     try: async (signal) => {
       const sent = requestBody(call.body, requestHeaders(call, "application/json", traceHeadersOf(fiber)))
-      const response = await pools.get(call.origin).request({ path: call.path, method: "POST", headers: sent.headers, body: sent.body, signal })
-      const text = await response.body.text()
-      return { status: response.statusCode, headers: response.headers, text }
+      return callWhole(pools.get(call.origin), { path: call.path, method: "POST", headers: sent.headers, body: sent.body }, signal)
     },
     catch: connectionError
   }).pipe(Effect.flatMap(({ status, headers, text }): Effect.Effect<WholeAnswer, BackendError> => {
@@ -70,7 +69,7 @@ export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.
     const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     const response = yield* acquireReleasePlain(
       Effect.tryPromise({
-        try: (signal) => pools.get(call.origin).request({ path: call.path, method: "POST", ...requestBody(call.body, headers), signal }),
+        try: (signal) => callStreamed(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, headers) }, signal),
         catch: connectionError
       }),
       (response) => Effect.sync(() => response.body.destroy())
@@ -79,5 +78,5 @@ export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.
       const text = yield* Effect.tryPromise(() => response.body.text()).pipe(Effect.orElseSucceed(() => ""))
       return yield* httpError(response.statusCode, text, response.headers)
     }
-    return Stream.fromAsyncIterable(response.body as AsyncIterable<Uint8Array>, connectionError)
+    return Stream.fromAsyncIterable(response.body, connectionError)
   }))

@@ -1,0 +1,158 @@
+/**
+ * `callWhole` and `callStreamed` (src/backends/upstream/upstream-call.ts) against a real node:http
+ * server on an undici Pool: bodies whole and chunked, errors mid-body, aborts before and during a
+ * call, and backpressure (a reader that stops reading stops the socket, and the server sees its
+ * writes back up).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import { Readable } from "node:stream"
+import { Pool } from "undici"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { callStreamed, callWhole } from "../../src/backends/upstream/upstream-call.ts"
+
+let server: Server
+let pool: Pool
+/** Bytes the server managed to hand to its socket in /endless before a write reported backpressure. */
+const endless = { writtenBeforeFull: 0, closed: false }
+
+const routes: Record<string, (req: IncomingMessage, res: ServerResponse) => void> = {
+  "/echo": (req, res) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => {
+      res.writeHead(201, { "content-type": "application/json", "x-seen": req.headers["x-test"] ?? "" })
+      res.end(JSON.stringify({ got: Buffer.concat(chunks).toString("utf8") }))
+    })
+  },
+  "/chunks": (_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" })
+    let i = 0
+    const next = () => {
+      if (i === 5) return res.end()
+      res.write(`data: ${i++} é\n\n`)
+      setTimeout(next, 5)
+    }
+    next()
+  },
+  "/broken": (_req, res) => {
+    res.writeHead(200, { "content-type": "text/event-stream" })
+    res.write("data: first\n\n")
+    setTimeout(() => res.socket?.destroy(), 20)
+  },
+  "/never": () => {
+    // never answers: only an abort ends the call
+  },
+  "/endless": (_req, res) => {
+    res.writeHead(200, { "content-type": "application/octet-stream" })
+    const block = Buffer.alloc(64 * 1024, 120)
+    res.on("close", () => (endless.closed = true))
+    const pump = () => {
+      while (!res.destroyed) {
+        endless.writtenBeforeFull += block.length
+        if (!res.write(block)) return void res.once("drain", pump)
+      }
+    }
+    pump()
+  }
+}
+
+beforeAll(async () => {
+  server = createServer((req, res) => routes[req.url ?? ""]!(req, res))
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  pool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`)
+})
+
+afterAll(async () => {
+  await pool.destroy()
+  server.closeAllConnections()
+  await new Promise((resolve) => server.close(resolve))
+})
+
+describe("callWhole", () => {
+  it("sends the body and headers, and reads status, headers and the whole text", async () => {
+    const answer = await callWhole(pool, { method: "POST", path: "/echo", headers: { "x-test": "yes" }, body: "héllo" })
+    expect(answer.status).toBe(201)
+    expect(answer.headers["x-seen"]).toBe("yes")
+    expect(JSON.parse(answer.text)).toEqual({ got: "héllo" })
+  })
+
+  it("sends a body given as a stream of chunks", async () => {
+    const body = Readable.from([Buffer.from("ab"), Buffer.from("cd")], { objectMode: false })
+    const answer = await callWhole(pool, { method: "POST", path: "/echo", headers: { "content-length": "4" }, body })
+    expect(JSON.parse(answer.text)).toEqual({ got: "abcd" })
+  })
+
+  it("joins a body that arrives in many chunks, multi-byte characters included", async () => {
+    const answer = await callWhole(pool, { method: "POST", path: "/chunks", headers: {}, body: "" })
+    expect(answer.text).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+  })
+
+  it("rejects when the connection breaks mid-body", async () => {
+    await expect(callWhole(pool, { method: "POST", path: "/broken", headers: {}, body: "" })).rejects.toThrow()
+  })
+
+  it("an abort ends a call that never answers, and an aborted signal stops one before it starts", async () => {
+    const abort = new AbortController()
+    const call = callWhole(pool, { method: "POST", path: "/never", headers: {}, body: "" }, abort.signal)
+    setTimeout(() => abort.abort(new Error("client gone")), 30)
+    await expect(call).rejects.toThrow("client gone")
+    await expect(callWhole(pool, { method: "POST", path: "/echo", headers: {}, body: "" }, abort.signal)).rejects.toThrow("client gone")
+  })
+})
+
+describe("callStreamed", () => {
+  it("yields the chunks as they arrive and ends", async () => {
+    const response = await callStreamed(pool, { method: "POST", path: "/chunks", headers: {}, body: "" })
+    expect(response.statusCode).toBe(200)
+    expect(response.headers["content-type"]).toBe("text/event-stream")
+    const parts: Array<string> = []
+    for await (const chunk of response.body) parts.push(Buffer.from(chunk).toString("utf8"))
+    expect(parts.length).toBeGreaterThan(1)
+    expect(parts.join("")).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+  })
+
+  it("text() reads the rest of the body", async () => {
+    const response = await callStreamed(pool, { method: "POST", path: "/echo", headers: {}, body: "x" })
+    expect(JSON.parse(await response.body.text())).toEqual({ got: "x" })
+  })
+
+  it("a connection that breaks mid-body fails the iteration after what did arrive", async () => {
+    const response = await callStreamed(pool, { method: "POST", path: "/broken", headers: {}, body: "" })
+    const parts: Array<string> = []
+    await expect((async () => {
+      for await (const chunk of response.body) parts.push(Buffer.from(chunk).toString("utf8"))
+    })()).rejects.toThrow()
+    expect(parts.join("")).toBe("data: first\n\n")
+  })
+
+  it("an abort before the headers rejects the call", async () => {
+    const abort = new AbortController()
+    const call = callStreamed(pool, { method: "POST", path: "/never", headers: {}, body: "" }, abort.signal)
+    setTimeout(() => abort.abort(new Error("deadline")), 30)
+    await expect(call).rejects.toThrow("deadline")
+  })
+
+  it("pauses the socket while the reader is behind, and destroy() ends the call", async () => {
+    endless.writtenBeforeFull = 0
+    endless.closed = false
+    const response = await callStreamed(pool, { method: "POST", path: "/endless", headers: {}, body: "" })
+    const iterator = response.body[Symbol.asyncIterator]()
+    await iterator.next()
+    // Unread: the client stops reading, so the server's writes back up and stop.
+    await expect.poll(() => endless.writtenBeforeFull, { timeout: 5_000 }).toBeGreaterThan(0)
+    let settled = -1
+    await expect.poll(async () => {
+      const now = endless.writtenBeforeFull
+      const same = now === settled
+      settled = now
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      return same && now === endless.writtenBeforeFull
+    }, { timeout: 5_000 }).toBe(true)
+    // Far less than an unpaused reader would have taken in the same time (hundreds of MiB).
+    expect(endless.writtenBeforeFull).toBeLessThan(64 * 1024 * 1024)
+    response.body.destroy()
+    await expect.poll(() => endless.closed, { timeout: 5_000 }).toBe(true)
+    await expect(iterator.next()).rejects.toThrow()
+  })
+})
