@@ -2,13 +2,13 @@
  * One upstream HTTP call on an undici pool, through `Pool.dispatch` with a handler of our own
  * rather than `Pool.request`.
  *
- * Why not `request`: its handler (`RequestHandler`, an `AsyncResource`) and the promise around it
- * made every finished call's objects — handler, headers, body stream, the caller's closures —
- * outlive young-generation collections until the next full GC. Measured at 200 calls/s
- * (`--trace-gc`, a client alone against a fixed-answer server): `request` promoted ~1.7 MB to the
- * old generation per scavenge with 4–7 ms pauses; `dispatch` with a plain handler 0.05 MB and
- * ~0.6–1.4 ms. In the gateway the promoted bytes are what made its young-generation pauses
- * 20–40 ms long (see the README's performance section).
+ * Why not `request`: with its handler layer (`RequestHandler`, an `AsyncResource`, a body
+ * `Readable` and the promise around them) finished calls' objects outlived young-generation
+ * collections and were promoted. Measured at 200 calls/s (`--trace-gc`, an undici client alone
+ * against a fixed-answer server, two runs each): `request` grew the old generation by ~1.7 MB per
+ * scavenge with 4–7 ms pauses; `dispatch` with a plain handler by 0.05–0.13 MB, with ~0.6–1.4 ms
+ * pauses. In the gateway, bytes surviving a scavenge per non-streamed request went 27.2 → 20.5 KiB
+ * (`bench/alloc-profile.ts --survivors`). Which reference kept them alive was not pinned down.
  *
  * - `callWhole` reads the whole answer as text (non-streamed calls and error bodies).
  * - `callStreamed` hands back the status and headers once they arrive, and the body as an async
