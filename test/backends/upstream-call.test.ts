@@ -40,6 +40,13 @@ const routes: Record<string, (req: IncomingMessage, res: ServerResponse) => void
     res.write("data: first\n\n")
     setTimeout(() => res.socket?.destroy(), 20)
   },
+  "/early-hints": (_req, res) => {
+    res.writeEarlyHints({ link: "</style.css>; rel=preload; as=style" })
+    setTimeout(() => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end("data: after hints\n\n")
+    }, 10)
+  },
   "/never": () => {
     // never answers: only an abort ends the call
   },
@@ -86,6 +93,13 @@ describe("callWhole", () => {
   it("joins a body that arrives in many chunks, multi-byte characters included", async () => {
     const answer = await callWhole(pool, { method: "POST", path: "/chunks", headers: {}, body: "" })
     expect(answer.text).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+  })
+
+  it("skips an informational answer (103 Early Hints) and reads the final one", async () => {
+    const whole = await callWhole(pool, { method: "POST", path: "/early-hints", headers: {}, body: "" })
+    expect([whole.status, whole.text]).toEqual([200, "data: after hints\n\n"])
+    const streamed = await callStreamed(pool, { method: "POST", path: "/early-hints", headers: {}, body: "" })
+    expect([streamed.statusCode, await streamed.body.text()]).toEqual([200, "data: after hints\n\n"])
   })
 
   it("rejects when the connection breaks mid-body", async () => {

@@ -83,6 +83,7 @@ export const callWhole = (dispatcher: Dispatcher, request: UpstreamRequest, sign
     dispatcher.dispatch(request, {
       onRequestStart: (controller) => abort.started(controller),
       onResponseStart: (_controller, statusCode, responseHeaders) => {
+        if (statusCode < 200) return // informational (103 Early Hints…): the answer follows
         status = statusCode
         headers = responseHeaders
       },
@@ -190,6 +191,7 @@ export const callStreamed = (dispatcher: Dispatcher, request: UpstreamRequest, s
         abort.started(c)
       },
       onResponseStart: (_c, statusCode, headers) => {
+        if (statusCode < 200) return // informational (103 Early Hints…): the answer follows
         responded = true
         resolve({ statusCode, headers, body })
       },
