@@ -15,23 +15,22 @@ import type { RouteServices } from "./route-services.ts"
 import { type AuthMode, type ErrorShape, type RequestContext, requireKey, type RouteDef } from "./route.ts"
 
 /** Resolves the model named in a decoded request and checks the key and the model's capabilities. */
-export const resolveChatModel = (ctx: RequestContext, name: string) =>
-  Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const model = catalog.resolveChat(name)
-    ctx.record.modelAsked = name
-    if (model === undefined) {
-      return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
-    }
-    if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
-      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
-    }
-    ctx.record.model = model.id
-    return model
-  })
+export const resolveChatModel = Effect.fnUntraced(function*(ctx: RequestContext, name: string) {
+  const catalog = yield* Catalog
+  const model = catalog.resolveChat(name)
+  ctx.record.modelAsked = name
+  if (model === undefined) {
+    return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
+  }
+  if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
+    return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+  }
+  ctx.record.model = model.id
+  return model
+})
 
-export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestContext) =>
-  Effect.gen(function*() {
+export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) =>
+  Effect.fnUntraced(function*(ctx: RequestContext) {
     const body = yield* readJson(ctx)
     const decoded = yield* dialect.decode(body)
     const model = yield* resolveChatModel(ctx, decoded.request.model)

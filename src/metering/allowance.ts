@@ -270,7 +270,7 @@ function make(options: AllowanceOptions) {
     })
 
     /** An unseeded budget: wait out a recovery fence if one is up, then rebuild it. */
-    const recover = (keyId: string, t: Target) => Effect.gen(function*() {
+    const recover = Effect.fnUntraced(function*(keyId: string, t: Target) {
       const current = yield* syncEpoch.pipe(Effect.mapError(unavailable("epoch")))
       const wait = current.fenceUntil - (yield* Clock.currentTimeMillis)
       // Bounded even if the fencing instance's clock runs ahead of ours.
@@ -334,17 +334,16 @@ function make(options: AllowanceOptions) {
      * the store lost its state, and the charge is counted by the rebuild (from SQL, or re-registered
      * from the ledger buffer); applying it as well would count it twice.
      */
-    const finish = (reservation: Reservation, write: Effect.Effect<BudgetState | undefined, unknown>, retry: boolean) =>
-      Effect.gen(function*() {
-        const attemptedIn = epoch?.id
-        const first = yield* Effect.result(write)
-        if (first._tag === "Success") {
-          if (first.success === undefined) yield* noticeUnseeded
-          return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
-        }
-        if (retry) yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
-        return undefined
-      })
+    const finish = Effect.fnUntraced(function*(reservation: Reservation, write: Effect.Effect<BudgetState | undefined, unknown>, retry: boolean) {
+      const attemptedIn = epoch?.id
+      const first = yield* Effect.result(write)
+      if (first._tag === "Success") {
+        if (first.success === undefined) yield* noticeUnseeded
+        return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
+      }
+      if (retry) yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
+      return undefined
+    })
 
     const settle = Effect.fnUntraced(function*(reservation: Reservation, actualCostMicros: Micros) {
       live.delete(reservation.id)

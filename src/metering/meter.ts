@@ -238,14 +238,17 @@ export class Meter extends Context.Service<Meter, {
         requestId,
         maxOutputTokens,
         reservedMicros: 0,
+        // No `function*` here: one made per call keeps the call's scope alive through young-generation
+        // collections (see `answer` in http/chat-answer.ts).
         settle: (usage, servedBy = request.model) =>
-          Effect.gen(function*() {
+          Effect.suspend(() => {
             const costMicros = callCostMicros(usage, servedBy)
-            if (finished) return { costMicros, chargedMicros: costMicros }
+            if (finished) return Effect.succeed({ costMicros, chargedMicros: costMicros })
             finished = true
-            yield* ledger.record({ keyId: request.key.id, model: servedBy.id, requestId, usage, costMicros, at })
-            metrics?.charged(servedBy.id, usage, costMicros)
-            return { costMicros, chargedMicros: costMicros }
+            return Effect.map(ledger.record({ keyId: request.key.id, model: servedBy.id, requestId, usage, costMicros, at }), () => {
+              metrics?.charged(servedBy.id, usage, costMicros)
+              return { costMicros, chargedMicros: costMicros }
+            })
           }),
         fail: () => Effect.sync(() => void (finished = true)),
         headers: () => ({})

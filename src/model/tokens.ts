@@ -134,30 +134,29 @@ const BOUND_SLICE_UNITS = 16_384
  * in slices of BOUND_SLICE_UNITS characters with a yield between them, so a 32 MiB input never
  * holds the loop for more than about a millisecond at a time.
  */
-export const textsTokenBound = (texts: ReadonlyArray<string>): Effect.Effect<number> =>
-  Effect.gen(function*() {
-    let total = 0
-    let sinceYield = 0
-    for (const text of texts) {
-      const steps = textTokenBoundSteps(text, BOUND_SLICE_UNITS)
-      let more = steps.next()
-      sinceYield += Math.min(text.length, BOUND_SLICE_UNITS)
-      while (more) {
-        if (sinceYield >= BOUND_SLICE_UNITS) {
-          yield* Effect.yieldNow
-          sinceYield = 0
-        }
-        more = steps.next()
-        sinceYield += BOUND_SLICE_UNITS
-      }
-      total += steps.tokens
+export const textsTokenBound = Effect.fnUntraced(function*(texts: ReadonlyArray<string>) {
+  let total = 0
+  let sinceYield = 0
+  for (const text of texts) {
+    const steps = textTokenBoundSteps(text, BOUND_SLICE_UNITS)
+    let more = steps.next()
+    sinceYield += Math.min(text.length, BOUND_SLICE_UNITS)
+    while (more) {
       if (sinceYield >= BOUND_SLICE_UNITS) {
         yield* Effect.yieldNow
         sinceYield = 0
       }
+      more = steps.next()
+      sinceYield += BOUND_SLICE_UNITS
     }
-    return total
-  })
+    total += steps.tokens
+    if (sinceYield >= BOUND_SLICE_UNITS) {
+      yield* Effect.yieldNow
+      sinceYield = 0
+    }
+  }
+  return total
+})
 
 /** An upper bound on a request's input tokens (what metering reserves): never below `countRequestTokens`. */
 export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> =>

@@ -21,7 +21,7 @@ import { Settings } from "../config/settings.ts"
 import { type LimitExceeded, NotImplemented, PermissionDenied, type ServiceUnavailable } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsModel, allPermissions, type Permissions } from "../keys/permissions.ts"
-import { Meter, type MeteredModel } from "../metering/meter.ts"
+import { Meter, type MeteredCall, type MeteredModel } from "../metering/meter.ts"
 import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
@@ -211,58 +211,71 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       const upstream = candidatesFor(sent, models)
       const modelById = new Map(models.map((m) => [m.id, m]))
       const settledSignal = Deferred.makeUnsafe<Settlement>()
+      const start = startCall(options, { models, metered, sent, upstream, modelById, settledSignal })
+      return { request: sent, headers: metered.headers, start } satisfies PreparedCall
+    })
 
-      const start = Effect.gen(function*() {
-        let servingModel = models[0]
-        const dispatched = yield* dispatcher.dispatch({
-          candidates: upstream,
-          keyId: options.key.id,
-          deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-          onQueued: options.onQueued,
-          priority: options.priority,
-          record: options.record,
-          onContinue: (to) =>
-            Effect.suspend(() => {
-              servingModel = modelById.get(to.modelId) ?? servingModel
-              return options.onContinue === undefined ? Effect.void : options.onContinue(to)
-            })
-        }).pipe(Effect.tapError(() => metered.fail()))
-        servingModel = modelById.get(dispatched.servedModel) ?? servingModel
-        if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
-        const usage = makeUsageTracker(sent)
+    /**
+     * The dispatch of a prepared call, and the settle when its stream ends. A generator made once
+     * for the service, not per call (see `answer` in http/chat-answer.ts: a per-request `function*`
+     * keeps the request alive through young-generation collections).
+     */
+    const startCall = Effect.fnUntraced(function*(options: ModelCallOptions, prepared: {
+      readonly models: ReadonlyArray<ChatModel>
+      readonly metered: MeteredCall
+      readonly sent: CanonicalRequest
+      readonly upstream: ReadonlyArray<DispatchCandidate>
+      readonly modelById: ReadonlyMap<string, ChatModel>
+      readonly settledSignal: Deferred.Deferred<Settlement>
+    }) {
+      const { models, metered, sent, upstream, modelById, settledSignal } = prepared
+      let servingModel = models[0]
+      const dispatched = yield* dispatcher.dispatch({
+        candidates: upstream,
+        keyId: options.key.id,
+        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+        onQueued: options.onQueued,
+        priority: options.priority,
+        record: options.record,
+        onContinue: (to) =>
+          Effect.suspend(() => {
+            servingModel = modelById.get(to.modelId) ?? servingModel
+            return options.onContinue === undefined ? Effect.void : options.onContinue(to)
+          })
+      }).pipe(Effect.tapError(() => metered.fail()))
+      servingModel = modelById.get(dispatched.servedModel) ?? servingModel
+      if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
+      const usage = makeUsageTracker(sent)
 
-        /** Settles exactly once, whatever ended the stream. */
-        const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>) =>
-          Effect.gen(function*() {
-            const completed = Exit.isSuccess(exit)
-            if (!completed && !usage.produced) {
-              yield* metered.fail()
-              Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: makeUsage({}), costMicros: 0 }))
-              return
-            }
-            const used = yield* usage.usage()
-            const { chargedMicros } = yield* metered.settle(used, servingModel)
+      /** Settles exactly once, whatever ended the stream. */
+      const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>): Effect.Effect<void> => {
+        if (!Exit.isSuccess(exit) && !usage.produced) {
+          return Effect.andThen(metered.fail(), Effect.sync(() => {
+            Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: makeUsage({}), costMicros: 0 }))
+          }))
+        }
+        return Effect.flatMap(usage.usage(), (used) =>
+          Effect.map(metered.settle(used, servingModel), ({ chargedMicros }) => {
             noteCharge(options.record, used, chargedMicros)
             Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
-          })
+          }))
+      }
 
-        const events = dispatched.events.pipe(
-          // Per chunk, not per event: a tap would cut every chunk into one-event chunks.
-          Stream.mapArray((chunk) => {
-            for (const event of chunk) usage.add(event)
-            return chunk
-          }),
-          Stream.onExit(finish)
-        )
-        return {
-          servedModel: dispatched.servedModel,
-          placementId: dispatched.placementId,
-          events,
-          headers: metered.headers,
-          settled: Deferred.await(settledSignal)
-        } satisfies ModelCall
-      })
-      return { request: sent, headers: metered.headers, start } satisfies PreparedCall
+      const events = dispatched.events.pipe(
+        // Per chunk, not per event: a tap would cut every chunk into one-event chunks.
+        Stream.mapArray((chunk) => {
+          for (const event of chunk) usage.add(event)
+          return chunk
+        }),
+        Stream.onExit(finish)
+      )
+      return {
+        servedModel: dispatched.servedModel,
+        placementId: dispatched.placementId,
+        events,
+        headers: metered.headers,
+        settled: Deferred.await(settledSignal)
+      } satisfies ModelCall
     })
 
     const call = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
@@ -270,8 +283,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return yield* prepared.start
     })
 
-    const complete = (request: CanonicalRequest, options: ModelCallOptions) =>
-      Effect.gen(function*() {
+    const complete = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
         const { models, metered, sent } = yield* meterCall(request, options)
         const completed = yield* dispatcher.complete({
           candidates: candidatesFor(sent, models),
