@@ -112,6 +112,13 @@ export default async function setup(project: TestProject) {
     console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
+  // The latency project's files start their own gateways; the shared ones belong to the suite's.
+  if (project.name === "latency") {
+    project.provide("sharedGateways", {})
+    return async () => {
+      template?.drop()
+    }
+  }
   const shared = await startSharedGateways({ postgresUrl: pg ? POSTGRES_URL : null, migratedDataDir: migrated, postgresTemplate: template?.name ?? null })
   project.provide("sharedGateways", shared.addresses)
   // The run's temporary directory (on tmpfs when there is one): data dirs a test left behind go
