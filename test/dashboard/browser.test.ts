@@ -18,7 +18,7 @@ import type { Page } from "playwright-core"
 import { afterAll, beforeAll, describe, it } from "vitest"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { type Browser, chromiumAvailable, launchBrowser } from "../support/browser.ts"
-import { engines, inOrder } from "../support/engines.ts"
+import { engines } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 
@@ -27,9 +27,7 @@ if (!chromiumAvailable && process.env.CI === "true") throw new Error("CI=true an
 const updateDocs = process.env.UPDATE_SCREENSHOTS === "1"
 const DOCS = join(import.meta.dirname, "..", "..", "docs")
 
-// The engines' suites run at the same time (each its own gateway, browser context and data);
-// the tests of one suite keep their order.
-describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chromium ($name)", (engine) => {
+describe.skipIf(!chromiumAvailable).each(engines())("dashboard in Chromium ($name)", (engine) => {
   let gw: GatewayProcess
   let cleanup: () => void
   let operatorBrowser: Browser
@@ -78,7 +76,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     if (!updateDocs && shots) rmSync(shots, { recursive: true, force: true })
   })
 
-  it("refuses a wrong token and stays on the sign-in page", inOrder, async ({ expect }) => {
+  it("refuses a wrong token and stays on the sign-in page", async ({ expect }) => {
     await page.goto(url("/dashboard"))
     await page.getByLabel("Admin token or API key").fill("svc_not-a-real-key")
     await page.getByRole("button", { name: "Sign in" }).click()
@@ -88,7 +86,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await screenshot(page, "sign-in")
   })
 
-  it("signs in with the admin token (never in the URL) and creates a key whose secret is shown once", inOrder, async ({ expect }) => {
+  it("signs in with the admin token (never in the URL) and creates a key whose secret is shown once", async ({ expect }) => {
     await page.getByLabel("Admin token or API key").fill(gw.adminToken)
     await page.getByRole("button", { name: "Sign in" }).click()
     await page.waitForURL(url("/dashboard/keys"))
@@ -122,7 +120,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     created = { id, secret }
   })
 
-  it("refuses a change without the CSRF token, even from the signed-in page", inOrder, async ({ expect }) => {
+  it("refuses a change without the CSRF token, even from the signed-in page", async ({ expect }) => {
     const refused = await page.evaluate(async () => {
       const res = await fetch("/dashboard/api/keys", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
       return { status: res.status, body: await res.json() }
@@ -130,7 +128,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     expect(refused).toMatchObject({ status: 403, body: { error: { type: "permission_error" } } })
   })
 
-  it("watches the queue page move by itself while the SDK's calls wait, then sees the usage", inOrder, async ({ expect }) => {
+  it("watches the queue page move by itself while the SDK's calls wait, then sees the usage", async ({ expect }) => {
     await page.goto(url("/dashboard/usage"))
     await expect.poll(() => page.getByTestId("usage-total-requests").textContent()).toBe("0")
     await screenshot(page, "usage-empty")
@@ -164,7 +162,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await screenshot(page, "usage")
   })
 
-  it("lists runs, follows a run's log live and cancels it from the page", inOrder, async ({ expect }) => {
+  it("lists runs, follows a run's log live and cancels it from the page", async ({ expect }) => {
     const call = (path: string, body: unknown, key = created.secret) =>
       fetch(url(path), { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) })
     const executed = (await (await call("/v1/agent-runs", { model: "svc-nova-mini", input: "Tell me about rivers", metadata: { from: "e2e" } })).json()) as { run: { id: string } }
@@ -203,7 +201,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await expect.poll(() => page.locator(".event-log li").count(), { timeout: 10_000 }).toBe(2)
   })
 
-  it("lists artifacts across keys and shows one's descriptor, versions and a query as a table", inOrder, async ({ expect }) => {
+  it("lists artifacts across keys and shows one's descriptor, versions and a query as a table", async ({ expect }) => {
     await page.goto(url("/dashboard/artifacts"))
     await expect.poll(() => page.locator(".empty").textContent()).toContain("No artifacts yet")
     const upload = async (key: string, body: unknown) => {
@@ -260,7 +258,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await expect.poll(() => page.getByRole("alert").textContent()).toContain("No artifact with id art_doesnotexist")
   })
 
-  it("lists both kinds of batches with their counts, and cancels one with confirmation", inOrder, async ({ expect }) => {
+  it("lists both kinds of batches with their counts, and cancels one with confirmation", async ({ expect }) => {
     // Batches of the default key: the e2e key's usage stays what the key-holder test expects.
     const openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     const input = await openai.files.create({
@@ -307,7 +305,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await expect.poll(() => page.locator(".batch-record").textContent()).toContain("Output file")
   })
 
-  it("shows the catalog with its prices", inOrder, async ({ expect }) => {
+  it("shows the catalog with its prices", async ({ expect }) => {
     await page.goto(url("/dashboard/models"))
     const atlas = page.locator("tr[data-model=svc-atlas-1]")
     await atlas.waitFor()
@@ -315,7 +313,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await screenshot(page, "models")
   })
 
-  it("gives a key holder their own key, usage and runs, and nothing of other keys", inOrder, async ({ expect }) => {
+  it("gives a key holder their own key, usage and runs, and nothing of other keys", async ({ expect }) => {
     holderBrowser = await launchBrowser()
     const holder = holderPage = await holderBrowser.context.newPage()
     await holder.goto(url("/dashboard"))
@@ -356,7 +354,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await expect.poll(() => holder.getByRole("alert").textContent()).toContain(`No artifact with id ${otherArtifact}`)
   })
 
-  it("revokes the key with confirmation: the SDK gets 401 and the key holder is signed out", inOrder, async ({ expect }) => {
+  it("revokes the key with confirmation: the SDK gets 401 and the key holder is signed out", async ({ expect }) => {
     await page.goto(url("/dashboard/keys"))
     const row = page.locator(`tr[data-key-id=${created.id}]`)
     await row.getByRole("button", { name: "Revoke" }).click()
@@ -375,7 +373,7 @@ describe.skipIf(!chromiumAvailable).concurrent.each(engines())("dashboard in Chr
     await expect.poll(() => holder.getByRole("status").textContent()).toContain("revoked")
   })
 
-  it("fits a phone's width and signs out", inOrder, async ({ expect }) => {
+  it("fits a phone's width and signs out", async ({ expect }) => {
     await page.setViewportSize({ width: 390, height: 844 })
     await page.goto(url("/dashboard/usage"))
     await page.getByTestId("usage-total-requests").waitFor()
