@@ -38,6 +38,13 @@ const makeCsv = (rows: number) => {
   return lines.join("\n") + "\n"
 }
 
+/**
+ * Rows for a content just over `WORKER_WRITES_MIN_BYTES` (~1.06 MiB; each test checks it is over):
+ * the worker writes it, and a smaller one keeps the file's CPU down. The interrupted upload keeps
+ * 40,000 rows: its statements must still be running when it is stopped.
+ */
+const WORKER_ROWS = 28_000
+
 for (const engine of engines) describe(`upload writes: event loop or parse worker (${engine.name})`, () => {
   let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient | StorageEngine, unknown>
   let made: ReturnType<typeof engine.make>
@@ -102,21 +109,23 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     }))
 
   it("a large content is written by its worker, row for row as the event loop writes it", async () => {
-    const csv = makeCsv(40_000)
+    const csv = makeCsv(WORKER_ROWS)
     expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
     const body = JSON.stringify({ bytes: csv })
     const byWorker = await store(body, { target })
     const byLoop = await store(body, { target: undefined })
     expect([byWorker.writes, byLoop.writes]).toEqual(["worker", "main"])
     const [a, b] = [await digest(byWorker.contentId), await digest(byLoop.contentId)]
-    expect(a.rows).toBe(40_000)
+    expect(a.rows).toBe(WORKER_ROWS)
     expect(a).toEqual(b)
     // Below the size, the event loop writes even with a target.
     expect((await store(JSON.stringify({ bytes: makeCsv(2_000) }), { target })).writes).toBe("main")
   })
 
   it("a write that fails in the worker fails the upload with the server's SQLSTATE", async () => {
-    const body = JSON.stringify({ bytes: makeCsv(40_000) })
+    const csv = makeCsv(WORKER_ROWS)
+    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
+    const body = JSON.stringify({ bytes: csv })
     const first = await store(body, { target })
     // The same rows again under the same content: a primary-key violation, in the worker.
     const failed = await store(body, { target, contentId: first.contentId }).then(() => undefined, (error: unknown) => error)
@@ -156,7 +165,8 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
       close: pool.close
     }
     try {
-      const csv = makeCsv(40_000)
+      const csv = makeCsv(WORKER_ROWS)
+      expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
       const first = await store(JSON.stringify({ bytes: csv }), { target, pool: watched })
       expect(given).toHaveLength(1)
       // The same content again (its body differs), through the kept worker: the same rows.

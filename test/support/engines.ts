@@ -41,10 +41,13 @@ const embedded: Engine = {
   }
 }
 
-/** A new, empty PostgreSQL database; returns its URL and a function that drops it. */
-export const freshPostgresDatabase = (adminUrl: string) => {
+/**
+ * A new PostgreSQL database, empty or a copy of `template`; returns its URL and a function that
+ * drops it.
+ */
+export const freshPostgresDatabase = (adminUrl: string, template?: string) => {
   const name = `gw_test_${randomBytes(6).toString("hex")}`
-  psql(adminUrl, `CREATE DATABASE ${name}`)
+  psql(adminUrl, `CREATE DATABASE ${name}${template === undefined ? "" : ` TEMPLATE ${template}`}`)
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
   return {
@@ -59,10 +62,22 @@ export const freshPostgresDatabase = (adminUrl: string) => {
   }
 }
 
+/**
+ * A new PostgreSQL database with every migration applied: a copy (`CREATE DATABASE … TEMPLATE`) of
+ * the one the global setup migrated with `gateway migrate`, as `embeddedDataDir` is for the
+ * embedded engine. A gateway's first start on it skips migrating (1.5–5 s of wall time and ~0.5 s
+ * of CPU here). Migrating an empty database stays tested: the global setup does it on every run,
+ * and suites about it (two instances migrating at once) use `freshPostgresDatabase`.
+ */
+export const migratedPostgresDatabase = (adminUrl: string) => {
+  const template = inject("migratedPostgresTemplate")
+  return freshPostgresDatabase(adminUrl, template ?? undefined)
+}
+
 const postgres = (adminUrl: string): Engine => ({
   name: "postgres",
   setup() {
-    const db = freshPostgresDatabase(adminUrl)
+    const db = migratedPostgresDatabase(adminUrl)
     const dir = freshDataDir()
     return {
       env: { DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir },

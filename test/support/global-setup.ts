@@ -9,6 +9,7 @@ import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
+import { freshPostgresDatabase } from "./engines.ts"
 import { startSharedGateways } from "./shared-gateway.ts"
 import { RUN_TMPDIR_VARIABLE } from "./test-environment.ts"
 
@@ -22,6 +23,8 @@ declare module "vitest" {
     services: ServiceAvailability
     /** An embedded data dir with every migration applied (no keys), or null: see `embeddedDataDir`. */
     migratedDataDir: string | null
+    /** A PostgreSQL database with every migration applied (no keys), or null: see `migratedPostgresDatabase`. */
+    migratedPostgresTemplate: string | null
   }
 }
 
@@ -64,13 +67,43 @@ const migratedDataDir = () =>
     })
   })
 
+/**
+ * The same for PostgreSQL: `gateway migrate` on a new database, once per run, which suites copy
+ * with `CREATE DATABASE … TEMPLATE` (`migratedPostgresDatabase`). Null if that fails (suites then
+ * start from empty databases). A template must have no connection while it is copied: only the
+ * migrate command, which has exited, ever connects to it.
+ */
+const migratedPostgresTemplate = async (adminUrl: string) => {
+  let db: ReturnType<typeof freshPostgresDatabase>
+  try {
+    db = freshPostgresDatabase(adminUrl)
+  } catch (error) {
+    console.warn(`\n⚠ could not create a PostgreSQL template database (suites start from empty ones): ${String(error)}`)
+    return null
+  }
+  const main = join(import.meta.dirname, "..", "..", "src", "main.ts")
+  const dir = mkdtempSync(join(tmpdir(), "migrate-postgres-"))
+  return new Promise<{ name: string; drop: () => void } | null>((resolve) => {
+    execFile(process.execPath, [main, "migrate"], { env: { ...process.env, DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir } }, (error, _stdout, stderr) => {
+      rmSync(dir, { recursive: true, force: true })
+      if (error === null) return resolve({ name: new URL(db.url).pathname.slice(1), drop: db.drop })
+      console.warn(`\n⚠ could not migrate a PostgreSQL template database (suites start from empty ones): ${stderr}`)
+      db.drop()
+      resolve(null)
+    })
+  })
+}
+
 export default async function setup(project: TestProject) {
-  const [pg, redis, migrated] = await Promise.all([
-    probe(POSTGRES_URL, sslRequest, (r) => r.length === 1 && (r[0] === 0x4e || r[0] === 0x53)),
+  const pgProbe = probe(POSTGRES_URL, sslRequest, (r) => r.length === 1 && (r[0] === 0x4e || r[0] === 0x53))
+  const [pg, redis, migrated, template] = await Promise.all([
+    pgProbe,
     probe(REDIS_URL, Buffer.from("PING\r\n"), (r) => r.toString().startsWith("+PONG")),
-    migratedDataDir()
+    migratedDataDir(),
+    pgProbe.then((reachable) => (reachable ? migratedPostgresTemplate(POSTGRES_URL) : null))
   ])
   project.provide("migratedDataDir", migrated)
+  project.provide("migratedPostgresTemplate", template?.name ?? null)
   const missing = [!pg && `PostgreSQL (${POSTGRES_URL})`, !redis && `Redis (${REDIS_URL})`].filter(Boolean)
   if (missing.length > 0) {
     if (process.env.CI === "true") {
@@ -79,12 +112,20 @@ export default async function setup(project: TestProject) {
     console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
-  const shared = await startSharedGateways({ postgresUrl: pg ? POSTGRES_URL : null, migratedDataDir: migrated })
+  // The latency project's files start their own gateways; the shared ones belong to the suite's.
+  if (project.name === "latency") {
+    project.provide("sharedGateways", {})
+    return async () => {
+      template?.drop()
+    }
+  }
+  const shared = await startSharedGateways({ postgresUrl: pg ? POSTGRES_URL : null, migratedDataDir: migrated, postgresTemplate: template?.name ?? null })
   project.provide("sharedGateways", shared.addresses)
   // The run's temporary directory (on tmpfs when there is one): data dirs a test left behind go
   // with it, so they never accumulate in memory across runs.
   return async () => {
     await shared.teardown()
+    template?.drop()
     const runDir = process.env[RUN_TMPDIR_VARIABLE]
     if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
   }

@@ -32,7 +32,7 @@ export interface SharedGateway {
 }
 
 /** Starts the shared gateways (embedded always, PostgreSQL when reachable); returns their addresses and a teardown. */
-export const startSharedGateways = async (options: { readonly postgresUrl: string | null; readonly migratedDataDir: string | null }) => {
+export const startSharedGateways = async (options: { readonly postgresUrl: string | null; readonly migratedDataDir: string | null; readonly postgresTemplate: string | null }) => {
   const started: Array<GatewayProcess> = []
   const cleanups: Array<() => void> = []
   const start = async (env: Record<string, string>, dir: string) => {
@@ -43,7 +43,7 @@ export const startSharedGateways = async (options: { readonly postgresUrl: strin
   const embeddedDir = freshDataDir()
   cleanups.push(() => rmSync(embeddedDir, { recursive: true, force: true }))
   if (options.migratedDataDir !== null) cpSync(options.migratedDataDir, embeddedDir, { recursive: true })
-  const postgres = options.postgresUrl === null ? undefined : freshPostgresDatabase(options.postgresUrl)
+  const postgres = options.postgresUrl === null ? undefined : freshPostgresDatabase(options.postgresUrl, options.postgresTemplate ?? undefined)
   const postgresDir = freshDataDir()
   cleanups.push(() => rmSync(postgresDir, { recursive: true, force: true }))
   if (postgres !== undefined) cleanups.push(postgres.drop)
