@@ -3,7 +3,7 @@
  * permissions, runs the handler and renders any error in the route's shape. Every response carries
  * `x-request-id` (read by the OpenAI SDK) and `request-id` (read by the Anthropic SDK).
  */
-import { Cause, Effect, Stream } from "effect"
+import { Cause, Effect } from "effect"
 import type { SqlError } from "effect/sql"
 import { HttpBody, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomUUID } from "node:crypto"
@@ -27,6 +27,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
+import { onExitPlain } from "../util/scoped.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
 
@@ -182,7 +183,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       if (body._tag !== "Stream") return Effect.as(telemetry.finish(record), response)
       return Effect.succeed(HttpServerResponse.setBody(
         response,
-        HttpBody.stream(Stream.onExit(body.stream, () => telemetry.finish(record)), body.contentType, body.contentLength)
+        HttpBody.stream(onExitPlain(body.stream, () => telemetry.finish(record)), body.contentType, body.contentLength)
       ))
     }
 

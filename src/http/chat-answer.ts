@@ -16,7 +16,7 @@
  *   continues on another placement, marked by an SSE comment (`switchover`).
  * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
  */
-import { Cause, Clock, Deferred, Effect, Fiber, Option, Pull, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, Fiber, Option, Pull, Scope, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
@@ -30,7 +30,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
-import { toPullPlain } from "../util/scoped.ts"
+import { onExitPlain, toPullPlain } from "../util/scoped.ts"
 
 export type CallFailure = BackendError | QueueTimeout
 
@@ -118,14 +118,21 @@ const frames = (
       return next
     }))
 
-/** SSE frames as the response body (see `frames`); a keepalive is a frame too. */
-const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, string>) =>
-  HttpEffect.scopeTransferToStream(
-    HttpServerResponse.stream(body, {
-      contentType: "text/event-stream",
-      headers: { ...SSE_HEADERS, ...headers }
-    })
-  )
+/**
+ * SSE frames as the response body (see `frames`); a keepalive is a frame too. The request's scope
+ * (its slot, its metering hold) now closes when the body ends, as `HttpEffect.scopeTransferToStream`
+ * does — but through `onExitPlain`, without the generator Effect's `Stream.onExit` makes per stream.
+ * Called synchronously in the request's fiber.
+ */
+const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, string>) => {
+  // The request scope Effect's HTTP server made (Scope.makeUnsafe): closeable, as its own transfer assumes.
+  const scope = Context.getUnsafe(Fiber.getCurrent()!.context, Scope.Scope) as Scope.Closeable
+  HttpEffect.scopeDisableClose(scope)
+  return HttpServerResponse.stream(onExitPlain(body, (exit) => Scope.close(scope, exit)), {
+    contentType: "text/event-stream",
+    headers: { ...SSE_HEADERS, ...headers }
+  })
+}
 
 /**
  * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an

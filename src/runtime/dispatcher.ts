@@ -28,7 +28,7 @@ import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { type DispatchTrace, makeDispatchTrace } from "../observability/tracing.ts"
-import { toPullPlain } from "../util/scoped.ts"
+import { ensuringPlain, toPullPlain } from "../util/scoped.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -139,146 +139,174 @@ const makeAttemptCounter = (metrics: GatewayMetrics | undefined, record: Request
   }
 }
 
+/** One streamed dispatch's state, shared by `connect` and the stream's pull. */
+interface DispatchSession {
+  state: ReturnType<typeof startDispatch>
+  lastError: BackendError | undefined
+  queued: boolean
+  /** The attempt whose stream is being read. */
+  current: Attempt | undefined
+  /** The attempt that holds a slot but is not handed over yet: ended on any early exit. */
+  pendingEnd: Attempt["end"] | undefined
+  readonly options: DispatchOptions
+  readonly byId: ReadonlyMap<string, DispatchCandidate>
+  readonly sent: ReturnType<typeof makeSentTracker>
+  readonly counter: ReturnType<typeof makeAttemptCounter>
+  readonly trace: DispatchTrace | undefined
+  readonly dispatchedAt: number
+  readonly onQueued: Effect.Effect<void>
+}
+
+const send = (d: DispatchSession, event: DispatchEvent) => {
+  d.state = stepDispatch(d.state, event)
+}
+/** Read through a function: `send` changes the state behind the type checker's narrowing. */
+const phase = (d: DispatchSession) => d.state.value
+
+/** Opens the call inside the attempt's scope and waits for its first chunk. */
+const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalEvent, BackendError>, scope: Scope.Closeable) =>
+  Effect.flatMap(Scope.provide(scope)(toPullPlain(open)), (pull) =>
+    pull.pipe(
+      Effect.catchIf(Cause.isDone, () => Effect.fail(emptyStream(candidate.placementId))),
+      Effect.map((first) => ({ pull, first }))
+    ))
+
 export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
-  const dispatch = Effect.fnUntraced(function*(options: DispatchOptions) {
-    const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
-    let state = startDispatch({
-      candidates: options.candidates.map(({ placementId, modelId, resume }) => ({ placementId, modelId, canResume: resume !== undefined }))
-    })
-    const send = (event: DispatchEvent) => {
-      state = stepDispatch(state, event)
-    }
-    /** Read through a function: `send` changes the state behind the type checker's narrowing. */
-    const phase = () => state.value
-    const sent = makeSentTracker()
-    let lastError: BackendError | undefined
-    let queued = false
-    let current: Attempt | undefined
-    const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
-    const dispatchedAt = performance.now()
-    const trace: DispatchTrace | undefined = dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined
-
-    const onQueued = Effect.suspend(() => {
-      if (queued || options.onQueued === undefined) return Effect.void
-      queued = true
-      return options.onQueued
-    })
-
-    /** Opens the call inside the attempt's scope and waits for its first chunk. */
-    const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalEvent, BackendError>, scope: Scope.Closeable) =>
-      Effect.gen(function*() {
-        const pull = yield* Scope.provide(scope)(toPullPlain(open))
-        const first = yield* pull.pipe(Effect.catchIf(Cause.isDone, () => Effect.fail(emptyStream(candidate.placementId))))
-        return { pull, first }
-      })
-
-    // The attempt that holds a slot but is not handed over yet: ended on any early exit.
-    let pendingEnd: Attempt["end"] | undefined
-
-    /** Follows the rules from `waiting` until an attempt has produced its first chunk. */
-    const connect = (): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
-      Effect.gen(function*() {
-        while (true) {
-          if (phase() === "failed") return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
-          if (phase() === "retryWait") {
-            const random = yield* Random.next
-            const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
-            counter.backoff(delay)
-            yield* Effect.sleep(delay)
-            send({ type: "RETRY_DUE" })
-            continue
+  /**
+   * Follows the rules from `waiting` until an attempt has produced its first chunk. The generators
+   * here are made once per dispatcher, never per request: V8 gives each generator closure a map in
+   * the old generation that keeps the closure's scope (the whole request) alive through every
+   * young-generation collection until the next full GC (see `answer` in http/chat-answer.ts).
+   */
+  const connectLoop = Effect.fnUntraced(function*(d: DispatchSession) {
+    while (true) {
+      if (phase(d) === "failed") return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
+      if (phase(d) === "retryWait") {
+        const random = yield* Random.next
+        const delay = nextDelay(d.state.context.attempts, d.lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+        d.counter.backoff(delay)
+        yield* Effect.sleep(delay)
+        send(d, { type: "RETRY_DUE" })
+        continue
+      }
+      if (d.lastError !== undefined) {
+        // The rules end a request that already failed once every eligible placement is sick.
+        const open: Array<string> = []
+        for (const c of eligibleCandidates(d.state)) if (yield* queues.isOpen(c.placementId)) open.push(c.placementId)
+        send(d, { type: "CIRCUITS", open })
+        if (phase(d) === "failed") return yield* Effect.fail(d.lastError)
+      }
+      const eligible = eligibleCandidates(d.state).map((c) => d.byId.get(c.placementId)!)
+      if (eligible.length === 0) return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
+      const scope = yield* Scope.make()
+      let outcome: LeaseOutcome = "cancelled"
+      let grantedAt: number | undefined
+      let attemptOn: DispatchCandidate | undefined
+      let attemptSpan: Tracer.Span | undefined
+      const end = (result: LeaseOutcome) =>
+        Effect.suspend(() => {
+          outcome = result
+          if (grantedAt !== undefined && attemptOn !== undefined) {
+            d.counter.ended(attemptOn.placementId, attemptOn.modelId, result, performance.now() - grantedAt)
+            grantedAt = undefined
+            if (attemptSpan !== undefined) d.trace!.attemptEnded(attemptSpan, attemptOn.placementId, result, d.lastError)
           }
-          if (lastError !== undefined) {
-            // The rules end a request that already failed once every eligible placement is sick.
-            const open: Array<string> = []
-            for (const c of eligibleCandidates(state)) if (yield* queues.isOpen(c.placementId)) open.push(c.placementId)
-            send({ type: "CIRCUITS", open })
-            if (phase() === "failed") return yield* Effect.fail(lastError)
-          }
-          const eligible = eligibleCandidates(state).map((c) => byId.get(c.placementId)!)
-          if (eligible.length === 0) return yield* Effect.fail(lastError ?? emptyStream("dispatch"))
-          const scope = yield* Scope.make()
-          let outcome: LeaseOutcome = "cancelled"
-          let grantedAt: number | undefined
-          let attemptOn: DispatchCandidate | undefined
-          let attemptSpan: Tracer.Span | undefined
-          const end = (result: LeaseOutcome) =>
-            Effect.suspend(() => {
-              outcome = result
-              if (grantedAt !== undefined && attemptOn !== undefined) {
-                counter.ended(attemptOn.placementId, attemptOn.modelId, result, performance.now() - grantedAt)
-                grantedAt = undefined
-                if (attemptSpan !== undefined) trace!.attemptEnded(attemptSpan, attemptOn.placementId, result, lastError)
-              }
-              return Scope.close(scope, Exit.void)
-            })
-          pendingEnd = end
-          const askedAt = performance.now()
-          const targets = eligible.map((c) => c.placementId)
-          // Tie the slot's release to the scope before anything can interrupt us.
-          const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })
-          const lease = yield* Effect.uninterruptibleMask((restore) =>
-            restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
-              Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
-              Effect.tapError(() => Effect.sync(() => {
-                counter.timedOut(targets)
-                send({ type: "QUEUE_TIMEOUT" })
-              }))
-            )
-          )
-          send({ type: "GRANTED", placementId: lease.placementId })
-          const candidate = byId.get(lease.placementId)!
-          grantedAt = performance.now()
-          attemptOn = candidate
-          counter.granted(lease.placementId, grantedAt - askedAt)
-          if (trace !== undefined) attemptSpan = yield* trace.attempt(candidate.placementId, candidate.modelId)
-          const open = state.context.continuing ? candidate.resume!(sent.state.text) : candidate.run(candidate.placementId)
-          // Under the attempt's span, so the upstream request carries it as its `traceparent`.
-          const first = firstChunk(candidate, open, scope)
-          const result = yield* Effect.result(attemptSpan === undefined ? first : Effect.withParentSpan(first, attemptSpan))
-          if (Result.isSuccess(result)) {
-            send({ type: "FIRST_BYTE" })
-            if (current === undefined) {
-              // The answer's first event: time to first token, from the request's arrival when known.
-              const firstAt = performance.now()
-              const record = options.record
-              if (record !== undefined) record.ttftMs = firstAt - record.startedAt
-              dispatcherOptions.metrics?.timeToFirstToken(candidate.modelId, (firstAt - (record?.startedAt ?? dispatchedAt)) / 1000)
-            }
-            pendingEnd = undefined
-            return { candidate, end, ...result.success } satisfies Attempt
-          }
-          lastError = result.failure
-          yield* end(outcomeOf(result.failure))
-          send({ type: "FAILED", error: result.failure })
+          return Scope.close(scope, Exit.void)
+        })
+      d.pendingEnd = end
+      const askedAt = performance.now()
+      const targets = eligible.map((c) => c.placementId)
+      // Tie the slot's release to the scope before anything can interrupt us.
+      const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority })
+      const lease = yield* Effect.uninterruptibleMask((restore) =>
+        restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)).pipe(
+          Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
+          Effect.tapError(() => Effect.sync(() => {
+            d.counter.timedOut(targets)
+            send(d, { type: "QUEUE_TIMEOUT" })
+          }))
+        )
+      )
+      send(d, { type: "GRANTED", placementId: lease.placementId })
+      const candidate = d.byId.get(lease.placementId)!
+      grantedAt = performance.now()
+      attemptOn = candidate
+      d.counter.granted(lease.placementId, grantedAt - askedAt)
+      if (d.trace !== undefined) attemptSpan = yield* d.trace.attempt(candidate.placementId, candidate.modelId)
+      const open = d.state.context.continuing ? candidate.resume!(d.sent.state.text) : candidate.run(candidate.placementId)
+      // Under the attempt's span, so the upstream request carries it as its `traceparent`.
+      const first = firstChunk(candidate, open, scope)
+      const result = yield* Effect.result(attemptSpan === undefined ? first : Effect.withParentSpan(first, attemptSpan))
+      if (Result.isSuccess(result)) {
+        send(d, { type: "FIRST_BYTE" })
+        if (d.current === undefined) {
+          // The answer's first event: time to first token, from the request's arrival when known.
+          const firstAt = performance.now()
+          const record = d.options.record
+          if (record !== undefined) record.ttftMs = firstAt - record.startedAt
+          dispatcherOptions.metrics?.timeToFirstToken(candidate.modelId, (firstAt - (record?.startedAt ?? d.dispatchedAt)) / 1000)
         }
-      }).pipe(Effect.onExit((exit) => {
-        if (Exit.isFailure(exit)) trace?.done()
-        return Exit.isFailure(exit) && pendingEnd !== undefined ? pendingEnd("cancelled") : Effect.void
-      }))
+        d.pendingEnd = undefined
+        return { candidate, end, ...result.success } satisfies Attempt
+      }
+      d.lastError = result.failure
+      yield* end(outcomeOf(result.failure))
+      send(d, { type: "FAILED", error: result.failure })
+    }
+  })
+  const connect = (d: DispatchSession): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
+    connectLoop(d).pipe(Effect.onExit((exit) => {
+      if (Exit.isFailure(exit)) d.trace?.done()
+      return Exit.isFailure(exit) && d.pendingEnd !== undefined ? d.pendingEnd("cancelled") : Effect.void
+    }))
 
-    current = yield* connect()
-    const served = current.candidate
+  const dispatch = Effect.fnUntraced(function*(options: DispatchOptions) {
+    const d: DispatchSession = {
+      state: startDispatch({
+        candidates: options.candidates.map(({ placementId, modelId, resume }) => ({ placementId, modelId, canResume: resume !== undefined }))
+      }),
+      lastError: undefined,
+      queued: false,
+      current: undefined,
+      pendingEnd: undefined,
+      options,
+      byId: new Map(options.candidates.map((candidate) => [candidate.placementId, candidate])),
+      sent: makeSentTracker(),
+      counter: makeAttemptCounter(dispatcherOptions.metrics, options.record),
+      trace: dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined,
+      dispatchedAt: performance.now(),
+      onQueued: Effect.suspend(() => {
+        if (d.queued || options.onQueued === undefined) return Effect.void
+        d.queued = true
+        return options.onQueued
+      })
+    }
+    const first = yield* connect(d)
+    d.current = first
+    const served = first.candidate
 
-    let pending: ReadonlyArray<CanonicalEvent> | undefined = current.first
+    let pending: ReadonlyArray<CanonicalEvent> | undefined = first.first
     let splice: ((event: CanonicalEvent) => ReadonlyArray<CanonicalEvent>) | undefined
     const deliver = (events: ReadonlyArray<CanonicalEvent>) => {
       const out = splice === undefined ? events : events.flatMap(splice)
-      sent.add(out)
+      d.sent.add(out)
       return out
     }
 
     /** After a break: continue the text elsewhere if the rules allow, else fail the stream. */
-    const onBreak = (error: BackendError) =>
-      Effect.gen(function*() {
-        lastError = error
-        yield* current!.end(outcomeOf(error))
-        send(canContinueText(sent.state) ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
-        if (phase() !== "waiting") return yield* Effect.fail(error)
-        splice = makeSplicer(sent.state)
-        current = yield* connect()
-        pending = current.first
-        if (options.onContinue !== undefined) yield* options.onContinue(current.candidate)
+    const onBreak = (error: BackendError): Effect.Effect<void, BackendError | QueueTimeout> =>
+      Effect.suspend(() => {
+        d.lastError = error
+        return Effect.andThen(d.current!.end(outcomeOf(error)), Effect.suspend(() => {
+          send(d, canContinueText(d.sent.state) ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
+          if (phase(d) !== "waiting") return Effect.fail(error)
+          splice = makeSplicer(d.sent.state)
+          return Effect.flatMap(connect(d), (next) => {
+            d.current = next
+            pending = next.first
+            return options.onContinue === undefined ? Effect.void : options.onContinue(next.candidate)
+          })
+        }))
       })
 
     type Chunk = NonEmptyReadonlyArray<CanonicalEvent>
@@ -288,27 +316,28 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
         pending = undefined
         return isReadonlyArrayNonEmpty(out) ? Effect.succeed(out) : pull
       }
-      return Effect.matchEffect(current!.pull, {
+      return Effect.matchEffect(d.current!.pull, {
         onSuccess: (chunk) => {
           const out = deliver(chunk)
           return isReadonlyArrayNonEmpty(out) ? Effect.succeed(out) : pull
         },
         onFailure: (error) =>
           Cause.isDone(error)
-            ? current!.end("success").pipe(
-              Effect.andThen(Effect.sync(() => send({ type: "SUCCEEDED" }))),
+            ? d.current!.end("success").pipe(
+              Effect.andThen(Effect.sync(() => send(d, { type: "SUCCEEDED" }))),
               Effect.andThen(Effect.fail(error))
             )
             : onBreak(error).pipe(Effect.andThen(pull))
       })
     })
 
-    const events = Stream.fromPull(Effect.succeed(pull)).pipe(
-      Stream.ensuring(Effect.suspend(() => {
-        const ended = current!.end("cancelled")
-        trace?.done()
+    const events = ensuringPlain(
+      Stream.fromPull(Effect.succeed(pull)),
+      Effect.suspend(() => {
+        const ended = d.current!.end("cancelled")
+        d.trace?.done()
         return ended
-      }))
+      })
     )
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })

@@ -35,6 +35,7 @@ import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
 import { makeUsageTracker } from "./usage-tracker.ts"
+import { onExitPlain } from "../util/scoped.ts"
 
 /** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
 export type Continuity = "auto" | "exact"
@@ -261,13 +262,13 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           }))
       }
 
-      const events = dispatched.events.pipe(
+      const events = onExitPlain(
         // Per chunk, not per event: a tap would cut every chunk into one-event chunks.
-        Stream.mapArray((chunk) => {
+        Stream.mapArray(dispatched.events, (chunk) => {
           for (const event of chunk) usage.add(event)
           return chunk
         }),
-        Stream.onExit(finish)
+        finish
       )
       return {
         servedModel: dispatched.servedModel,

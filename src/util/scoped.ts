@@ -8,7 +8,7 @@
  * can be registered on the scope directly, which is what these do. Use Effect's versions when the
  * release needs services from the context.
  */
-import { Cause, Channel, Effect, type Pull, Scope, Stream } from "effect"
+import { Cause, Channel, Effect, type Exit, Pull, Scope, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 
 /** `Effect.acquireRelease` for a release that needs no services: acquired uninterruptibly, released when the scope closes. */
@@ -35,3 +35,30 @@ export const toPullPlain = <A, E>(stream: Stream.Stream<A, E>): Effect.Effect<Pu
       // As in Effect's toPull: a failure while opening the stream is the first pull's failure.
       Effect.catchCause((cause) => Effect.succeed(Effect.failCause(cause)))
     ))
+
+/**
+ * `Stream.onExit` without a generator made per call: Effect's (through `Channel.fromTransformBracket`)
+ * creates a `function*` closure for every stream it wraps, and V8 gives each generator closure an
+ * old-generation map that keeps its scope — the request — alive through young-generation
+ * collections until the next full GC (8 per streamed answer before this: `--log-maps` counted them;
+ * see `answer` in http/chat-answer.ts). Same semantics: the finalizer runs once, with the stream's
+ * own exit, as soon as it ends or fails, or when the scope that runs it closes (interrupted,
+ * abandoned).
+ */
+export const onExitPlain = <A, E, R>(
+  self: Stream.Stream<A, E, R>,
+  finalizer: (exit: Exit.Exit<unknown, E>) => Effect.Effect<unknown>
+): Stream.Stream<A, E, R> =>
+  Stream.fromChannel(Channel.fromTransform((upstream: Pull.Pull<unknown, unknown, unknown>, scope: Scope.Scope) => {
+    const forked = Scope.forkUnsafe(scope)
+    const onCause = (cause: Cause.Cause<unknown>) => Scope.close(forked, Pull.doneExitFromCause(cause))
+    return Scope.addFinalizerExit(forked, finalizer as (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<unknown>).pipe(
+      Effect.andThen(Channel.toTransform(Stream.toChannel(self))(upstream, scope)),
+      Effect.onError(onCause),
+      Effect.map((pull) => Effect.onError(pull, onCause))
+    )
+  })) as Stream.Stream<A, E, R>
+
+/** `Stream.ensuring` on `onExitPlain`. */
+export const ensuringPlain = <A, E, R>(self: Stream.Stream<A, E, R>, finalizer: Effect.Effect<unknown>): Stream.Stream<A, E, R> =>
+  onExitPlain(self, () => finalizer)

@@ -8,7 +8,7 @@ import type { IncomingHttpHeaders } from "node:http"
 import type { BackendError, UpstreamTarget } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
-import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
+import { bodyStream, connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireReleasePlain } from "../../util/scoped.ts"
 import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole } from "../upstream/upstream-call.ts"
@@ -65,18 +65,21 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
  * if unread) when the stream ends or is interrupted, e.g. when the client goes away.
  */
 export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.Stream<Uint8Array, BackendError> =>
-  Stream.unwrap(Effect.gen(function*() {
-    const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
-    const response = yield* acquireReleasePlain(
-      Effect.tryPromise({
-        try: (signal) => callStreamed(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, headers) }, signal),
-        catch: connectionError
-      }),
-      (response) => Effect.sync(() => response.body.destroy())
-    )
-    if (response.statusCode < 200 || response.statusCode >= 300) {
-      const text = yield* Effect.tryPromise(() => response.body.text()).pipe(Effect.orElseSucceed(() => ""))
-      return yield* httpError(response.statusCode, text, response.headers)
-    }
-    return Stream.fromAsyncIterable(response.body, connectionError)
-  }))
+  Stream.unwrap(openStream(pools, call))
+
+/** `postForStream`'s call; a generator made once, not per call (see `answer` in http/chat-answer.ts). */
+const openStream = Effect.fnUntraced(function*(pools: UpstreamPools, call: UpstreamCall) {
+  const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
+  const response = yield* acquireReleasePlain(
+    Effect.tryPromise({
+      try: (signal) => callStreamed(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, headers) }, signal),
+      catch: connectionError
+    }),
+    (response) => Effect.sync(() => response.body.destroy())
+  )
+  if (response.statusCode < 200 || response.statusCode >= 300) {
+    const text = yield* Effect.tryPromise(() => response.body.text()).pipe(Effect.orElseSucceed(() => ""))
+    return yield* httpError(response.statusCode, text, response.headers)
+  }
+  return bodyStream(response.body)
+})

@@ -15,6 +15,8 @@
  * - The upstream's model name never reaches a client: it is replaced by the catalog id.
  */
 import type { IncomingHttpHeaders } from "node:http"
+import { Cause, Effect, type Pull, Stream } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Pool } from "undici"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
 
@@ -114,3 +116,20 @@ export const connectionError = (cause: unknown): BackendError => {
   const code = (cause as { code?: unknown } | null)?.code
   return backendErrorFromStatus(502, `Could not reach the upstream${typeof code === "string" ? ` (${code})` : ""}`)
 }
+
+/**
+ * A streamed upstream body as a Stream, one chunk per read (whatever arrived since the last one).
+ * Built on a pull of its own rather than `Stream.fromAsyncIterable`, which makes a generator
+ * closure per stream: V8 gives each generator closure an old-generation map that keeps its scope
+ * alive through young-generation collections (see `answer` in http/chat-answer.ts). Ending or
+ * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
+ */
+export const bodyStream = (body: AsyncIterable<Uint8Array>): Stream.Stream<Uint8Array, BackendError> =>
+  Stream.fromPull(Effect.sync(() => {
+    const iterator = body[Symbol.asyncIterator]()
+    const pull: Pull.Pull<NonEmptyReadonlyArray<Uint8Array>, BackendError> = Effect.flatMap(
+      Effect.tryPromise({ try: () => iterator.next(), catch: connectionError }),
+      (result) => (result.done === true ? Cause.done() : Effect.succeed([result.value] as const))
+    )
+    return pull
+  }))
