@@ -41,51 +41,46 @@ export const keyView = (k: KeyRecord) => ({
 const readCreate = readBody(CreateKeyBody, { optional: true, storable: true })
 const readUpdate = readBody(UpdateKeyBody, { storable: true })
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* readCreate(ctx)
-    const keys = yield* ApiKeys
-    const { record, secret } = yield* keys.create({
-      name: body.name ?? null,
-      ...(body.plan === undefined ? {} : { plan: body.plan }),
-      ...(body.permissions == null ? {} : { permissions: normalizePermissions(body.permissions) })
-    })
-    const view = keyView(record)
-    return jsonResponse({
-      id: view.id, key: secret, name: view.name, plan: view.plan, permissions: view.permissions,
-      createdAt: view.createdAt, object: view.object, hint: view.hint
-    }, { status: 201 })
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* readCreate(ctx)
+  const keys = yield* ApiKeys
+  const { record, secret } = yield* keys.create({
+    name: body.name ?? null,
+    ...(body.plan === undefined ? {} : { plan: body.plan }),
+    ...(body.permissions == null ? {} : { permissions: normalizePermissions(body.permissions) })
   })
+  const view = keyView(record)
+  return jsonResponse({
+    id: view.id, key: secret, name: view.name, plan: view.plan, permissions: view.permissions,
+    createdAt: view.createdAt, object: view.object, hint: view.hint
+  }, { status: 201 })
+})
 
-const list = () =>
-  Effect.gen(function*() {
-    const keys = yield* ApiKeys
-    return jsonResponse({ object: "list", data: (yield* keys.list()).map(keyView) })
-  })
+const list = Effect.fnUntraced(function*() {
+  const keys = yield* ApiKeys
+  return jsonResponse({ object: "list", data: (yield* keys.list()).map(keyView) })
+})
 
-const get = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const keys = yield* ApiKeys
-    return jsonResponse(keyView(yield* keys.get(ctx.params.id)))
-  })
+const get = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const keys = yield* ApiKeys
+  return jsonResponse(keyView(yield* keys.get(ctx.params.id)))
+})
 
-const update = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* readUpdate(ctx)
-    const keys = yield* ApiKeys
-    const record = yield* keys.update(ctx.params.id, {
-      ...(body.plan === undefined ? {} : { plan: body.plan }),
-      ...(body.permissions === undefined ? {} : { permissions: normalizePermissions(body.permissions) }),
-      ...(body.name === undefined ? {} : { name: body.name })
-    })
-    return jsonResponse(keyView(record))
+const update = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* readUpdate(ctx)
+  const keys = yield* ApiKeys
+  const record = yield* keys.update(ctx.params.id, {
+    ...(body.plan === undefined ? {} : { plan: body.plan }),
+    ...(body.permissions === undefined ? {} : { permissions: normalizePermissions(body.permissions) }),
+    ...(body.name === undefined ? {} : { name: body.name })
   })
+  return jsonResponse(keyView(record))
+})
 
-const revoke = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const keys = yield* ApiKeys
-    return jsonResponse(keyView(yield* keys.revoke(ctx.params.id)))
-  })
+const revoke = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const keys = yield* ApiKeys
+  return jsonResponse(keyView(yield* keys.revoke(ctx.params.id)))
+})
 
 /** The handlers themselves, for the dashboard's key pages (same validation, same answers). */
 export const keyHandlers = { create, list, get, update, revoke }

@@ -21,41 +21,37 @@ const versionParam = (ctx: RequestContext) => {
     : Effect.fail(new InvalidRequest({ message: `version: expected a positive integer, got ${JSON.stringify(raw)}`, param: "version" }))
 }
 
-const upload = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const artifacts = yield* Artifacts
-    const length = ctx.request.headers["content-length"]
-    const uploaded = yield* artifacts.upload(key.id, {
-      stream: ctx.request.stream,
-      declaredBytes: length === undefined ? undefined : Number(length)
-    })
-    return jsonResponse({ ...uploaded, persisted: true }, { status: uploaded.deduped ? 200 : 201 })
+const upload = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const artifacts = yield* Artifacts
+  const length = ctx.request.headers["content-length"]
+  const uploaded = yield* artifacts.upload(key.id, {
+    stream: ctx.request.stream,
+    declaredBytes: length === undefined ? undefined : Number(length)
   })
+  return jsonResponse({ ...uploaded, persisted: true }, { status: uploaded.deduped ? 200 : 201 })
+})
 
-const describe = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const version = yield* versionParam(ctx)
-    const descriptor = yield* (yield* Artifacts).describe(key.id, ctx.params.id, version)
-    return jsonResponse({ reference: { artifactId: descriptor.artifactId, version: descriptor.version }, descriptor })
-  })
+const describe = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const version = yield* versionParam(ctx)
+  const descriptor = yield* (yield* Artifacts).describe(key.id, ctx.params.id, version)
+  return jsonResponse({ reference: { artifactId: descriptor.artifactId, version: descriptor.version }, descriptor })
+})
 
-const query = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const body = yield* readJson(ctx, { optional: true })
-    const text = yield* (yield* Artifacts).query(key.id, ctx.params.id, body)
-    return HttpServerResponse.text(text, { contentType: "application/json" })
-  })
+const query = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const body = yield* readJson(ctx, { optional: true })
+  const text = yield* (yield* Artifacts).query(key.id, ctx.params.id, body)
+  return HttpServerResponse.text(text, { contentType: "application/json" })
+})
 
-const remove = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const removed = yield* (yield* Artifacts).remove(key.id, ctx.params.id)
-    if (!removed) return yield* notFound(ctx.params.id)
-    return jsonResponse({ deleted: true, artifactId: ctx.params.id })
-  })
+const remove = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const removed = yield* (yield* Artifacts).remove(key.id, ctx.params.id)
+  if (!removed) return yield* notFound(ctx.params.id)
+  return jsonResponse({ deleted: true, artifactId: ctx.params.id })
+})
 
 export const artifactsRoutes: ReadonlyArray<RouteDef<Artifacts>> = [
   { method: "POST", path: "/v1/artifacts", shape: "flat", auth: "bearer", surface: "artifacts", handler: upload },

@@ -32,57 +32,53 @@ const LIST_LIMIT = { default: 20, max: 100 }
 
 const keyOf = (ctx: RequestContext) => ctx.key!
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* decodeCreate(yield* readJson(ctx, { storable: true }))
-    const key = keyOf(ctx)
-    const file = yield* (yield* FilesRepo).content(key.id, body.input_file_id).pipe(
-      Effect.catchTag("NotFound", () =>
-        Effect.fail(new NotFound({ kind: "resource", message: `input_file_id: no file with id ${body.input_file_id}`, param: "input_file_id" })))
-    )
-    if (file.file.purpose !== "batch") {
-      return yield* new InvalidRequest({ message: `input_file_id: the file ${body.input_file_id} was uploaded with purpose ${file.file.purpose}, not batch`, param: "input_file_id" })
-    }
-    const parsed = yield* parseOpenAiInput(file.content, body.endpoint)
-    if (parsed._tag === "WrongSize") {
-      return yield* new InvalidRequest({
-        message: `input_file_id: a batch holds 1 to ${MAX_BATCH_REQUESTS} requests; the file has ${parsed.lines}`,
-        param: "input_file_id"
-      })
-    }
-    const workers = yield* BatchWorkers
-    const batch = yield* (yield* BatchesRepo).create(key.id, {
-      kind: "openai",
-      endpoint: body.endpoint,
-      inputFileId: body.input_file_id,
-      metadata: body.metadata ?? null,
-      completionWindow: body.completion_window,
-      windowMs: workers.windowMs,
-      requests: parsed._tag === "Valid" ? parsed.requests : [],
-      ...(parsed._tag === "Invalid" ? { validationErrors: { object: "list", data: parsed.errors } } : {})
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* decodeCreate(yield* readJson(ctx, { storable: true }))
+  const key = keyOf(ctx)
+  const file = yield* (yield* FilesRepo).content(key.id, body.input_file_id).pipe(
+    Effect.catchTag("NotFound", () =>
+      Effect.fail(new NotFound({ kind: "resource", message: `input_file_id: no file with id ${body.input_file_id}`, param: "input_file_id" })))
+  )
+  if (file.file.purpose !== "batch") {
+    return yield* new InvalidRequest({ message: `input_file_id: the file ${body.input_file_id} was uploaded with purpose ${file.file.purpose}, not batch`, param: "input_file_id" })
+  }
+  const parsed = yield* parseOpenAiInput(file.content, body.endpoint)
+  if (parsed._tag === "WrongSize") {
+    return yield* new InvalidRequest({
+      message: `input_file_id: a batch holds 1 to ${MAX_BATCH_REQUESTS} requests; the file has ${parsed.lines}`,
+      param: "input_file_id"
     })
-    if (parsed._tag === "Valid") yield* workers.wake()
-    return jsonResponse(openaiBatchView(batch))
+  }
+  const workers = yield* BatchWorkers
+  const batch = yield* (yield* BatchesRepo).create(key.id, {
+    kind: "openai",
+    endpoint: body.endpoint,
+    inputFileId: body.input_file_id,
+    metadata: body.metadata ?? null,
+    completionWindow: body.completion_window,
+    windowMs: workers.windowMs,
+    requests: parsed._tag === "Valid" ? parsed.requests : [],
+    ...(parsed._tag === "Invalid" ? { validationErrors: { object: "list", data: parsed.errors } } : {})
   })
+  if (parsed._tag === "Valid") yield* workers.wake()
+  return jsonResponse(openaiBatchView(batch))
+})
 
-const retrieve = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "openai", ctx.params.id)))
-  })
+const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "openai", ctx.params.id)))
+})
 
-const list = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const limit = yield* limitParam(ctx, LIST_LIMIT)
-    const after = ctx.query.get("after") ?? undefined
-    const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "openai", { limit, ...(after === undefined ? {} : { after }) })
-    const data = page.data.map(openaiBatchView)
-    return jsonResponse({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
-  })
+const list = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const limit = yield* limitParam(ctx, LIST_LIMIT)
+  const after = ctx.query.get("after") ?? undefined
+  const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "openai", { limit, ...(after === undefined ? {} : { after }) })
+  const data = page.data.map(openaiBatchView)
+  return jsonResponse({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
+})
 
-const cancel = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "openai", ctx.params.id)))
-  })
+const cancel = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "openai", ctx.params.id)))
+})
 
 type Services = BatchesRepo | BatchWorkers | FilesRepo
 

@@ -45,19 +45,18 @@ const NO_STORE = { "cache-control": "no-store" }
 
 // ---- keys (operator) ----
 
-const listKeys = () =>
-  Effect.gen(function*() {
-    const keys = yield* (yield* ApiKeys).list()
-    const status = yield* KeyStatus
-    const config = yield* ConfigFile
-    const data = yield* Effect.forEach(keys, (key) =>
-      Effect.map(
-        key.revokedAt === null ? status.allowance(key) : Effect.succeed(undefined),
-        (allowance) => ({ ...keyView(key), allowance: allowance ?? null })
-      ), { concurrency: 8 })
-    const plans = Object.entries(config.plans).map(([name, plan]) => ({ name, ...plan, prepaid: plan.prepaid === true }))
-    return jsonResponse({ object: "list", data, plans, defaultPlan: config.defaultPlan, surfaces: Surfaces }, { headers: NO_STORE })
-  })
+const listKeys = Effect.fnUntraced(function*() {
+  const keys = yield* (yield* ApiKeys).list()
+  const status = yield* KeyStatus
+  const config = yield* ConfigFile
+  const data = yield* Effect.forEach(keys, (key) =>
+    Effect.map(
+      key.revokedAt === null ? status.allowance(key) : Effect.succeed(undefined),
+      (allowance) => ({ ...keyView(key), allowance: allowance ?? null })
+    ), { concurrency: 8 })
+  const plans = Object.entries(config.plans).map(([name, plan]) => ({ name, ...plan, prepaid: plan.prepaid === true }))
+  return jsonResponse({ object: "list", data, plans, defaultPlan: config.defaultPlan, surfaces: Surfaces }, { headers: NO_STORE })
+})
 
 // ---- usage (both; a key holder sees only their key) ----
 
@@ -92,89 +91,86 @@ const addTotals = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
 const ZERO: UsageTotals = { requests: 0, inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0, costMicros: 0 }
 
 /** The key a usage query is about: a key holder's own (asking for another is 404, as everywhere). */
-const usageKey = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const asked = ctx.query.get("keyId") ?? undefined
-    if (session.role === "key") {
-      if (asked !== undefined && asked !== session.key.id) return yield* new NotFound({ kind: "resource", message: `No key with id ${asked}` })
-      return session.key
-    }
-    return asked === undefined || asked === "" ? undefined : yield* (yield* ApiKeys).get(asked)
-  })
+const usageKey = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const asked = ctx.query.get("keyId") ?? undefined
+  if (session.role === "key") {
+    if (asked !== undefined && asked !== session.key.id) return yield* new NotFound({ kind: "resource", message: `No key with id ${asked}` })
+    return session.key
+  }
+  return asked === undefined || asked === "" ? undefined : yield* (yield* ApiKeys).get(asked)
+})
 
-const usage = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const now = yield* Clock.currentTimeMillis
-    const month = yield* monthFromQuery(ctx, now)
-    const key = yield* usageKey(ctx, session)
-    const query = { from: new Date(month.start), to: new Date(month.end), keyId: key?.id }
-    const report = yield* UsageReport
-    const daily = yield* report.daily(query)
-    const perKey = yield* report.byKey(query)
+const usage = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const now = yield* Clock.currentTimeMillis
+  const month = yield* monthFromQuery(ctx, now)
+  const key = yield* usageKey(ctx, session)
+  const query = { from: new Date(month.start), to: new Date(month.end), keyId: key?.id }
+  const report = yield* UsageReport
+  const daily = yield* report.daily(query)
+  const perKey = yield* report.byKey(query)
 
-    const byModel = new Map<string, UsageTotals>()
-    for (const row of daily) byModel.set(row.model, addTotals(byModel.get(row.model) ?? ZERO, row))
-    const total = [...byModel.values()].reduce(addTotals, ZERO)
+  const byModel = new Map<string, UsageTotals>()
+  for (const row of daily) byModel.set(row.model, addTotals(byModel.get(row.model) ?? ZERO, row))
+  const total = [...byModel.values()].reduce(addTotals, ZERO)
 
-    // Allowance is a figure of the current month: past months show spend only.
-    const current = month.label === monthOf(now).label
-    const status = yield* KeyStatus
-    const keysById = new Map<string, KeyRecord>(
-      session.role === "key" ? [[session.key.id, session.key]] : (yield* (yield* ApiKeys).list()).map((k) => [k.id, k])
-    )
-    // (a key holder's `key` is always their own: usageKey)
-    const shownKeys = key !== undefined
-      ? [key]
-      : session.role === "key"
-      ? [session.key]
-      : [...keysById.values()].filter((k) => k.revokedAt === null || perKey.some((u) => u.keyId === k.id))
-    const keyRows = yield* Effect.forEach(shownKeys, (k) =>
-      Effect.map(
-        current && k.revokedAt === null ? status.allowance(k) : Effect.succeed(undefined),
-        (allowance) => ({
-          keyId: k.id,
-          name: k.name,
-          hint: k.hint,
-          plan: k.plan,
-          revoked: k.revokedAt !== null,
-          ...totalsView(perKey.find((u) => u.keyId === k.id) ?? ZERO),
-          allowance: allowance ?? null
-        })
-      ), { concurrency: 8 })
-    keyRows.sort((a, b) => Number(b.costUsd) - Number(a.costUsd) || a.keyId.localeCompare(b.keyId))
+  // Allowance is a figure of the current month: past months show spend only.
+  const current = month.label === monthOf(now).label
+  const status = yield* KeyStatus
+  const keysById = new Map<string, KeyRecord>(
+    session.role === "key" ? [[session.key.id, session.key]] : (yield* (yield* ApiKeys).list()).map((k) => [k.id, k])
+  )
+  // (a key holder's `key` is always their own: usageKey)
+  const shownKeys = key !== undefined
+    ? [key]
+    : session.role === "key"
+    ? [session.key]
+    : [...keysById.values()].filter((k) => k.revokedAt === null || perKey.some((u) => u.keyId === k.id))
+  const keyRows = yield* Effect.forEach(shownKeys, (k) =>
+    Effect.map(
+      current && k.revokedAt === null ? status.allowance(k) : Effect.succeed(undefined),
+      (allowance) => ({
+        keyId: k.id,
+        name: k.name,
+        hint: k.hint,
+        plan: k.plan,
+        revoked: k.revokedAt !== null,
+        ...totalsView(perKey.find((u) => u.keyId === k.id) ?? ZERO),
+        allowance: allowance ?? null
+      })
+    ), { concurrency: 8 })
+  keyRows.sort((a, b) => Number(b.costUsd) - Number(a.costUsd) || a.keyId.localeCompare(b.keyId))
 
-    const days: Array<string> = []
-    for (let t = month.start; t < month.end; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10))
-    return jsonResponse({
-      object: "dashboard_usage",
-      month: month.label,
-      from: query.from.toISOString(),
-      to: query.to.toISOString(),
-      keyId: key?.id ?? null,
-      days,
-      daily: daily.map((row) => ({ day: row.day, model: row.model, ...totalsView(row) })),
-      byModel: [...byModel.entries()].map(([model, t]) => ({ model, ...totalsView(t) })).sort((a, b) => Number(b.costUsd) - Number(a.costUsd)),
-      byKey: keyRows,
-      totals: totalsView(total)
-    }, { headers: NO_STORE })
-  })
+  const days: Array<string> = []
+  for (let t = month.start; t < month.end; t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10))
+  return jsonResponse({
+    object: "dashboard_usage",
+    month: month.label,
+    from: query.from.toISOString(),
+    to: query.to.toISOString(),
+    keyId: key?.id ?? null,
+    days,
+    daily: daily.map((row) => ({ day: row.day, model: row.model, ...totalsView(row) })),
+    byModel: [...byModel.entries()].map(([model, t]) => ({ model, ...totalsView(t) })).sort((a, b) => Number(b.costUsd) - Number(a.costUsd)),
+    byKey: keyRows,
+    totals: totalsView(total)
+  }, { headers: NO_STORE })
+})
 
 // ---- the signed-in key (key holders) ----
 
-const myKey = (_ctx: RequestContext, session: KeyHolderSession) =>
-  Effect.gen(function*() {
-    const key = session.key
-    const status = yield* KeyStatus
-    const plan = status.plan(key)
-    const [allowance, rateLimits] = yield* Effect.all([status.allowance(key), status.rateLimits(key)], { concurrency: 2 })
-    return jsonResponse({
-      object: "dashboard_key",
-      key: keyView(key),
-      plan: plan === undefined ? null : { name: key.plan, ...plan, prepaid: plan.prepaid === true },
-      allowance: allowance ?? null,
-      rateLimits: rateLimits ?? null
-    }, { headers: NO_STORE })
-  })
+const myKey = Effect.fnUntraced(function*(_ctx: RequestContext, session: KeyHolderSession) {
+  const key = session.key
+  const status = yield* KeyStatus
+  const plan = status.plan(key)
+  const [allowance, rateLimits] = yield* Effect.all([status.allowance(key), status.rateLimits(key)], { concurrency: 2 })
+  return jsonResponse({
+    object: "dashboard_key",
+    key: keyView(key),
+    plan: plan === undefined ? null : { name: key.plan, ...plan, prepaid: plan.prepaid === true },
+    allowance: allowance ?? null,
+    rateLimits: rateLimits ?? null
+  }, { headers: NO_STORE })
+})
 
 /** Only key-holder sessions have a key of their own; an operator asking gets a clear 404. */
 const keyHolderOnly = (handler: (ctx: RequestContext, session: KeyHolderSession) => ReturnType<DashboardHandler>): DashboardHandler => (ctx, session) =>
@@ -184,16 +180,15 @@ const keyHolderOnly = (handler: (ctx: RequestContext, session: KeyHolderSession)
 
 // ---- models (both) ----
 
-const models = (_ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const data = catalog.listed.map((entry) => ({
-      ...toCatalogEntry(entry),
-      kind: entry.kind,
-      allowed: session.key === undefined || allowsModel(session.key.permissions, entry.model.id)
-    }))
-    return jsonResponse({ object: "list", data }, { headers: NO_STORE })
-  })
+const models = Effect.fnUntraced(function*(_ctx: RequestContext, session: DashboardSession) {
+  const catalog = yield* Catalog
+  const data = catalog.listed.map((entry) => ({
+    ...toCatalogEntry(entry),
+    kind: entry.kind,
+    allowed: session.key === undefined || allowsModel(session.key.permissions, entry.model.id)
+  }))
+  return jsonResponse({ object: "list", data }, { headers: NO_STORE })
+})
 
 export const dashboardApiRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   dashboardApi("GET", "/keys", "operator", listKeys),

@@ -29,23 +29,21 @@ const requireSurface = (session: DashboardSession) =>
     : Effect.void
 
 /** The key whose artifact this is, when the session may see it: the holder's own, else 404. */
-const ownerOf = (session: DashboardSession, artifactId: string) =>
-  Effect.gen(function*() {
-    if (session.role === "key") return session.key.id
-    return yield* (yield* ArtifactList).owner(artifactId)
-  })
+const ownerOf = Effect.fnUntraced(function*(session: DashboardSession, artifactId: string) {
+  if (session.role === "key") return session.key.id
+  return yield* (yield* ArtifactList).owner(artifactId)
+})
 
-const listArtifacts = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const query = yield* listPage(ctx)
-    if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
-      return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
-    }
-    const keyId = session.role === "key" ? session.key.id : query.keyId
-    const page = yield* (yield* ArtifactList).list({ keyId, limit: query.limit, after: query.after })
-    return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
-  })
+const listArtifacts = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const query = yield* listPage(ctx)
+  if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
+    return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
+  }
+  const keyId = session.role === "key" ? session.key.id : query.keyId
+  const page = yield* (yield* ArtifactList).list({ keyId, limit: query.limit, after: query.after })
+  return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
+})
 
 /** `?version=N`: a positive integer, as on `GET /v1/artifacts/{id}`. */
 const versionParam = (ctx: RequestContext) => {
@@ -56,24 +54,22 @@ const versionParam = (ctx: RequestContext) => {
     : Effect.fail(new InvalidRequest({ message: `version: expected a positive integer, got ${JSON.stringify(raw)}`, param: "version" }))
 }
 
-const describeArtifact = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const version = yield* versionParam(ctx)
-    const keyId = yield* ownerOf(session, ctx.params.id)
-    const descriptor = yield* (yield* Artifacts).describe(keyId, ctx.params.id, version)
-    const key = yield* keyLabel(session, keyId)
-    return jsonResponse({ object: "dashboard_artifact", keyId, key, descriptor }, { headers: NO_STORE })
-  })
+const describeArtifact = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const version = yield* versionParam(ctx)
+  const keyId = yield* ownerOf(session, ctx.params.id)
+  const descriptor = yield* (yield* Artifacts).describe(keyId, ctx.params.id, version)
+  const key = yield* keyLabel(session, keyId)
+  return jsonResponse({ object: "dashboard_artifact", keyId, key, descriptor }, { headers: NO_STORE })
+})
 
-const queryArtifact = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const keyId = yield* ownerOf(session, ctx.params.id)
-    const body = yield* readJson(ctx, { optional: true })
-    const text = yield* (yield* Artifacts).query(keyId, ctx.params.id, body)
-    return HttpServerResponse.text(text, { contentType: "application/json", headers: NO_STORE })
-  })
+const queryArtifact = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const keyId = yield* ownerOf(session, ctx.params.id)
+  const body = yield* readJson(ctx, { optional: true })
+  const text = yield* (yield* Artifacts).query(keyId, ctx.params.id, body)
+  return HttpServerResponse.text(text, { contentType: "application/json", headers: NO_STORE })
+})
 
 export const dashboardArtifactsRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   dashboardApi("GET", "/artifacts", "signed-in", listArtifacts),

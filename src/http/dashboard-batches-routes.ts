@@ -33,34 +33,31 @@ const requireSurface = (session: DashboardSession) =>
 const notFound = (id: string) => new NotFound({ kind: "resource", message: `No batch with id ${id}` })
 
 /** The batch's key and kind, when this session may see it; 404 otherwise (as on the batch APIs). */
-const ownerOf = (session: DashboardSession, batchId: string) =>
-  Effect.gen(function*() {
-    const owner = yield* (yield* BatchList).owner(batchId)
-    if (session.role === "key" && owner.keyId !== session.key.id) return yield* notFound(batchId)
-    return owner
-  })
+const ownerOf = Effect.fnUntraced(function*(session: DashboardSession, batchId: string) {
+  const owner = yield* (yield* BatchList).owner(batchId)
+  if (session.role === "key" && owner.keyId !== session.key.id) return yield* notFound(batchId)
+  return owner
+})
 
-const listQuery = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const page = yield* listPage(ctx)
-    const kind = ctx.query.get("kind") || undefined
-    if (kind !== undefined && !KINDS.includes(kind as BatchKind)) {
-      return yield* new InvalidRequest({ message: "kind: expected messages or openai", param: "kind" })
-    }
-    return { ...page, kind: kind as BatchKind | undefined }
-  })
+const listQuery = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const page = yield* listPage(ctx)
+  const kind = ctx.query.get("kind") || undefined
+  if (kind !== undefined && !KINDS.includes(kind as BatchKind)) {
+    return yield* new InvalidRequest({ message: "kind: expected messages or openai", param: "kind" })
+  }
+  return { ...page, kind: kind as BatchKind | undefined }
+})
 
-const listBatches = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const query = yield* listQuery(ctx)
-    if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
-      return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
-    }
-    const keyId = session.role === "key" ? session.key.id : query.keyId
-    const page = yield* (yield* BatchList).list({ keyId, kind: query.kind, limit: query.limit, after: query.after })
-    return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
-  })
+const listBatches = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const query = yield* listQuery(ctx)
+  if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
+    return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
+  }
+  const keyId = session.role === "key" ? session.key.id : query.keyId
+  const page = yield* (yield* BatchList).list({ keyId, kind: query.kind, limit: query.limit, after: query.after })
+  return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
+})
 
 /** The list's view plus what the detail shows: files (OpenAI), where results are (Messages), metadata. */
 const detailView = (session: DashboardSession, batch: BatchRecord) =>
@@ -77,21 +74,19 @@ const detailView = (session: DashboardSession, batch: BatchRecord) =>
     }
   }))
 
-const getBatch = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const owner = yield* ownerOf(session, ctx.params.id)
-    const batch = yield* (yield* BatchesRepo).get(owner.keyId, owner.kind, ctx.params.id)
-    return jsonResponse(yield* detailView(session, batch), { headers: NO_STORE })
-  })
+const getBatch = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const owner = yield* ownerOf(session, ctx.params.id)
+  const batch = yield* (yield* BatchesRepo).get(owner.keyId, owner.kind, ctx.params.id)
+  return jsonResponse(yield* detailView(session, batch), { headers: NO_STORE })
+})
 
-const cancelBatch = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* requireSurface(session)
-    const owner = yield* ownerOf(session, ctx.params.id)
-    const batch = yield* (yield* BatchesRepo).cancel(owner.keyId, owner.kind, ctx.params.id)
-    return jsonResponse(yield* detailView(session, batch), { headers: NO_STORE })
-  })
+const cancelBatch = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* requireSurface(session)
+  const owner = yield* ownerOf(session, ctx.params.id)
+  const batch = yield* (yield* BatchesRepo).cancel(owner.keyId, owner.kind, ctx.params.id)
+  return jsonResponse(yield* detailView(session, batch), { headers: NO_STORE })
+})
 
 export const dashboardBatchesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   dashboardApi("GET", "/batches", "signed-in", listBatches),

@@ -11,16 +11,14 @@ import { limitParam } from "./limit-param.ts"
 const LIST_LIMIT = { default: 25, max: 100 }
 
 /** `limit` (1–100, default 25), `after` (the last id of the previous page) and `keyId`. */
-export const listPage = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const limit = yield* limitParam(ctx, LIST_LIMIT)
-    return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
-  })
+export const listPage = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const limit = yield* limitParam(ctx, LIST_LIMIT)
+  return { limit, after: ctx.query.get("after") || undefined, keyId: ctx.query.get("keyId") || undefined }
+})
 
 /** The owning key's name and hint (null for a key that no longer exists). */
-export const keyLabel = (session: DashboardSession, keyId: string) =>
-  Effect.gen(function*() {
-    if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
-    const key = yield* Effect.option((yield* ApiKeys).get(keyId))
-    return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
-  })
+export const keyLabel = Effect.fnUntraced(function*(session: DashboardSession, keyId: string) {
+  if (session.role === "key") return { name: session.key.name, hint: session.key.hint as string | null }
+  const key = yield* Effect.option((yield* ApiKeys).get(keyId))
+  return key._tag === "Some" ? { name: key.value.name, hint: key.value.hint as string | null } : { name: null, hint: null }
+})

@@ -75,116 +75,108 @@ const makeQueueSnapshot = Effect.gen(function*() {
   })
 })
 
-const queuesNow = () =>
-  Effect.gen(function*() {
-    const snapshot = yield* makeQueueSnapshot
-    return jsonResponse({ object: "dashboard_queues", at: new Date().toISOString(), data: yield* snapshot }, { headers: NO_STORE })
-  })
+const queuesNow = Effect.fnUntraced(function*() {
+  const snapshot = yield* makeQueueSnapshot
+  return jsonResponse({ object: "dashboard_queues", at: new Date().toISOString(), data: yield* snapshot }, { headers: NO_STORE })
+})
 
-const queuesFeed = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const snapshot = yield* makeQueueSnapshot
-    const sessions = yield* DashboardSessions
-    const sessionId = sessionIdOf(ctx)!
-    const frames = Stream.callback<string>((queue) =>
-      Effect.gen(function*() {
-        let previous = ""
-        let lastSent = 0
-        let lastSessionCheck = yield* Clock.currentTimeMillis
-        while (true) {
-          const now = yield* Clock.currentTimeMillis
-          if (now >= session.expiresAt.getTime()) break
-          if (now - lastSessionCheck >= SESSION_CHECK_MS) {
-            lastSessionCheck = now
-            if ((yield* sessions.lookup(sessionId))._tag === "Ended") break
-          }
-          const data = yield* snapshot
-          const text = JSON.stringify(data)
-          if (text !== previous) {
-            previous = text
-            lastSent = now
-            yield* Queue.offer(queue, namedFrame("queues", { at: new Date(now).toISOString(), data }))
-          } else if (now - lastSent >= HEARTBEAT_MS) {
-            lastSent = now
-            yield* Queue.offer(queue, commentFrame("heartbeat"))
-          }
-          yield* Effect.sleep(POLL_MS)
+const queuesFeed = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const snapshot = yield* makeQueueSnapshot
+  const sessions = yield* DashboardSessions
+  const sessionId = sessionIdOf(ctx)!
+  const frames = Stream.callback<string>((queue) =>
+    Effect.gen(function*() {
+      let previous = ""
+      let lastSent = 0
+      let lastSessionCheck = yield* Clock.currentTimeMillis
+      while (true) {
+        const now = yield* Clock.currentTimeMillis
+        if (now >= session.expiresAt.getTime()) break
+        if (now - lastSessionCheck >= SESSION_CHECK_MS) {
+          lastSessionCheck = now
+          if ((yield* sessions.lookup(sessionId))._tag === "Ended") break
         }
-        yield* Queue.offer(queue, namedFrame("signed-out", { message: "Your session ended; sign in again" }))
-        yield* Queue.end(queue)
-      }).pipe(Effect.catch(() => Queue.end(queue))), { bufferSize: 16 })
-    return HttpServerResponse.stream(frames.pipe(Stream.encodeText), { contentType: "text/event-stream", headers: SSE_HEADERS })
-  })
+        const data = yield* snapshot
+        const text = JSON.stringify(data)
+        if (text !== previous) {
+          previous = text
+          lastSent = now
+          yield* Queue.offer(queue, namedFrame("queues", { at: new Date(now).toISOString(), data }))
+        } else if (now - lastSent >= HEARTBEAT_MS) {
+          lastSent = now
+          yield* Queue.offer(queue, commentFrame("heartbeat"))
+        }
+        yield* Effect.sleep(POLL_MS)
+      }
+      yield* Queue.offer(queue, namedFrame("signed-out", { message: "Your session ended; sign in again" }))
+      yield* Queue.end(queue)
+    }).pipe(Effect.catch(() => Queue.end(queue))), { bufferSize: 16 })
+  return HttpServerResponse.stream(frames.pipe(Stream.encodeText), { contentType: "text/event-stream", headers: SSE_HEADERS })
+})
 
 // ---- runs (both; key holders see their own) ----
 
 const LIST_LIMIT = { default: 20, max: 100 }
 
-const listQuery = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const status = ctx.query.get("status") || undefined
-    if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
-      return yield* new InvalidRequest({ message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`, param: "status" })
-    }
-    const limit = yield* limitParam(ctx, LIST_LIMIT)
-    return { status, limit, after: ctx.query.get("after") || undefined }
-  })
+const listQuery = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const status = ctx.query.get("status") || undefined
+  if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
+    return yield* new InvalidRequest({ message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`, param: "status" })
+  }
+  const limit = yield* limitParam(ctx, LIST_LIMIT)
+  return { status, limit, after: ctx.query.get("after") || undefined }
+})
 
-const listRuns = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const query = yield* listQuery(ctx)
-    if (session.role === "key") {
-      const page = yield* (yield* RunsRepo).list(session.key.id, {
-        limit: query.limit,
-        ...(query.status === undefined ? {} : { status: query.status }),
-        ...(query.after === undefined ? {} : { after: query.after })
-      })
-      return jsonResponse({ object: "list", ...page, data: page.data.map((run) => ({ ...run, keyId: session.key.id })) }, { headers: NO_STORE })
-    }
-    const keyId = ctx.query.get("keyId") || undefined
-    const page = yield* (yield* OperatorRuns).list({ ...query, keyId })
-    return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
-  })
+const listRuns = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const query = yield* listQuery(ctx)
+  if (session.role === "key") {
+    const page = yield* (yield* RunsRepo).list(session.key.id, {
+      limit: query.limit,
+      ...(query.status === undefined ? {} : { status: query.status }),
+      ...(query.after === undefined ? {} : { after: query.after })
+    })
+    return jsonResponse({ object: "list", ...page, data: page.data.map((run) => ({ ...run, keyId: session.key.id })) }, { headers: NO_STORE })
+  }
+  const keyId = ctx.query.get("keyId") || undefined
+  const page = yield* (yield* OperatorRuns).list({ ...query, keyId })
+  return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
+})
 
 /** The run's owner, when this session may see the run; 404 otherwise (as on the run API). */
-const ownedRun = (session: DashboardSession, id: string) =>
-  Effect.gen(function*() {
-    const row = yield* (yield* RunsRepo).row(id)
-    if (row === undefined || (session.role === "key" && row.key_id !== session.key.id)) {
-      return yield* new NotFound({ kind: "resource", message: `No run with id ${id}` })
-    }
-    return row
-  })
+const ownedRun = Effect.fnUntraced(function*(session: DashboardSession, id: string) {
+  const row = yield* (yield* RunsRepo).row(id)
+  if (row === undefined || (session.role === "key" && row.key_id !== session.key.id)) {
+    return yield* new NotFound({ kind: "resource", message: `No run with id ${id}` })
+  }
+  return row
+})
 
-const getRun = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const row = yield* ownedRun(session, ctx.params.id)
-    return jsonResponse({ run: { ...toRunView(row), keyId: row.key_id } }, { headers: NO_STORE })
-  })
+const getRun = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const row = yield* ownedRun(session, ctx.params.id)
+  return jsonResponse({ run: { ...toRunView(row), keyId: row.key_id } }, { headers: NO_STORE })
+})
 
-const runEvents = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    yield* ownedRun(session, ctx.params.id)
-    const raw = ctx.request.headers["last-event-id"] ?? ctx.query.get("after") ?? "0"
-    if (!/^\d+$/.test(raw.trim())) return yield* new InvalidRequest({ message: "after: expected an event seq (a non-negative integer)", param: "after" })
-    const executor = yield* RunExecutor
-    const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
-    // A first comment sends the headers at once, so the page can say "live" before the first event.
-    const frames = Stream.concat(Stream.make(commentFrame("connected")), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
-      .pipe(Stream.encodeText, Stream.provideContext(services))
-    return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
-  })
+const runEvents = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  yield* ownedRun(session, ctx.params.id)
+  const raw = ctx.request.headers["last-event-id"] ?? ctx.query.get("after") ?? "0"
+  if (!/^\d+$/.test(raw.trim())) return yield* new InvalidRequest({ message: "after: expected an event seq (a non-negative integer)", param: "after" })
+  const executor = yield* RunExecutor
+  const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
+  // A first comment sends the headers at once, so the page can say "live" before the first event.
+  const frames = Stream.concat(Stream.make(commentFrame("connected")), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
+    .pipe(Stream.encodeText, Stream.provideContext(services))
+  return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+})
 
-const cancelRun = (ctx: RequestContext, session: DashboardSession) =>
-  Effect.gen(function*() {
-    const row = yield* ownedRun(session, ctx.params.id)
-    const body = (yield* readJson(ctx, { optional: true })) as { reason?: unknown } | undefined
-    const reason = typeof body?.reason === "string" && body.reason.trim() !== ""
-      ? body.reason.slice(0, 500)
-      : session.role === "operator" ? "cancelled by an operator from the dashboard" : "cancelled from the dashboard"
-    const run = yield* (yield* RunsRepo).cancel(row.key_id, row.id, reason)
-    return jsonResponse({ run: { ...run, keyId: row.key_id } }, { headers: NO_STORE })
-  })
+const cancelRun = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
+  const row = yield* ownedRun(session, ctx.params.id)
+  const body = (yield* readJson(ctx, { optional: true })) as { reason?: unknown } | undefined
+  const reason = typeof body?.reason === "string" && body.reason.trim() !== ""
+    ? body.reason.slice(0, 500)
+    : session.role === "operator" ? "cancelled by an operator from the dashboard" : "cancelled from the dashboard"
+  const run = yield* (yield* RunsRepo).cancel(row.key_id, row.id, reason)
+  return jsonResponse({ run: { ...run, keyId: row.key_id } }, { headers: NO_STORE })
+})
 
 export const dashboardLiveRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   dashboardApi("GET", "/queues", "operator", queuesNow),

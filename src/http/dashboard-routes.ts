@@ -50,21 +50,19 @@ const serveFile = (ctx: RequestContext, file: StaticFile, cacheControl: string, 
   })
 }
 
-const page = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const { index } = yield* DashboardAssets
-    if (index === undefined) {
-      return yield* new ServiceUnavailable({ status: 503, message: "The dashboard is not built: run `npm run build:dashboard`" })
-    }
-    return serveFile(ctx, index, "no-cache", PAGE_HEADERS)
-  })
+const page = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const { index } = yield* DashboardAssets
+  if (index === undefined) {
+    return yield* new ServiceUnavailable({ status: 503, message: "The dashboard is not built: run `npm run build:dashboard`" })
+  }
+  return serveFile(ctx, index, "no-cache", PAGE_HEADERS)
+})
 
-const asset = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const file = (yield* DashboardAssets).asset(ctx.params.file)
-    if (file === undefined) return yield* new NotFound({ kind: "route", message: `No dashboard asset ${ctx.params.file}; reload the page` })
-    return serveFile(ctx, file, "public, max-age=31536000, immutable", { "x-content-type-options": "nosniff" })
-  })
+const asset = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const file = (yield* DashboardAssets).asset(ctx.params.file)
+  if (file === undefined) return yield* new NotFound({ kind: "route", message: `No dashboard asset ${ctx.params.file}; reload the page` })
+  return serveFile(ctx, file, "public, max-age=31536000, immutable", { "x-content-type-options": "nosniff" })
+})
 
 const sessionView = (session: DashboardSession, extensions: DashboardExtensions, metering: boolean) => ({
   object: "dashboard_session",
@@ -104,12 +102,11 @@ const readSession = (extensions: DashboardExtensions) => (ctx: RequestContext) =
     return jsonResponse(sessionView(session, extensions, metering), { headers: noStore })
   })
 
-const signOut = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    yield* requireSession(ctx, "signed-in")
-    yield* (yield* DashboardSessions).signOut(sessionIdOf(ctx)!)
-    return jsonResponse({ signedOut: true }, { headers: { ...noStore, "set-cookie": clearedSessionCookie(ctx) } })
-  })
+const signOut = Effect.fnUntraced(function*(ctx: RequestContext) {
+  yield* requireSession(ctx, "signed-in")
+  yield* (yield* DashboardSessions).signOut(sessionIdOf(ctx)!)
+  return jsonResponse({ signedOut: true }, { headers: { ...noStore, "set-cookie": clearedSessionCookie(ctx) } })
+})
 
 export const dashboardRoutes = (extensions: DashboardExtensions): ReadonlyArray<RouteDef<RouteServices>> => [
   { method: "GET", path: "/dashboard", shape: "flat", auth: "none", handler: page },

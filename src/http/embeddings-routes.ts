@@ -30,49 +30,48 @@ const EmbeddingsBody = Schema.Struct({
 })
 const readEmbeddings = readBody(EmbeddingsBody)
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* readEmbeddings(ctx)
-    const catalog = yield* Catalog
-    const model = catalog.resolveEmbedding(body.model)
-    ctx.record.modelAsked = body.model
-    if (model === undefined) {
-      return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
-    }
-    if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
-      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
-    }
-    const dimensions = body.dimensions ?? model.dimensions
-    if (dimensions !== model.dimensions && !model.flexibleDimensions) {
-      return yield* new InvalidRequest({ message: `dimensions: ${model.id} only produces ${model.dimensions}-dimensional vectors`, param: "dimensions" })
-    }
-    if (dimensions > model.dimensions) {
-      return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
-    }
-    ctx.record.model = model.id
-    const texts = typeof body.input === "string" ? [body.input] : body.input
-    const key = yield* requireKey(ctx)
-    const caller = yield* ModelCaller
-    // Interruptible, like chat answers: a client that leaves gives its queue place back.
-    const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, model.id) : undefined
-    const embed = caller.embed(model, texts, { key, record: ctx.record })
-    const result = yield* (span === undefined ? embed : Effect.withParentSpan(embed, span)).pipe(
-      Effect.interruptible,
-      Effect.catchTags({
-        BackendError: (error) => Effect.fail(callFailureToApiError(error)),
-        QueueTimeout: (error) => Effect.fail(callFailureToApiError(error))
-      })
-    )
-    const base64 = body.encoding_format === "base64"
-    const data = result.vectors.map((vector, index) => {
-      const shaped = dimensions === model.dimensions ? vector : shorten(vector, dimensions)
-      return { object: "embedding", index, embedding: base64 ? toBase64Float32(shaped) : shaped }
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* readEmbeddings(ctx)
+  const catalog = yield* Catalog
+  const model = catalog.resolveEmbedding(body.model)
+  ctx.record.modelAsked = body.model
+  if (model === undefined) {
+    return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
+  }
+  if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
+    return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+  }
+  const dimensions = body.dimensions ?? model.dimensions
+  if (dimensions !== model.dimensions && !model.flexibleDimensions) {
+    return yield* new InvalidRequest({ message: `dimensions: ${model.id} only produces ${model.dimensions}-dimensional vectors`, param: "dimensions" })
+  }
+  if (dimensions > model.dimensions) {
+    return yield* new InvalidRequest({ message: `dimensions: at most ${model.dimensions} for ${model.id}`, param: "dimensions" })
+  }
+  ctx.record.model = model.id
+  const texts = typeof body.input === "string" ? [body.input] : body.input
+  const key = yield* requireKey(ctx)
+  const caller = yield* ModelCaller
+  // Interruptible, like chat answers: a client that leaves gives its queue place back.
+  const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, model.id) : undefined
+  const embed = caller.embed(model, texts, { key, record: ctx.record })
+  const result = yield* (span === undefined ? embed : Effect.withParentSpan(embed, span)).pipe(
+    Effect.interruptible,
+    Effect.catchTags({
+      BackendError: (error) => Effect.fail(callFailureToApiError(error)),
+      QueueTimeout: (error) => Effect.fail(callFailureToApiError(error))
     })
-    return jsonResponse(
-      { object: "list", data, model: model.id, usage: { prompt_tokens: result.inputTokens, total_tokens: result.inputTokens } },
-      { headers: { "xsvc-model": result.servedModel, ...result.headers } }
-    )
+  )
+  const base64 = body.encoding_format === "base64"
+  const data = result.vectors.map((vector, index) => {
+    const shaped = dimensions === model.dimensions ? vector : shorten(vector, dimensions)
+    return { object: "embedding", index, embedding: base64 ? toBase64Float32(shaped) : shaped }
   })
+  return jsonResponse(
+    { object: "list", data, model: model.id, usage: { prompt_tokens: result.inputTokens, total_tokens: result.inputTokens } },
+    { headers: { "xsvc-model": result.servedModel, ...result.headers } }
+  )
+})
 
 export const embeddingsRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   { method: "POST", path: "/v1/embeddings", shape: "openai", auth: "bearer", surface: "embeddings", handler: create }

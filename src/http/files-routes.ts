@@ -31,122 +31,116 @@ interface Upload {
   seconds?: string
 }
 
-const readUpload = (ctx: RequestContext, maxBytes: number) =>
-  Effect.gen(function*() {
-    const contentType = ctx.request.headers["content-type"] ?? ""
-    if (!contentType.toLowerCase().startsWith("multipart/form-data")) {
-      return yield* new InvalidRequest({ message: "Expected a multipart/form-data body with the fields file and purpose", param: "file" })
-    }
-    const declared = Number(ctx.request.headers["content-length"] ?? "0")
-    const tooLarge = new PayloadTooLarge({ limitBytes: maxBytes, message: `file: files are limited to ${maxBytes} bytes`, param: "file" })
-    if (declared > maxBytes + FORM_OVERHEAD_BYTES) return yield* tooLarge
-    const upload: Upload = { chunks: [], bytes: 0 }
-    let files = 0
-    yield* ctx.request.multipartStream.pipe(
-      Stream.mapError((error): InvalidRequest | PayloadTooLarge | RequestTimeout => {
-        const reason = error.reason._tag
-        if (reason === "FileTooLarge" || reason === "BodyTooLarge") return tooLarge
-        if (reason === "TooManyParts" || reason === "FieldTooLarge") return new InvalidRequest({ message: "The form has too many or too large fields" })
-        const stalled = findBodyStalled(error.reason.cause)
-        return stalled !== undefined
-          ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
-          : new InvalidRequest({ message: "The multipart body could not be parsed", param: "file" })
-      }),
-      Stream.runForEach((part) =>
-        Effect.gen(function*() {
-          if (part._tag === "Field") {
-            if (part.key === "purpose") upload.purpose = part.value
-            else if (part.key === "expires_after[anchor]") upload.anchor = part.value
-            else if (part.key === "expires_after[seconds]") upload.seconds = part.value
-            return
-          }
-          if (part._tag !== "File") return
-          if (part.key !== "file") return yield* Stream.runDrain(part.content.pipe(Stream.mapError(() => tooLarge)))
-          files++
-          upload.filename = part.name
-          yield* part.content.pipe(
-            Stream.mapError(() => tooLarge),
-            Stream.runForEach((chunk) => {
-              upload.bytes += chunk.byteLength
-              if (upload.bytes > maxBytes) return Effect.fail(tooLarge)
-              upload.chunks.push(chunk)
-              return Effect.void
-            })
-          )
-        })
-      ),
-      bodyLimit(maxBytes + FORM_OVERHEAD_BYTES)
-    )
-    if (files !== 1) return yield* new InvalidRequest({ message: "file: exactly one file is required", param: "file" })
-    return upload
-  })
+const readUpload = Effect.fnUntraced(function*(ctx: RequestContext, maxBytes: number) {
+  const contentType = ctx.request.headers["content-type"] ?? ""
+  if (!contentType.toLowerCase().startsWith("multipart/form-data")) {
+    return yield* new InvalidRequest({ message: "Expected a multipart/form-data body with the fields file and purpose", param: "file" })
+  }
+  const declared = Number(ctx.request.headers["content-length"] ?? "0")
+  const tooLarge = new PayloadTooLarge({ limitBytes: maxBytes, message: `file: files are limited to ${maxBytes} bytes`, param: "file" })
+  if (declared > maxBytes + FORM_OVERHEAD_BYTES) return yield* tooLarge
+  const upload: Upload = { chunks: [], bytes: 0 }
+  let files = 0
+  yield* ctx.request.multipartStream.pipe(
+    Stream.mapError((error): InvalidRequest | PayloadTooLarge | RequestTimeout => {
+      const reason = error.reason._tag
+      if (reason === "FileTooLarge" || reason === "BodyTooLarge") return tooLarge
+      if (reason === "TooManyParts" || reason === "FieldTooLarge") return new InvalidRequest({ message: "The form has too many or too large fields" })
+      const stalled = findBodyStalled(error.reason.cause)
+      return stalled !== undefined
+        ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
+        : new InvalidRequest({ message: "The multipart body could not be parsed", param: "file" })
+    }),
+    Stream.runForEach((part) =>
+      Effect.gen(function*() {
+        if (part._tag === "Field") {
+          if (part.key === "purpose") upload.purpose = part.value
+          else if (part.key === "expires_after[anchor]") upload.anchor = part.value
+          else if (part.key === "expires_after[seconds]") upload.seconds = part.value
+          return
+        }
+        if (part._tag !== "File") return
+        if (part.key !== "file") return yield* Stream.runDrain(part.content.pipe(Stream.mapError(() => tooLarge)))
+        files++
+        upload.filename = part.name
+        yield* part.content.pipe(
+          Stream.mapError(() => tooLarge),
+          Stream.runForEach((chunk) => {
+            upload.bytes += chunk.byteLength
+            if (upload.bytes > maxBytes) return Effect.fail(tooLarge)
+            upload.chunks.push(chunk)
+            return Effect.void
+          })
+        )
+      })
+    ),
+    bodyLimit(maxBytes + FORM_OVERHEAD_BYTES)
+  )
+  if (files !== 1) return yield* new InvalidRequest({ message: "file: exactly one file is required", param: "file" })
+  return upload
+})
 
-const upload = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const files = yield* FilesRepo
-    const form = yield* readUpload(ctx, files.maxBytes)
-    if (form.purpose === undefined || !(PURPOSES as ReadonlyArray<string>).includes(form.purpose)) {
-      return yield* new InvalidRequest({ message: `purpose: expected one of ${PURPOSES.join(", ")}`, param: "purpose" })
+const upload = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const files = yield* FilesRepo
+  const form = yield* readUpload(ctx, files.maxBytes)
+  if (form.purpose === undefined || !(PURPOSES as ReadonlyArray<string>).includes(form.purpose)) {
+    return yield* new InvalidRequest({ message: `purpose: expected one of ${PURPOSES.join(", ")}`, param: "purpose" })
+  }
+  const filename = (form.filename ?? "").trim() === "" ? "upload" : form.filename!
+  if (filename.length > MAX_FILENAME || /[\u0000]/.test(filename)) {
+    return yield* new InvalidRequest({ message: `file: the file name must be at most ${MAX_FILENAME} characters without NUL`, param: "file" })
+  }
+  let expiresAt: Date | null = null
+  if (form.seconds !== undefined || form.anchor !== undefined) {
+    const seconds = Number(form.seconds)
+    if (form.anchor !== "created_at") {
+      return yield* new InvalidRequest({ message: "expires_after[anchor]: expected created_at", param: "expires_after[anchor]" })
     }
-    const filename = (form.filename ?? "").trim() === "" ? "upload" : form.filename!
-    if (filename.length > MAX_FILENAME || /[\u0000]/.test(filename)) {
-      return yield* new InvalidRequest({ message: `file: the file name must be at most ${MAX_FILENAME} characters without NUL`, param: "file" })
+    if (!Number.isInteger(seconds) || seconds < 3600 || seconds > 2_592_000) {
+      return yield* new InvalidRequest({ message: "expires_after[seconds]: expected an integer from 3600 to 2592000", param: "expires_after[seconds]" })
     }
-    let expiresAt: Date | null = null
-    if (form.seconds !== undefined || form.anchor !== undefined) {
-      const seconds = Number(form.seconds)
-      if (form.anchor !== "created_at") {
-        return yield* new InvalidRequest({ message: "expires_after[anchor]: expected created_at", param: "expires_after[anchor]" })
-      }
-      if (!Number.isInteger(seconds) || seconds < 3600 || seconds > 2_592_000) {
-        return yield* new InvalidRequest({ message: "expires_after[seconds]: expected an integer from 3600 to 2592000", param: "expires_after[seconds]" })
-      }
-      expiresAt = new Date(Date.now() + seconds * 1000)
-    }
-    const content = new Uint8Array(form.bytes)
-    let at = 0
-    for (const chunk of form.chunks) {
-      content.set(chunk, at)
-      at += chunk.byteLength
-    }
-    const file = yield* files.create(keyOf(ctx).id, { filename, purpose: form.purpose, content, expiresAt })
-    return jsonResponse(file)
-  })
+    expiresAt = new Date(Date.now() + seconds * 1000)
+  }
+  const content = new Uint8Array(form.bytes)
+  let at = 0
+  for (const chunk of form.chunks) {
+    content.set(chunk, at)
+    at += chunk.byteLength
+  }
+  const file = yield* files.create(keyOf(ctx).id, { filename, purpose: form.purpose, content, expiresAt })
+  return jsonResponse(file)
+})
 
 const LIST_MAX = 10_000
 
-const list = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const limit = yield* limitParam(ctx, { default: LIST_MAX, max: LIST_MAX })
-    const order = ctx.query.get("order") ?? "desc"
-    if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
-    const after = ctx.query.get("after") ?? undefined
-    const purpose = ctx.query.get("purpose") ?? undefined
-    const page = yield* (yield* FilesRepo).list(keyOf(ctx).id, {
-      limit,
-      order,
-      ...(after === undefined ? {} : { after }),
-      ...(purpose === undefined ? {} : { purpose })
-    })
-    return jsonResponse(page)
+const list = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const limit = yield* limitParam(ctx, { default: LIST_MAX, max: LIST_MAX })
+  const order = ctx.query.get("order") ?? "desc"
+  if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
+  const after = ctx.query.get("after") ?? undefined
+  const purpose = ctx.query.get("purpose") ?? undefined
+  const page = yield* (yield* FilesRepo).list(keyOf(ctx).id, {
+    limit,
+    order,
+    ...(after === undefined ? {} : { after }),
+    ...(purpose === undefined ? {} : { purpose })
   })
+  return jsonResponse(page)
+})
 
-const retrieve = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse(yield* (yield* FilesRepo).get(keyOf(ctx).id, ctx.params.id))
-  })
+const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse(yield* (yield* FilesRepo).get(keyOf(ctx).id, ctx.params.id))
+})
 
-const content = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const { content } = yield* (yield* FilesRepo).content(keyOf(ctx).id, ctx.params.id)
-    return HttpServerResponse.uint8Array(content, { contentType: "application/octet-stream" })
-  })
+const content = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const { content } = yield* (yield* FilesRepo).content(keyOf(ctx).id, ctx.params.id)
+  return HttpServerResponse.uint8Array(content, { contentType: "application/octet-stream" })
+})
 
-const remove = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    yield* (yield* FilesRepo).remove(keyOf(ctx).id, ctx.params.id)
-    return jsonResponse({ id: ctx.params.id, object: "file", deleted: true })
-  })
+const remove = Effect.fnUntraced(function*(ctx: RequestContext) {
+  yield* (yield* FilesRepo).remove(keyOf(ctx).id, ctx.params.id)
+  return jsonResponse({ id: ctx.params.id, object: "file", deleted: true })
+})
 
 const route = routeFamily<FilesRepo>({ shape: "openai", auth: "bearer", surface: "batches" })
 

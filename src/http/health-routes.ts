@@ -14,17 +14,16 @@ const NO_STORE = { "cache-control": "no-store" }
 
 const healthz = () => Effect.succeed(jsonResponse({ status: "ok" }, { headers: NO_STORE }))
 
-const readyz = () =>
-  Effect.gen(function*() {
-    const report = yield* (yield* Readiness).check()
-    if (report.ready) return jsonResponse({ status: "ready", checks: report.checks }, { headers: NO_STORE })
-    const down = Object.entries(report.checks).flatMap(([name, check]) => (check.status === "ok" ? [] : [name]))
-    return jsonResponse({
-      status: "not_ready",
-      error: { type: "api_error", message: `Not ready: ${down.join(" and ")} ${down.length === 1 ? "is" : "are"} unreachable` },
-      checks: report.checks
-    }, { status: 503, headers: { ...NO_STORE, "retry-after": "1" } })
-  })
+const readyz = Effect.fnUntraced(function*() {
+  const report = yield* (yield* Readiness).check()
+  if (report.ready) return jsonResponse({ status: "ready", checks: report.checks }, { headers: NO_STORE })
+  const down = Object.entries(report.checks).flatMap(([name, check]) => (check.status === "ok" ? [] : [name]))
+  return jsonResponse({
+    status: "not_ready",
+    error: { type: "api_error", message: `Not ready: ${down.join(" and ")} ${down.length === 1 ? "is" : "are"} unreachable` },
+    checks: report.checks
+  }, { status: 503, headers: { ...NO_STORE, "retry-after": "1" } })
+})
 
 export const healthRoutes: ReadonlyArray<RouteDef<Readiness>> = [
   { method: "GET", path: "/healthz", shape: "flat", auth: "none", handler: healthz },

@@ -62,64 +62,58 @@ const validRequests = (body: unknown) => {
   return Effect.succeed(out)
 }
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
-    const workers = yield* BatchWorkers
-    const batch = yield* (yield* BatchesRepo).create(keyOf(ctx).id, { kind: "messages", endpoint: "/v1/messages", windowMs: workers.windowMs, requests })
-    yield* workers.wake()
-    return jsonResponse(messageBatchView(batch, originOf(ctx)))
-  })
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
+  const workers = yield* BatchWorkers
+  const batch = yield* (yield* BatchesRepo).create(keyOf(ctx).id, { kind: "messages", endpoint: "/v1/messages", windowMs: workers.windowMs, requests })
+  yield* workers.wake()
+  return jsonResponse(messageBatchView(batch, originOf(ctx)))
+})
 
-const retrieve = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
-  })
+const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+})
 
-const list = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const limit = yield* limitParam(ctx, LIST_LIMIT)
-    const after = ctx.query.get("after_id") ?? undefined
-    const before = ctx.query.get("before_id") ?? undefined
-    if (after !== undefined && before !== undefined) {
-      return yield* new InvalidRequest({ message: "before_id: give before_id or after_id, not both", param: "before_id" })
-    }
-    const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "messages", {
-      limit,
-      ...(after === undefined ? {} : { after }),
-      ...(before === undefined ? {} : { before })
-    })
-    const origin = originOf(ctx)
-    const data = page.data.map((b) => messageBatchView(b, origin))
-    return jsonResponse({ data, has_more: page.hasMore, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null })
+const list = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const limit = yield* limitParam(ctx, LIST_LIMIT)
+  const after = ctx.query.get("after_id") ?? undefined
+  const before = ctx.query.get("before_id") ?? undefined
+  if (after !== undefined && before !== undefined) {
+    return yield* new InvalidRequest({ message: "before_id: give before_id or after_id, not both", param: "before_id" })
+  }
+  const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "messages", {
+    limit,
+    ...(after === undefined ? {} : { after }),
+    ...(before === undefined ? {} : { before })
   })
+  const origin = originOf(ctx)
+  const data = page.data.map((b) => messageBatchView(b, origin))
+  return jsonResponse({ data, has_more: page.hasMore, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null })
+})
 
-const cancel = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
-  })
+const cancel = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+})
 
-const remove = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    yield* (yield* BatchesRepo).remove(keyOf(ctx).id, "messages", ctx.params.id)
-    return jsonResponse({ id: ctx.params.id, type: "message_batch_deleted" })
-  })
+const remove = Effect.fnUntraced(function*(ctx: RequestContext) {
+  yield* (yield* BatchesRepo).remove(keyOf(ctx).id, "messages", ctx.params.id)
+  return jsonResponse({ id: ctx.params.id, type: "message_batch_deleted" })
+})
 
-const results = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const repo = yield* BatchesRepo
-    const batch = yield* repo.get(keyOf(ctx).id, "messages", ctx.params.id)
-    if (batch.state.phase !== "ended") {
-      return yield* new InvalidRequest({ message: `The results of ${batch.id} are available once it has ended (it is ${messageBatchView(batch, "").processing_status})` })
-    }
-    const rows = yield* repo.results(batch.id)
-    let text = ""
-    for (const row of rows) {
-      const result = row.result ?? JSON.stringify({ type: row.state })
-      text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
-    }
-    return HttpServerResponse.text(text, { contentType: "application/x-jsonl" })
-  })
+const results = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const repo = yield* BatchesRepo
+  const batch = yield* repo.get(keyOf(ctx).id, "messages", ctx.params.id)
+  if (batch.state.phase !== "ended") {
+    return yield* new InvalidRequest({ message: `The results of ${batch.id} are available once it has ended (it is ${messageBatchView(batch, "").processing_status})` })
+  }
+  const rows = yield* repo.results(batch.id)
+  let text = ""
+  for (const row of rows) {
+    const result = row.result ?? JSON.stringify({ type: row.state })
+    text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
+  }
+  return HttpServerResponse.text(text, { contentType: "application/x-jsonl" })
+})
 
 type Services = BatchesRepo | BatchWorkers
 

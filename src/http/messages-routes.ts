@@ -18,12 +18,11 @@ import type { RouteServices } from "./route-services.ts"
  * body never holds the event loop. Capabilities are not checked: counting an image for a model
  * without vision harms nobody.
  */
-const countTokens = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const request = yield* Effect.flatMap(readJson(ctx), decodeCountTokens)
-    const model = yield* resolveChatModel(ctx, request.model)
-    return jsonResponse({ input_tokens: yield* countRequestTokens({ ...request, model: model.id }) })
-  })
+const countTokens = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const request = yield* Effect.flatMap(readJson(ctx), decodeCountTokens)
+  const model = yield* resolveChatModel(ctx, request.model)
+  return jsonResponse({ input_tokens: yield* countRequestTokens({ ...request, model: model.id }) })
+})
 
 export const messagesRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   chatRoute(messagesDialect, "/v1/messages", "messages", "messages"),

@@ -19,25 +19,24 @@ const FaultsBody = Schema.Struct({
 })
 const readFaults = readBody(FaultsBody)
 
-const setFaults = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* readFaults(ctx)
-    const catalog = yield* Catalog
-    const entry = catalog.placements.get(ctx.params.id)
-    const runtime = (yield* Placements).byId.get(ctx.params.id)?.runtime
-    if (entry === undefined || runtime === undefined) {
-      return yield* new NotFound({ kind: "resource", message: `No placement with id ${ctx.params.id}` })
-    }
-    if (entry.placement.backend !== "simulator") {
-      return yield* new InvalidRequest({ message: `Faults can only be injected into simulator placements; ${ctx.params.id} is ${entry.placement.backend}` })
-    }
-    runtime.faults = {
-      mode: body.mode,
-      ...(body.status === undefined ? {} : { status: body.status }),
-      ...(body.rate === undefined ? {} : { rate: body.rate })
-    }
-    return jsonResponse({ placementId: runtime.id, modelId: runtime.modelId, faults: runtime.faults })
-  })
+const setFaults = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* readFaults(ctx)
+  const catalog = yield* Catalog
+  const entry = catalog.placements.get(ctx.params.id)
+  const runtime = (yield* Placements).byId.get(ctx.params.id)?.runtime
+  if (entry === undefined || runtime === undefined) {
+    return yield* new NotFound({ kind: "resource", message: `No placement with id ${ctx.params.id}` })
+  }
+  if (entry.placement.backend !== "simulator") {
+    return yield* new InvalidRequest({ message: `Faults can only be injected into simulator placements; ${ctx.params.id} is ${entry.placement.backend}` })
+  }
+  runtime.faults = {
+    mode: body.mode,
+    ...(body.status === undefined ? {} : { status: body.status }),
+    ...(body.rate === undefined ? {} : { rate: body.rate })
+  }
+  return jsonResponse({ placementId: runtime.id, modelId: runtime.modelId, faults: runtime.faults })
+})
 
 export const placementsRoutes: ReadonlyArray<RouteDef<RouteServices>> = [
   { method: "POST", path: "/admin/v1/placements/{id}/faults", shape: "flat", auth: "admin", handler: setFaults }

@@ -32,15 +32,14 @@ import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./r
 import { SSE_HEADERS } from "./sse.ts"
 
 /** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
-const loadPrevious = (repo: ResponsesRepo["Service"], keyId: string, id: string | null) =>
-  Effect.gen(function*() {
-    if (id === null) return undefined
-    const stored = yield* repo.conversation(keyId, id)
-    if (stored === undefined) {
-      return yield* new NotFound({ kind: "chain", message: `Previous response with id '${id}' not found.`, param: "previous_response_id" })
-    }
-    return stored
-  })
+const loadPrevious = Effect.fnUntraced(function*(repo: ResponsesRepo["Service"], keyId: string, id: string | null) {
+  if (id === null) return undefined
+  const stored = yield* repo.conversation(keyId, id)
+  if (stored === undefined) {
+    return yield* new NotFound({ kind: "chain", message: `Previous response with id '${id}' not found.`, param: "previous_response_id" })
+  }
+  return stored
+})
 
 /** The shared model checks name Messages/Chat fields; a Responses client sent these instead. */
 const RESPONSES_PARAM: Record<string, string> = { max_tokens: "max_output_tokens", messages: "input", response_format: "text.format" }
@@ -50,112 +49,105 @@ const renameParam = (error: InvalidRequest | Unprocessable) => {
   return error._tag === "InvalidRequest" ? new InvalidRequest(fields) : new Unprocessable(fields)
 }
 
-const createResponse = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const raw = yield* readJson(ctx)
-    const repo = yield* ResponsesRepo
-    const items = yield* repo.findItems(key.id, referencedItemIds(isObject(raw) ? raw.input : undefined))
-    const resolve = (id: string) => items.get(id)
-    const decoded = yield* decodeWithItems(raw, resolve)
-    const previous = yield* loadPrevious(repo, key.id, decoded.echo.previousResponseId)
-    const { request: wanted, conversation } = continueConversation(readTranscript(previous?.transcript), decoded)
-    const model = yield* resolveChatModel(ctx, wanted.model)
-    const viaHandle = (yield* Catalog).isCompatibilityHandle(wanted.model)
-    const request = yield* prepareRequest(model, wanted, { viaHandle }).pipe(Effect.mapError(renameParam))
-    if (!decoded.echo.store) return yield* answerChat(responsesDialect, ctx, request, decoded.echo)
-    // `decode` accepted the body, so `input` is a string or a list.
-    const plan = yield* planStore(previous, conversation, (raw as { input: string | ReadonlyArray<unknown> }).input, resolve)
-    return yield* answerChat(responsesDialect, ctx, request, decoded.echo, {
-      events: (events, context) => storeOnStop(events, context, key.id, plan, repo.save)
-    })
+const createResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const raw = yield* readJson(ctx)
+  const repo = yield* ResponsesRepo
+  const items = yield* repo.findItems(key.id, referencedItemIds(isObject(raw) ? raw.input : undefined))
+  const resolve = (id: string) => items.get(id)
+  const decoded = yield* decodeWithItems(raw, resolve)
+  const previous = yield* loadPrevious(repo, key.id, decoded.echo.previousResponseId)
+  const { request: wanted, conversation } = continueConversation(readTranscript(previous?.transcript), decoded)
+  const model = yield* resolveChatModel(ctx, wanted.model)
+  const viaHandle = (yield* Catalog).isCompatibilityHandle(wanted.model)
+  const request = yield* prepareRequest(model, wanted, { viaHandle }).pipe(Effect.mapError(renameParam))
+  if (!decoded.echo.store) return yield* answerChat(responsesDialect, ctx, request, decoded.echo)
+  // `decode` accepted the body, so `input` is a string or a list.
+  const plan = yield* planStore(previous, conversation, (raw as { input: string | ReadonlyArray<unknown> }).input, resolve)
+  return yield* answerChat(responsesDialect, ctx, request, decoded.echo, {
+    events: (events, context) => storeOnStop(events, context, key.id, plan, repo.save)
   })
+})
 
 const notStored = (id: string) => new NotFound({ kind: "resource", message: `No stored response with id '${id}'` })
 
 /** A query flag: absent, `true` or `false` (400 otherwise). */
-const queryFlag = (ctx: RequestContext, name: string) =>
-  Effect.gen(function*() {
-    const value = ctx.query.get(name)
-    if (value === null || value === "false") return false
-    if (value === "true") return true
-    return yield* new InvalidRequest({ message: `${name}: expected true or false`, param: name })
-  })
+const queryFlag = Effect.fnUntraced(function*(ctx: RequestContext, name: string) {
+  const value = ctx.query.get(name)
+  if (value === null || value === "false") return false
+  if (value === "true") return true
+  return yield* new InvalidRequest({ message: `${name}: expected true or false`, param: name })
+})
 
 /** A non-negative integer query parameter, or undefined when absent. */
-const queryInt = (ctx: RequestContext, name: string, bounds: { readonly min: number; readonly max: number }) =>
-  Effect.gen(function*() {
-    const value = ctx.query.get(name)
-    if (value === null) return undefined
-    const n = Number(value)
-    if (!/^\d+$/.test(value) || n < bounds.min || n > bounds.max) {
-      return yield* new InvalidRequest({ message: `${name}: expected an integer from ${bounds.min} to ${bounds.max}`, param: name })
-    }
-    return n
-  })
+const queryInt = Effect.fnUntraced(function*(ctx: RequestContext, name: string, bounds: { readonly min: number; readonly max: number }) {
+  const value = ctx.query.get(name)
+  if (value === null) return undefined
+  const n = Number(value)
+  if (!/^\d+$/.test(value) || n < bounds.min || n > bounds.max) {
+    return yield* new InvalidRequest({ message: `${name}: expected an integer from ${bounds.min} to ${bounds.max}`, param: name })
+  }
+  return n
+})
 
-const replayResponse = (ctx: RequestContext, keyId: string, id: string) =>
-  Effect.gen(function*() {
-    const startingAfter = yield* queryInt(ctx, "starting_after", { min: 0, max: Number.MAX_SAFE_INTEGER })
-    const stored = yield* (yield* ResponsesRepo).replay(keyId, id)
-    if (stored === undefined) return yield* notStored(id)
-    if (stored.replay === null) {
-      return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
-    }
-    const frames = replayFrames(id, stored.model, JSON.parse(stored.replay) as ReplayRecord, startingAfter)
-    return HttpServerResponse.text(frames.join(""), { contentType: "text/event-stream", headers: SSE_HEADERS })
-  })
+const replayResponse = Effect.fnUntraced(function*(ctx: RequestContext, keyId: string, id: string) {
+  const startingAfter = yield* queryInt(ctx, "starting_after", { min: 0, max: Number.MAX_SAFE_INTEGER })
+  const stored = yield* (yield* ResponsesRepo).replay(keyId, id)
+  if (stored === undefined) return yield* notStored(id)
+  if (stored.replay === null) {
+    return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
+  }
+  const frames = replayFrames(id, stored.model, JSON.parse(stored.replay) as ReplayRecord, startingAfter)
+  return HttpServerResponse.text(frames.join(""), { contentType: "text/event-stream", headers: SSE_HEADERS })
+})
 
-const retrieveResponse = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const id = ctx.params.id
-    if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
-    const stored = yield* (yield* ResponsesRepo).find(key.id, id)
-    if (stored === undefined) return yield* notStored(id)
-    return HttpServerResponse.text(stored.body, { contentType: "application/json" })
-  })
+const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const id = ctx.params.id
+  if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
+  const stored = yield* (yield* ResponsesRepo).find(key.id, id)
+  if (stored === undefined) return yield* notStored(id)
+  return HttpServerResponse.text(stored.body, { contentType: "application/json" })
+})
 
 /** As OpenAI: `{id, object: "response", deleted: true}`; later reads, chains and references are 404s. */
-const deleteResponse = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const id = ctx.params.id
-    if (!(yield* (yield* ResponsesRepo).remove(key.id, id))) return yield* notStored(id)
-    return jsonResponse({ id, object: "response", deleted: true })
-  })
+const deleteResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const id = ctx.params.id
+  if (!(yield* (yield* ResponsesRepo).remove(key.id, id))) return yield* notStored(id)
+  return jsonResponse({ id, object: "response", deleted: true })
+})
 
 /**
  * The items the model was given, earlier turns of a chain included, as a cursor page (the shape
  * the SDK's `responses.inputItems.list` pages through): `order` (default `desc`, newest first),
  * `limit` 1–100 (default 20), `after` an item id of the previous page.
  */
-const listInputItems = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const id = ctx.params.id
-    const limit = (yield* queryInt(ctx, "limit", { min: 1, max: 100 })) ?? 20
-    const order = ctx.query.get("order") ?? "desc"
-    if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
-    const stored = yield* (yield* ResponsesRepo).inputItems(key.id, id)
-    if (stored === undefined) return yield* notStored(id)
-    const ordered = (order === "asc" ? stored : [...stored].reverse()) as ReadonlyArray<{ readonly id?: string }>
-    const after = ctx.query.get("after")
-    let start = 0
-    if (after !== null) {
-      const at = ordered.findIndex((item) => item.id === after)
-      if (at === -1) return yield* new InvalidRequest({ message: `after: no input item with id '${after}' in this response`, param: "after" })
-      start = at + 1
-    }
-    const data = ordered.slice(start, start + limit)
-    return jsonResponse({
-      object: "list",
-      data,
-      first_id: data[0]?.id ?? null,
-      last_id: data.at(-1)?.id ?? null,
-      has_more: start + limit < ordered.length
-    })
+const listInputItems = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const id = ctx.params.id
+  const limit = (yield* queryInt(ctx, "limit", { min: 1, max: 100 })) ?? 20
+  const order = ctx.query.get("order") ?? "desc"
+  if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
+  const stored = yield* (yield* ResponsesRepo).inputItems(key.id, id)
+  if (stored === undefined) return yield* notStored(id)
+  const ordered = (order === "asc" ? stored : [...stored].reverse()) as ReadonlyArray<{ readonly id?: string }>
+  const after = ctx.query.get("after")
+  let start = 0
+  if (after !== null) {
+    const at = ordered.findIndex((item) => item.id === after)
+    if (at === -1) return yield* new InvalidRequest({ message: `after: no input item with id '${after}' in this response`, param: "after" })
+    start = at + 1
+  }
+  const data = ordered.slice(start, start + limit)
+  return jsonResponse({
+    object: "list",
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: start + limit < ordered.length
   })
+})
 
 const route = routeFamily<RouteServices>({ shape: "openai", auth: "bearer", surface: "responses" })
 

@@ -63,69 +63,66 @@ const idempotencyKey = (ctx: RequestContext) => {
     : Effect.succeed(key)
 }
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const raw = (yield* readJson(ctx, { optional: true, storable: true })) ?? {}
-    const idempotency = yield* idempotencyKey(ctx)
-    const body = yield* decodeCreate(raw)
-    const key = yield* requireKey(ctx)
-    const model = body.model === undefined ? undefined : (yield* Catalog).resolveChat(body.model)
-    if (body.model !== undefined && model === undefined) {
-      return yield* new InvalidRequest({ message: `model: the model '${body.model}' does not exist`, param: "model" })
-    }
-    if (model !== undefined && !allowsModel(key.permissions, model.id)) {
-      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
-    }
-    const tools = (body.tools ?? []) as ReadonlyArray<Json>
-    const input = (body.input ?? null) as Json
-    const executable = model !== undefined && isUsableInput(input)
-    if (model !== undefined && executable) yield* baseRequest(model, input, tools)
-    const executor = yield* RunExecutor
-    const render = (run: RunView) =>
-      executable ? { status: 202, body: { run, execution: "started" } } : { status: 201, body: { run } }
-    const created = yield* (yield* RunsRepo).create(key.id, {
-      executable,
-      model: model?.id ?? null,
-      input,
-      tools,
-      optimization: { mode: body.optimization?.mode ?? "auto", allow: (body.optimization?.allow ?? {}) as { [key: string]: Json } },
-      metadata: (body.metadata ?? {}) as { [key: string]: Json },
-      parentRunId: body.parentRunId ?? null,
-      budgetMicros: body.budgetUsd === undefined ? null : usdToMicros(body.budgetUsd),
-      ...(executable ? { lease: { owner: executor.instanceId, ttlMs: executor.leaseMs } } : {})
-    }, render, idempotency === undefined ? undefined : { key: idempotency, requestHash: sha256Hex(canonicalJson(raw)) })
-    if (created._tag === "Replayed") {
-      return jsonResponse(created.response.body, { status: 200, headers: { "idempotency-replayed": "true" } })
-    }
-    if (executable) yield* executor.start(created.run.id, 1)
-    return jsonResponse(created.response.body, { status: created.response.status })
-  })
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const raw = (yield* readJson(ctx, { optional: true, storable: true })) ?? {}
+  const idempotency = yield* idempotencyKey(ctx)
+  const body = yield* decodeCreate(raw)
+  const key = yield* requireKey(ctx)
+  const model = body.model === undefined ? undefined : (yield* Catalog).resolveChat(body.model)
+  if (body.model !== undefined && model === undefined) {
+    return yield* new InvalidRequest({ message: `model: the model '${body.model}' does not exist`, param: "model" })
+  }
+  if (model !== undefined && !allowsModel(key.permissions, model.id)) {
+    return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+  }
+  const tools = (body.tools ?? []) as ReadonlyArray<Json>
+  const input = (body.input ?? null) as Json
+  const executable = model !== undefined && isUsableInput(input)
+  if (model !== undefined && executable) yield* baseRequest(model, input, tools)
+  const executor = yield* RunExecutor
+  const render = (run: RunView) =>
+    executable ? { status: 202, body: { run, execution: "started" } } : { status: 201, body: { run } }
+  const created = yield* (yield* RunsRepo).create(key.id, {
+    executable,
+    model: model?.id ?? null,
+    input,
+    tools,
+    optimization: { mode: body.optimization?.mode ?? "auto", allow: (body.optimization?.allow ?? {}) as { [key: string]: Json } },
+    metadata: (body.metadata ?? {}) as { [key: string]: Json },
+    parentRunId: body.parentRunId ?? null,
+    budgetMicros: body.budgetUsd === undefined ? null : usdToMicros(body.budgetUsd),
+    ...(executable ? { lease: { owner: executor.instanceId, ttlMs: executor.leaseMs } } : {})
+  }, render, idempotency === undefined ? undefined : { key: idempotency, requestHash: sha256Hex(canonicalJson(raw)) })
+  if (created._tag === "Replayed") {
+    return jsonResponse(created.response.body, { status: 200, headers: { "idempotency-replayed": "true" } })
+  }
+  if (executable) yield* executor.start(created.run.id, 1)
+  return jsonResponse(created.response.body, { status: created.response.status })
+})
 
-const list = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const status = ctx.query.get("status") ?? undefined
-    if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
-      return yield* new InvalidRequest({
-        message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`,
-        param: "status"
-      })
-    }
-    const limit = yield* limitParam(ctx, LIST_LIMIT)
-    const parentRunId = ctx.query.get("parentRunId") ?? undefined
-    const after = ctx.query.get("after") ?? undefined
-    const page = yield* (yield* RunsRepo).list((yield* requireKey(ctx)).id, {
-      limit,
-      ...(status === undefined ? {} : { status }),
-      ...(parentRunId === undefined ? {} : { parentRunId }),
-      ...(after === undefined ? {} : { after })
+const list = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const status = ctx.query.get("status") ?? undefined
+  if (status !== undefined && status !== "running" && status !== "requires_action" && !isTerminal(status)) {
+    return yield* new InvalidRequest({
+      message: `status: expected one of running, requires_action, ${TERMINAL_STATUSES.join(", ")}`,
+      param: "status"
     })
-    return jsonResponse({ object: "list", ...page })
+  }
+  const limit = yield* limitParam(ctx, LIST_LIMIT)
+  const parentRunId = ctx.query.get("parentRunId") ?? undefined
+  const after = ctx.query.get("after") ?? undefined
+  const page = yield* (yield* RunsRepo).list((yield* requireKey(ctx)).id, {
+    limit,
+    ...(status === undefined ? {} : { status }),
+    ...(parentRunId === undefined ? {} : { parentRunId }),
+    ...(after === undefined ? {} : { after })
   })
+  return jsonResponse({ object: "list", ...page })
+})
 
-const get = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    return jsonResponse({ run: yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id) })
-  })
+const get = Effect.fnUntraced(function*(ctx: RequestContext) {
+  return jsonResponse({ run: yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id) })
+})
 
 /** Where a reader resumes: `Last-Event-ID` (what EventSource sends on reconnect), else `?after=`. */
 const resumeCursor = (ctx: RequestContext) => {
@@ -140,15 +137,14 @@ const resumeCursor = (ctx: RequestContext) => {
     }))
 }
 
-const readEvents = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id)
-    const after = yield* resumeCursor(ctx)
-    const executor = yield* RunExecutor
-    const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
-    const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.encodeText, Stream.provideContext(services))
-    return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
-  })
+const readEvents = Effect.fnUntraced(function*(ctx: RequestContext) {
+  yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id)
+  const after = yield* resumeCursor(ctx)
+  const executor = yield* RunExecutor
+  const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
+  const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.encodeText, Stream.provideContext(services))
+  return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+})
 
 /**
  * Each event: an object with a non-empty single-line `type` (it becomes the SSE `event:` line); an
@@ -183,20 +179,18 @@ const validEvents = (body: unknown) => {
   ))
 }
 
-const appendEvents = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const events = yield* validEvents(yield* readJson(ctx, { storable: true }))
-    const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: (yield* requireKey(ctx)).id }).pipe(
-      Effect.catchTag("LeaseLost", () => Effect.die("a caller append carries no fence"))
-    )
-    return jsonResponse({ appended: appended.appended, lastSeq: appended.lastSeq })
-  })
+const appendEvents = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const events = yield* validEvents(yield* readJson(ctx, { storable: true }))
+  const appended = yield* (yield* RunLog).append(ctx.params.id, events, { keyId: (yield* requireKey(ctx)).id }).pipe(
+    Effect.catchTag("LeaseLost", () => Effect.die("a caller append carries no fence"))
+  )
+  return jsonResponse({ appended: appended.appended, lastSeq: appended.lastSeq })
+})
 
-const cancel = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* decodeCancel((yield* readJson(ctx, { optional: true, storable: true })) ?? {})
-    return jsonResponse({ run: yield* (yield* RunsRepo).cancel((yield* requireKey(ctx)).id, ctx.params.id, body.reason ?? null) })
-  })
+const cancel = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* decodeCancel((yield* readJson(ctx, { optional: true, storable: true })) ?? {})
+  return jsonResponse({ run: yield* (yield* RunsRepo).cancel((yield* requireKey(ctx)).id, ctx.params.id, body.reason ?? null) })
+})
 
 type RunsServices = RunsRepo | RunLog | RunExecutor | Catalog | RunSignals
 

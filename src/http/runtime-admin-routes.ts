@@ -17,21 +17,20 @@ import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
-const queues = () =>
-  Effect.gen(function*() {
-    const catalog = yield* Catalog
-    const views = yield* (yield* CapacityQueues).view()
-    const data = views.map((view) => ({
-      placementId: view.placementId,
-      modelId: catalog.placements.get(view.placementId)?.modelId ?? null,
-      capacity: view.capacity,
-      inUse: view.inUse,
-      waiting: view.waiting,
-      waitingByKey: view.waitingByKey,
-      circuit: view.circuit
-    }))
-    return jsonResponse({ object: "list", data })
-  })
+const queues = Effect.fnUntraced(function*() {
+  const catalog = yield* Catalog
+  const views = yield* (yield* CapacityQueues).view()
+  const data = views.map((view) => ({
+    placementId: view.placementId,
+    modelId: catalog.placements.get(view.placementId)?.modelId ?? null,
+    capacity: view.capacity,
+    inUse: view.inUse,
+    waiting: view.waiting,
+    waitingByKey: view.waitingByKey,
+    circuit: view.circuit
+  }))
+  return jsonResponse({ object: "list", data })
+})
 
 /** A query-string timestamp: ISO 8601 or Unix seconds, in the years 1 to 9999 (what SQL holds). */
 const parseTime = (name: string, value: string | null, fallback: Date) => {
@@ -46,53 +45,51 @@ const parseTime = (name: string, value: string | null, fallback: Date) => {
     : Effect.succeed(date)
 }
 
-const usage = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const now = new Date()
-    const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1))
-    const from = yield* parseTime("from", ctx.query.get("from"), monthStart)
-    const to = yield* parseTime("to", ctx.query.get("to"), new Date(now.getTime() + 1000))
-    if (from.getTime() >= to.getTime()) return yield* new InvalidRequest({ message: "from: must be before to", param: "from" })
-    const keyId = ctx.query.get("keyId") ?? undefined
-    if (keyId !== undefined) yield* (yield* ApiKeys).get(keyId) // 404 for an unknown key
-    const totals = yield* (yield* UsageLedger).summary({ keyId, from, to })
-    const data = totals.map((t) => ({
-      model: t.model,
-      requests: t.requests,
-      inputTokens: t.inputTokens,
-      outputTokens: t.outputTokens,
-      cachedInputTokens: t.cachedInputTokens,
-      reasoningTokens: t.reasoningTokens,
-      costUsd: formatUsd(t.costMicros)
-    }))
-    const totalMicros = totals.reduce((sum, t) => sum + t.costMicros, 0)
-    return jsonResponse({
-      object: "usage",
-      keyId: keyId ?? null,
-      from: from.toISOString(),
-      to: to.toISOString(),
-      data,
-      totalCostUsd: formatUsd(totalMicros)
-    })
+const usage = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const now = new Date()
+  const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1))
+  const from = yield* parseTime("from", ctx.query.get("from"), monthStart)
+  const to = yield* parseTime("to", ctx.query.get("to"), new Date(now.getTime() + 1000))
+  if (from.getTime() >= to.getTime()) return yield* new InvalidRequest({ message: "from: must be before to", param: "from" })
+  const keyId = ctx.query.get("keyId") ?? undefined
+  if (keyId !== undefined) yield* (yield* ApiKeys).get(keyId) // 404 for an unknown key
+  const totals = yield* (yield* UsageLedger).summary({ keyId, from, to })
+  const data = totals.map((t) => ({
+    model: t.model,
+    requests: t.requests,
+    inputTokens: t.inputTokens,
+    outputTokens: t.outputTokens,
+    cachedInputTokens: t.cachedInputTokens,
+    reasoningTokens: t.reasoningTokens,
+    costUsd: formatUsd(t.costMicros)
+  }))
+  const totalMicros = totals.reduce((sum, t) => sum + t.costMicros, 0)
+  return jsonResponse({
+    object: "usage",
+    keyId: keyId ?? null,
+    from: from.toISOString(),
+    to: to.toISOString(),
+    data,
+    totalCostUsd: formatUsd(totalMicros)
   })
+})
 
 const CreditsBody = Schema.Struct({
   amountUsd: Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(MAX_USD_AMOUNT))
 })
 const readCredits = readBody(CreditsBody)
 
-const addCredits = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const body = yield* readCredits(ctx)
-    const key = yield* (yield* ApiKeys).get(ctx.params.id)
-    const { grantId, balanceMicros } = yield* (yield* Allowance).addCredits(key.id, body.amountUsd)
-    return jsonResponse({
-      keyId: key.id,
-      grantId,
-      amountUsd: body.amountUsd,
-      balanceUsd: balanceMicros === undefined ? null : formatUsd(balanceMicros)
-    }, { status: 201 })
-  })
+const addCredits = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const body = yield* readCredits(ctx)
+  const key = yield* (yield* ApiKeys).get(ctx.params.id)
+  const { grantId, balanceMicros } = yield* (yield* Allowance).addCredits(key.id, body.amountUsd)
+  return jsonResponse({
+    keyId: key.id,
+    grantId,
+    amountUsd: body.amountUsd,
+    balanceUsd: balanceMicros === undefined ? null : formatUsd(balanceMicros)
+  }, { status: 201 })
+})
 
 /** The credits handler itself, for the dashboard's key page (same validation, same answer). */
 export const creditsHandler = addCredits

@@ -29,32 +29,29 @@ const ifMatchSeq = (header: string | undefined) => {
     : Effect.succeed(Number(m[1]))
 }
 
-const create = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const body = yield* readCreate(ctx)
-    const repo = yield* StatesRepo
-    return stateResponse(yield* repo.create(key.id, (body.value ?? null) as Json), 201)
-  })
+const create = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const body = yield* readCreate(ctx)
+  const repo = yield* StatesRepo
+  return stateResponse(yield* repo.create(key.id, (body.value ?? null) as Json), 201)
+})
 
-const append = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const body = yield* readAppend(ctx)
-    const fromHeader = yield* ifMatchSeq(ctx.request.headers["if-match"])
-    if (fromHeader !== undefined && body.expectedSeq !== undefined && fromHeader !== body.expectedSeq) {
-      return yield* new InvalidRequest({ message: "expectedSeq and If-Match disagree", param: "expectedSeq" })
-    }
-    const repo = yield* StatesRepo
-    return stateResponse(yield* repo.append(key.id, ctx.params.id, body.delta as Json, body.expectedSeq ?? fromHeader))
-  })
+const append = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const body = yield* readAppend(ctx)
+  const fromHeader = yield* ifMatchSeq(ctx.request.headers["if-match"])
+  if (fromHeader !== undefined && body.expectedSeq !== undefined && fromHeader !== body.expectedSeq) {
+    return yield* new InvalidRequest({ message: "expectedSeq and If-Match disagree", param: "expectedSeq" })
+  }
+  const repo = yield* StatesRepo
+  return stateResponse(yield* repo.append(key.id, ctx.params.id, body.delta as Json, body.expectedSeq ?? fromHeader))
+})
 
-const get = (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const key = yield* requireKey(ctx)
-    const repo = yield* StatesRepo
-    return stateResponse(yield* repo.get(key.id, ctx.params.id))
-  })
+const get = Effect.fnUntraced(function*(ctx: RequestContext) {
+  const key = yield* requireKey(ctx)
+  const repo = yield* StatesRepo
+  return stateResponse(yield* repo.get(key.id, ctx.params.id))
+})
 
 export const statesRoutes: ReadonlyArray<RouteDef<StatesRepo>> = [
   { method: "POST", path: "/v1/states", shape: "flat", auth: "bearer", surface: "states", handler: create },
