@@ -9,7 +9,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { UsageLedger } from "../metering/usage-ledger.ts"
-import type { Micros } from "../model/money.ts"
+import { formatUsd, type Micros } from "../model/money.ts"
 
 export interface UsageTotals {
   readonly requests: number
@@ -19,6 +19,16 @@ export interface UsageTotals {
   readonly reasoningTokens: number
   readonly costMicros: Micros
 }
+
+/** Totals as the APIs answer them (the dashboard's and the admin usage report): cost in USD. */
+export const usageTotalsView = (t: UsageTotals) => ({
+  requests: t.requests,
+  inputTokens: t.inputTokens,
+  outputTokens: t.outputTokens,
+  cachedInputTokens: t.cachedInputTokens,
+  reasoningTokens: t.reasoningTokens,
+  costUsd: formatUsd(t.costMicros)
+})
 
 export interface DailyModelUsage extends UsageTotals {
   /** `2026-01-31` (UTC). */

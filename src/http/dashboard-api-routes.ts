@@ -12,13 +12,12 @@ import { ConfigFile } from "../config/config-file.ts"
 import { type Access, requireSession } from "../dashboard/guard.ts"
 import { KeyStatus } from "../dashboard/key-status.ts"
 import type { DashboardSession, KeyHolderSession } from "../dashboard/sessions.ts"
-import { type UsageTotals, UsageReport } from "../dashboard/usage-report.ts"
+import { type UsageTotals, UsageReport, usageTotalsView } from "../dashboard/usage-report.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsModel, Surfaces } from "../keys/permissions.ts"
 import { monthOf } from "../metering/month.ts"
-import { formatUsd } from "../model/money.ts"
 import { keyHandlers, keyView } from "./admin-routes.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
@@ -70,15 +69,6 @@ const monthFromQuery = (ctx: RequestContext, now: number) => {
     ? Effect.fail(new InvalidRequest({ message: "month: expected YYYY-MM, e.g. 2026-01", param: "month" }))
     : Effect.succeed(monthOf(Date.UTC(Number(m[1]), Number(m[2]) - 1, 1)))
 }
-
-const totalsView = (t: UsageTotals) => ({
-  requests: t.requests,
-  inputTokens: t.inputTokens,
-  outputTokens: t.outputTokens,
-  cachedInputTokens: t.cachedInputTokens,
-  reasoningTokens: t.reasoningTokens,
-  costUsd: formatUsd(t.costMicros)
-})
 
 const addTotals = (a: UsageTotals, b: UsageTotals): UsageTotals => ({
   requests: a.requests + b.requests,
@@ -134,7 +124,7 @@ const usage = Effect.fnUntraced(function*(ctx: RequestContext, session: Dashboar
         hint: k.hint,
         plan: k.plan,
         revoked: k.revokedAt !== null,
-        ...totalsView(perKey.find((u) => u.keyId === k.id) ?? ZERO),
+        ...usageTotalsView(perKey.find((u) => u.keyId === k.id) ?? ZERO),
         allowance: allowance ?? null
       })
     ), { concurrency: 8 })
@@ -149,10 +139,10 @@ const usage = Effect.fnUntraced(function*(ctx: RequestContext, session: Dashboar
     to: query.to.toISOString(),
     keyId: key?.id ?? null,
     days,
-    daily: daily.map((row) => ({ day: row.day, model: row.model, ...totalsView(row) })),
-    byModel: [...byModel.entries()].map(([model, t]) => ({ model, ...totalsView(t) })).sort((a, b) => Number(b.costUsd) - Number(a.costUsd)),
+    daily: daily.map((row) => ({ day: row.day, model: row.model, ...usageTotalsView(row) })),
+    byModel: [...byModel.entries()].map(([model, t]) => ({ model, ...usageTotalsView(t) })).sort((a, b) => Number(b.costUsd) - Number(a.costUsd)),
     byKey: keyRows,
-    totals: totalsView(total)
+    totals: usageTotalsView(total)
   }, { headers: NO_STORE })
 })
 

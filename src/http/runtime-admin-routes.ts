@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
+import { usageTotalsView } from "../dashboard/usage-report.ts"
 import { InvalidRequest } from "../errors.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import { Allowance } from "../metering/allowance.ts"
@@ -54,15 +55,7 @@ const usage = Effect.fnUntraced(function*(ctx: RequestContext) {
   const keyId = ctx.query.get("keyId") ?? undefined
   if (keyId !== undefined) yield* (yield* ApiKeys).get(keyId) // 404 for an unknown key
   const totals = yield* (yield* UsageLedger).summary({ keyId, from, to })
-  const data = totals.map((t) => ({
-    model: t.model,
-    requests: t.requests,
-    inputTokens: t.inputTokens,
-    outputTokens: t.outputTokens,
-    cachedInputTokens: t.cachedInputTokens,
-    reasoningTokens: t.reasoningTokens,
-    costUsd: formatUsd(t.costMicros)
-  }))
+  const data = totals.map((t) => ({ model: t.model, ...usageTotalsView(t) }))
   const totalMicros = totals.reduce((sum, t) => sum + t.costMicros, 0)
   return jsonResponse({
     object: "usage",
