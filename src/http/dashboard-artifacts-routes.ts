@@ -11,11 +11,11 @@ import { HttpServerResponse } from "effect/http"
 import { Artifacts } from "../artifacts/artifacts.ts"
 import { ArtifactList } from "../dashboard/artifact-list.ts"
 import type { DashboardSession } from "../dashboard/sessions.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { InvalidRequest, PermissionDenied } from "../errors.ts"
 import { allowsSurface } from "../keys/permissions.ts"
 import { readJson } from "./body.ts"
 import { dashboardApi } from "./dashboard-api-routes.ts"
-import { keyLabel, listPage } from "./dashboard-list-query.ts"
+import { keyLabel, listedKeyId, listPage } from "./dashboard-list-query.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
@@ -37,10 +37,7 @@ const ownerOf = Effect.fnUntraced(function*(session: DashboardSession, artifactI
 const listArtifacts = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
   yield* requireSurface(session)
   const query = yield* listPage(ctx)
-  if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
-    return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
-  }
-  const keyId = session.role === "key" ? session.key.id : query.keyId
+  const keyId = yield* listedKeyId(session, query.keyId)
   const page = yield* (yield* ArtifactList).list({ keyId, limit: query.limit, after: query.after })
   return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
 })

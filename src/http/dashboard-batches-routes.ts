@@ -16,7 +16,7 @@ import type { DashboardSession } from "../dashboard/sessions.ts"
 import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
 import { allowsSurface } from "../keys/permissions.ts"
 import { dashboardApi } from "./dashboard-api-routes.ts"
-import { keyLabel, listPage } from "./dashboard-list-query.ts"
+import { keyLabel, listedKeyId, listPage } from "./dashboard-list-query.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
@@ -51,10 +51,7 @@ const listQuery = Effect.fnUntraced(function*(ctx: RequestContext) {
 const listBatches = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
   yield* requireSurface(session)
   const query = yield* listQuery(ctx)
-  if (session.role === "key" && query.keyId !== undefined && query.keyId !== session.key.id) {
-    return yield* new NotFound({ kind: "resource", message: `No key with id ${query.keyId}`, param: "keyId" })
-  }
-  const keyId = session.role === "key" ? session.key.id : query.keyId
+  const keyId = yield* listedKeyId(session, query.keyId)
   const page = yield* (yield* BatchList).list({ keyId, kind: query.kind, limit: query.limit, after: query.after })
   return jsonResponse({ object: "list", ...page }, { headers: NO_STORE })
 })

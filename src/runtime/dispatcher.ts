@@ -157,10 +157,11 @@ interface DispatchSession {
   readonly onQueued: Effect.Effect<void>
 }
 
-const send = (d: DispatchSession, event: DispatchEvent) => {
+/** Steps a streamed dispatch's rules (the non-streamed `completeWith` keeps its own state). */
+const advance = (d: DispatchSession, event: DispatchEvent) => {
   d.state = stepDispatch(d.state, event)
 }
-/** Read through a function: `send` changes the state behind the type checker's narrowing. */
+/** Read through a function: `advance` changes the state behind the type checker's narrowing. */
 const phase = (d: DispatchSession) => d.state.value
 
 /** Opens the call inside the attempt's scope and waits for its first chunk. */
@@ -186,14 +187,14 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
         const delay = nextDelay(d.state.context.attempts, d.lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
         d.counter.backoff(delay)
         yield* Effect.sleep(delay)
-        send(d, { type: "RETRY_DUE" })
+        advance(d, { type: "RETRY_DUE" })
         continue
       }
       if (d.lastError !== undefined) {
         // The rules end a request that already failed once every eligible placement is sick.
         const open: Array<string> = []
         for (const c of eligibleCandidates(d.state)) if (yield* queues.isOpen(c.placementId)) open.push(c.placementId)
-        send(d, { type: "CIRCUITS", open })
+        advance(d, { type: "CIRCUITS", open })
         if (phase(d) === "failed") return yield* Effect.fail(d.lastError)
       }
       const eligible = eligibleCandidates(d.state).map((c) => d.byId.get(c.placementId)!)
@@ -223,11 +224,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
           Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
           Effect.tapError(() => Effect.sync(() => {
             d.counter.timedOut(targets)
-            send(d, { type: "QUEUE_TIMEOUT" })
+            advance(d, { type: "QUEUE_TIMEOUT" })
           }))
         )
       )
-      send(d, { type: "GRANTED", placementId: lease.placementId })
+      advance(d, { type: "GRANTED", placementId: lease.placementId })
       const candidate = d.byId.get(lease.placementId)!
       grantedAt = performance.now()
       attemptOn = candidate
@@ -238,7 +239,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const first = firstChunk(candidate, open, scope)
       const result = yield* Effect.result(attemptSpan === undefined ? first : Effect.withParentSpan(first, attemptSpan))
       if (Result.isSuccess(result)) {
-        send(d, { type: "FIRST_BYTE" })
+        advance(d, { type: "FIRST_BYTE" })
         if (d.current === undefined) {
           // The answer's first event: time to first token, from the request's arrival when known.
           const firstAt = performance.now()
@@ -251,7 +252,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       }
       d.lastError = result.failure
       yield* end(outcomeOf(result.failure))
-      send(d, { type: "FAILED", error: result.failure })
+      advance(d, { type: "FAILED", error: result.failure })
     }
   })
   const connect = (d: DispatchSession): Effect.Effect<Attempt, BackendError | QueueTimeout> =>
@@ -298,7 +299,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       Effect.suspend(() => {
         d.lastError = error
         return Effect.andThen(d.current!.end(outcomeOf(error)), Effect.suspend(() => {
-          send(d, canContinueText(d.sent.state) ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
+          advance(d, canContinueText(d.sent.state) ? { type: "CONTINUE_TEXT", error } : { type: "FAILED", error })
           if (phase(d) !== "waiting") return Effect.fail(error)
           splice = makeSplicer(d.sent.state)
           return Effect.flatMap(connect(d), (next) => {
@@ -324,7 +325,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
         onFailure: (error) =>
           Cause.isDone(error)
             ? d.current!.end("success").pipe(
-              Effect.andThen(Effect.sync(() => send(d, { type: "SUCCEEDED" }))),
+              Effect.andThen(Effect.sync(() => advance(d, { type: "SUCCEEDED" }))),
               Effect.andThen(Effect.fail(error))
             )
             : onBreak(error).pipe(Effect.andThen(pull))

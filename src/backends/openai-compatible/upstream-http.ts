@@ -45,10 +45,8 @@ export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { 
  */
 export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<WholeAnswer, BackendError> =>
   Effect.withFiber((fiber) => Effect.tryPromise({
-    try: async (signal) => {
-      const sent = requestBody(call.body, requestHeaders(call, "application/json", traceHeadersOf(fiber)))
-      return callWhole(pools.get(call.origin), { path: call.path, method: "POST", headers: sent.headers, body: sent.body }, signal)
-    },
+    try: (signal) =>
+      callWhole(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, requestHeaders(call, "application/json", traceHeadersOf(fiber))) }, signal),
     catch: connectionError
   }).pipe(Effect.flatMap(({ status, headers, text }): Effect.Effect<WholeAnswer, BackendError> => {
     if (status < 200 || status >= 300) return Effect.fail(httpError(status, text, headers))

@@ -41,7 +41,7 @@ type Controller = Dispatcher.DispatchController
 const abortedError = (signal: AbortSignal): Error =>
   signal.reason instanceof Error ? signal.reason : new Error("The upstream call was aborted")
 
-/** Runs `start` unless the signal is already aborted; wires the signal to the call's controller. */
+/** Wires an abort signal to a call: before the call has a controller it fails the call, after it aborts it. */
 const withSignal = (signal: AbortSignal | undefined, fail: (error: Error) => void) => {
   let controller: Controller | undefined
   let onAbort: (() => void) | undefined
