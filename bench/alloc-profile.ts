@@ -6,10 +6,15 @@
  * path can be judged on a busy machine; fewer bytes per request means fewer scavenges (GC time on
  * the main thread and V8's helper threads, and the loop pauses they cause).
  *
- *   node bench/alloc-profile.ts [--requests 2000] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors | --retained] [--env NAME=VALUE]…
+ *   node bench/alloc-profile.ts [--requests 2000] [--rate R] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors | --retained] [--env NAME=VALUE]…
  *
  * `--survivors` counts only objects that outlived a young-generation collection (scavenge): each
  * is copied, so these bytes, not the total, set how long a scavenge pauses the loop.
+ *
+ * `--rate R` sends the requests open loop at R per second instead of one after another: with
+ * `--survivors`, what outlives scavenges at that rate (at ~1 s between scavenges, mostly what is
+ * promoted to the old generation), which sequential requests, rarely in flight at a scavenge,
+ * do not show.
  *
  * Prints the total KiB per request, then the top functions by self bytes (per request), and the
  * same grouped by file.
@@ -20,7 +25,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
-import { makePool, sequential } from "./lib/load.ts"
+import { makePool, openLoop, sequential } from "./lib/load.ts"
 import { randomToken, startGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
@@ -45,6 +50,7 @@ const { values } = parseArgs({
     retained: { type: "boolean", default: false },
     /** Content chunks per streamed answer: the per-frame cost is (bytes at N1 − bytes at N2) / (N1 − N2). */
     deltas: { type: "string", default: "16" },
+    rate: { type: "string" },
     env: { type: "string", multiple: true, default: [] }
   }
 })
@@ -114,7 +120,9 @@ try {
     includeObjectsCollectedByMinorGC: !values.survivors && !values.retained
   })
   const requests = Number(values.requests)
-  const done = await sequential(requests, () => spec, values.stream)
+  const done = values.rate === undefined
+    ? await sequential(requests, () => spec, values.stream)
+    : (await openLoop({ rate: Number(values.rate), durationMs: (requests * 1000) / Number(values.rate), pick: () => spec, stream: values.stream })).samples
   if (values.retained) await cdp.send("HeapProfiler.collectGarbage")
   const { profile } = await cdp.send<{ profile: { head: ProfileNode } }>("HeapProfiler.stopSampling")
   cdp.close()

@@ -18,7 +18,7 @@
  * parsers (stream-json, jsonparse, clarinet) either need a Node stream pipeline per request or
  * are unmaintained.
  */
-import { Tokenizer, TokenParser, TokenType } from "@streamparser/json"
+import { type ParsedElementInfo, type ParsedTokenInfo, Tokenizer, TokenParser, TokenType } from "@streamparser/json"
 import { Effect } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
@@ -100,11 +100,14 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
       }))
     }
   }
-  tokens.onValue = ({ value }) => {
+  // The callbacks are bound to names before they are set: V8 allocates a function literal
+  // assigned straight to a property in the old generation, where it would keep this parse's
+  // state alive through young-generation collections (see patches/effect+4.1.0.patch).
+  const onValue = ({ value }: ParsedElementInfo) => {
     result = value
     done = true
   }
-  tokenizer.onToken = (info) => {
+  const onToken = (info: ParsedTokenInfo) => {
     switch (info.token) {
       case TokenType.LEFT_BRACE:
       case TokenType.LEFT_BRACKET:
@@ -140,6 +143,8 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
     }
     tokens.write(info)
   }
+  tokens.onValue = onValue
+  tokenizer.onToken = onToken
 
   /** Writes `bytes` synchronously; a malformed document or a limit records the failure. */
   const write = (bytes: Uint8Array) => {
