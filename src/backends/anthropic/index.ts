@@ -23,7 +23,7 @@ import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 import { requestBody, upstreamBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { addFinalizerPlain } from "../../util/scoped.ts"
 
@@ -68,7 +68,7 @@ const withThinking = (translator: UpstreamTranslator) => (events: ReadonlyArray<
 }
 
 /** The upstream body (bytes of Messages SSE) as canonical events, one step per read. */
-const canonicalEvents = (body: AsyncIterable<Uint8Array>, modelId: string) =>
+const canonicalEvents = (body: StreamedBody, modelId: string) =>
   Stream.suspend(() => {
     const decoder = new TextDecoder()
     const parser = makeSseParser()

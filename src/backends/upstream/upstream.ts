@@ -19,6 +19,7 @@ import { Cause, Effect, type Pull, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Pool } from "undici"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
+import type { StreamedBody } from "./upstream-call.ts"
 
 const TIMEOUT_MS = 10 * 60_000
 
@@ -119,17 +120,24 @@ export const connectionError = (cause: unknown): BackendError => {
 
 /**
  * A streamed upstream body as a Stream, one chunk per read (whatever arrived since the last one).
- * Built on a pull of its own rather than `Stream.fromAsyncIterable`, which makes a generator
- * closure per stream: V8 gives each generator closure an old-generation map that keeps its scope
- * alive through young-generation collections (see `answer` in http/chat-answer.ts). Ending or
- * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
+ * Built on the body's own `read` rather than `Stream.fromAsyncIterable` (a generator closure per
+ * stream, which V8 keeps alive through young-generation collections — see `answer` in
+ * http/chat-answer.ts) or a promise per `next()` (its microtasks were a measurable part of each
+ * token's cost). Ending or interrupting the stream does not release the body: its owner does
+ * (`destroy()` in a finalizer).
  */
-export const bodyStream = (body: AsyncIterable<Uint8Array>): Stream.Stream<Uint8Array, BackendError> =>
+export const bodyStream = (body: StreamedBody): Stream.Stream<Uint8Array, BackendError> =>
   Stream.fromPull(Effect.sync(() => {
-    const iterator = body[Symbol.asyncIterator]()
-    const pull: Pull.Pull<NonEmptyReadonlyArray<Uint8Array>, BackendError> = Effect.flatMap(
-      Effect.tryPromise({ try: () => iterator.next(), catch: connectionError }),
-      (result) => (result.done === true ? Cause.done() : Effect.succeed([result.value] as const))
+    const pull: Pull.Pull<NonEmptyReadonlyArray<Uint8Array>, BackendError> = Effect.callback((resume) =>
+      body.read((result) =>
+        resume(
+          result._tag === "Chunk"
+            ? Effect.succeed([result.chunk] as const)
+            : result._tag === "End"
+            ? Cause.done()
+            : Effect.fail(connectionError(result.error))
+        )
+      )
     )
     return pull
   }))
