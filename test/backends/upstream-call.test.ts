@@ -1,15 +1,15 @@
 /**
  * `callWhole` and `callStreamed` (src/backends/upstream/upstream-call.ts) against a real node:http
  * server on an undici Pool: bodies whole and chunked, errors mid-body, aborts before and during a
- * call, and backpressure (a reader that stops reading stops the socket, and the server sees its
- * writes back up).
+ * call, backpressure (a reader that stops reading stops the socket, and the server sees its
+ * writes back up), and the promise-free `read()` the stream stages use.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { callStreamed, callWhole } from "../../src/backends/upstream/upstream-call.ts"
+import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
 
 let server: Server
 let pool: Pool
@@ -124,6 +124,35 @@ describe("callStreamed", () => {
     for await (const chunk of response.body) parts.push(Buffer.from(chunk).toString("utf8"))
     expect(parts.length).toBeGreaterThan(1)
     expect(parts.join("")).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+  })
+
+  it("read() answers at once when a chunk is there, else when one arrives; then the end, or the failure", async () => {
+    type Read = Parameters<Parameters<StreamedBody["read"]>[0]>[0]
+    const readAll = (body: StreamedBody) =>
+      new Promise<{ parts: Array<string>; last: Read; waited: number }>((resolve) => {
+        const parts: Array<string> = []
+        let waited = 0
+        const step = () => {
+          let sync = true
+          body.read((result) => {
+            if (!sync) waited++
+            if (result._tag === "Chunk") {
+              parts.push(Buffer.from(result.chunk).toString("utf8"))
+              step()
+            } else resolve({ parts, last: result, waited })
+          })
+          sync = false
+        }
+        step()
+      })
+    const chunks = await readAll((await callStreamed(pool, { method: "POST", path: "/chunks", headers: {}, body: "" })).body)
+    expect(chunks.parts.join("")).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+    expect(chunks.last._tag).toBe("End")
+    // The server writes every 5 ms: most reads had to wait for their chunk.
+    expect(chunks.waited).toBeGreaterThan(1)
+    const broken = await readAll((await callStreamed(pool, { method: "POST", path: "/broken", headers: {}, body: "" })).body)
+    expect(broken.parts.join("")).toBe("data: first\n\n")
+    expect(broken.last._tag).toBe("Failed")
   })
 
   it("text() reads the rest of the body", async () => {
