@@ -285,26 +285,26 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     })
 
     const complete = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
-        const { models, metered, sent } = yield* meterCall(request, options)
-        const completed = yield* dispatcher.complete({
-          candidates: candidatesFor(sent, models),
-          keyId: options.key.id,
-          deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-          onQueued: options.onQueued,
-          priority: options.priority,
-          record: options.record
-        }).pipe(Effect.tapError(() => metered.fail()))
-        const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
-        const usage = completed.response.usage
-        const { chargedMicros } = yield* metered.settle(usage, servedBy)
-        if (options.record !== undefined) options.record.servedModel = servedBy.id
-        noteCharge(options.record, usage, chargedMicros)
-        return {
-          ...completed,
-          headers: metered.headers(),
-          settlement: { model: servedBy.id, usage, costMicros: chargedMicros }
-        } satisfies CompletedCall
-      })
+      const { models, metered, sent } = yield* meterCall(request, options)
+      const completed = yield* dispatcher.complete({
+        candidates: candidatesFor(sent, models),
+        keyId: options.key.id,
+        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+        onQueued: options.onQueued,
+        priority: options.priority,
+        record: options.record
+      }).pipe(Effect.tapError(() => metered.fail()))
+      const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
+      const usage = completed.response.usage
+      const { chargedMicros } = yield* metered.settle(usage, servedBy)
+      if (options.record !== undefined) options.record.servedModel = servedBy.id
+      noteCharge(options.record, usage, chargedMicros)
+      return {
+        ...completed,
+        headers: metered.headers(),
+        settlement: { model: servedBy.id, usage, costMicros: chargedMicros }
+      } satisfies CompletedCall
+    })
 
     const embed = Effect.fnUntraced(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: ModelCallOptions) {
       const serving = placements.ofModel(model.id)

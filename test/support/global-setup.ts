@@ -54,17 +54,21 @@ const sslRequest = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f])
  * embedded gateway unpack the template and migrate it again (~1 s of CPU per start). Null if the
  * command fails (suites then start from empty data dirs, as a user's first start does).
  */
-const migratedDataDir = () =>
-  new Promise<string | null>((resolve) => {
-    const dir = mkdtempSync(join(tmpdir(), "migrated-data-dir-"))
+const migratedDataDir = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "migrated-data-dir-"))
+  const { DATABASE_URL: _, ...env } = process.env // the embedded engine's database, not a server's
+  const failed = await gatewayMigrate({ ...env, GATEWAY_DATA_DIR: dir })
+  if (failed === undefined) return dir
+  console.warn(`\n⚠ could not prepare a migrated data dir (suites start from empty ones): ${failed}`)
+  rmSync(dir, { recursive: true, force: true })
+  return null
+}
+
+/** Runs `gateway migrate` with `env`; resolves with its stderr if it failed, undefined if it did not. */
+const gatewayMigrate = (env: NodeJS.ProcessEnv) =>
+  new Promise<string | undefined>((resolve) => {
     const main = join(import.meta.dirname, "..", "..", "src", "main.ts")
-    const { DATABASE_URL: _, ...env } = process.env // the embedded engine's database, not a server's
-    execFile(process.execPath, [main, "migrate"], { env: { ...env, GATEWAY_DATA_DIR: dir } }, (error, _stdout, stderr) => {
-      if (error === null) return resolve(dir)
-      console.warn(`\n⚠ could not prepare a migrated data dir (suites start from empty ones): ${stderr}`)
-      rmSync(dir, { recursive: true, force: true })
-      resolve(null)
-    })
+    execFile(process.execPath, [main, "migrate"], { env }, (error, _stdout, stderr) => resolve(error === null ? undefined : stderr))
   })
 
 /**
@@ -81,17 +85,13 @@ const migratedPostgresTemplate = async (adminUrl: string) => {
     console.warn(`\n⚠ could not create a PostgreSQL template database (suites start from empty ones): ${String(error)}`)
     return null
   }
-  const main = join(import.meta.dirname, "..", "..", "src", "main.ts")
   const dir = mkdtempSync(join(tmpdir(), "migrate-postgres-"))
-  return new Promise<{ name: string; drop: () => void } | null>((resolve) => {
-    execFile(process.execPath, [main, "migrate"], { env: { ...process.env, DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir } }, (error, _stdout, stderr) => {
-      rmSync(dir, { recursive: true, force: true })
-      if (error === null) return resolve({ name: new URL(db.url).pathname.slice(1), drop: db.drop })
-      console.warn(`\n⚠ could not migrate a PostgreSQL template database (suites start from empty ones): ${stderr}`)
-      db.drop()
-      resolve(null)
-    })
-  })
+  const failed = await gatewayMigrate({ ...process.env, DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir })
+  rmSync(dir, { recursive: true, force: true })
+  if (failed === undefined) return { name: new URL(db.url).pathname.slice(1), drop: db.drop }
+  console.warn(`\n⚠ could not migrate a PostgreSQL template database (suites start from empty ones): ${failed}`)
+  db.drop()
+  return null
 }
 
 export default async function setup(project: TestProject) {
