@@ -73,17 +73,22 @@ for (const target of targets) {
         yield* repo.save(stored("resp_old", "key_a"))
         yield* repo.save(stored("resp_new", "key_a"))
         expect((yield* repo.findItems("key_a", ["msg_resp_old_0"])).get("msg_resp_old_0")).toEqual({ id: "msg_resp_old_0", type: "message", text: "a\u0000b" })
-        yield* sql`UPDATE stored_responses SET created_at = now() - interval '25 hours' WHERE id = 'resp_old'`
+        // In one transaction: the repository's own start-up prune, which may still be getting its
+        // connection, sees resp_old as fresh until this commits, so the prune below is the one
+        // that removes it.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`UPDATE stored_responses SET created_at = now() - interval '25 hours' WHERE id = 'resp_old'`
 
-        expect(yield* repo.find("key_a", "resp_old")).toBeUndefined()
-        expect(yield* repo.conversation("key_a", "resp_old")).toBeUndefined()
-        expect((yield* repo.findItems("key_a", ["msg_resp_old_0", "msg_resp_new_0"])).size).toBe(1)
-        expect(yield* repo.remove("key_a", "resp_old")).toBe(false)
+          expect(yield* repo.find("key_a", "resp_old")).toBeUndefined()
+          expect(yield* repo.conversation("key_a", "resp_old")).toBeUndefined()
+          expect((yield* repo.findItems("key_a", ["msg_resp_old_0", "msg_resp_new_0"])).size).toBe(1)
+          expect(yield* repo.remove("key_a", "resp_old")).toBe(false)
 
-        expect(yield* repo.prune()).toBe(1)
-        const left = yield* sql<{ id: string }>`SELECT id FROM stored_response_items ORDER BY id`
-        expect(left.map((row) => row.id)).toEqual(["msg_resp_new_0"])
-        expect((yield* repo.find("key_a", "resp_new"))?.id).toBe("resp_new")
+          expect(yield* repo.prune()).toBe(1)
+          const left = yield* sql<{ id: string }>`SELECT id FROM stored_response_items ORDER BY id`
+          expect(left.map((row) => row.id)).toEqual(["msg_resp_new_0"])
+          expect((yield* repo.find("key_a", "resp_new"))?.id).toBe("resp_new")
+        }))
       })), 60_000)
 
     it.live("items and responses are scoped to the key; delete takes the items with it", () =>
