@@ -10,11 +10,13 @@ export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
     reporters: ["default", "./test/support/summary-reporter.ts"],
-    // Integration suites start real gateway processes. Three files at a time on two cores: many
-    // files spend most of their time waiting (on a gateway's timers, a browser, PostgreSQL's own
-    // process), so with two the cores were only ~60–67% busy (user+sys ÷ wall). Measured on full
-    // runs: 2 workers 328–340 s, 3 workers 271 s.
-    maxWorkers: 3,
+    // Integration suites start real gateway processes. Many files spend most of their time
+    // waiting (on a gateway's timers, a recovery fence, a browser, PostgreSQL's own process), so
+    // with few workers the two cores sat idle while the waiting files held every worker: with 3,
+    // vmstat showed the CPU 50–60% idle for the first ~80 s of a run. Measured on full runs on this
+    // 2-core machine (2026-11-24): 3 workers 142–145 s, 4 workers 137 s, 6 workers 122–124 s with the
+    // CPU busy from ~20 s to the end. (Earlier, on a slower VM: 2 workers 328–340 s, 3 workers 271 s.)
+    maxWorkers: 6,
     projects: [
       // (Each project names its files: a project's arrays are appended to the root's, not replaced.)
       { test: { name: "suite", include: ["test/**/*.test.ts"], exclude: LATENCY } },

@@ -33,7 +33,8 @@ export const embeddedDataDir = () => {
   return dir
 }
 
-const embedded: Engine = {
+/** The embedded engine alone, for a suite whose subject does not depend on the engine. */
+export const embeddedEngine: Engine = {
   name: "embedded",
   setup() {
     const dir = embeddedDataDir()
@@ -99,5 +100,5 @@ export const inOrder = { concurrent: false } as const
 /** Engines available in this run (PostgreSQL only when the global setup reached it). */
 export const engines = (): ReadonlyArray<Engine> => {
   const { postgresUrl } = inject("services")
-  return postgresUrl === null ? [embedded] : [embedded, postgres(postgresUrl)]
+  return postgresUrl === null ? [embeddedEngine] : [embeddedEngine, postgres(postgresUrl)]
 }
