@@ -4,7 +4,11 @@
  * `--expose-gc` and bench/lib/heap-probe.ts; `--count` streaming Chat Completions are opened
  * against the simulator (first token after 300 ms, then 2 tokens/s: they stay open for minutes),
  * and the main thread's heap after a full collection is compared with the same figure before any
- * stream was opened: what is left is what the open streams hold. RSS is reported beside it.
+ * stream was opened: what is left is what the open streams hold. RSS is reported beside it. Then
+ * the clients hang up and the heap is measured again: what the streams held must be gone (a leak
+ * would stay). Then
+ * the clients hang up and the heap is measured again: what the streams held must be gone (a leak
+ * would stay).
  * `--snapshot=DIR` also writes heap snapshots (before and with the streams open) into DIR.
  *
  *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps]
@@ -81,7 +85,12 @@ const main = async () => {
         console.log(`run ${run}: ${open} streams open; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +
           `RSS ${before.rss.toFixed(1)} → ${during.rss.toFixed(1)} MiB; per open stream: heap ${per("heapUsed")} KiB, external ${per("external")} KiB, ` +
           `RSS ${per("rss")} KiB (load ${loadavg()[0]!.toFixed(2)})`)
+        // The clients hang up: whatever the streams held must be garbage now (a leak stays here).
         await pool.destroy()
+        await sleep(3_000)
+        const after = await probe()
+        console.log(`run ${run}: after the clients hung up, heap after GC ${after.heapUsed.toFixed(1)} MiB ` +
+          `(${((after.heapUsed - before.heapUsed) * 1024 / open).toFixed(1)} KiB per stream left over), RSS ${after.rss.toFixed(1)} MiB`)
       } finally {
         await gateway.stop()
       }
