@@ -6,8 +6,6 @@
  * and the main thread's heap after a full collection is compared with the same figure before any
  * stream was opened: what is left is what the open streams hold. RSS is reported beside it. Then
  * the clients hang up and the heap is measured again: what the streams held must be gone (a leak
- * would stay). Then
- * the clients hang up and the heap is measured again: what the streams held must be gone (a leak
  * would stay).
  * `--snapshot=DIR` also writes heap snapshots (before and with the streams open) into DIR.
  *
