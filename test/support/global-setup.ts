@@ -111,7 +111,7 @@ const prepare = async () => {
 }
 
 /** The preparation shared by the projects' setups, and how many of them have not torn down yet. */
-const shared: { prepared?: ReturnType<typeof prepare>; users: number } = ((globalThis as any)[Symbol.for("svc-gateway.test-setup")] ??= { users: 0 })
+const shared: { prepared?: ReturnType<typeof prepare> | undefined; users: number } = ((globalThis as any)[Symbol.for("svc-gateway.test-setup")] ??= { users: 0 })
 
 export default async function setup(project: TestProject) {
   shared.users++
