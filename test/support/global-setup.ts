@@ -111,7 +111,8 @@ const prepare = async () => {
 }
 
 /** The preparation shared by the projects' setups, and how many of them have not torn down yet. */
-const shared: { prepared?: ReturnType<typeof prepare> | undefined; users: number } = ((globalThis as any)[Symbol.for("svc-gateway.test-setup")] ??= { users: 0 })
+const shared: { prepared?: ReturnType<typeof prepare> | undefined; users: number; warned?: boolean } =
+  ((globalThis as any)[Symbol.for("svc-gateway.test-setup")] ??= { users: 0 })
 
 export default async function setup(project: TestProject) {
   shared.users++
@@ -130,7 +131,8 @@ export default async function setup(project: TestProject) {
     if (process.env.CI === "true") {
       throw new Error(`CI=true and these services are unreachable: ${missing.join(", ")}. Service-backed suites are required on CI.`)
     }
-    if (shared.users === 1) console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
+    if (!shared.warned) console.warn(`\n⚠ SKIPPING service-backed suites; unreachable: ${missing.join(", ")}. Embedded suites still run.\n`)
+    shared.warned = true
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
   // The latency project's files start their own gateways; the shared ones belong to the suite's.
