@@ -32,7 +32,6 @@ const updateDocs = process.env.UPDATE_SCREENSHOTS === "1"
 const DOCS = join(import.meta.dirname, "..", "..", "docs")
 
 describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
-  const engine = embeddedEngine
   let gw: GatewayProcess
   let cleanup: () => void
   let operatorBrowser: Browser
@@ -51,7 +50,7 @@ describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
   const url = (path: string) => `${gw.baseUrl}${path}`
 
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = embeddedEngine.setup()
     cleanup = setup.cleanup
     shots = updateDocs ? DOCS : mkdtempSync(join(tmpdir(), "dashboard-shots-"))
     mkdirSync(shots, { recursive: true })
