@@ -55,6 +55,10 @@ export interface SettingsShape {
   readonly metricsPort: number | undefined
   /** OTLP/HTTP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT`); set → traces are exported there. */
   readonly otlpEndpoint: string | undefined
+  /** `OTEL_EXPORTER_OTLP_HEADERS` (`k=v,k2=v2`, values percent-encoded), sent with every export. */
+  readonly otlpHeaders: Readonly<Record<string, string>>
+  /** `OTEL_BSP_SCHEDULE_DELAY` (ms between exports, default 5000; a value that is not a positive number is ignored). */
+  readonly otlpExportDelayMs: number | undefined
   /** `OTEL_SERVICE_NAME` (default `svc-gateway`). */
   readonly serviceName: string
   /** How long a run's lease lasts without a heartbeat (a crashed instance's runs resume after it). */
@@ -95,6 +99,15 @@ export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 30_000
 const optionalString = (name: string) =>
   Config.String(name).pipe(Config.option, Config.map((o) => Option.getOrUndefined(Option.filter(o, (s) => s.trim() !== ""))))
 
+/** A header value as OTEL_EXPORTER_OTLP_HEADERS encodes it; one that is not valid percent-encoding as written. */
+const percentDecoded = (value: string) => {
+  try {
+    return decodeURIComponent(value)
+  } catch {
+    return value
+  }
+}
+
 export const settingsConfig = Config.all({
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   // Config.Port refuses 0; 0 asks the OS for a free port (documented, and what tests use).
@@ -130,6 +143,15 @@ export const settingsConfig = Config.all({
     Config.map(Option.getOrUndefined)
   ),
   otlpEndpoint: optionalString("OTEL_EXPORTER_OTLP_ENDPOINT"),
+  otlpHeaders: optionalString("OTEL_EXPORTER_OTLP_HEADERS").pipe(Config.map((text) =>
+    Object.fromEntries((text ?? "").split(",").flatMap((pair) => {
+      const at = pair.indexOf("=")
+      return at <= 0 ? [] : [[pair.slice(0, at).trim(), percentDecoded(pair.slice(at + 1).trim())]]
+    })))),
+  otlpExportDelayMs: optionalString("OTEL_BSP_SCHEDULE_DELAY").pipe(Config.map((text) => {
+    const delay = Number(text)
+    return Number.isFinite(delay) && delay > 0 ? delay : undefined
+  })),
   serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("svc-gateway")),
   runLeaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
   runMaxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),

@@ -12,7 +12,7 @@
  * exit): a write to a pipe wakes its reader, and one per request cost tens of µs (measured in
  * bench/observability.ts); a crash (SIGKILL) loses at most the last 100 ms of lines.
  */
-import { Cause, Logger, References } from "effect"
+import { Cause, Context, Logger, References } from "effect"
 import { writeSync } from "node:fs"
 
 /** A message whose fields become the log line's own fields. */
@@ -53,6 +53,12 @@ export type LineSink = (text: string) => void
 const stdoutSink: LineSink = (text) => {
   process.stdout.write(text)
 }
+
+/**
+ * Where the `serve` process's log lines go: stdout, unless a program running the server inside
+ * itself (the test harness's in-process gateways) provides a sink of its own.
+ */
+export const LogLineSink = Context.Reference<LineSink>("gateway/observability/LogLineSink", { defaultValue: () => stdoutSink })
 
 export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
   let buffer = ""

@@ -12,12 +12,12 @@ import { OtlpSerialization, OtlpTracer } from "effect/observability"
 import { createServer } from "node:http"
 import { Settings } from "../config/settings.ts"
 import { metricsResponse } from "../http/metrics-routes.ts"
-import { makeJsonLogger } from "./json-logger.ts"
+import { LogLineSink, makeJsonLogger } from "./json-logger.ts"
 
-/** Every `Effect.log*` as one JSON line on stdout, at `GATEWAY_LOG_LEVEL` and above. */
+/** Every `Effect.log*` as one JSON line on stdout (or the `LogLineSink`), at `GATEWAY_LOG_LEVEL` and above. */
 export const LoggingLive = Layer.unwrap(Effect.gen(function*() {
   const { logLevel } = yield* Settings
-  return Layer.mergeAll(Logger.layer([makeJsonLogger()]), Layer.succeed(References.MinimumLogLevel)(logLevel))
+  return Layer.mergeAll(Logger.layer([makeJsonLogger(yield* LogLineSink)]), Layer.succeed(References.MinimumLogLevel)(logLevel))
 }))
 
 /**
@@ -27,18 +27,13 @@ export const LoggingLive = Layer.unwrap(Effect.gen(function*() {
  * span too when no real tracer is installed).
  */
 export const TracingLive = Layer.unwrap(Effect.gen(function*() {
-  const { otlpEndpoint, serviceName } = yield* Settings
+  const { otlpEndpoint, otlpExportDelayMs, otlpHeaders, serviceName } = yield* Settings
   if (otlpEndpoint === undefined) return Layer.empty
-  const headers = Object.fromEntries((process.env.OTEL_EXPORTER_OTLP_HEADERS ?? "").split(",").flatMap((pair) => {
-    const at = pair.indexOf("=")
-    return at <= 0 ? [] : [[pair.slice(0, at).trim(), decodeURIComponent(pair.slice(at + 1).trim())]]
-  }))
-  const delay = Number(process.env.OTEL_BSP_SCHEDULE_DELAY)
   return OtlpTracer.layer({
     url: `${otlpEndpoint.replace(/\/+$/, "")}/v1/traces`,
     resource: { serviceName },
-    headers,
-    ...(Number.isFinite(delay) && delay > 0 ? { exportInterval: `${delay} millis` } : {})
+    headers: otlpHeaders,
+    ...(otlpExportDelayMs === undefined ? {} : { exportInterval: `${otlpExportDelayMs} millis` })
   }).pipe(Layer.provide(Layer.mergeAll(OtlpSerialization.layerJson, NodeHttpClient.layerUndici)))
 }))
 

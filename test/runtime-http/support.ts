@@ -3,7 +3,8 @@ import { rmSync } from "node:fs"
 import { expect } from "vitest"
 import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 /** A deep-mutable config, as fastConfig hands it to `mutate`. */
 type Editable = any
@@ -25,14 +26,17 @@ export const placeModel = (
   model.equivalents = [...equivalents]
 }
 
-export interface TestGateway extends GatewayProcess {
+export interface TestGateway extends GatewayHandle {
   close(): Promise<void>
 }
 
-/** A gateway on the embedded engine with a config edited by `mutate` and extra environment. */
+/**
+ * A gateway on the embedded engine with a config edited by `mutate` and extra environment, in this
+ * process (these suites are about what it answers, not its process: see in-process-gateway.ts).
+ */
 export const gatewayWith = async (mutate: (config: Editable) => void, env: Record<string, string> = {}): Promise<TestGateway> => {
   const dir = embeddedDataDir()
-  const gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), ...env })
+  const gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir, mutate), ...env })
   return Object.assign(gw, {
     close: async () => {
       await gw.stop()
@@ -42,7 +46,7 @@ export const gatewayWith = async (mutate: (config: Editable) => void, env: Recor
 }
 
 /** Creates a key through the admin API and returns its secret and id. */
-export const createKey = async (gw: GatewayProcess, plan?: string) => {
+export const createKey = async (gw: GatewayHandle, plan?: string) => {
   const res = await gw.admin("POST", "/admin/v1/keys", plan === undefined ? {} : { plan })
   if (res.status !== 201) throw new Error(`key create failed: ${res.status} ${await res.text()}`)
   const body = (await res.json()) as { id: string; key: string }
@@ -58,26 +62,26 @@ export interface QueueRow {
   readonly circuit: string
 }
 
-export const queues = async (gw: GatewayProcess): Promise<ReadonlyArray<QueueRow>> =>
+export const queues = async (gw: GatewayHandle): Promise<ReadonlyArray<QueueRow>> =>
   ((await (await gw.admin("GET", "/admin/v1/queues")).json()) as { data: ReadonlyArray<QueueRow> }).data
 
-export const queueOf = async (gw: GatewayProcess, placementId: string) => (await queues(gw)).find((q) => q.placementId === placementId)!
+export const queueOf = async (gw: GatewayHandle, placementId: string) => (await queues(gw)).find((q) => q.placementId === placementId)!
 
 /**
  * Waits until none of these placements' circuits is open: each open one has passed its cooldown
  * (half-open, ready for its probe) or closed. A condition, not a sleep longer than the cooldown.
  */
-export const untilCircuitsNotOpen = async (gw: GatewayProcess, placementIds: ReadonlyArray<string>) => {
+export const untilCircuitsNotOpen = async (gw: GatewayHandle, placementIds: ReadonlyArray<string>) => {
   await expect.poll(async () => (await queues(gw)).filter((q) => placementIds.includes(q.placementId) && q.circuit === "open").map((q) => q.placementId)).toEqual([])
 }
 
 /** Waits until a placement's queue view satisfies `ready` (e.g. a holder has taken its slot). */
-export const untilQueue = async (gw: GatewayProcess, placementId: string, ready: (queue: QueueRow) => boolean) => {
+export const untilQueue = async (gw: GatewayHandle, placementId: string, ready: (queue: QueueRow) => boolean) => {
   await expect.poll(async () => ready(await queueOf(gw, placementId))).toBe(true)
 }
 
 /** Polls the queue view until `stop` resolves; returns the most in use and waiting seen. */
-export const watchQueue = (gw: GatewayProcess, placementId: string) => {
+export const watchQueue = (gw: GatewayHandle, placementId: string) => {
   let maxInUse = 0
   let maxWaiting = 0
   let running = true
@@ -97,7 +101,7 @@ export const watchQueue = (gw: GatewayProcess, placementId: string) => {
 }
 
 /** POSTs JSON with a Bearer key and returns the raw response. */
-export const post = (gw: GatewayProcess, path: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
+export const post = (gw: GatewayHandle, path: string, key: string, body: unknown, headers: Record<string, string> = {}) =>
   fetch(`${gw.baseUrl}${path}`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...headers },

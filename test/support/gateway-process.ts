@@ -9,17 +9,22 @@ import { join } from "node:path"
 const NODE = process.execPath
 const MAIN = join(import.meta.dirname, "..", "..", "src", "main.ts")
 
-export interface GatewayProcess {
+/** A running gateway as its tests see it: a child process (here) or in process (in-process-gateway.ts). */
+export interface GatewayHandle {
   readonly baseUrl: string
   /** The first API key printed on a fresh data dir (undefined after a restart). */
   readonly apiKey: string | undefined
   readonly adminToken: string
+  /** Everything it printed so far (stdout and stderr). */
   readonly output: () => string
-  readonly child: ChildProcess
-  /** SIGTERM and wait for exit; resolves the exit code. */
+  /** A graceful stop (SIGTERM for a process, or the given signal); resolves the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>
   /** Admin API call helper. */
   admin(method: string, path: string, body?: unknown): Promise<Response>
+}
+
+export interface GatewayProcess extends GatewayHandle {
+  readonly child: ChildProcess
 }
 
 export const startGateway = async (env: Record<string, string>, args: ReadonlyArray<string> = []): Promise<GatewayProcess> => {
