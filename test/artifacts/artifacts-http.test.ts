@@ -6,12 +6,13 @@
 import { execFileSync } from "node:child_process"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const MiB = 1024 * 1024
 
 describe.each(engines())("artifacts ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let env: Record<string, string>
   let cleanup: () => void
   let key: string
@@ -22,7 +23,7 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     const setup = engine.setup()
     cleanup = setup.cleanup
     env = { ...setup.env, GATEWAY_MAX_BODY_BYTES: String(8 * MiB), GATEWAY_ARTIFACT_MAX_BYTES: String(3 * MiB) }
-    gw = await startGateway(env)
+    gw = await startInProcessGateway(env)
     key = gw.apiKey!
     const create = async (body: unknown) => ((await (await gw.admin("POST", "/admin/v1/keys", body)).json()) as { key: string }).key
     otherKey = await create({ name: "other" })
@@ -384,7 +385,7 @@ describe.each(engines())("artifacts ($name)", (engine) => {
   it("survives a restart: content, versions and dedupe come back from the database", async () => {
     const before = await query(people, { sort: [{ field: "age", dir: "desc" }], limit: 2 })
     expect(await gw.stop()).toBe(0)
-    gw = await startGateway(env)
+    gw = await startInProcessGateway(env)
     const after = await query(people, { sort: [{ field: "age", dir: "desc" }], limit: 2 })
     expect(after.status).toBe(200)
     expect(after.body).toEqual(before.body)

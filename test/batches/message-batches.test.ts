@@ -9,7 +9,8 @@ import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, freshDataDir, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { keyFor, waitForBatch } from "./support.ts"
 
 const ask = (customId: string, text: string, model = "svc-nova-mini") => ({
@@ -30,14 +31,14 @@ const collect = async (client: Anthropic, id: string) => {
 }
 
 describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let client: Anthropic
   let cleanup: () => void
   beforeAll(async () => {
     const setup = engine.setup()
     cleanup = setup.cleanup
     // One request in flight at a time, so a cancel finds requests still unclaimed.
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, slowPico), GATEWAY_BATCH_CONCURRENCY: "1", GATEWAY_BATCH_POLL_MS: "50" })
+    gw = await startInProcessGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, slowPico), GATEWAY_BATCH_CONCURRENCY: "1", GATEWAY_BATCH_POLL_MS: "50" })
     client = new Anthropic({ apiKey: gw.apiKey, baseURL: gw.baseUrl, maxRetries: 0 })
   })
   afterAll(async () => {
@@ -190,9 +191,9 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
 
 describe("Message batch expiry (embedded)", () => {
   const dir = freshDataDir()
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   beforeAll(async () => {
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
       ...fastConfigEnv(dir, slowPico),
       GATEWAY_BATCH_CONCURRENCY: "1",

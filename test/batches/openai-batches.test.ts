@@ -8,20 +8,21 @@ import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { keyFor, parseJsonl, waitForBatch } from "./support.ts"
 
 const line = (customId: string, body: unknown, url = "/v1/chat/completions") => JSON.stringify({ custom_id: customId, method: "POST", url, body })
 const jsonl = (lines: ReadonlyArray<string>) => lines.join("\n") + "\n"
 
 describe.concurrent.each(engines())("OpenAI files and batches ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let client: OpenAI
   let cleanup: () => void
   beforeAll(async () => {
     const setup = engine.setup()
     cleanup = setup.cleanup
-    gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR), GATEWAY_FILE_MAX_BYTES: "200000" })
+    gw = await startInProcessGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR), GATEWAY_FILE_MAX_BYTES: "200000" })
     client = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
   })
   afterAll(async () => {

@@ -1,7 +1,7 @@
 /** Helpers for the batch suites: keys, JSONL, and waiting on a batch's state (polling, no sleeps that decide). */
-import type { GatewayProcess } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
 
-export const keyFor = async (gw: GatewayProcess, name: string, plan = "pro") =>
+export const keyFor = async (gw: GatewayHandle, name: string, plan = "pro") =>
   ((await (await gw.admin("POST", "/admin/v1/keys", { name, plan })).json()) as { key: string }).key
 
 export const parseJsonl = (text: string): Array<any> => text.split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l))

@@ -10,7 +10,8 @@ import { Redis } from "ioredis"
 import { afterAll, inject } from "vitest"
 import { RedisClient } from "../../src/coordination/redis-client.ts"
 import { freshDataDir } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { dropPrefix, uniquePrefix } from "./support.ts"
 
 const { redisUrl } = inject("services")
@@ -31,14 +32,14 @@ const connectionsOf = async (url: string, prefix: string) => {
 
 describe.skipIf(redisUrl === null)("RedisClient in a running gateway", () => {
   const prefix = `${uniquePrefix()}`
-  let gateway: GatewayProcess | undefined
+  let gateway: GatewayHandle | undefined
   afterAll(async () => {
     await gateway?.stop()
     await Effect.runPromise(dropPrefix(redisUrl!, prefix))
   })
 
   it("coordination, capacity queues, run signals and readiness share two connections", async () => {
-    gateway = await startGateway({ GATEWAY_DATA_DIR: freshDataDir(), REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: prefix })
+    gateway = await startInProcessGateway({ GATEWAY_DATA_DIR: freshDataDir(), REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: prefix })
     const ready = await fetch(`${gateway.baseUrl}/readyz`)
     assert.strictEqual(ready.status, 200)
     assert.deepInclude(await ready.json(), { status: "ready" })

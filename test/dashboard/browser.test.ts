@@ -24,7 +24,8 @@ import { defaultConfig } from "../../src/config/default-config.ts"
 import { type Browser, chromiumAvailable, launchBrowser } from "../support/browser.ts"
 import { embeddedEngine } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 if (!chromiumAvailable && process.env.CI === "true") throw new Error("CI=true and Chromium is missing: .ci/run installs it")
 
@@ -32,7 +33,7 @@ const updateDocs = process.env.UPDATE_SCREENSHOTS === "1"
 const DOCS = join(import.meta.dirname, "..", "..", "docs")
 
 describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let cleanup: () => void
   let operatorBrowser: Browser
   let holderBrowser: Browser
@@ -54,7 +55,7 @@ describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
     cleanup = setup.cleanup
     shots = updateDocs ? DOCS : mkdtempSync(join(tmpdir(), "dashboard-shots-"))
     mkdirSync(shots, { recursive: true })
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       ...setup.env,
       ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
         // One slow slot, so the queue page has something to show while calls run.

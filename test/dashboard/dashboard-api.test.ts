@@ -9,17 +9,18 @@ import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { dashboardClient, type DashboardClient, errorOf, signIn } from "./support.ts"
 
 describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let cleanup: () => void
   let operator: DashboardClient
   beforeAll(async () => {
     const setup = engine.setup()
     cleanup = setup.cleanup
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       ...setup.env,
       ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
         // A plan whose windows refill slowly enough to watch (6 requests per minute: one per 10 s).
@@ -430,12 +431,12 @@ describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
 describe("dashboard sessions end (embedded)", () => {
   it("at expiry, and when the admin token changes", async () => {
     const setup = engines()[0].setup()
-    let gw = await startGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "first-admin-token-for-this-test" })
+    let gw = await startInProcessGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "first-admin-token-for-this-test" })
     try {
       const before = await dashboardClient(gw.baseUrl, "first-admin-token-for-this-test")
       await gw.stop()
       // The same data dir with another admin token, and sessions of four seconds.
-      gw = await startGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "second-admin-token-for-this-test", GATEWAY_DASHBOARD_SESSION_MS: "4000" })
+      gw = await startInProcessGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "second-admin-token-for-this-test", GATEWAY_DASHBOARD_SESSION_MS: "4000" })
       // (a new process, a new port: the old cookie is sent to it by hand)
       const changed = await fetch(`${gw.baseUrl}/dashboard/api/session`, { headers: { cookie: before.cookie } })
       expect(changed.status).toBe(401)

@@ -9,19 +9,20 @@ import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const LONG = "say exactly: one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
 
 describe("compatibility handles clamp the output ceiling", () => {
   const dir = freshDataDir()
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let openai: OpenAI
   let anthropic: Anthropic
   beforeAll(async () => {
     // nova-mini (claude-haiku-4-5, gpt-4o-mini, gpt-4.1-mini) publishes a maximum of 8 tokens here,
     // so reaching the clamped ceiling is quick to see.
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
       ...fastConfigEnv(dir, (config) => {
         config.models.find((m: any) => m.id === "svc-nova-mini").maxOutput = 8

@@ -8,7 +8,8 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { createServer, connect, type Server, type Socket } from "node:net"
 import { afterAll, describe, expect, inject, it } from "vitest"
 import { engines, freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -58,13 +59,13 @@ const startProxy = async (target: URL) => {
   }
 }
 
-const get = async (gw: GatewayProcess, path: string) => {
+const get = async (gw: GatewayHandle, path: string) => {
   const res = await fetch(`${gw.baseUrl}${path}`)
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, any> }
 }
 
 describe.each(engines())("health probes ($name)", (engine) => {
-  const started: Array<{ gw: GatewayProcess; cleanup: () => void }> = []
+  const started: Array<{ gw: GatewayHandle; cleanup: () => void }> = []
   afterAll(async () => {
     for (const { gw, cleanup } of started) {
       await gw.stop()
@@ -74,7 +75,7 @@ describe.each(engines())("health probes ($name)", (engine) => {
 
   it("answers /healthz and /readyz without credentials, uncached, and draws no usage", async () => {
     const setup = engine.setup()
-    const gw = await startGateway(setup.env)
+    const gw = await startInProcessGateway(setup.env)
     started.push({ gw, cleanup: setup.cleanup })
     const health = await get(gw, "/healthz")
     expect(health).toMatchObject({ status: 200, body: { status: "ok" } })
@@ -111,7 +112,7 @@ describe("readiness names what is unreachable", () => {
       viaProxy.host = `127.0.0.1:${proxy.port}`
       env = { ...env, DATABASE_URL: viaProxy.toString() }
     }
-    const gw = await startGateway(env)
+    const gw = await startInProcessGateway(env)
     cleanups.push(() => gw.stop())
 
     const ready = await get(gw, "/readyz")

@@ -9,7 +9,8 @@ import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { type SimulateUpstream, startSimulateUpstream } from "../support/simulate-process.ts"
 
 const UPSTREAM_KEY = "upstream-secret"
@@ -22,7 +23,7 @@ const weather = {
 
 describe.each(engines())("upstream placements through gateway simulate ($name)", (engine) => {
   let upstream: SimulateUpstream
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let cleanup: () => void
   const dir = freshDataDir()
   beforeAll(async () => {
@@ -38,7 +39,7 @@ describe.each(engines())("upstream placements through gateway simulate ($name)",
       point("svc-atlas-1", "anthropic", upstream.baseUrl)
       point("svc-nova-mini", "openai-compatible", `${upstream.baseUrl}/v1`)
     })
-    gw = await startGateway({ ...setup.env, ...env, UPSTREAM_KEY, GATEWAY_RETRY_BASE_MS: "10", GATEWAY_CIRCUIT_COOLDOWN_MS: "50" })
+    gw = await startInProcessGateway({ ...setup.env, ...env, UPSTREAM_KEY, GATEWAY_RETRY_BASE_MS: "10", GATEWAY_CIRCUIT_COOLDOWN_MS: "50" })
   })
   afterAll(async () => {
     await gw?.stop()

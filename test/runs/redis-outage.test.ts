@@ -8,12 +8,13 @@ import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { type PrivateRedis, privateRedis } from "./private-redis.ts"
 import { checkLog, client, type RunsClient } from "./support.ts"
 
 describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let redis: PrivateRedis
   let cleanup: () => void
   let runs: RunsClient
@@ -22,7 +23,7 @@ describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engi
     await redis.start()
     const setup = engine.setup()
     cleanup = setup.cleanup
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       ...setup.env,
       ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!),
       REDIS_URL: redis.url,

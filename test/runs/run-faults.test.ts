@@ -9,7 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { checkLog, client, type RunsClient } from "./support.ts"
 
 const lookupTool = { name: "lookup", input_schema: { type: "object", properties: { q: { type: "string" } } } }
@@ -25,7 +26,7 @@ const faultEnv = {
 }
 
 describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let cleanup: () => void
   let runs: RunsClient
   let env: Record<string, string>
@@ -33,7 +34,7 @@ describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
     const setup = engine.setup()
     cleanup = setup.cleanup
     env = { ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!), ...faultEnv }
-    gw = await startGateway(env)
+    gw = await startInProcessGateway(env)
     runs = client(gw.baseUrl, gw.apiKey!)
   })
   afterAll(async () => {
@@ -174,7 +175,7 @@ describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
     const waiting = await runs.waitFor(run.id, (r) => r.status === "requires_action")
     await gw.stop()
     // the same data, but nova-mini no longer reads images
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       ...env,
       ...fastConfigEnv(env.GATEWAY_DATA_DIR!, (config) => {
         config.models.find((m: any) => m.id === "svc-nova-mini").capabilities.vision = false

@@ -6,20 +6,21 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { checkLog, client, readSse, type RunsClient } from "./support.ts"
 
 const lookupTool = { name: "lookup", description: "Looks a word up", input_schema: { type: "object", properties: { q: { type: "string" } }, required: ["q"] } }
 const fetchTool = { type: "function", function: { name: "fetch", parameters: { type: "object", properties: { url: { type: "string" } } } } }
 
 describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let cleanup: () => void
   let runs: RunsClient
   beforeAll(async () => {
     const setup = engine.setup()
     cleanup = setup.cleanup
-    gw = await startGateway({
+    gw = await startInProcessGateway({
       ...setup.env,
       ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!, (config) => {
         // lyra answers only after a minute: a step that is still running when cancelled

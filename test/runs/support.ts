@@ -1,5 +1,5 @@
 /** Plain-fetch helpers for the run endpoints (no official SDK covers them) and an SSE reader. */
-import type { GatewayProcess } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
 
 export interface Answer {
   readonly status: number
@@ -41,7 +41,7 @@ export const client = (baseUrl: string, key: string) => {
 
 export type RunsClient = ReturnType<typeof client>
 
-export const keyFor = async (gw: Pick<GatewayProcess, "admin">, name: string) =>
+export const keyFor = async (gw: Pick<GatewayHandle, "admin">, name: string) =>
   ((await (await gw.admin("POST", "/admin/v1/keys", { name, plan: "pro" })).json()) as { key: string }).key
 
 export interface SseFrame {

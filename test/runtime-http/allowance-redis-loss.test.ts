@@ -20,7 +20,8 @@ import { makeUsage } from "../../src/model/usage.ts"
 import { type FakeUpstream, sse, startFakeUpstream, upstreamChunk } from "../backends/openai-compatible/fake-upstream.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { type PrivateRedis, startPrivateRedis } from "../support/private-redis.ts"
 import { post } from "./support.ts"
 
@@ -42,8 +43,8 @@ interface Outcome {
 describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (two instances, private Redis)", () => {
   let redis: PrivateRedis
   let upstream: FakeUpstream
-  let a: GatewayProcess
-  let b: GatewayProcess
+  let a: GatewayHandle
+  let b: GatewayHandle
   let db: { url: string; drop(): void }
   const dirs = [freshDataDir(), freshDataDir()]
 
@@ -81,7 +82,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
       GATEWAY_ALLOWANCE_EPOCH_CHECK_MS: "200",
       ...fastConfigEnv(dir, mutate)
     })
-    ;[a, b] = await Promise.all([startGateway(env(dirs[0])), startGateway(env(dirs[1]))])
+    ;[a, b] = await Promise.all([startInProcessGateway(env(dirs[0])), startInProcessGateway(env(dirs[1]))])
   }, 120_000)
 
   afterAll(async () => {
@@ -98,7 +99,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
     return { requests, micros }
   }
 
-  const call = async (gw: GatewayProcess, key: string, i: number): Promise<Outcome> => {
+  const call = async (gw: GatewayHandle, key: string, i: number): Promise<Outcome> => {
     const res = await post(gw, "/v1/chat/completions", key, { model: "svc-pico-1", max_tokens: MAX_TOKENS, messages: [{ role: "user", content: `call ${i}` }] })
     const header = res.headers.get("xsvc-allowance-remaining")
     const body = (await res.json()) as any

@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { openAiLike, startFakeUpstream, type FakeUpstream } from "../backends/openai-compatible/fake-upstream.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { dropPrefix } from "../coordination/support.ts"
 import { Effect } from "effect"
 import { post } from "./support.ts"
@@ -20,8 +21,8 @@ const { postgresUrl, redisUrl } = inject("services")
 
 describe.runIf(postgresUrl !== null && redisUrl !== null)("two gateway instances on PostgreSQL + Redis", () => {
   let upstream: FakeUpstream
-  let a: GatewayProcess
-  let b: GatewayProcess
+  let a: GatewayHandle
+  let b: GatewayHandle
   let db: { url: string; drop(): void }
   const dirs = [freshDataDir(), freshDataDir()]
   const prefix = `gwtest:${randomBytes(5).toString("hex")}:`
@@ -58,7 +59,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two gateway instances
       ...fastConfigEnv(dir, mutate)
     })
     // Started together (the migrator locks its table); the one that made the first key is A.
-    ;[a, b] = await Promise.all([startGateway(env(dirs[0])), startGateway(env(dirs[1]))])
+    ;[a, b] = await Promise.all([startInProcessGateway(env(dirs[0])), startInProcessGateway(env(dirs[1]))])
     if (a.apiKey === undefined) [a, b] = [b, a]
   }, 120_000)
 
@@ -70,7 +71,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two gateway instances
     await Effect.runPromise(dropPrefix(redisUrl!, prefix))
   })
 
-  const ask = (gw: GatewayProcess, key: string, i: number, maxTokens = 50) =>
+  const ask = (gw: GatewayHandle, key: string, i: number, maxTokens = 50) =>
     post(gw, "/v1/chat/completions", key, { model: "svc-pico-1", max_tokens: maxTokens, messages: [{ role: "user", content: `say exactly: reply ${i}` }] })
 
   it("never runs more calls on a placement than its capacity, across both instances; nobody gets a 429", async () => {

@@ -16,7 +16,8 @@ import { storageFailure } from "../../src/http/app.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { isDataException, sqlState } from "../../src/storage/sql-failures.ts"
 import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const { postgresUrl } = inject("services")
 
@@ -76,13 +77,13 @@ describe.skipIf(postgresUrl === null)("storage failures on PostgreSQL", () => {
 })
 
 describe.skipIf(postgresUrl === null)("a connection lost inside a request's transaction (HTTP)", () => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let db: ReturnType<typeof freshPostgresDatabase>
   const dir = freshDataDir()
   let locker: ChildProcess | undefined
   beforeAll(async () => {
     db = freshPostgresDatabase(postgresUrl!)
-    gw = await startGateway({ GATEWAY_DATA_DIR: dir, DATABASE_URL: db.url })
+    gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, DATABASE_URL: db.url })
   })
   afterAll(async () => {
     locker?.kill()

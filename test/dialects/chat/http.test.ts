@@ -6,7 +6,8 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../../support/engines.ts"
 import { fastConfigEnv } from "../../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../../support/gateway-process.ts"
+import type { GatewayHandle } from "../../support/gateway-process.ts"
+import { startInProcessGateway } from "../../support/in-process-gateway.ts"
 import { sseFrames } from "./support.ts"
 
 const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -24,7 +25,7 @@ const rejection = async (call: Promise<unknown>): Promise<InstanceType<typeof Op
 }
 
 describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let client: OpenAI
   let cleanup: () => void
   beforeAll(async () => {
@@ -36,7 +37,7 @@ describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)
         { id: "atlas-next-anthropic", backend: "anthropic", baseUrl: "http://127.0.0.1:9", upstreamModel: "x", capacity: 1 }
       ]
     })
-    gw = await startGateway({ ...setup.env, ...env })
+    gw = await startInProcessGateway({ ...setup.env, ...env })
     client = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
   })
   afterAll(async () => {
