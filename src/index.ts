@@ -24,6 +24,7 @@ export { defaultConfig } from "./config/default-config.ts"
 export { loadConfig, validateConfig } from "./config/load.ts"
 export { Settings, type SettingsShape } from "./config/settings.ts"
 export { ServerLive }
+export { LogLineSink } from "./observability/json-logger.ts"
 export { createGateway, dialects } from "./embedded.ts"
 export type { Answer, CallOptions, DecodedRequest, DialectName, EchoByDialect, EmbeddedGateway, GatewayOptions } from "./embedded.ts"
 export type { CanonicalEvent, CanonicalResponse } from "./model/events.ts"
