@@ -10,6 +10,7 @@ import { afterAll, describe, expect, inject, it } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { twoInstances } from "../support/two-instances.ts"
 import { waitForBatch } from "./support.ts"
 
@@ -61,7 +62,7 @@ describe("kill -9 mid-batch and restart on the same data dir (embedded)", () => 
     const env = { GATEWAY_DATA_DIR: dir, ...slowEnv(dir) }
     const first = await startGateway(env)
     const batchId = await killMidBatch(first, first.apiKey!)
-    const second = await startGateway(env)
+    const second = await startInProcessGateway(env) // the recovering instance: its process is not the subject
     try {
       await expectExactlyOnce(new Anthropic({ apiKey: first.apiKey!, baseURL: second.baseUrl, maxRetries: 0 }), batchId)
     } finally {

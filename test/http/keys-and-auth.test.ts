@@ -4,12 +4,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines, inOrder } from "../support/engines.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type GatewayHandle, startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const json = async (res: Response) => ({ status: res.status, body: await res.json() as any, headers: res.headers })
 
 describe.concurrent.each(engines())("keys, admin API and authentication ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: GatewayHandle
   let env: Record<string, string>
   let cleanup: () => void
   beforeAll(async () => {
@@ -107,7 +108,7 @@ describe.concurrent.each(engines())("keys, admin API and authentication ($name)"
   it("keeps every key across a restart, and stops cleanly on SIGTERM", inOrder, async () => {
     const before = (await json(await gw.admin("GET", "/admin/v1/keys"))).body.data
     expect(await gw.stop("SIGTERM")).toBe(0)
-    gw = await startGateway(env)
+    gw = await startInProcessGateway(env) // the restart reads what the stopped process stored
     expect(gw.apiKey).toBeUndefined() // not printed again
     expect(gw.output()).not.toContain("admin token created")
     const after = (await json(await gw.admin("GET", "/admin/v1/keys"))).body.data

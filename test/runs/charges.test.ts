@@ -11,6 +11,7 @@ import { afterAll, describe, inject, it } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { twoInstances } from "../support/two-instances.ts"
 import { client } from "./support.ts"
 
@@ -44,7 +45,7 @@ describe.concurrent("a graceful stop in the middle of a step (embedded)", () => 
     expect(await first.stop()).toBe(0)
     // The re-run needs no slow model (the stop is over): pico answers at full speed, so the story
     // is not told again at 5 tokens/s.
-    const second = await startGateway({ ...env, ...fastConfigEnv(dir) })
+    const second = await startInProcessGateway({ ...env, ...fastConfigEnv(dir) }) // the restarted instance: its process is not the subject
     try {
       const again = client(second.baseUrl, first.apiKey!)
       const done = await again.waitFor(run.id, (r) => r.status === "completed", 40_000)

@@ -9,6 +9,7 @@ import { afterAll, describe, expect, inject, it } from "vitest"
 import { freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { twoInstances } from "../support/two-instances.ts"
 import { rmSync } from "node:fs"
 import { checkLog, client } from "./support.ts"
@@ -61,7 +62,7 @@ describe.concurrent("kill -9 and restart on the same data dir (embedded)", () =>
     const env = { GATEWAY_DATA_DIR: dir, ...slowEnv(dir) }
     const first = await startGateway(env)
     const runId = await killDuringSecondStep(first)
-    const second = await startGateway(env)
+    const second = await startInProcessGateway(env) // the recovering instance: its process is not the subject
     try {
       const runs = client(second.baseUrl, first.apiKey!)
       const done = await runs.waitFor(runId, (r) => r.status === "completed", 40_000)
@@ -87,7 +88,7 @@ describe.concurrent("a run that keeps losing its instance (embedded)", () => {
     await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
     first.child.kill("SIGKILL")
     await first.stop()
-    const second = await startGateway(env)
+    const second = await startInProcessGateway(env) // the recovering instance: its process is not the subject
     try {
       const again = client(second.baseUrl, first.apiKey!)
       const failed = await again.waitFor(run.id, (r) => r.status !== "running", 40_000)

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest"
 import { engines, freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { post } from "./support.ts"
 
 describe.each(engines())("usage ledger across a graceful stop ($name)", (engine) => {
@@ -25,7 +26,7 @@ describe.each(engines())("usage ledger across a graceful stop ($name)", (engine)
       expect(embedded.status).toBe(200)
       expect(await first.stop()).toBe(0)
 
-      const second = await startGateway(env)
+      const second = await startInProcessGateway(env) // what the stop left in storage, read by any instance
       try {
         const usage = (await (await second.admin("GET", "/admin/v1/usage")).json()) as { data: Array<{ model: string; requests: number; outputTokens: number }> }
         const byModel = Object.fromEntries(usage.data.map((row) => [row.model, row]))
