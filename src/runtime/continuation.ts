@@ -26,32 +26,39 @@ export interface SentTracker {
   readonly state: SentState
 }
 
+/**
+ * Per event only what changed is updated, and the text is kept as its deltas, joined when a break
+ * asks for it: appending to a string per delta left a rope of 32-byte nodes (and a new state
+ * object) per token, held for as long as the stream is open.
+ */
 export const makeSentTracker = (): SentTracker => {
-  let state: SentState = { text: "", open: undefined, nextIndex: 0, sawToolUse: false }
+  const text: Array<string> = []
+  let open: SentState["open"]
+  let nextIndex = 0
+  let sawToolUse = false
   const add1 = (event: CanonicalEvent) => {
     switch (event.type) {
       case "block_start":
-        state = {
-          ...state,
-          open: { index: event.index, type: event.block.type },
-          nextIndex: Math.max(state.nextIndex, event.index + 1),
-          sawToolUse: state.sawToolUse || event.block.type === "tool_use"
-        }
+        open = { index: event.index, type: event.block.type }
+        nextIndex = Math.max(nextIndex, event.index + 1)
+        sawToolUse ||= event.block.type === "tool_use"
         return
       case "block_stop":
-        state = { ...state, open: undefined }
+        open = undefined
         return
       case "text_delta":
-        state = { ...state, text: state.text + event.text }
+        text.push(event.text)
         return
       default:
         return
     }
   }
   return {
-    add: (events) => events.forEach(add1),
+    add: (events) => {
+      for (const event of events) add1(event)
+    },
     get state() {
-      return state
+      return { text: text.join(""), open, nextIndex, sawToolUse }
     }
   }
 }

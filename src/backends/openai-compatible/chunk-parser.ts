@@ -102,7 +102,9 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
   let finish: string | undefined
   let usage: Usage | undefined
   let refused = false
-  let generated = ""
+  // The generated text's pieces, joined only if the upstream reports no usage (see `unreported`):
+  // a string appended to per delta is a rope of one 32-byte node per token for the whole stream.
+  const generated: Array<string> = []
   let unreported: { readonly generated: string } | undefined
 
   const close = (events: Array<CanonicalEvent>) => {
@@ -123,7 +125,7 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
       events.push({ type: "block_start", index: open.block, block: { type: kind } })
     }
     const index = nextBlock - 1
-    generated += text
+    generated.push(text)
     events.push(kind === "text" ? { type: "text_delta", index, text } : { type: "thinking_delta", index, thinking: text })
   }
 
@@ -147,7 +149,7 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     const name = text(fn.name)
     if (name !== undefined && name !== "") call.name ??= name
     const args = text(fn.arguments) ?? ""
-    generated += args
+    if (args !== "") generated.push(args)
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
@@ -166,7 +168,8 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     }
     close(events)
     finished = true
-    if (usage === undefined) unreported = { generated }
+    if (usage === undefined) unreported = { generated: generated.join("") }
+    generated.length = 0
     events.push({ type: "message_stop", stopReason: stopReasonOf(finish, calls.size > 0, refused), usage: usage ?? makeUsage({}) })
     return events
   }
