@@ -26,6 +26,9 @@ export const CHAT_DONE_FRAME = "data: [DONE]\n\n"
 export const errorFrame = (failure: StreamFailure) =>
   dataFrame({ error: { message: failure.message, type: failure.type, param: null, code: null } })
 
+/** Stands for a delta's text in the frame cut into a prefix and suffix (no id or model contains it). */
+const TEXT_MARK = "\u0000svc-text\u0000"
+
 export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => {
   const includeUsage = context.echo.includeUsage
   /** Tool-call position by block index; absent for text and thinking blocks. */
@@ -41,6 +44,15 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
       ...(includeUsage ? { usage: null } : {})
     })
+
+  // A text delta is most of a stream's frames: its chunk is `chunk({content})` cut around the
+  // text, made once per stream, so a delta costs one JSON.stringify of its text instead of a
+  // seven-field object tree (~585 → ~100 bytes allocated per frame). Cut from `chunk` itself, so
+  // the bytes are the same by construction.
+  const [textPrefix, textSuffix, ...rest] = chunk({ content: TEXT_MARK }).split(JSON.stringify(TEXT_MARK))
+  const textChunk = rest.length === 0 && textSuffix !== undefined
+    ? (text: string) => textPrefix + JSON.stringify(text) + textSuffix
+    : (text: string) => chunk({ content: text })
 
   const event = (event: CanonicalEvent): string => {
     switch (event.type) {
@@ -58,7 +70,7 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
           }]
         })
       case "text_delta":
-        return event.text === "" ? "" : chunk({ content: event.text })
+        return event.text === "" ? "" : textChunk(event.text)
       case "tool_input_delta": {
         const index = toolIndexOf.get(event.index)
         if (index === undefined || event.partialJson === "") return ""

@@ -132,6 +132,31 @@ describe("chat stream", () => {
     expect(earlier.at(-1).choices[0].finish_reason).toBe("tool_calls")
   })
 
+  it("writes a text delta's frame byte for byte as JSON.stringify of the whole chunk, whatever the text, id or model", () => {
+    const texts = ["plain", "", "quote \" backslash \\ slash /", "line\nbreak\r\ttab", "\u0000svc-text\u0000", "\ud800 lone", "🙂 emoji", "</script>", "\u2028\u2029"]
+    const contexts = [
+      contextFor<ChatEcho>({ includeUsage: false }),
+      contextFor<ChatEcho>({ includeUsage: true }),
+      // An id holding the encoder's own marker: the frames must still be right.
+      { ...contextFor<ChatEcho>({ includeUsage: true }), id: "chatcmpl-\u0000svc-text\u0000", model: "model \"quoted\"" }
+    ]
+    for (const context of contexts) {
+      const encoder = chatDialect.streamEncoder(context)
+      for (const text of texts) {
+        const expected = text === "" ? "" : `data: ${JSON.stringify({
+          id: context.id,
+          object: "chat.completion.chunk",
+          created: context.createdAt,
+          model: context.model,
+          system_fingerprint: null,
+          choices: [{ index: 0, delta: { content: text }, logprobs: null, finish_reason: null }],
+          ...(context.echo.includeUsage ? { usage: null } : {})
+        })}\n\n`
+        expect(encoder.event({ type: "text_delta", index: 0, text })).toBe(expected)
+      }
+    }
+  })
+
   it("keepalives and switchovers are comments (gotcha 10); a failure is an error chunk without [DONE]", () => {
     const encoder = chatDialect.streamEncoder(contextFor<ChatEcho>({ includeUsage: false }))
     expect(encoder.keepalive()).toMatch(/^: [^\n]*\n\n$/)
