@@ -43,6 +43,16 @@ export const streamErrorType = (failure: StreamFailure): string =>
 const delta = (index: number, body: Record<string, string>) =>
   namedFrame("content_block_delta", { type: "content_block_delta", index, delta: body })
 
+/**
+ * A text delta, most of a stream's frames: the same bytes as `delta(index, {type: "text_delta",
+ * text})` (an integer index is written alike by JSON.stringify and a template), written without
+ * building and serializing its object tree for every token.
+ */
+const textDelta = (index: number, text: string) =>
+  Number.isSafeInteger(index)
+    ? `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":${JSON.stringify(text)}}}\n\n`
+    : delta(index, { type: "text_delta", text })
+
 export const makeMessagesStreamEncoder = (context: EncodeContext<unknown>): StreamEncoder => {
   let signature = ""
 
@@ -67,7 +77,7 @@ export const makeMessagesStreamEncoder = (context: EncodeContext<unknown>): Stre
         signature = ""
         return namedFrame("content_block_start", { type: "content_block_start", index: event.index, content_block: emptyBlock(event.block) })
       case "text_delta":
-        return delta(event.index, { type: "text_delta", text: event.text })
+        return textDelta(event.index, event.text)
       case "thinking_delta":
         return delta(event.index, { type: "thinking_delta", thinking: event.thinking })
       case "signature_delta":

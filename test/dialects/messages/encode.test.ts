@@ -85,6 +85,16 @@ describe("messages encodeResponse", () => {
 })
 
 describe("messages stream encoder", () => {
+  it("writes a text delta's frame byte for byte as JSON.stringify of the whole event, whatever the text", () => {
+    const encoder = messagesDialect.streamEncoder(context)
+    for (const text of ["plain", "", "quote \" backslash \\", "line\nbreak\r\ttab", "\ud800 lone", "🙂", "</script>", "\u2028\u2029", "\u0000"]) {
+      for (const index of [0, 7, 1234]) {
+        const data = { type: "content_block_delta", index, delta: { type: "text_delta", text } }
+        expect(encoder.event({ type: "text_delta", index, text })).toBe(`event: content_block_delta\ndata: ${JSON.stringify(data)}\n\n`)
+      }
+    }
+  })
+
   it("produces exactly the wire sequence, every frame named and with JSON data (gotchas 1, 9)", () => {
     const out = frames(encodeAll(fullTurn))
     expect(out.map((f) => f.event)).toEqual([
