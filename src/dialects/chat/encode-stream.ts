@@ -26,7 +26,7 @@ export const CHAT_DONE_FRAME = "data: [DONE]\n\n"
 export const errorFrame = (failure: StreamFailure) =>
   dataFrame({ error: { message: failure.message, type: failure.type, param: null, code: null } })
 
-/** Stands for a delta's text in the frame cut into a prefix and suffix (no id or model contains it). */
+/** Stands for a delta's text in the frame cut into a prefix and suffix (an id or model holding it gets the generic chunk). */
 const TEXT_MARK = "\u0000svc-text\u0000"
 
 export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => {
