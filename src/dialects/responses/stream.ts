@@ -46,6 +46,20 @@ export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>
   const itemIdAt = (index: number) => ids[index]
   const scope = (index: number) => ({ item_id: itemIdAt(index), output_index: index })
 
+  /**
+   * A text delta, most of a stream's frames: the same bytes as `frame("response.output_text.delta",
+   * {...scope(index), content_index: 0, delta, logprobs: []})` (integers are written alike by
+   * JSON.stringify and a template), without building and serializing its object for every token.
+   */
+  const textDelta = (index: number, text: string): string => {
+    const itemId = itemIdAt(index)
+    if (typeof itemId !== "string" || !Number.isSafeInteger(index)) {
+      return frame("response.output_text.delta", { ...scope(index), content_index: 0, delta: text, logprobs: [] })
+    }
+    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${sequence++},` +
+      `"item_id":${JSON.stringify(itemId)},"output_index":${index},"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]}\n\n`
+  }
+
   const inProgress = () => envelope(context, { status: "in_progress", output: [], usage: null })
 
   const onStart = (index: number): string => {
@@ -95,7 +109,7 @@ export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>
       case "block_start":
         return onStart(event.index)
       case "text_delta":
-        return frame("response.output_text.delta", { ...scope(event.index), content_index: 0, delta: event.text, logprobs: [] })
+        return textDelta(event.index, event.text)
       case "thinking_delta":
         return frame("response.reasoning_summary_text.delta", { ...scope(event.index), summary_index: 0, delta: event.thinking })
       case "signature_delta":

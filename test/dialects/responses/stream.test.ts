@@ -61,6 +61,26 @@ describe("responses stream encoder", () => {
     expect(frames[0].response).toMatchObject({ id: "resp_TEST", status: "in_progress", output: [], usage: null })
   })
 
+  it("writes each text delta frame byte for byte as JSON.stringify of the whole event, whatever the text", () => {
+    const texts = ["plain", "", "quote \" backslash \\", "line\nbreak\r\ttab", "\ud800 lone", "🙂", "</script>", "\u2028\u2029", "\u0000"]
+    const script = fullScript()
+    const at = script.findIndex((event) => event.type === "text_delta")
+    const textEvent = script[at] as { index: number }
+    const withTexts = [...script.slice(0, at), ...texts.map((text) => ({ type: "text_delta" as const, index: textEvent.index, text })), ...script.slice(at)]
+    // (Not parseSse: its `.` stops at U+2028, which JSON.stringify leaves as it is and SSE does not split on.)
+    const encoder = responsesDialect.streamEncoder(contextFor({}))
+    const text = withTexts.map((event) => encoder.event(event)).join("")
+    const raw = text.split("\n\n").filter((frame) => frame.startsWith("event: response.output_text.delta\n"))
+    const deltas = raw.map((frame) => JSON.parse(frame.slice(frame.indexOf("data: ") + 6)))
+    expect(deltas.length).toBeGreaterThan(texts.length)
+    raw.forEach((frame, i) => {
+      const data = deltas[i]
+      const expected = { type: data.type, sequence_number: data.sequence_number, item_id: data.item_id, output_index: data.output_index, content_index: 0, delta: data.delta, logprobs: [] }
+      expect(frame).toBe(`event: response.output_text.delta\ndata: ${JSON.stringify(expected)}`)
+    })
+    expect(deltas.slice(0, texts.length).map((d) => d.delta)).toEqual(texts)
+  })
+
   it("keeps the SDK invariants: adds at output.length, parts at content.length, item_id = item.id", () => {
     const { frames } = encodeAll()
     const output: Array<any> = []
