@@ -12,21 +12,25 @@ export interface SseDecoder {
 
 export const makeSseDecoder = (): SseDecoder => {
   let buffer = ""
-  let data: Array<string> = []
+  // One event's data lines; reused, and a single line (every chunk an OpenAI-compatible upstream
+  // sends) is handed on as it is, not joined: this runs once per streamed token.
+  const data: Array<string> = []
 
-  const line = (raw: string, out: Array<string>) => {
-    const text = raw.endsWith("\r") ? raw.slice(0, -1) : raw
-    if (text === "") {
-      if (data.length > 0) out.push(data.join("\n"))
-      data = []
+  /** The line `buffer[start, end)` (without its `\n`). */
+  const line = (start: number, end: number, out: Array<string>) => {
+    if (end > start && buffer.charCodeAt(end - 1) === 13) end-- // "\r\n"
+    if (end === start) {
+      if (data.length > 0) out.push(data.length === 1 ? data[0] : data.join("\n"))
+      data.length = 0
       return
     }
-    if (text.startsWith(":")) return
-    const colon = text.indexOf(":")
-    const field = colon === -1 ? text : text.slice(0, colon)
-    if (field !== "data") return
-    const value = colon === -1 ? "" : text.slice(colon + 1)
-    data.push(value.startsWith(" ") ? value.slice(1) : value)
+    if (buffer.startsWith("data:", start)) {
+      const from = buffer.charCodeAt(start + 5) === 32 && start + 5 < end ? start + 6 : start + 5
+      data.push(buffer.slice(from, end))
+    } else if (end - start === 4 && buffer.startsWith("data", start)) {
+      data.push("") // a "data" line without a colon: an empty value
+    }
+    // Anything else is a comment (":") or another field (event, id, retry): skipped.
   }
 
   return {
@@ -35,17 +39,17 @@ export const makeSseDecoder = (): SseDecoder => {
       const out: Array<string> = []
       let start = 0
       for (let newline = buffer.indexOf("\n"); newline !== -1; newline = buffer.indexOf("\n", start)) {
-        line(buffer.slice(start, newline), out)
+        line(start, newline, out)
         start = newline + 1
       }
-      buffer = buffer.slice(start)
+      buffer = start === buffer.length ? "" : buffer.slice(start)
       return out
     },
     end() {
       const out: Array<string> = []
-      if (buffer !== "") line(buffer, out)
+      if (buffer !== "") line(0, buffer.length, out)
       buffer = ""
-      line("", out)
+      line(0, 0, out)
       return out
     }
   }

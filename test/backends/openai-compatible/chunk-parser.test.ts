@@ -62,6 +62,17 @@ describe("SSE decoder", () => {
       expect(out, `step ${step}`).toEqual(["{\"a\":1}", "line one\nline two", "[DONE]"])
     }
   })
+
+  it("reads data fields as the SSE spec does: one optional space after the colon, a bare `data`, CRLF, unknown fields skipped", () => {
+    const text = "data\n\ndata:\r\n\ndata:  two spaces\n\ndataX: not data\ndata:x\r\ndata: y\n\ndata: last without a blank line"
+    for (const step of [1, 3, text.length]) {
+      const decoder = makeSseDecoder()
+      const out: Array<string> = []
+      for (let at = 0; at < text.length; at += step) out.push(...decoder.feed(text.slice(at, at + step)))
+      out.push(...decoder.end())
+      expect(out, `step ${step}`).toEqual(["", "", " two spaces", "x\ny", "last without a blank line"])
+    }
+  })
 })
 
 describe("chunk parser", () => {
