@@ -53,25 +53,42 @@ export const startGateway = async (env: Record<string, string>, args: ReadonlyAr
       reject(new Error(`gateway exited with ${code} before listening:\n${output}`))
     })
   })
-  const apiKey = /first API key \(shown once, store it now\): (svc_\S+)/.exec(output)?.[1]
-  const adminToken = env.GATEWAY_ADMIN_TOKEN ?? readFileSync(join(env.GATEWAY_DATA_DIR!, "admin-token"), "utf8").trim()
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
   return {
-    baseUrl,
-    apiKey,
-    adminToken,
-    output: () => output,
-    child,
-    stop: async (signal = "SIGTERM") => {
+    ...gatewayHandle(baseUrl, env, () => output, async (signal = "SIGTERM") => {
       if (child.exitCode === null) child.kill(signal)
       return exited
-    },
-    admin: (method, path, body) =>
-      fetch(`${baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
+    }),
+    child
+  }
+}
+
+/** An admin API caller with the admin token (JSON bodies). */
+export const adminCaller = (baseUrl: string, adminToken: string) => (method: string, path: string, body?: unknown) =>
+  fetch(`${baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) })
+  })
+
+/**
+ * A started gateway as its tests see it, however it runs: the first API key it printed, the admin
+ * token (given in the environment, else the one it wrote to its data dir), the admin API.
+ */
+export const gatewayHandle = (
+  baseUrl: string,
+  env: Record<string, string>,
+  output: () => string,
+  stop: GatewayHandle["stop"]
+): GatewayHandle => {
+  const adminToken = env.GATEWAY_ADMIN_TOKEN ?? readFileSync(join(env.GATEWAY_DATA_DIR!, "admin-token"), "utf8").trim()
+  return {
+    baseUrl,
+    apiKey: /first API key \(shown once, store it now\): (svc_\S+)/.exec(output())?.[1],
+    adminToken,
+    output,
+    stop,
+    admin: adminCaller(baseUrl, adminToken)
   }
 }
 

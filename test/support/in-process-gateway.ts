@@ -15,13 +15,11 @@
  * command line, stdout) start a child process with `startGateway` (gateway-process.ts).
  */
 import { ConfigProvider, Console, Effect, Exit, Fiber, Layer, Metric } from "effect"
-import { readFileSync } from "node:fs"
-import { join } from "node:path"
 import { format } from "node:util"
 import { Settings } from "../../src/config/settings.ts"
 import { ServerLive } from "../../src/gateway.ts"
 import { LogLineSink } from "../../src/observability/json-logger.ts"
-import type { GatewayHandle } from "./gateway-process.ts"
+import { type GatewayHandle, gatewayHandle } from "./gateway-process.ts"
 
 /** A console whose every method appends a line to `write` (the gateway prints with log and error). */
 const capturingConsole = (write: (line: string) => void): Console.Console => {
@@ -63,23 +61,9 @@ export const startInProcessGateway = async (env: Record<string, string>): Promis
       throw new Error(`in-process gateway stopped before listening: ${Exit.isFailure(exit) ? String(exit.cause) : "no failure"}\n${output}`)
     })
   ])
-  const apiKey = /first API key \(shown once, store it now\): (svc_\S+)/.exec(output)?.[1]
-  const adminToken = env.GATEWAY_ADMIN_TOKEN ?? readFileSync(join(env.GATEWAY_DATA_DIR!, "admin-token"), "utf8").trim()
-  return {
-    baseUrl,
-    apiKey,
-    adminToken,
-    output: () => output,
-    // A graceful stop, as SIGTERM is for a process: the listener closes, in-flight requests finish.
-    stop: async () => {
-      await Effect.runPromise(Fiber.interrupt(fiber))
-      return 0
-    },
-    admin: (method, path, body) =>
-      fetch(`${baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-  }
+  // A graceful stop, as SIGTERM is for a process: the listener closes, in-flight requests finish.
+  return gatewayHandle(baseUrl, env, () => output, async () => {
+    await Effect.runPromise(Fiber.interrupt(fiber))
+    return 0
+  })
 }

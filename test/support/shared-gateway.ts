@@ -11,7 +11,7 @@ import { cpSync, rmSync } from "node:fs"
 import { inject } from "vitest"
 import { freshDataDir, freshPostgresDatabase } from "./engines.ts"
 import { fastConfigEnv } from "./fast-config.ts"
-import { type GatewayProcess, startGateway } from "./gateway-process.ts"
+import { adminCaller, type GatewayProcess, startGateway } from "./gateway-process.ts"
 
 /** What the global setup hands the suites: where each engine's shared gateway listens. */
 export type SharedGatewayAddresses = Partial<Record<"embedded" | "postgres", { readonly baseUrl: string; readonly adminToken: string }>>
@@ -71,12 +71,7 @@ export const sharedGateway = async (engine: { readonly name: "embedded" | "postg
   const address = inject("sharedGateways")[engine.name]
   if (address === undefined) throw new Error(`no shared gateway on ${engine.name} (the global setup did not start one)`)
   const { baseUrl, adminToken } = address
-  const admin = (method: string, path: string, body?: unknown) =>
-    fetch(`${baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
+  const admin = adminCaller(baseUrl, adminToken)
   // Named like the key a fresh gateway prints first ("default"), plus which suite made it.
   const res = await admin("POST", "/admin/v1/keys", { name: `default (suite ${++suites} of worker ${process.env.VITEST_POOL_ID ?? "?"})` })
   if (res.status !== 201) throw new Error(`could not create a key on the shared gateway: ${res.status} ${await res.text()}`)
