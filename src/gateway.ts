@@ -37,6 +37,7 @@ import { BatchesLive } from "./batches/batches-layer.ts"
 import { MetricsScrape } from "./observability/metrics-scrape.ts"
 import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
 import { TelemetryLive } from "./observability/telemetry.ts"
+import { type ServerActivity, trimWhenQuiet } from "./util/heap-trim.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
@@ -90,7 +91,10 @@ export const gatewayHttpApp = makeHttpApp(allRoutes)
  * one too) and each finished response closes its (keep-alive) connection, so a graceful stop ends
  * when the last in-flight request does, not when the grace period runs out.
  */
-const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number }) => () => {
+const makeNodeServer = (
+  timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number },
+  activity: ServerActivity
+) => () => {
   const server = createServer({
     requestTimeout: 0,
     headersTimeout: timeouts.headersTimeoutMs,
@@ -119,7 +123,10 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
   })
   const countInFlight = (socket: Socket, response: ServerResponse) => {
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
+    activity.started++
+    activity.open++
     response.once("close", () => {
+      activity.open--
       if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, inFlight.get(socket)! - 1))
     })
   }
@@ -142,13 +149,16 @@ const makeNodeServer = (timeouts: { readonly headersTimeoutMs: number; readonly 
 const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   const app = yield* gatewayHttpApp
-  const announce = Layer.effectDiscard(
+  const activity: ServerActivity = { started: 0, open: 0 }
+  const announce = Layer.effectDiscard(Effect.andThen(
+    // Memory given back once the server is quiet (util/heap-trim.ts); GATEWAY_IDLE_TRIM_MS=0: never.
+    settings.idleTrimMs > 0 ? Effect.forkScoped(trimWhenQuiet(activity, settings.idleTrimMs)) : Effect.void,
     HttpServer.addressFormattedWith((address) => Console.log(`gateway listening on ${address}`))
-  )
+  ))
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
     Layer.provide(NodeHttpServer.layer(
-      makeNodeServer(settings),
+      makeNodeServer(settings, activity),
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
     ))
   )

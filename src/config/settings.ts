@@ -47,6 +47,11 @@ export interface SettingsShape {
   readonly headersTimeoutMs: number
   /** How long a request body may stall (no bytes arriving) before the connection is closed. */
   readonly bodyIdleTimeoutMs: number
+  /**
+   * After this long with no request started or in flight (and a quiet event loop), the main
+   * thread's heap is collected once to give memory back (`util/heap-trim.ts`). 0: never.
+   */
+  readonly idleTrimMs: number
   /** Least severe log level written (`GATEWAY_LOG_LEVEL`; default Info: one line per request). */
   readonly logLevel: LogLevel.LogLevel
   /** False (`GATEWAY_METRICS=off`): nothing recorded, `/metrics` answers 404. */
@@ -133,6 +138,7 @@ export const settingsConfig = Config.all({
     .pipe(Config.withDefault(8)),
   headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
   bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
+  idleTrimMs: Config.Int("GATEWAY_IDLE_TRIM_MS").pipe(Config.withDefault(60_000)),
   logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),
     Config.map((level): LogLevel.LogLevel => (level === "warn" ? "Warn" : (level[0].toUpperCase() + level.slice(1)) as LogLevel.LogLevel))

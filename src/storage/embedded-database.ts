@@ -23,7 +23,7 @@ import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
 import { PortStream } from "./port-stream.ts"
-import { extractTemplate, pgliteVersion, templateFile } from "./template.ts"
+import { pgliteVersion, templateFile, unpackTemplate } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
 
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
@@ -188,7 +188,7 @@ const createDatabase = (data: EmbeddedWorkerData) =>
     const template = templateFile()
     if (template !== undefined) {
       yield* Effect.tryPromise({
-        try: () => extractTemplate(template, fresh),
+        try: () => unpackTemplate(template, fresh),
         catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}` })
       })
     } else {

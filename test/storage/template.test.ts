@@ -5,7 +5,7 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { extractTemplate, pgliteVersion, templateFile, writeTemplate } from "../../src/storage/template.ts"
+import { extractTemplate, pgliteVersion, templateFile, unpackTemplate, writeTemplate } from "../../src/storage/template.ts"
 import { freshDataDir } from "../support/engines.ts"
 
 describe("embedded database template", () => {
@@ -38,6 +38,18 @@ describe("embedded database template", () => {
       expect(readFileSync(join(dir, "out", "base", "1", "empty")).length).toBe(0)
       expect(readFileSync(join(dir, "out", "base", "1", "1259")).equals(big)).toBe(true)
       expect(readdirSync(join(dir, "out", "pg_tblspc"))).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it("unpacks in a thread of its own, and reports a broken archive as an error", async () => {
+    const dir = freshDataDir()
+    try {
+      await unpackTemplate(templateFile()!, join(dir, "db"))
+      expect(readFileSync(join(dir, "db", "PG_VERSION"), "utf8").trim()).toMatch(/^\d+$/)
+      writeFileSync(join(dir, "broken.tar.gz"), "not a gzip stream")
+      await expect(unpackTemplate(join(dir, "broken.tar.gz"), join(dir, "out"))).rejects.toThrow(/header/i)
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }

@@ -35,7 +35,9 @@ const capturingConsole = (write: (line: string) => void): Console.Console => {
 
 /** Starts the server in this process on a free port with the given environment; resolves once it listens. */
 export const startInProcessGateway = async (env: Record<string, string>): Promise<GatewayHandle> => {
-  const environment: Record<string, string> = { HOST: "127.0.0.1", PORT: "0", ...env }
+  // No memory trim (util/heap-trim.ts) unless a test asks: it would collect the test worker's
+  // heap, which holds every gateway and test of the worker, not a gateway's own.
+  const environment: Record<string, string> = { HOST: "127.0.0.1", PORT: "0", GATEWAY_IDLE_TRIM_MS: "0", ...env }
   let output = ""
   let listening: (baseUrl: string) => void = () => {}
   const listened = new Promise<string>((resolve) => (listening = resolve))

@@ -1,0 +1,90 @@
+/**
+ * The gateway gives memory back (src/util/heap-trim.ts) once it has been quiet for a while after
+ * start-up or after requests — never while a request is in flight, and not again and again while
+ * it stays idle. The subject is the process's own heap, so the
+ * gateway is a child process; its log lines say when it trimmed.
+ */
+import { rmSync } from "node:fs"
+import { connect } from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { freshDataDir } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
+
+const QUIET_MS = 250
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The trim lines logged so far, as `{ heap: [before, after] }`. */
+const trims = (output: string) =>
+  [...output.matchAll(/memory trimmed after (\d+) ms quiet: heap (\d+) → (\d+) MiB, RSS (\d+) → (\d+) MiB in ([\d.]+) ms/g)]
+    .map((m) => ({ quietMs: Number(m[1]), heap: [Number(m[2]), Number(m[3])] }))
+const quietTrims = (output: string) => trims(output).length
+
+/** Waits until `ready()` holds, polling; fails after `ms`. */
+const until = async (ready: () => boolean, ms: number, what: string) => {
+  const deadline = Date.now() + ms
+  while (!ready()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await sleep(25)
+  }
+}
+
+describe("memory trim", () => {
+  let dir: string
+  let gw: GatewayProcess
+  beforeAll(async () => {
+    dir = freshDataDir()
+    gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir), GATEWAY_IDLE_TRIM_MS: String(QUIET_MS) })
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("trims once quiet after start-up, and the heap is smaller after it", async () => {
+    await until(() => trims(gw.output()).length > 0, QUIET_MS * 20, "the first trim")
+    const [first] = trims(gw.output())
+    expect(first.quietMs).toBe(QUIET_MS)
+    expect(first.heap[1]).toBeLessThan(first.heap[0])
+    await sleep(QUIET_MS * 6)
+    expect(trims(gw.output())).toHaveLength(1)
+  })
+
+  it("trims after a quiet period that follows requests, never while a request is in flight, and once per quiet period", async () => {
+    const before = quietTrims(gw.output())
+    expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
+    // A request whose body is still arriving is in flight: its headers are in, its body is not.
+    const { hostname, port } = new URL(gw.baseUrl)
+    const held = connect(Number(port), hostname)
+    await new Promise<void>((resolve) => held.once("connect", () => resolve()))
+    held.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${gw.apiKey}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`)
+    await sleep(QUIET_MS * 8)
+    expect(quietTrims(gw.output())).toBe(before)
+
+    held.destroy()
+    await until(() => quietTrims(gw.output()) === before + 1, QUIET_MS * 20, "a trim once the request ended")
+    // Idle since: no second trim for the same quiet period.
+    await sleep(QUIET_MS * 8)
+    expect(quietTrims(gw.output())).toBe(before + 1)
+
+    // New requests, then quiet again: one more.
+    expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
+    await until(() => quietTrims(gw.output()) === before + 2, QUIET_MS * 20, "a trim after the next quiet period")
+  }, 30_000)
+})
+
+describe("memory trim off", () => {
+  it("GATEWAY_IDLE_TRIM_MS=0 never trims", async () => {
+    const dir = freshDataDir()
+    const gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir), GATEWAY_IDLE_TRIM_MS: "0" })
+    try {
+      expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
+      await sleep(500)
+      expect(trims(gw.output())).toEqual([])
+    } finally {
+      await gw.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 60_000)
+})
