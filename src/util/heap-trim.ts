@@ -54,14 +54,14 @@ const collector = (): Collect => {
 const MiB = 1024 * 1024
 
 /** What a trim did: the main thread's heap and the process's RSS before and after, and how long it took. */
-export interface HeapTrim {
+interface HeapTrim {
   readonly ms: number
   readonly heapMiB: readonly [before: number, after: number]
   readonly rssMiB: readonly [before: number, after: number]
 }
 
 /** One memory-reducing full collection of this thread's heap, now. */
-export const trimHeap = (): HeapTrim => {
+const trimHeap = (): HeapTrim => {
   const heapBefore = getHeapStatistics().total_physical_size
   const rssBefore = process.memoryUsage.rss()
   const started = performance.now()
@@ -87,7 +87,7 @@ const QUIET_GROWTH_BYTES = 16 * MiB
 const QUIET_UTILIZATION = 0.05
 
 /** The line logged for a trim. */
-export const describeTrim = (quietMs: number, trim: HeapTrim) =>
+const describeTrim = (quietMs: number, trim: HeapTrim) =>
   `memory trimmed after ${quietMs} ms quiet: heap ${trim.heapMiB[0]} → ${trim.heapMiB[1]} MiB, RSS ${trim.rssMiB[0]} → ${trim.rssMiB[1]} MiB in ${trim.ms} ms`
 
 /**
