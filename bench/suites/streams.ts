@@ -5,8 +5,12 @@
  * `rampMs` (open loop) and each lasts several seconds, so all of them are open together. The
  * gateway's RSS (/proc/<pid>/status VmRSS) is read idle, every 100 ms under load and `settleMs`
  * after the last stream ended; CPU time per request is the growth of utime + stime
- * (/proc/<pid>/stat) over the run ÷ streams.
+ * (/proc/<pid>/stat) over the run ÷ streams. The gateway gives memory back after
+ * `QUIET_TRIM_MS` without requests (`GATEWAY_IDLE_TRIM_MS`, a minute by default; longer than the
+ * pause between runs here): after the last run the RSS is read again once that has happened.
  */
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import { makePool, openLoop, sequential, summarize, type LatencySummary, type Tracker } from "../lib/load.ts"
 import { cpuMicros, randomToken, rssBytes, startGateway, startSimulate } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
@@ -16,6 +20,8 @@ import { benchChatModel } from "../lib/catalog.ts"
 
 const log = (line: string) => console.log(`${stamp()} [streams] ${line}`)
 const MiB = 1024 * 1024
+/** The gateway's quiet trim (src/util/heap-trim.ts), shortened from its minute so the suite waits less. */
+const QUIET_TRIM_MS = 8_000
 
 export interface StreamsRun {
   readonly rssBeforeMiB: number
@@ -37,6 +43,8 @@ export interface StreamsResult {
   readonly rssFreshMiB: number
   /** After a warm-up of 22 short streams, settled. */
   readonly rssIdleMiB: number
+  /** After the last run, once the gateway's quiet trim ran (undefined: it did not within the wait). */
+  readonly rssQuietMiB: number | undefined
   readonly runs: StreamsRun[]
   readonly median: {
     readonly rssPeakMiB: number
@@ -61,7 +69,9 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
     plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: p.count * 4 } },
     defaultPlan: "bench"
   }
-  const gateway = await startGateway({ name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0 })
+  const gateway = await startGateway({
+    name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0, env: { GATEWAY_IDLE_TRIM_MS: String(QUIET_TRIM_MS) }
+  })
   try {
     await sleep(1000)
     const rssFresh = rssBytes(gateway.pid)
@@ -131,11 +141,21 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
       log(`run ${run + 1}/${profile.runs}: ${r.maxOpenStreams} open at once, RSS ${r.rssBeforeMiB.toFixed(1)} → peak ${r.rssPeakMiB.toFixed(1)} → after ${r.rssAfterMiB.toFixed(1)} MiB, CPU ${(r.cpuUsPerRequest / 1000).toFixed(2)} ms/stream, ${summary.requests - summary.ok} failed`)
     }
     await pool.close()
+    // The trim logs a line; wait for one after the last run (the quiet period plus its look interval).
+    const trims = () => (readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/memory trimmed after/g) ?? []).length
+    const trimsBefore = trims()
+    let rssQuiet: number | undefined
+    for (let waited = 0; waited < QUIET_TRIM_MS * 2 + 5_000 && rssQuiet === undefined; waited += 250) {
+      await sleep(250)
+      if (trims() > trimsBefore) rssQuiet = rssBytes(gateway.pid)
+    }
+    log(rssQuiet === undefined ? "no quiet trim within the wait" : `RSS once quiet (trimmed): ${(rssQuiet / MiB).toFixed(1)} MiB`)
     return {
       count: p.count,
       upstream: { ttftMs: p.ttftMs, tokensPerSecond: p.tokensPerSecond, maxTokens: p.maxTokens },
       rssFreshMiB: rssFresh / MiB,
       rssIdleMiB: rssIdle / MiB,
+      rssQuietMiB: rssQuiet === undefined ? undefined : rssQuiet / MiB,
       runs,
       median: {
         rssPeakMiB: median(runs.map((r) => r.rssPeakMiB)),
