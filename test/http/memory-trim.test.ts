@@ -1,8 +1,8 @@
 /**
  * The gateway gives memory back (src/util/heap-trim.ts) once it has been quiet for a while after
  * start-up or after requests — never while a request is in flight, and not again and again while
- * it stays idle. The subject is the process's own heap, so the
- * gateway is a child process; its log lines say when it trimmed.
+ * it stays idle. The subject is the process's own heap, so the gateway is a child process; its log
+ * lines say when it trimmed.
  */
 import { rmSync } from "node:fs"
 import { connect } from "node:net"
@@ -19,16 +19,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const trims = (output: string) =>
   [...output.matchAll(/memory trimmed after (\d+) ms quiet: heap (\d+) → (\d+) MiB, RSS (\d+) → (\d+) MiB in ([\d.]+) ms/g)]
     .map((m) => ({ quietMs: Number(m[1]), heap: [Number(m[2]), Number(m[3])] }))
-const quietTrims = (output: string) => trims(output).length
-
-/** Waits until `ready()` holds, polling; fails after `ms`. */
-const until = async (ready: () => boolean, ms: number, what: string) => {
-  const deadline = Date.now() + ms
-  while (!ready()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await sleep(25)
-  }
-}
 
 describe("memory trim", () => {
   let dir: string
@@ -43,7 +33,7 @@ describe("memory trim", () => {
   })
 
   it("trims once quiet after start-up, and the heap is smaller after it", async () => {
-    await until(() => trims(gw.output()).length > 0, 10_000, "the first trim")
+    await expect.poll(() => trims(gw.output()).length, { timeout: 10_000 }).toBeGreaterThan(0)
     const [first] = trims(gw.output())
     expect(first.quietMs).toBe(QUIET_MS)
     expect(first.heap[1]).toBeLessThan(first.heap[0])
@@ -52,7 +42,7 @@ describe("memory trim", () => {
   })
 
   it("trims after a quiet period that follows requests, never while a request is in flight, and once per quiet period", async () => {
-    const before = quietTrims(gw.output())
+    const before = trims(gw.output()).length
     expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
     // A request whose body is still arriving is in flight: its headers are in, its body is not.
     const { hostname, port } = new URL(gw.baseUrl)
@@ -60,17 +50,17 @@ describe("memory trim", () => {
     await new Promise<void>((resolve) => held.once("connect", () => resolve()))
     held.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: ${hostname}\r\nauthorization: Bearer ${gw.apiKey}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"model":`)
     await sleep(QUIET_MS * 8)
-    expect(quietTrims(gw.output())).toBe(before)
+    expect(trims(gw.output()).length).toBe(before)
 
     held.destroy()
-    await until(() => quietTrims(gw.output()) === before + 1, 10_000, "a trim once the request ended")
+    await expect.poll(() => trims(gw.output()).length, { timeout: 10_000 }).toBe(before + 1)
     // Idle since: no second trim for the same quiet period.
     await sleep(QUIET_MS * 8)
-    expect(quietTrims(gw.output())).toBe(before + 1)
+    expect(trims(gw.output()).length).toBe(before + 1)
 
     // New requests, then quiet again: one more.
     expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
-    await until(() => quietTrims(gw.output()) === before + 2, 10_000, "a trim after the next quiet period")
+    await expect.poll(() => trims(gw.output()).length, { timeout: 10_000 }).toBe(before + 2)
   }, 30_000)
 })
 
