@@ -256,7 +256,7 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
 
     // The placements it waits on: the healthy candidates, or all of them when every circuit is open.
     let targets: ReadonlyArray<string> = known
-    const wait = Effect.gen(function*() {
+    const join = Effect.gen(function*() {
       // One candidate waits on its placement whatever the circuit (there is nowhere else to go).
       const skipIfOpen = known.length > 1
       const healthy: Array<string> = []
@@ -270,22 +270,26 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
           yield* enqueueOn(id, waiterId)
         }
       } else if (healthy.length > 0) targets = healthy
-      if (waiter.lease === undefined && request.onQueued !== undefined) yield* request.onQueued
-      return yield* Deferred.await(waiter.deferred)
     })
-    return yield* wait.pipe(
-      Effect.timeoutOrElse({
-        duration: deadlineMs,
-        orElse: () =>
-          Effect.flatMap(retryHint(targets, waiterId), (retryAfterSeconds) =>
-            Effect.fail(new QueueTimeout({
-              message: `No capacity on ${targets.join(", ")} within ${Math.round(deadlineMs / 1000)} s`,
-              waitedMs: clock.currentTimeMillisUnsafe() - startedAt,
-              retryAfterSeconds
-            })))
-      }),
-      Effect.onExit(cleanup)
-    )
+    // The deadline's timer is armed only when the request really waits: a free slot (the common
+    // case) is answered by the enqueue itself.
+    const waitForGrant = Effect.suspend(() => {
+      if (waiter.lease !== undefined) return Effect.succeed(waiter.lease)
+      const wait = request.onQueued === undefined ? Deferred.await(waiter.deferred) : Effect.andThen(request.onQueued, Deferred.await(waiter.deferred))
+      return wait.pipe(
+        Effect.timeoutOrElse({
+          duration: Math.max(0, deadlineMs - (clock.currentTimeMillisUnsafe() - startedAt)),
+          orElse: () =>
+            Effect.flatMap(retryHint(targets, waiterId), (retryAfterSeconds) =>
+              Effect.fail(new QueueTimeout({
+                message: `No capacity on ${targets.join(", ")} within ${Math.round(deadlineMs / 1000)} s`,
+                waitedMs: clock.currentTimeMillisUnsafe() - startedAt,
+                retryAfterSeconds
+              })))
+        })
+      )
+    })
+    return yield* Effect.andThen(join, waitForGrant).pipe(Effect.onExit(cleanup))
   })
 
   // ---- heartbeat: renew waiters (every tick) and leases (every leaseRenewMs), catch lost grants ----

@@ -289,6 +289,26 @@ describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)"
       for (const lease of [...both, elsewhere]) yield* lease.release("success")
     }))
 
+  it.live("a half-open placement with nobody waiting grants its one probe at once, and holds the next arrival", () =>
+    Effect.gen(function*() {
+      const prefix = yield* freshPrefix
+      const options: Options = { placements: [{ placementId: "p1", capacity: 2 }], failureThreshold: 1, probeCooldownMs: 300 }
+      const a = yield* instance(prefix, options)
+      yield* (yield* a.acquire({ candidates: ["p1"], keyId: "k" })).release("failure")
+      assert.isTrue(yield* a.isOpen("p1"))
+      yield* until(a.isOpen("p1"), (open) => !open, "the cooldown's end")
+      // The queue is empty: the enqueue itself answers with the slot (no lane, no announcement).
+      const probe = yield* a.acquire({ candidates: ["p1"], keyId: "k" })
+      assert.deepInclude(yield* viewOf(a, "p1"), { circuit: "halfOpen", inUse: 1, waiting: 0 })
+      const next = yield* Effect.forkChild(a.acquire({ candidates: ["p1"], keyId: "other" }))
+      yield* until(viewOf(a, "p1"), (v) => v.waiting === 1, "the second arrival waiting behind the probe")
+      assert.strictEqual((yield* viewOf(a, "p1")).inUse, 1, "one probe, though capacity is 2")
+      yield* probe.release("success")
+      const granted = yield* Fiber.join(next)
+      assert.deepInclude(yield* viewOf(a, "p1"), { circuit: "closed", inUse: 1, waiting: 0 })
+      yield* granted.release("success")
+    }))
+
   it.live("view numbers and setCapacity, through CapacityQueues.layerRedis", () =>
     Effect.gen(function*() {
       const prefix = yield* freshPrefix
