@@ -11,7 +11,7 @@
  * `beginScoped` where a Scope is at hand: a call neither settled nor failed when the scope closes
  * (interruption, defect) is failed then, so its slot and reservation are never leaked.
  */
-import { Context, Effect, Layer, type Scope } from "effect"
+import { Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { ConfigFile } from "../config/config-file.ts"
 import { Settings } from "../config/settings.ts"
 import { Coordination } from "../coordination/coordination.ts"
@@ -87,6 +87,13 @@ export class Meter extends Context.Service<Meter, {
 
     const planOf = (key: KeyRecord): Plan => config.plans[key.plan] ?? config.plans[config.defaultPlan]
 
+    // Settles on a remote store, run after the answer. The layer's close waits for those in
+    // flight (a bounded wait: a store that is down has its settles retried by the allowance),
+    // so a shutdown that drained the requests records their charges before the ledger's last flush.
+    const settling = yield* FiberSet.make<void>()
+    yield* Effect.addFinalizer(() => FiberSet.awaitEmpty(settling).pipe(Effect.timeout("5 seconds"), Effect.ignore))
+    const settleInBackground = (effect: Effect.Effect<unknown>) => FiberSet.run(settling, Effect.asVoid(effect))
+
     /**
      * A metered call over its admission and reservation. Settling goes to the store first, then the
      * ledger: a rebuild that runs in between reads SQL without this entry and the settle (finding
@@ -123,18 +130,29 @@ export class Meter extends Context.Service<Meter, {
       const settle = settleNow !== undefined
         ? (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) =>
           Effect.clockWith((clock) => Effect.succeed(settleNow(usage, servedBy, clock.currentTimeMillisUnsafe())))
-        : Effect.fnUntraced(function*(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) {
-          const costMicros = callCostMicros(usage, servedBy)
-          const chargedMicros = Math.min(costMicros, reservation.amountMicros)
-          if (finished) return { costMicros, chargedMicros }
-          finished = true
-          const after = yield* allowance.settle(reservation, costMicros)
-          if (after !== undefined) remaining = after
-          yield* ledger.record(entry(usage, servedBy, chargedMicros))
-          metrics?.charged(servedBy.id, usage, chargedMicros)
-          yield* admission.release
-          return { costMicros, chargedMicros }
-        })
+        : (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) =>
+          Effect.suspend(() => {
+            const costMicros = callCostMicros(usage, servedBy)
+            const chargedMicros = Math.min(costMicros, reservation.amountMicros)
+            if (finished) return Effect.succeed({ costMicros, chargedMicros })
+            finished = true
+            // A remote store: the settle is a round trip the answer need not wait for. The hold
+            // stays counted until it lands (later calls see more spent, never less), and the
+            // store's connection sends it before any later command of this instance. What is
+            // left is this call's own view: after its reservation, less its charge.
+            remaining = reservation.remainingMicros + reservation.amountMicros - chargedMicros
+            metrics?.charged(servedBy.id, usage, chargedMicros)
+            return Effect.as(
+              settleInBackground(
+                // Store first, then the ledger (see `meteredCall`).
+                allowance.settle(reservation, costMicros).pipe(
+                  Effect.andThen(ledger.record(entry(usage, servedBy, chargedMicros))),
+                  Effect.andThen(admission.release)
+                )
+              ),
+              { costMicros, chargedMicros }
+            )
+          })
       const fail = fast !== undefined && releaseNow !== undefined
         ? () =>
           Effect.clockWith((clock) =>

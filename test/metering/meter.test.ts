@@ -1,6 +1,6 @@
 /** The Meter façade as the request path will use it, over the real services on both stores. */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schedule } from "effect"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import type { GatewayConfig } from "../../src/config/schema.ts"
@@ -58,7 +58,11 @@ for (const store of storeKinds()) {
           expect(call.headers()["xsvc-allowance-remaining"]).toBe("4.995500")
           const ledger = yield* UsageLedger
           const now = Date.now()
-          const summary = yield* ledger.summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) })
+          // On a remote store the settle lands (and the ledger records it) off the caller's path.
+          const summary = yield* ledger.summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) }).pipe(
+            Effect.repeat({ until: (rows) => rows.length > 0, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeout("5 seconds")
+          )
           expect(summary).toEqual([{ model: "svc-atlas-1", requests: 1, inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 0, reasoningTokens: 0, costMicros: 4_500 }])
         }).pipe(Effect.provide(services(store.layer()))))
 
