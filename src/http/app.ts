@@ -201,7 +201,8 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
         }),
         Effect.catchCause((cause) => {
           if (Cause.hasInterruptsOnly(cause)) {
-            record.status = 499
+            // A stream the handler writes itself (http/node-sse.ts) has its status already.
+            if (record.status === 0) record.status = 499
             return Effect.andThen(telemetry.finish(record), Effect.failCause(cause))
           }
           // The request's log line (level error) carries the cause.

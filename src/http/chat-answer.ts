@@ -29,6 +29,7 @@ import { ModelCaller } from "../runtime/model-caller.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
+import { nodeResponseOf, writeSse } from "./node-sse.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
 
@@ -135,6 +136,18 @@ const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, st
 }
 
 /**
+ * A started stream's answer: written by this fiber over node:http (node-sse.ts), else handed to
+ * the platform as the response's body (the embedding API's web handler).
+ */
+const respondSse = (ctx: RequestContext, body: Stream.Stream<Uint8Array>, headers: Record<string, string>) => {
+  const response = nodeResponseOf(ctx.request)
+  if (response === undefined) return Effect.sync(() => sseResponse(body, headers))
+  // Committed: a client that leaves from here on is logged with the status it was sent.
+  ctx.record.status = 200
+  return writeSse(response, { ...headers, "x-request-id": ctx.requestId, "request-id": ctx.requestId }, body)
+}
+
+/**
  * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an
  * interruptible region lets a client that disconnects (while waiting for a slot, or during a
  * non-streaming answer) interrupt it, so its waiter leaves the queue and its slot comes back.
@@ -223,7 +236,7 @@ const answer = Effect.fnUntraced(function*(
   )
   const answerStarted = Fiber.join(starting).pipe(
     Effect.mapError(callFailureToApiError),
-    Effect.map((call) => sseResponse(encodeCall(call), { "xsvc-model": call.servedModel, ...call.headers() }))
+    Effect.flatMap((call) => respondSse(ctx, encodeCall(call), { "xsvc-model": call.servedModel, ...call.headers() }))
   )
   if (first === "started") return yield* answerStarted
   // Waiting for capacity: a short wait keeps the headers, so `xsvc-model` can name what serves.

@@ -1,0 +1,66 @@
+/**
+ * A started SSE answer written straight to node:http's response by the request's own fiber.
+ *
+ * Returning `HttpServerResponse.stream` hands the body to the platform, which runs it as a stream
+ * of its own (an `orDie` stage and a `runForEachArray` loop) after our stages that close the
+ * request's scope and finish its log line when the body ends: four stages every chunk passes
+ * through and an open stream holds, and a fiber hop between the handler's answer and the first
+ * write. Here the handler writes the head and every frame itself and returns once the stream has
+ * ended, so the request's scope closes and its log line is written when the handler ends, as for
+ * any other answer. The platform sees the response already ended and writes nothing.
+ *
+ * Only where the request is node:http's (the gateway's own server); the embedding API's web
+ * handler has no Node response and keeps the platform's stream (see `sseResponse`).
+ */
+import type { ServerResponse } from "node:http"
+import { Cause, Effect, Pull, Stream } from "effect"
+import type { HttpServerRequest } from "effect/http"
+import { HttpServerResponse } from "effect/http"
+import { toPullPlain } from "../util/scoped.ts"
+import { SSE_HEADERS } from "./sse.ts"
+
+/** node:http's response under an Effect request, when there is one. */
+export const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): ServerResponse | undefined => {
+  if (!("resolvedResponse" in request)) return undefined
+  const response = (request as { readonly resolvedResponse: unknown }).resolvedResponse as Partial<ServerResponse> | undefined
+  return response !== undefined && typeof response.writeHead === "function" && response.headersSent === false ? response as ServerResponse : undefined
+}
+
+/** Resumes once the response can take more (or is gone: the client's close interrupts the fiber). */
+const writable = (response: ServerResponse): Effect.Effect<void> =>
+  Effect.callback<void>((resume) => {
+    const done = () => {
+      response.off("drain", done)
+      response.off("close", done)
+      resume(Effect.void)
+    }
+    response.on("drain", done)
+    response.on("close", done)
+    return Effect.sync(() => {
+      response.off("drain", done)
+      response.off("close", done)
+    })
+  })
+
+/**
+ * Writes the head (200, `text/event-stream`) and then every chunk of `body` as it comes, honouring
+ * backpressure, and ends the response. Needs the request's scope (the body is pulled in it).
+ * `body` cannot fail: a failure is already the dialect's error event (chat-answer.ts `frames`).
+ */
+export const writeSse = (response: ServerResponse, headers: Record<string, string>, body: Stream.Stream<Uint8Array>) =>
+  Effect.flatMap(toPullPlain(body), (pull) => {
+    response.writeHead(200, { ...SSE_HEADERS, ...headers, "content-type": "text/event-stream" })
+    const pump: Effect.Effect<void> = Effect.matchCauseEffect(pull, {
+      onSuccess: (chunks) => {
+        let open = true
+        for (const chunk of chunks) open = response.write(chunk)
+        return open ? pump : Effect.andThen(writable(response), pump)
+      },
+      onFailure: (cause) => (Pull.isDoneCause(cause) ? Effect.void : Effect.failCause(cause as Cause.Cause<never>))
+    })
+    return pump.pipe(
+      Effect.andThen(Effect.sync(() => response.end())),
+      // Already written: the platform finds the response ended and leaves it alone.
+      Effect.as(HttpServerResponse.empty({ status: 200 }))
+    )
+  })
