@@ -207,12 +207,14 @@ const answer = Effect.fnUntraced(function*(
   }
 
   const settings = yield* Settings
-  const queued = Deferred.makeUnsafe<void>()
+  // What comes first: the call starting (a slot was free, or granted) or the queue's notice that
+  // the request waits. One Deferred both complete (the first wins), not a race of two fibers.
+  const first = Deferred.makeUnsafe<"started" | "queued">()
   let switchNote: string | undefined
   const prepared = yield* caller.prepare(request, {
     key,
     record: ctx.record,
-    onQueued: Deferred.succeed(queued, undefined).pipe(Effect.asVoid),
+    onQueued: Effect.sync(() => void Deferred.doneUnsafe(first, Effect.succeed("queued"))),
     onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
   })
 
@@ -230,15 +232,12 @@ const answer = Effect.fnUntraced(function*(
   }
 
   const starting = yield* Effect.forkScoped(traced(prepared.start))
-  const first = yield* Effect.raceFirst(
-    Fiber.await(starting).pipe(Effect.map(() => "started" as const)),
-    Deferred.await(queued).pipe(Effect.as("queued" as const))
-  )
+  starting.addObserver(() => void Deferred.doneUnsafe(first, Effect.succeed("started")))
   const answerStarted = Fiber.join(starting).pipe(
     Effect.mapError(callFailureToApiError),
     Effect.flatMap((call) => respondSse(ctx, encodeCall(call), { "xsvc-model": call.servedModel, ...call.headers() }))
   )
-  if (first === "started") return yield* answerStarted
+  if ((yield* Deferred.await(first)) === "started") return yield* answerStarted
   // Waiting for capacity: a short wait keeps the headers, so `xsvc-model` can name what serves.
   const grantedSoon = settings.streamHoldMs > 0
     ? yield* Fiber.await(starting).pipe(Effect.timeoutOption(`${settings.streamHoldMs} millis`))
