@@ -308,6 +308,26 @@ const fill = (context: QueueContext, limit: number): { context: QueueContext; gr
   return { context: next, granted }
 }
 
+/**
+ * A newcomer when nobody waits and a slot is free (and, for batch work, batch is under its cap):
+ * the slot is its at once — what `addWaiter` and then `fill` would give, without the trip through
+ * a lane and the ring (most requests find a slot free, and this step runs on every one). Else
+ * undefined: it joins the queue.
+ */
+const grantAtOnce = (context: QueueContext, waiterId: string, priority: QueuePriority): QueueContext | undefined => {
+  if (context.ring.waiting > 0 || context.batchRing.waiting > 0 || context.inUse >= context.capacity) return undefined
+  const batch = priority === "batch"
+  if (batch && context.batchInUse >= batchCap(context.capacity)) return undefined
+  const { stats } = context
+  return {
+    ...context,
+    holding: HashMap.set(context.holding, waiterId, { grant: stats.granted, batch }),
+    inUse: context.inUse + 1,
+    batchInUse: batch ? context.batchInUse + 1 : context.batchInUse,
+    stats: { ...stats, enqueued: stats.enqueued + 1, granted: stats.granted + 1 }
+  }
+}
+
 /** A step's result: the next state and the waiters granted a slot by it, in grant order. */
 export interface QueueStep {
   readonly state: QueueState
@@ -394,8 +414,13 @@ export const stepQueue = (state: QueueState, event: QueueEvent): QueueStep => {
 const stepClosed = (state: QueueState, event: QueueEvent): QueueStep => {
   const { context } = state
   switch (event.type) {
-    case "ENQUEUE":
-      return isNewWaiter(context, event) ? closed(addWaiter(context, event.waiterId, event.keyId, event.priority ?? "interactive")) : unchanged(state)
+    case "ENQUEUE": {
+      if (!isNewWaiter(context, event)) return unchanged(state)
+      const priority = event.priority ?? "interactive"
+      const granted = grantAtOnce(context, event.waiterId, priority)
+      if (granted !== undefined) return { state: { value: "closed", context: granted }, granted: [event.waiterId] }
+      return closed(addWaiter(context, event.waiterId, event.keyId, priority))
+    }
     case "CANCEL":
       return closed(cancel(context, event.waiterId))
     case "CAPACITY":
@@ -431,8 +456,14 @@ const stepOpen = (state: QueueState, event: QueueEvent): QueueStep => {
 const stepHalfOpen = (state: QueueState, event: QueueEvent): QueueStep => {
   const { context } = state
   switch (event.type) {
-    case "ENQUEUE":
-      return isNewWaiter(context, event) ? halfOpen(addWaiter(context, event.waiterId, event.keyId, event.priority ?? "interactive")) : unchanged(state)
+    case "ENQUEUE": {
+      if (!isNewWaiter(context, event)) return unchanged(state)
+      const priority = event.priority ?? "interactive"
+      // The one probe, when none is out.
+      const granted = context.probe === null ? grantAtOnce(context, event.waiterId, priority) : undefined
+      if (granted !== undefined) return { state: { value: "halfOpen", context: { ...granted, probe: event.waiterId } }, granted: [event.waiterId] }
+      return halfOpen(addWaiter(context, event.waiterId, event.keyId, priority))
+    }
     case "CANCEL":
       return halfOpen(cancel(context, event.waiterId))
     case "CAPACITY":
