@@ -93,21 +93,32 @@ const usageOf = (usage: Wire): Usage =>
     reasoningTokens: count(wire(usage.completion_tokens_details).reasoning_tokens)
   })
 
-export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
-  let started = false
-  let finished = false
-  let nextBlock = 0
-  let open: Open | undefined
-  const calls = new Map<number, ToolCallState>()
-  let finish: string | undefined
-  let usage: Usage | undefined
-  let refused = false
+/**
+ * The parser's state as fields and its steps as methods shared by every parser: one is made per
+ * upstream call and an open stream holds it, so not a closure per step over a shared scope.
+ */
+class ChunkParserImpl implements ChunkParser {
+  private readonly options: ChunkParserOptions
+  private started = false
+  private finished = false
+  private nextBlock = 0
+  private open: Open | undefined
+  // Made at the first tool-call fragment (most answers have none).
+  private calls: Map<number, ToolCallState> | undefined
+  private finish: string | undefined
+  private usage: Usage | undefined
+  private refused = false
   // The generated text's pieces, joined only if the upstream reports no usage (see `unreported`):
   // a string appended to per delta is a rope of one 32-byte node per token for the whole stream.
-  const generated: Array<string> = []
-  let unreported: { readonly generated: string } | undefined
+  private readonly generated: Array<string> = []
+  unreported: { readonly generated: string } | undefined
 
-  const close = (events: Array<CanonicalEvent>) => {
+  constructor(options: ChunkParserOptions) {
+    this.options = options
+  }
+
+  private close(events: Array<CanonicalEvent>) {
+    const open = this.open
     if (open === undefined) return
     if (open.kind === "tool") {
       open.call.state = "closed"
@@ -115,32 +126,34 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     } else {
       events.push({ type: "block_stop", index: open.block })
     }
-    open = undefined
+    this.open = undefined
   }
 
-  const appendText = (kind: "text" | "thinking", text: string, events: Array<CanonicalEvent>) => {
-    if (open?.kind !== kind) {
-      close(events)
-      open = { kind, block: nextBlock++ }
-      events.push({ type: "block_start", index: open.block, block: { type: kind } })
+  private appendText(kind: "text" | "thinking", text: string, events: Array<CanonicalEvent>) {
+    if (this.open?.kind !== kind) {
+      this.close(events)
+      const block = this.nextBlock++
+      this.open = { kind, block }
+      events.push({ type: "block_start", index: block, block: { type: kind } })
     }
-    const index = nextBlock - 1
-    generated.push(text)
+    const index = this.nextBlock - 1
+    this.generated.push(text)
     events.push(kind === "text" ? { type: "text_delta", index, text } : { type: "thinking_delta", index, thinking: text })
   }
 
-  const openCall = (call: ToolCallState, events: Array<CanonicalEvent>) => {
-    close(events)
+  private openCall(call: ToolCallState, events: Array<CanonicalEvent>) {
+    this.close(events)
     call.state = "open"
-    call.block = nextBlock++
+    call.block = this.nextBlock++
     call.id ??= `call_${randomBytes(12).toString("hex")}`
-    open = { kind: "tool", call }
+    this.open = { kind: "tool", call }
     events.push({ type: "block_start", index: call.block, block: { type: "tool_use", id: call.id, name: call.name! } })
     if (call.args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: call.args })
   }
 
-  const toolFragment = (fragment: Wire, position: number, events: Array<CanonicalEvent>) => {
+  private toolFragment(fragment: Wire, position: number, events: Array<CanonicalEvent>) {
     const key = typeof fragment.index === "number" ? fragment.index : position
+    const calls = (this.calls ??= new Map())
     const call = calls.get(key) ?? { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
     calls.set(key, call)
     const id = text(fragment.id)
@@ -149,36 +162,37 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     const name = text(fn.name)
     if (name !== undefined && name !== "") call.name ??= name
     const args = text(fn.arguments) ?? ""
-    if (args !== "") generated.push(args)
+    if (args !== "") this.generated.push(args)
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
       return
     }
     call.args += args
-    if (call.name !== undefined) openCall(call, events)
+    if (call.name !== undefined) this.openCall(call, events)
   }
 
-  const stop = (): Array<CanonicalEvent> => {
+  private stop(): Array<CanonicalEvent> {
     const events: Array<CanonicalEvent> = []
-    for (const call of calls.values()) {
+    for (const call of this.calls?.values() ?? []) {
       if (call.state !== "pending") continue
       if (call.name === undefined) throw broken("the upstream sent a tool call without a name")
-      openCall(call, events)
+      this.openCall(call, events)
     }
-    close(events)
-    finished = true
-    if (usage === undefined) unreported = { generated: generated.join("") }
-    generated.length = 0
-    events.push({ type: "message_stop", stopReason: stopReasonOf(finish, calls.size > 0, refused), usage: usage ?? makeUsage({}) })
+    this.close(events)
+    this.finished = true
+    if (this.usage === undefined) this.unreported = { generated: this.generated.join("") }
+    this.generated.length = 0
+    const sawTools = this.calls !== undefined && this.calls.size > 0
+    events.push({ type: "message_stop", stopReason: stopReasonOf(this.finish, sawTools, this.refused), usage: this.usage ?? makeUsage({}) })
     return events
   }
 
-  const push = (data: string): Array<CanonicalEvent> => {
-    if (finished) return []
+  push(data: string): Array<CanonicalEvent> {
+    if (this.finished) return []
     if (data.trim() === "[DONE]") {
-      if (!started) throw broken("the upstream ended the stream before sending anything")
-      return stop()
+      if (!this.started) throw broken("the upstream ended the stream before sending anything")
+      return this.stop()
     }
     let chunk: unknown
     try {
@@ -186,53 +200,51 @@ export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => {
     } catch {
       throw broken("the upstream sent a stream chunk that is not JSON")
     }
-    return pushChunk(chunk)
+    return this.pushChunk(chunk)
   }
 
-  const pushChunk = (parsed: unknown): Array<CanonicalEvent> => {
-    if (finished) return []
+  pushChunk(parsed: unknown): Array<CanonicalEvent> {
+    if (this.finished) return []
     if (parsed === null || typeof parsed !== "object") throw broken("the upstream sent a stream chunk that is not an object")
     const chunk = wire(parsed)
     if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(wire(chunk.error))
     const events: Array<CanonicalEvent> = []
-    if (!started) {
-      started = true
-      events.push({ type: "message_start", model: options.modelId })
+    if (!this.started) {
+      this.started = true
+      events.push({ type: "message_start", model: this.options.modelId })
     }
-    if (chunk.usage !== undefined && chunk.usage !== null) usage = usageOf(wire(chunk.usage))
+    if (chunk.usage !== undefined && chunk.usage !== null) this.usage = usageOf(wire(chunk.usage))
     const found: unknown = Array.isArray(chunk.choices) ? chunk.choices.find((c: unknown) => (wire(c).index ?? 0) === 0) : undefined
     if (found === undefined) return events
     const choice = wire(found)
     const delta = wire(choice.delta)
     const reasoning = delta.reasoning_content ?? delta.reasoning
-    if (typeof reasoning === "string" && reasoning !== "" && options.visibleReasoning) appendText("thinking", reasoning, events)
+    if (typeof reasoning === "string" && reasoning !== "" && this.options.visibleReasoning) this.appendText("thinking", reasoning, events)
     const content = text(delta.content)
-    if (content !== undefined && content !== "") appendText("text", content, events)
+    if (content !== undefined && content !== "") this.appendText("text", content, events)
     const refusal = text(delta.refusal)
     if (refusal !== undefined && refusal !== "") {
-      refused = true
-      appendText("text", refusal, events)
+      this.refused = true
+      this.appendText("text", refusal, events)
     }
-    if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((f: unknown, i: number) => toolFragment(wire(f), i, events))
+    if (Array.isArray(delta.tool_calls)) {
+      const fragments: Array<unknown> = delta.tool_calls
+      for (let i = 0; i < fragments.length; i++) this.toolFragment(wire(fragments[i]), i, events)
+    }
     const finishReason = text(choice.finish_reason)
-    if (finishReason !== undefined && finishReason !== "") finish = finishReason
+    if (finishReason !== undefined && finishReason !== "") this.finish = finishReason
     return events
   }
 
-  return {
-    push,
-    pushChunk,
-    end() {
-      if (finished) return []
-      if (!started) throw broken("the upstream ended the stream before sending anything")
-      if (finish === undefined) throw broken("the upstream stream ended before the answer was complete")
-      return stop()
-    },
-    get unreported() {
-      return unreported
-    }
+  end(): Array<CanonicalEvent> {
+    if (this.finished) return []
+    if (!this.started) throw broken("the upstream ended the stream before sending anything")
+    if (this.finish === undefined) throw broken("the upstream stream ended before the answer was complete")
+    return this.stop()
   }
 }
+
+export const makeChunkParser = (options: ChunkParserOptions): ChunkParser => new ChunkParserImpl(options)
 
 /**
  * A non-streamed `chat.completion` body as the one chunk that would carry all of it: its message

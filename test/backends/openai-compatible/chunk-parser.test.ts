@@ -24,8 +24,8 @@ const parse = (text: string, step = text.length, options = parserOptions): Array
   const decoder = makeSseDecoder()
   const parser = makeChunkParser(options)
   const events: Array<CanonicalEvent> = []
-  for (let at = 0; at < text.length; at += step) events.push(...decoder.feed(text.slice(at, at + step)).flatMap(parser.push))
-  events.push(...decoder.end().flatMap(parser.push), ...parser.end())
+  for (let at = 0; at < text.length; at += step) events.push(...decoder.feed(text.slice(at, at + step)).flatMap((data) => parser.push(data)))
+  events.push(...decoder.end().flatMap((data) => parser.push(data)), ...parser.end())
   return events
 }
 
