@@ -88,7 +88,11 @@ export const given = <A>(value: A | null | undefined): A | undefined => (value =
 
 /** Drops `undefined` fields, so optional canonical fields are absent rather than undefined. */
 export const definedFields = <T extends Record<string, unknown>>(fields: T): { [K in keyof T]?: Exclude<T[K], undefined> } => {
+  // A `for…in` over the literal, not `Object.entries` (an array per field, on every request).
   const out: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(fields)) if (value !== undefined) out[name] = value
+  for (const name in fields) {
+    const value = fields[name]
+    if (value !== undefined) out[name] = value
+  }
   return out as { [K in keyof T]?: Exclude<T[K], undefined> }
 }

@@ -180,12 +180,11 @@ export const toWireRequest = (request: CanonicalRequest, placement: PlacementRun
     user: request.user,
     prompt_cache_key: request.cacheAffinity
   }
-  return {
-    model: placement.upstreamModel,
-    messages,
-    ...toolFields(request),
-    ...responseFormat(request),
-    ...Object.fromEntries(Object.entries(optional).filter(([, value]) => value !== undefined)),
-    ...(stream ? { stream: true, stream_options: { include_usage: true } } : { stream: false })
-  }
+  const body: Record<string, unknown> = { model: placement.upstreamModel, messages, ...toolFields(request), ...responseFormat(request) }
+  for (const name in optional) if (optional[name] !== undefined) body[name] = optional[name]
+  if (stream) {
+    body.stream = true
+    body.stream_options = { include_usage: true }
+  } else body.stream = false
+  return body
 }
