@@ -17,7 +17,7 @@ import { WORKER_WRITES_MIN_BYTES, type WriteTarget } from "../../src/artifacts/w
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
 import { sqlState } from "../../src/storage/sql-failures.ts"
-import { embeddedDataDir, freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 
 const { postgresUrl } = inject("services")
 const engines = [
@@ -25,7 +25,7 @@ const engines = [
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
     make: () => {
-      const db = freshPostgresDatabase(postgresUrl)
+      const db = migratedPostgresDatabase(postgresUrl)
       return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, drop: db.drop }
     }
   }])

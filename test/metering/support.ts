@@ -1,6 +1,6 @@
 /**
- * Real layers for metering suites: a migrated database (embedded PGlite in a temp dir, or a fresh
- * PostgreSQL database when reachable), dropped when the layer closes, and the coordination stores.
+ * Real layers for metering suites: a migrated database (a copy of the run's migrated embedded data
+ * dir, or of its migrated PostgreSQL template when reachable: see `embeddedDataDir`), dropped when the layer closes, and the coordination stores.
  */
 import { Effect, Layer, Redacted } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -9,7 +9,7 @@ import { inject } from "vitest"
 import { Settings } from "../../src/config/settings.ts"
 import { Coordination } from "../../src/coordination/coordination.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { redisLayer } from "../coordination/support.ts"
 
 export interface Database {
@@ -20,7 +20,7 @@ export interface Database {
 const embedded: Database = {
   name: "embedded",
   layer: () => {
-    const dir = freshDataDir()
+    const dir = embeddedDataDir()
     return Layer.unwrap(Effect.acquireRelease(
       Effect.succeed(DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir: dir, databaseUrl: undefined, redisUrl: undefined })))),
       () => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
@@ -32,7 +32,7 @@ const postgres = (adminUrl: string): Database => ({
   name: "postgres",
   layer: () =>
     Layer.unwrap(Effect.acquireRelease(
-      Effect.sync(() => freshPostgresDatabase(adminUrl)),
+      Effect.sync(() => migratedPostgresDatabase(adminUrl)),
       (db) => Effect.sync(db.drop)
     ).pipe(Effect.map((db) =>
       DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined })))
