@@ -1,3 +1,4 @@
+import { join } from "node:path"
 import { defineConfig } from "vitest/config"
 import { applyTestEnvironment } from "./test/support/test-environment.ts"
 
@@ -9,6 +10,13 @@ const LATENCY = ["test/http/hostile-input.test.ts"]
 export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
+    // Vitest's transform cache (fsModuleCache, on by default) in this checkout's own directory
+    // (gitignored) instead of node_modules/.vitest-cache: a second worktree whose node_modules is
+    // a symlink to this one's shares that directory, and vitest empties it whenever its lockfile
+    // hash differs, which counts the patches/ directory's mtime (different in every worktree), so
+    // a run in one tree cleared the cache under a run in the other: ENOENT on the cleared modules
+    // failed 23 files of one full run (2026-11-27).
+    fsModuleCachePath: join(import.meta.dirname, ".cache", "vitest"),
     reporters: ["default", "./test/support/summary-reporter.ts"],
     // Integration suites start real gateway processes. Many files spend most of their time
     // waiting (on a gateway's timers, a recovery fence, a browser, PostgreSQL's own process), so

@@ -18,16 +18,16 @@ import { piecesOf } from "../../src/artifacts/row-batches.ts"
 import { keyColumns } from "../../src/artifacts/row-keys.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 
 const { postgresUrl } = inject("services")
 /** Cases per property; `ARTIFACTS_PROPERTY_RUNS=1000` for a longer soak. */
 const RUNS = Number(process.env.ARTIFACTS_PROPERTY_RUNS ?? 60)
 const engines = [
-  { name: "embedded", make: () => { const dir = freshDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
+  { name: "embedded", make: () => { const dir = embeddedDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
-    make: () => { const db = freshPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, cleanup: db.drop } }
+    make: () => { const db = migratedPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, cleanup: db.drop } }
   }])
 ]
 

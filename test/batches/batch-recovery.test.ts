@@ -7,7 +7,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { rmSync } from "node:fs"
 import { afterAll, describe, expect, inject, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -55,7 +55,7 @@ const expectExactlyOnce = async (client: Anthropic, batchId: string) => {
 }
 
 describe("kill -9 mid-batch and restart on the same data dir (embedded)", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("resumes the requests that were in flight; every custom_id gets exactly one result", async () => {

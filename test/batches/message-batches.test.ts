@@ -7,7 +7,7 @@
 import Anthropic from "@anthropic-ai/sdk"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { engines, freshDataDir, inOrder } from "../support/engines.ts"
+import { embeddedDataDir, engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -190,7 +190,7 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
 })
 
 describe("Message batch expiry (embedded)", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   let gw: GatewayHandle
   beforeAll(async () => {
     gw = await startInProcessGateway({

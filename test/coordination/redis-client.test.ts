@@ -9,7 +9,7 @@ import { Effect, Logger } from "effect"
 import { Redis } from "ioredis"
 import { afterAll, inject } from "vitest"
 import { RedisClient } from "../../src/coordination/redis-client.ts"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
 import { dropPrefix, uniquePrefix } from "./support.ts"
@@ -39,7 +39,7 @@ describe.skipIf(redisUrl === null)("RedisClient in a running gateway", () => {
   })
 
   it("coordination, capacity queues, run signals and readiness share two connections", async () => {
-    gateway = await startInProcessGateway({ GATEWAY_DATA_DIR: freshDataDir(), REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: prefix })
+    gateway = await startInProcessGateway({ GATEWAY_DATA_DIR: embeddedDataDir(), REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: prefix })
     const ready = await fetch(`${gateway.baseUrl}/readyz`)
     assert.strictEqual(ready.status, 200)
     assert.deepInclude(await ready.json(), { status: "ready" })

@@ -7,7 +7,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -15,7 +15,7 @@ import { startInProcessGateway } from "../support/in-process-gateway.ts"
 const LONG = "say exactly: one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen"
 
 describe("compatibility handles clamp the output ceiling", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   let gw: GatewayHandle
   let openai: OpenAI
   let anthropic: Anthropic

@@ -2,13 +2,13 @@
 import { rmSync } from "node:fs"
 import { connect } from "node:net"
 import { describe, expect, it } from "vitest"
-import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { startGateway } from "../support/gateway-process.ts"
 
 describe("graceful shutdown", () => {
   it("finishes an in-flight stream after SIGTERM, then exits 0", async () => {
-    const dir = freshDataDir()
+    const dir = embeddedDataDir()
     const env = fastConfigEnv(dir, (config) => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements[0].simulator = { ttftMs: 0, tokensPerSecond: 40 }

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer, connect, type Server, type Socket } from "node:net"
 import { afterAll, describe, expect, inject, it } from "vitest"
-import { engines, freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { engines, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
@@ -105,7 +105,7 @@ describe("readiness names what is unreachable", () => {
     let env: Record<string, string> = { GATEWAY_DATA_DIR: dataDir, REDIS_URL: redis.url, GATEWAY_REDIS_PREFIX: `gw-health-${process.pid}:` }
     let proxy: Awaited<ReturnType<typeof startProxy>> | undefined
     if (services.postgresUrl !== null) {
-      const db = freshPostgresDatabase(services.postgresUrl)
+      const db = migratedPostgresDatabase(services.postgresUrl)
       cleanups.push(db.drop)
       proxy = await startProxy(new URL(db.url))
       const viaProxy = new URL(db.url)

@@ -7,7 +7,7 @@
 import { rmSync } from "node:fs"
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -24,7 +24,7 @@ describe("memory trim", () => {
   let dir: string
   let gw: GatewayProcess
   beforeAll(async () => {
-    dir = freshDataDir()
+    dir = embeddedDataDir()
     gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir), GATEWAY_IDLE_TRIM_MS: String(QUIET_MS) })
   }, 60_000)
   afterAll(async () => {
@@ -66,7 +66,7 @@ describe("memory trim", () => {
 
 describe("memory trim off", () => {
   it("GATEWAY_IDLE_TRIM_MS=0 never trims", async () => {
-    const dir = freshDataDir()
+    const dir = embeddedDataDir()
     const gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir), GATEWAY_IDLE_TRIM_MS: "0" })
     try {
       expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)

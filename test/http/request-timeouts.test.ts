@@ -9,7 +9,7 @@ import { readFileSync, rmSync } from "node:fs"
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createGateway } from "../../src/index.ts"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfig } from "../support/fast-config.ts"
 import { gatewayWith, placeModel, post, type TestGateway, untilQueue } from "../runtime-http/support.ts"
 
@@ -110,7 +110,7 @@ describe("request timeouts on the Node server", () => {
 })
 
 describe("request timeouts behind the fetch-style handler", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("answers 408 in the surface's shape when the body stalls", async () => {

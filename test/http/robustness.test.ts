@@ -5,7 +5,7 @@
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { allRoutes } from "../../src/http/routes.ts"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 
@@ -29,7 +29,7 @@ const hostileBodies: ReadonlyArray<string> = [
 
 describe("robustness: hostile input never yields 5xx", () => {
   let gw: GatewayProcess
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   beforeAll(async () => {
     gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir) })
   })

@@ -1,7 +1,8 @@
 /**
- * The gateway with placements that point at the standalone simulator (`gateway simulate`) through
- * the real Anthropic and OpenAI-compatible adapters: the SDK flows that pass on the in-process
- * simulator pass here too, and the upstream's model name never reaches the client.
+ * The gateway with placements that point at the standalone simulator's server (what `gateway
+ * simulate` runs, here in the test's process: only its answers matter, not its process) through
+ * the real Anthropic and OpenAI-compatible adapters over real HTTP: the SDK flows that pass on the
+ * in-process simulator backend pass here too, and the upstream's model name never reaches the client.
  */
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
@@ -11,7 +12,7 @@ import { engines, freshDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
-import { type SimulateUpstream, startSimulateUpstream } from "../support/simulate-process.ts"
+import { type SimulateUpstream, startInProcessSimulateUpstream } from "../support/simulate-process.ts"
 
 const UPSTREAM_KEY = "upstream-secret"
 const HIDDEN = "hidden-upstream-model"
@@ -27,7 +28,7 @@ describe.each(engines())("upstream placements through gateway simulate ($name)",
   let cleanup: () => void
   const dir = freshDataDir()
   beforeAll(async () => {
-    upstream = await startSimulateUpstream(UPSTREAM_KEY)
+    upstream = await startInProcessSimulateUpstream(UPSTREAM_KEY)
     const setup = engine.setup()
     cleanup = setup.cleanup
     const env = fastConfigEnv(dir, (config) => {

@@ -14,11 +14,14 @@ import { Allowance } from "../../src/metering/allowance.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { dropPrefix, uniquePrefix } from "../coordination/support.ts"
-import { embeddedDatabase, storeKinds, untilSuccess } from "./support.ts"
+import { embeddedDatabasePerFile, storeKinds, untilSuccess } from "./support.ts"
 
 const plan = (allowanceUsd: number, prepaid = false): Plan => ({ allowanceUsd, rpm: 1_000, tpm: 1_000_000, concurrency: 100, prepaid })
 const MAY_15_2030 = Date.UTC(2030, 4, 15, 12)
 const usage = makeUsage({ inputTokens: 10, outputTokens: 10 })
+
+/** Every block's database (one per file: see `embeddedDatabasePerFile`). */
+const database = embeddedDatabasePerFile()
 
 for (const store of storeKinds()) {
   describe(`allowance (${store.name})`, () => {
@@ -36,7 +39,7 @@ for (const store of storeKinds()) {
     const at = <A, E, R>(start: number, body: Effect.Effect<A, E, R>) =>
       Effect.andThen(TestClock.setTime(start), body).pipe(Effect.provide(TestClock.layer()))
 
-    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
       it.effect("200 concurrent reservations never pass the allowance, nor do settles racing new ones", () =>
         at(MAY_15_2030, Effect.gen(function*() {
           const allowance = yield* Allowance
@@ -156,7 +159,7 @@ for (const store of storeKinds()) {
 
 const { redisUrl } = inject("services")
 describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
-  layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+  layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
     it.effect("a dead instance's reservations lapse; a live one's are renewed", () => {
       const prefix = uniquePrefix()
       const instance = () => Allowance.layerWith({ holdTtlMs: 600, renewEveryMs: 100 }).pipe(
@@ -206,7 +209,7 @@ const lossyStores = (): ReadonlyArray<{ name: string; make: () => { layer: () =>
 
 for (const lossy of lossyStores()) {
   describe(`allowance after the store loses its state (${lossy.name})`, () => {
-    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
       it.effect("holds in flight, unwritten and late charges all count after the rebuild; a new budget does not wait", () => {
         const store = lossy.make()
         const FENCE = 1_500

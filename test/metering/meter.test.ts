@@ -14,7 +14,7 @@ import { RateLimits } from "../../src/metering/rate-limits.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { uniquePrefix } from "../coordination/support.ts"
-import { embeddedDatabase, storeKinds } from "./support.ts"
+import { embeddedDatabasePerFile, storeKinds } from "./support.ts"
 
 const config: GatewayConfig = {
   ...defaultConfig,
@@ -33,9 +33,12 @@ const services = (store: Layer.Layer<Coordination>) => Meter.layer.pipe(
   Layer.provideMerge(ConfigFile.layerWith(config))
 )
 
+/** Every block's database (one per file: see `embeddedDatabasePerFile`). */
+const database = embeddedDatabasePerFile()
+
 for (const store of storeKinds()) {
   describe(`meter (${store.name})`, () => {
-    layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
       it.effect("begin reserves the worst case and sends headers; settle charges the real cost and records it", () =>
         Effect.gen(function*() {
           const meter = yield* Meter
@@ -114,7 +117,7 @@ for (const store of storeKinds()) {
 }
 
 describe("meter when the store is unreachable", () => {
-  layer(embeddedDatabase.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+  layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
     it.effect("fails closed with a retryable 503: no allowance check, no call", () =>
       Effect.gen(function*() {
         const failure = yield* Effect.flip((yield* Meter).begin({ key: keyOn("free"), model: pico, inputTokens: 1 }))

@@ -1,15 +1,15 @@
 /**
- * Real layers for metering suites: a migrated database (embedded PGlite in a temp dir, or a fresh
- * PostgreSQL database when reachable), dropped when the layer closes, and the coordination stores.
+ * Real layers for metering suites: a migrated database (a copy of the run's migrated embedded data
+ * dir, or of its migrated PostgreSQL template when reachable: see `embeddedDataDir`), dropped when the layer closes, and the coordination stores.
  */
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import type { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
-import { inject } from "vitest"
+import { afterAll, inject } from "vitest"
 import { Settings } from "../../src/config/settings.ts"
 import { Coordination } from "../../src/coordination/coordination.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { redisLayer } from "../coordination/support.ts"
 
 export interface Database {
@@ -20,7 +20,7 @@ export interface Database {
 const embedded: Database = {
   name: "embedded",
   layer: () => {
-    const dir = freshDataDir()
+    const dir = embeddedDataDir()
     return Layer.unwrap(Effect.acquireRelease(
       Effect.succeed(DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir: dir, databaseUrl: undefined, redisUrl: undefined })))),
       () => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
@@ -32,7 +32,7 @@ const postgres = (adminUrl: string): Database => ({
   name: "postgres",
   layer: () =>
     Layer.unwrap(Effect.acquireRelease(
-      Effect.sync(() => freshPostgresDatabase(adminUrl)),
+      Effect.sync(() => migratedPostgresDatabase(adminUrl)),
       (db) => Effect.sync(db.drop)
     ).pipe(Effect.map((db) =>
       DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined })))
@@ -45,6 +45,28 @@ export const databases = (): ReadonlyArray<Database> => {
 }
 
 export const embeddedDatabase = embedded
+
+/**
+ * One embedded database for every `layer()` block of a test file (call it at the file's top
+ * level): it opens with the first block that uses it and closes after the file's last test. An
+ * open and close costs ~0.65 s of CPU here (PGlite's worker and Postgres's start), and a metering
+ * file had up to five blocks. The blocks stay apart by their keys (every test makes new ones), as
+ * keys are apart in a running gateway; each test still builds its own services on top.
+ */
+export const embeddedDatabasePerFile = (): Database => {
+  let runtime: ManagedRuntime.ManagedRuntime<SqlClient.SqlClient, unknown> | undefined
+  afterAll(async () => {
+    await runtime?.dispose()
+  })
+  return {
+    name: "embedded",
+    layer: () =>
+      Layer.unwrap(Effect.promise(async () => {
+        runtime ??= ManagedRuntime.make(embedded.layer())
+        return Layer.succeedContext(await runtime.context())
+      }))
+  }
+}
 
 export interface StoreKind {
   readonly name: "in-process" | "redis"

@@ -8,7 +8,7 @@
  */
 import { rmSync } from "node:fs"
 import { afterAll, describe, inject, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -20,7 +20,7 @@ const { postgresUrl, redisUrl } = inject("services")
 // The two suites are independent (their own data dirs and databases) and mostly wait on slow
 // steps and leases: they run side by side.
 describe.concurrent("a graceful stop in the middle of a step (embedded)", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("closes the call with node.retry (retry 0) before letting the lease go; the next call is charged as its own", { concurrent: false, timeout: 150_000 }, async ({ expect }) => {

@@ -6,7 +6,7 @@
  * tool results reach the owner, and concurrent state appends lose nothing.
  */
 import { afterAll, describe, expect, inject, it } from "vitest"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -55,7 +55,7 @@ const killDuringSecondStep = async (victim: GatewayProcess, baseUrl = victim.bas
 // The three suites are independent (their own data dirs and databases) and mostly wait on slow
 // steps, leases and restarts: they run side by side. Within a suite the steps run in order.
 describe.concurrent("kill -9 and restart on the same data dir (embedded)", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("resumes the interrupted step from the log and ends with one outcome", { concurrent: false, timeout: 90_000 }, async ({ expect }) => {
@@ -77,7 +77,7 @@ describe.concurrent("kill -9 and restart on the same data dir (embedded)", () =>
 })
 
 describe.concurrent("a run that keeps losing its instance (embedded)", () => {
-  const dir = freshDataDir()
+  const dir = embeddedDataDir()
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("ends failed with reason max_attempts once it was taken over more than GATEWAY_RUN_MAX_ATTEMPTS times", { concurrent: false, timeout: 90_000 }, async ({ expect }) => {

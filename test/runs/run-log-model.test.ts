@@ -20,7 +20,7 @@ import { RunLeases } from "../../src/runs/run-leases.ts"
 import { RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { input, runEvents, serialize } from "../machines/run-model.ts"
 
 const paths = createTestModel(runMachine, { events: runEvents, serializeState: serialize, input }).getShortestPaths()
@@ -28,8 +28,8 @@ const fence = { owner: "inst_test", attempt: 1 }
 
 const { postgresUrl } = inject("services")
 const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
-  { name: "embedded", make: () => { const dir = freshDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
-  ...(postgresUrl === null ? [] : [{ name: "postgres", make: () => { const db = freshPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop } } }])
+  { name: "embedded", make: () => { const dir = embeddedDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
+  ...(postgresUrl === null ? [] : [{ name: "postgres", make: () => { const db = migratedPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop } } }])
 ]
 
 const newRun = (repo: RunsRepo["Service"], budgetMicros: number | null = null) =>

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { callCostMicros } from "../../src/metering/pricing.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { type FakeUpstream, sse, startFakeUpstream, upstreamChunk } from "../backends/openai-compatible/fake-upstream.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
@@ -62,7 +62,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
         "[DONE]"
       ))
     }
-    db = freshPostgresDatabase(postgresUrl!)
+    db = migratedPostgresDatabase(postgresUrl!)
     const mutate = (config: any) => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 200, baseUrl: `${upstream.url}/v1`, upstreamModel: "upstream-pico" }]

@@ -12,21 +12,21 @@ import { Settings } from "../../src/config/settings.ts"
 import { ApiKeys } from "../../src/keys/api-keys.ts"
 import { StatesRepo } from "../../src/states/states-repo.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 
 const { postgresUrl } = inject("services")
 const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
   {
     name: "embedded",
     make: () => {
-      const dir = freshDataDir()
+      const dir = embeddedDataDir()
       return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
     }
   },
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
     make: () => {
-      const db = freshPostgresDatabase(postgresUrl)
+      const db = migratedPostgresDatabase(postgresUrl)
       return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
     }
   }])

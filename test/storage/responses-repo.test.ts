@@ -13,7 +13,7 @@ import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { type NewStoredResponse, ResponsesRepo } from "../../src/stored-responses/responses-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 
 // Read by the repository's layer from its config provider, as the gateway reads it from its
 // environment (given here, not set in process.env, which would outlive this file in its worker).
@@ -24,14 +24,14 @@ const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<
   {
     name: "embedded",
     make: () => {
-      const dir = freshDataDir()
+      const dir = embeddedDataDir()
       return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
     }
   },
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
     make: () => {
-      const db = freshPostgresDatabase(postgresUrl)
+      const db = migratedPostgresDatabase(postgresUrl)
       return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
     }
   }])

@@ -15,7 +15,7 @@ import { Settings } from "../../src/config/settings.ts"
 import { storageFailure } from "../../src/http/app.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { isDataException, sqlState } from "../../src/storage/sql-failures.ts"
-import { freshDataDir, freshPostgresDatabase } from "../support/engines.ts"
+import { freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
@@ -27,7 +27,7 @@ const terminate = (url: string, where: string) =>
 describe.skipIf(postgresUrl === null)("storage failures on PostgreSQL", () => {
   const withDatabase = <A, E>(effect: (url: string) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.acquireUseRelease(
-      Effect.sync(() => freshPostgresDatabase(postgresUrl!)),
+      Effect.sync(() => migratedPostgresDatabase(postgresUrl!)),
       (db) => effect(db.url).pipe(Effect.provide(DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined }))))),
       (db) => Effect.sync(db.drop)
     )
@@ -78,11 +78,11 @@ describe.skipIf(postgresUrl === null)("storage failures on PostgreSQL", () => {
 
 describe.skipIf(postgresUrl === null)("a connection lost inside a request's transaction (HTTP)", () => {
   let gw: GatewayHandle
-  let db: ReturnType<typeof freshPostgresDatabase>
+  let db: ReturnType<typeof migratedPostgresDatabase>
   const dir = freshDataDir()
   let locker: ChildProcess | undefined
   beforeAll(async () => {
-    db = freshPostgresDatabase(postgresUrl!)
+    db = migratedPostgresDatabase(postgresUrl!)
     gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, DATABASE_URL: db.url })
   })
   afterAll(async () => {

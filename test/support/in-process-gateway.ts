@@ -22,7 +22,7 @@ import { LogLineSink } from "../../src/observability/json-logger.ts"
 import { type GatewayHandle, gatewayHandle } from "./gateway-process.ts"
 
 /** A console whose every method appends a line to `write` (the gateway prints with log and error). */
-const capturingConsole = (write: (line: string) => void): Console.Console => {
+export const capturingConsole = (write: (line: string) => void): Console.Console => {
   const line = (...args: ReadonlyArray<unknown>) => write(`${format(...args)}\n`)
   const nothing = () => {}
   return {

@@ -1,9 +1,17 @@
 /**
  * Starts the real standalone simulator (`gateway simulate --port 0`), an upstream that speaks the
- * Anthropic and OpenAI wire formats, and returns its address plus fault control.
+ * Anthropic and OpenAI wire formats, and returns its address plus fault control: as a child
+ * process (`startSimulateUpstream`), or the same server (`simulateServer`, what the command runs)
+ * in the test's process (`startInProcessSimulateUpstream`), for suites where it only stands in for
+ * an upstream and its process is not the subject. A process start costs ~1 s of CPU on this
+ * 2-core machine; the simulator's own suite (backends/openai-compatible/simulate.test.ts) keeps
+ * the process.
  */
+import { Console, Effect, Fiber, Layer } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { join } from "node:path"
+import { simulateServer } from "../../src/simulate/server.ts"
+import { capturingConsole } from "./in-process-gateway.ts"
 
 const MAIN = join(import.meta.dirname, "..", "..", "src", "main.ts")
 
@@ -43,3 +51,34 @@ export const startSimulateUpstream = async (apiKey: string): Promise<SimulateUps
   }
 }
 
+
+/** The same server in this process, listening on a free port over real HTTP. */
+export const startInProcessSimulateUpstream = async (apiKey: string): Promise<SimulateUpstream> => {
+  let output = ""
+  let listening: (baseUrl: string) => void = () => {}
+  const listened = new Promise<string>((resolve) => (listening = resolve))
+  const server = simulateServer({ host: "127.0.0.1", port: 0, ttftMs: 0, tokensPerSecond: 0, apiKey }).pipe(
+    Layer.provide(Layer.succeed(Console.Console)(capturingConsole((line) => {
+      output += line
+      const m = /simulator listening on (http:\/\/\S+)/.exec(line)
+      if (m) listening(m[1])
+    })))
+  )
+  const fiber = Effect.runFork(Layer.launch(server))
+  const baseUrl = await Promise.race([
+    listened,
+    Fiber.await(fiber).pipe(Effect.runPromise).then((exit) => {
+      throw new Error(`in-process simulator stopped before listening: ${String(exit)}\n${output}`)
+    })
+  ])
+  return {
+    baseUrl,
+    setFaults: async (faults) => {
+      const res = await fetch(`${baseUrl}/_simulator/faults`, { method: "POST", body: JSON.stringify(faults) })
+      if (res.status !== 200) throw new Error(`setting faults failed: ${res.status} ${await res.text()}`)
+    },
+    stop: async () => {
+      await Effect.runPromise(Fiber.interrupt(fiber))
+    }
+  }
+}

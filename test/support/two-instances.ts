@@ -1,12 +1,13 @@
 /**
- * Two gateway processes on one fresh PostgreSQL database and a private Redis prefix, started in the
- * suite's `beforeAll` and stopped (and cleaned up) in its `afterAll`: the setup of every
- * takeover and cross-instance suite.
+ * Two gateway processes on one new, migrated PostgreSQL database (a copy of the run's template: two
+ * instances migrating one empty database at once is runtime-http/two-instances.test.ts's subject)
+ * and a private Redis prefix, started in the suite's `beforeAll` and stopped (and cleaned up) in
+ * its `afterAll`: the setup of every takeover and cross-instance suite.
  */
 import { randomBytes } from "node:crypto"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll } from "vitest"
-import { freshDataDir, freshPostgresDatabase } from "./engines.ts"
+import { freshDataDir, migratedPostgresDatabase } from "./engines.ts"
 import { type GatewayProcess, startGateway } from "./gateway-process.ts"
 
 export interface TwoInstances {
@@ -24,7 +25,7 @@ export const twoInstances = (
   let drop: (() => void) | undefined
   const dirs = [freshDataDir(), freshDataDir()]
   beforeAll(async () => {
-    const db = freshPostgresDatabase(services.postgresUrl)
+    const db = migratedPostgresDatabase(services.postgresUrl)
     drop = db.drop
     const shared = {
       DATABASE_URL: db.url,
@@ -32,7 +33,7 @@ export const twoInstances = (
       GATEWAY_REDIS_PREFIX: `${name}-${randomBytes(4).toString("hex")}:`,
       GATEWAY_ADMIN_TOKEN: `svcadm_${name.replaceAll("-", "_")}_test_token`
     }
-    // Started together: the migrator locks its table, so two instances may start on one new database.
+    // Started together (each checks the migrations; the migrator locks its table).
     ;[a, b] = await Promise.all([
       startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[0], ...envFor(dirs[0]) }),
       startGateway({ ...shared, GATEWAY_DATA_DIR: dirs[1], ...envFor(dirs[1]) })

@@ -1,6 +1,7 @@
 /**
- * The Anthropic backend over real HTTP against the `gateway simulate` upstream (answers written by
- * the Messages dialect's encoder). Scripted upstream failures are in `scripted.test.ts`.
+ * The Anthropic backend over real HTTP against the `gateway simulate` upstream's server (answers
+ * written by the Messages dialect's encoder), in this process: the upstream's process is not the
+ * subject (simulate.test.ts runs the command's process). Scripted upstream failures are in `scripted.test.ts`.
  */
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -11,7 +12,7 @@ import type { CanonicalRequestInit } from "../../../src/model/request.ts"
 import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact as countTextTokens } from "../../../src/model/bpe.ts"
 import { placementFor, runAll, SECRET_MODEL, UPSTREAM_KEY } from "./support.ts"
-import { type SimulateUpstream, startSimulateUpstream } from "./upstreams.ts"
+import { type SimulateUpstream, startInProcessSimulateUpstream } from "./upstreams.ts"
 
 const ask = (text: string, init: Partial<CanonicalRequestInit> = {}) =>
   makeRequest({ model: "svc-atlas-1", messages: [{ role: "user", content: [{ type: "text", text }] }], maxOutputTokens: 4000, ...init })
@@ -21,7 +22,7 @@ const backend = makeAnthropicBackend()
 describe("Anthropic backend against the simulate upstream", () => {
   let upstream: SimulateUpstream
   beforeAll(async () => {
-    upstream = await startSimulateUpstream(UPSTREAM_KEY)
+    upstream = await startInProcessSimulateUpstream(UPSTREAM_KEY)
   })
   afterAll(async () => {
     await backend.close()
@@ -118,7 +119,7 @@ describe("Anthropic backend, non-streamed (complete), against the simulate upstr
   let upstream: SimulateUpstream
   const whole = makeAnthropicBackend()
   beforeAll(async () => {
-    upstream = await startSimulateUpstream(UPSTREAM_KEY)
+    upstream = await startInProcessSimulateUpstream(UPSTREAM_KEY)
   })
   afterAll(async () => {
     await whole.close()

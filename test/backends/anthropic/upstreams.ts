@@ -1,13 +1,14 @@
 /**
  * Upstreams for the Anthropic backend's tests:
- * - `startSimulateUpstream`: the real `gateway simulate` process, which answers `/v1/messages` with
- *   the Messages dialect's encoder over the simulator (and takes faults on `/_simulator/faults`);
+ * - `startInProcessSimulateUpstream`: the real `gateway simulate` server (in the test's process),
+ *   which answers `/v1/messages` with the Messages dialect's encoder over the simulator (and takes
+ *   faults on `/_simulator/faults`);
  * - `startScriptedUpstream`: a bare node:http server whose answers a test writes by hand (429s,
  *   mid-stream errors, broken streams), recording every request and counting connections.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-export { startSimulateUpstream, type SimulateUpstream } from "../../support/simulate-process.ts"
+export { startInProcessSimulateUpstream, type SimulateUpstream } from "../../support/simulate-process.ts"
 
 export interface RecordedRequest {
   readonly method: string
