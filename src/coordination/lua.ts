@@ -96,7 +96,9 @@ for i = 1, n do
   local retry = 0
   if admitted == 1 then
     after = used + cost
-    redis.call('HSET', KEYS[i + 1], 'u', string.format('%.6f', after), 'ts', now)
+    -- Every digit of the double (%.17g reads back exactly): six decimals drifted from the in-process
+    -- store's figures by up to 0.02 ms of reset time (found by coordination-drift.test.ts).
+    redis.call('HSET', KEYS[i + 1], 'u', string.format('%.17g', after), 'ts', now)
     redis.call('PEXPIRE', KEYS[i + 1], math.ceil(after * period / cap) + 1000)
   elseif used + cost > cap + 1e-9 then
     retry = math.ceil((used + cost - cap) * period / cap - 1e-6)
