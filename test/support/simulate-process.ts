@@ -40,10 +40,7 @@ export const startSimulateUpstream = async (apiKey: string): Promise<SimulateUps
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
   return {
     baseUrl,
-    setFaults: async (faults) => {
-      const res = await fetch(`${baseUrl}/_simulator/faults`, { method: "POST", body: JSON.stringify(faults) })
-      if (res.status !== 200) throw new Error(`setting faults failed: ${res.status} ${await res.text()}`)
-    },
+    setFaults: (faults) => setFaultsAt(baseUrl, faults),
     stop: async () => {
       if (child.exitCode === null) child.kill("SIGTERM")
       await exited
@@ -51,6 +48,11 @@ export const startSimulateUpstream = async (apiKey: string): Promise<SimulateUps
   }
 }
 
+/** Sets a simulator's faults through its admin route. */
+const setFaultsAt = async (baseUrl: string, faults: unknown) => {
+  const res = await fetch(`${baseUrl}/_simulator/faults`, { method: "POST", body: JSON.stringify(faults) })
+  if (res.status !== 200) throw new Error(`setting faults failed: ${res.status} ${await res.text()}`)
+}
 
 /** The same server in this process, listening on a free port over real HTTP. */
 export const startInProcessSimulateUpstream = async (apiKey: string): Promise<SimulateUpstream> => {
@@ -73,10 +75,7 @@ export const startInProcessSimulateUpstream = async (apiKey: string): Promise<Si
   ])
   return {
     baseUrl,
-    setFaults: async (faults) => {
-      const res = await fetch(`${baseUrl}/_simulator/faults`, { method: "POST", body: JSON.stringify(faults) })
-      if (res.status !== 200) throw new Error(`setting faults failed: ${res.status} ${await res.text()}`)
-    },
+    setFaults: (faults) => setFaultsAt(baseUrl, faults),
     stop: async () => {
       await Effect.runPromise(Fiber.interrupt(fiber))
     }
