@@ -43,6 +43,19 @@ const writable = (response: ServerResponse): Effect.Effect<void> =>
   })
 
 /**
+ * node:http keeps the head it built (`_header`) until the response ends, as V8 built it: a tree of
+ * cons-strings, one node per `name: value\r\n` piece (~64 nodes, ~2 KiB for this head), which a
+ * stream holds for minutes. Reading it as a number makes V8 flatten it in place into one string
+ * (~0.4 KiB); the tree becomes garbage.
+ */
+const flattenHead = (response: ServerResponse) => {
+  const head = (response as unknown as { readonly _header?: unknown })._header
+  if (typeof head === "string") flattened = Number(head)
+}
+/** Where `flattenHead` puts the number, so no compiler drops the conversion as unused. */
+export let flattened = 0
+
+/**
  * Writes the head (200, `text/event-stream`) and then every chunk of `body` as it comes, honouring
  * backpressure, and ends the response. Needs the request's scope (the body is pulled in it).
  * `body` cannot fail: a failure is already the dialect's error event (chat-answer.ts `frames`).
@@ -50,6 +63,7 @@ const writable = (response: ServerResponse): Effect.Effect<void> =>
 export const writeSse = (response: ServerResponse, headers: Record<string, string>, body: Stream.Stream<Uint8Array>) =>
   Effect.flatMap(toPullPlain(body), (pull) => {
     response.writeHead(200, { ...SSE_HEADERS, ...headers, "content-type": "text/event-stream" })
+    flattenHead(response)
     const pump: Effect.Effect<void> = Effect.matchCauseEffect(pull, {
       onSuccess: (chunks) => {
         let open = true
