@@ -231,7 +231,8 @@ const answer = Effect.fnUntraced(function*(
     }, noteStreamFailure)
   }
 
-  const starting = yield* Effect.forkScoped(traced(prepared.start))
+  // Started at once, not on the scheduler's next turn (a setImmediate hop before the dispatch).
+  const starting = yield* Effect.forkScoped(traced(prepared.start), { startImmediately: true })
   starting.addObserver(() => void Deferred.doneUnsafe(first, Effect.succeed("started")))
   const answerStarted = Fiber.join(starting).pipe(
     Effect.mapError(callFailureToApiError),
