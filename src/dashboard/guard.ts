@@ -23,7 +23,7 @@ export const CSRF_HEADER = "x-csrf-token"
 export type Access = "operator" | "signed-in"
 
 const overHttps = (ctx: RequestContext) =>
-  (ctx.request.headers["x-forwarded-proto"] ?? "").split(",")[0].trim().toLowerCase() === "https"
+  (ctx.headers["x-forwarded-proto"] ?? "").split(",")[0].trim().toLowerCase() === "https"
 
 export const sessionCookie = (ctx: RequestContext, sessionId: string, maxAgeMs: number) =>
   `${SESSION_COOKIE}=${sessionId}; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=${Math.floor(maxAgeMs / 1000)}` +
@@ -34,13 +34,13 @@ export const clearedSessionCookie = (ctx: RequestContext) =>
 
 /** Refuses requests a browser marks as coming from another site. */
 export const notCrossSite = (ctx: RequestContext) =>
-  ctx.request.headers["sec-fetch-site"] === "cross-site"
+  ctx.headers["sec-fetch-site"] === "cross-site"
     ? Effect.fail(new PermissionDenied({ message: "Cross-site requests to the dashboard are refused" }))
     : Effect.void
 
 /** A body that is not JSON is refused before it is read (cross-site forms cannot send JSON). */
 export const jsonBodyOnly = (ctx: RequestContext) => {
-  const type = (ctx.request.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase()
+  const type = (ctx.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase()
   return type === "application/json"
     ? Effect.void
     : Effect.fail(new InvalidRequest({ message: "content-type: the dashboard API takes application/json bodies", param: "content-type" }))
@@ -72,7 +72,7 @@ export const requireSession = (
     if (access === "operator" && session.role !== "operator") {
       return yield* new PermissionDenied({ message: "Only operators (signed in with the admin token) can see this" })
     }
-    if (changes && !sessions.csrfMatches(session, ctx.request.headers[CSRF_HEADER])) {
+    if (changes && !sessions.csrfMatches(session, ctx.headers[CSRF_HEADER])) {
       return yield* new PermissionDenied({ message: `Missing or wrong CSRF token (${CSRF_HEADER}); reload the dashboard and try again` })
     }
     return session

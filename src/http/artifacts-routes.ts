@@ -24,7 +24,7 @@ const versionParam = (ctx: RequestContext) => {
 const upload = Effect.fnUntraced(function*(ctx: RequestContext) {
   const key = yield* requireKey(ctx)
   const artifacts = yield* Artifacts
-  const length = ctx.request.headers["content-length"]
+  const length = ctx.headers["content-length"]
   const uploaded = yield* artifacts.upload(key.id, {
     stream: ctx.request.stream,
     declaredBytes: length === undefined ? undefined : Number(length)

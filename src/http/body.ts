@@ -85,7 +85,7 @@ const readNodeText = (source: IncomingMessage): Effect.Effect<string, InvalidReq
 const readText = (ctx: RequestContext) =>
   Effect.withFiber((fiber) => {
     const limit = limitOf(fiber)
-    const declared = Number(ctx.request.headers["content-length"] ?? "0")
+    const declared = Number(ctx.headers["content-length"] ?? "0")
     if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
     const source = (ctx.request as { readonly source?: unknown }).source
     // Behind the fetch-style handler (the embedding API) the body is a web stream.
@@ -148,8 +148,8 @@ const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
  * handler it may, and is read whole, as before.)
  */
 export const readJson = (ctx: RequestContext, options?: ReadJsonOptions): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
-  const declared = ctx.request.headers["content-length"]
-  const large = declared !== undefined ? Number(declared) > LARGE_BODY_BYTES : ctx.request.headers["transfer-encoding"] !== undefined
+  const declared = ctx.headers["content-length"]
+  const large = declared !== undefined ? Number(declared) > LARGE_BODY_BYTES : ctx.headers["transfer-encoding"] !== undefined
   return large ? readLargeJson(ctx, options) : readSmallJson(ctx, options)
 }
 

@@ -158,7 +158,7 @@ const getRun = Effect.fnUntraced(function*(ctx: RequestContext, session: Dashboa
 
 const runEvents = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
   yield* ownedRun(session, ctx.params.id)
-  const raw = ctx.request.headers["last-event-id"] ?? ctx.query.get("after") ?? "0"
+  const raw = ctx.headers["last-event-id"] ?? ctx.query.get("after") ?? "0"
   if (!/^\d+$/.test(raw.trim())) return yield* new InvalidRequest({ message: "after: expected an event seq (a non-negative integer)", param: "after" })
   const executor = yield* RunExecutor
   const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()

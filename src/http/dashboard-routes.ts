@@ -38,11 +38,11 @@ const PAGE_HEADERS = {
   "referrer-policy": "no-referrer"
 }
 
-const acceptsGzip = (ctx: RequestContext) => /\bgzip\b/.test(ctx.request.headers["accept-encoding"] ?? "")
+const acceptsGzip = (ctx: RequestContext) => /\bgzip\b/.test(ctx.headers["accept-encoding"] ?? "")
 
 const serveFile = (ctx: RequestContext, file: StaticFile, cacheControl: string, extra: Record<string, string> = {}) => {
   const headers: Record<string, string> = { "cache-control": cacheControl, etag: file.etag, vary: "accept-encoding", ...extra }
-  if (ctx.request.headers["if-none-match"] === file.etag) return HttpServerResponse.empty({ status: 304, headers })
+  if (ctx.headers["if-none-match"] === file.etag) return HttpServerResponse.empty({ status: 304, headers })
   const gzip = file.gzip !== undefined && acceptsGzip(ctx)
   return HttpServerResponse.uint8Array(gzip ? file.gzip! : file.body, {
     contentType: file.contentType,

@@ -32,11 +32,11 @@ interface Upload {
 }
 
 const readUpload = Effect.fnUntraced(function*(ctx: RequestContext, maxBytes: number) {
-  const contentType = ctx.request.headers["content-type"] ?? ""
+  const contentType = ctx.headers["content-type"] ?? ""
   if (!contentType.toLowerCase().startsWith("multipart/form-data")) {
     return yield* new InvalidRequest({ message: "Expected a multipart/form-data body with the fields file and purpose", param: "file" })
   }
-  const declared = Number(ctx.request.headers["content-length"] ?? "0")
+  const declared = Number(ctx.headers["content-length"] ?? "0")
   const tooLarge = new PayloadTooLarge({ limitBytes: maxBytes, message: `file: files are limited to ${maxBytes} bytes`, param: "file" })
   if (declared > maxBytes + FORM_OVERHEAD_BYTES) return yield* tooLarge
   const upload: Upload = { chunks: [], bytes: 0 }

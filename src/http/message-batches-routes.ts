@@ -24,8 +24,8 @@ const keyOf = (ctx: RequestContext) => ctx.key!
 
 /** The origin the client reached us at, for the absolute `results_url`. */
 const originOf = (ctx: RequestContext) => {
-  const host = ctx.request.headers["x-forwarded-host"] ?? ctx.request.headers.host ?? "127.0.0.1"
-  const proto = ctx.request.headers["x-forwarded-proto"] === "https" ? "https" : "http"
+  const host = ctx.headers["x-forwarded-host"] ?? ctx.headers.host ?? "127.0.0.1"
+  const proto = ctx.headers["x-forwarded-proto"] === "https" ? "https" : "http"
   return `${proto}://${host}`
 }
 

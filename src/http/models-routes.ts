@@ -14,7 +14,7 @@ import type { RequestContext, RouteDef } from "./route.ts"
 const CACHE = { "cache-control": "public, max-age=300" }
 
 const wantsMessagesDialect = (ctx: RequestContext) =>
-  ctx.request.headers["messages-version"] !== undefined || ctx.request.headers["anthropic-version"] !== undefined
+  ctx.headers["messages-version"] !== undefined || ctx.headers["anthropic-version"] !== undefined
 
 const pageLimit = (raw: string | null) => {
   if (raw === null) return Effect.succeed(20)

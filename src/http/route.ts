@@ -5,7 +5,7 @@
  */
 import { Effect, type Scope } from "effect"
 import type { SqlError } from "effect/sql"
-import type { HttpServerRequest, HttpServerResponse } from "effect/http"
+import type { Headers, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ApiError, Unauthenticated } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
@@ -27,6 +27,11 @@ export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
 export interface RequestContext {
   readonly request: HttpServerRequest.HttpServerRequest
+  /**
+   * The request's headers, read once: the platform's `request.headers` builds a new record from
+   * node:http's on every access (several per request).
+   */
+  readonly headers: Headers.Headers
   readonly params: Readonly<Record<string, string>>
   readonly query: URLSearchParams
   readonly requestId: string

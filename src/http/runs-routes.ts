@@ -56,7 +56,7 @@ const canonicalJson = (value: unknown): string =>
     : JSON.stringify(value)
 
 const idempotencyKey = (ctx: RequestContext) => {
-  const key = ctx.request.headers["idempotency-key"]
+  const key = ctx.headers["idempotency-key"]
   if (key === undefined) return Effect.succeed(undefined)
   return key.length === 0 || key.length > MAX_IDEMPOTENCY_KEY
     ? Effect.fail(new InvalidRequest({ message: `Idempotency-Key: must be 1 to ${MAX_IDEMPOTENCY_KEY} characters`, param: "Idempotency-Key" }))
@@ -126,7 +126,7 @@ const get = Effect.fnUntraced(function*(ctx: RequestContext) {
 
 /** Where a reader resumes: `Last-Event-ID` (what EventSource sends on reconnect), else `?after=`. */
 const resumeCursor = (ctx: RequestContext) => {
-  const header = ctx.request.headers["last-event-id"]
+  const header = ctx.headers["last-event-id"]
   const value = header ?? ctx.query.get("after") ?? undefined
   if (value === undefined || value.trim() === "") return Effect.succeed(0)
   return /^\d+$/.test(value.trim())

@@ -39,7 +39,7 @@ const create = Effect.fnUntraced(function*(ctx: RequestContext) {
 const append = Effect.fnUntraced(function*(ctx: RequestContext) {
   const key = yield* requireKey(ctx)
   const body = yield* readAppend(ctx)
-  const fromHeader = yield* ifMatchSeq(ctx.request.headers["if-match"])
+  const fromHeader = yield* ifMatchSeq(ctx.headers["if-match"])
   if (fromHeader !== undefined && body.expectedSeq !== undefined && fromHeader !== body.expectedSeq) {
     return yield* new InvalidRequest({ message: "expectedSeq and If-Match disagree", param: "expectedSeq" })
   }

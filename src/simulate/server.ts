@@ -7,7 +7,6 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Clock, Console, Effect, Layer, Schema } from "effect"
 import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"
 import type { FaultSettings } from "../backends/backend.ts"
 import { embedInSlices, makeSimulatorBackend, simulatorPlacement } from "../backends/simulator/simulator.ts"
@@ -22,6 +21,7 @@ import { jsonResponse } from "../http/json.ts"
 import { renderDefect, renderError } from "../http/render-error.ts"
 import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "../http/route.ts"
 import { newRequestRecord } from "../observability/request-record.ts"
+import { newId } from "../util/ids.ts"
 
 export interface SimulateOptions {
   readonly host: string
@@ -110,7 +110,7 @@ export const makeSimulateApp = (options: SimulateOptions) => {
 
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const requestId = `req_${randomUUID().replaceAll("-", "")}`
+    const requestId = newId("req")
     const url = new URL(request.url, "http://simulator")
     const found = match(request.method, url.pathname)
     let shape: ErrorShape = shapeForUnknownPath(url.pathname)
@@ -122,9 +122,10 @@ export const makeSimulateApp = (options: SimulateOptions) => {
       effect = Effect.fail(new MethodNotAllowed({ method: request.method, allow: found.allow }))
     } else {
       shape = found.route.shape
-      effect = authorized(found.route, request.headers)
+      const headers = request.headers
+      effect = authorized(found.route, headers)
         ? found.route.handler({
-          request, params: found.params, query: url.searchParams, requestId, key: undefined,
+          request, headers, params: found.params, query: url.searchParams, requestId, key: undefined,
           record: newRequestRecord(requestId, request.method, url.pathname, performance.now())
         }) as never
         : Effect.fail(new Unauthenticated({ message: "Invalid API key" }))
