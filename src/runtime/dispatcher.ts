@@ -28,7 +28,7 @@ import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { type DispatchTrace, makeDispatchTrace } from "../observability/tracing.ts"
-import { ensuringPlain, toPullPlain } from "../util/scoped.ts"
+import { onExitPlain, toPullPlain } from "../util/scoped.ts"
 
 export interface DispatchCandidate {
   readonly placementId: string
@@ -59,6 +59,13 @@ export interface DispatchOptions extends DispatchHooks {
   /** In preference order: the model's placements, then its equivalents'. */
   readonly candidates: ReadonlyArray<DispatchCandidate>
   readonly keyId: string
+  /**
+   * Sees every chunk of events as the stream delivers it, and the stream's end (after the slot is
+   * released), e.g. to count usage and settle: inside the dispatcher's own stage, not as two more
+   * stages every chunk passes through and an open stream holds.
+   */
+  readonly onChunk?: ((events: ReadonlyArray<CanonicalEvent>) => void) | undefined
+  readonly onEnd?: ((exit: Exit.Exit<unknown, BackendError | QueueTimeout>) => Effect.Effect<unknown>) | undefined
 }
 
 /** A non-streamed answer and where it came from. */
@@ -288,9 +295,11 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
 
     let pending: ReadonlyArray<CanonicalEvent> | undefined = first.first
     let splice: ((event: CanonicalEvent) => ReadonlyArray<CanonicalEvent>) | undefined
+    const onChunk = options.onChunk
     const deliver = (events: ReadonlyArray<CanonicalEvent>) => {
       const out = splice === undefined ? events : events.flatMap(splice)
       d.sent.add(out)
+      if (onChunk !== undefined) onChunk(out)
       return out
     }
 
@@ -332,14 +341,13 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       })
     })
 
-    const events = ensuringPlain(
-      Stream.fromPull(Effect.succeed(pull)),
+    const onEnd = options.onEnd
+    const events = onExitPlain(Stream.fromPull(Effect.succeed(pull)), (exit) =>
       Effect.suspend(() => {
         const ended = d.current!.end("cancelled")
         d.trace?.done()
-        return ended
-      })
-    )
+        return onEnd === undefined ? ended : Effect.andThen(ended, onEnd(exit))
+      }))
     return { servedModel: served.modelId, placementId: served.placementId, events } satisfies Dispatched
   })
   /**

@@ -35,7 +35,6 @@ import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
 import { makeUsageTracker } from "./usage-tracker.ts"
-import { onExitPlain } from "../util/scoped.ts"
 
 /** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
 export type Continuity = "auto" | "exact"
@@ -231,21 +230,6 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     }) {
       const { models, metered, sent, upstream, modelById, settledSignal } = prepared
       let servingModel = models[0]
-      const dispatched = yield* dispatcher.dispatch({
-        candidates: upstream,
-        keyId: options.key.id,
-        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-        onQueued: options.onQueued,
-        priority: options.priority,
-        record: options.record,
-        onContinue: (to) =>
-          Effect.suspend(() => {
-            servingModel = modelById.get(to.modelId) ?? servingModel
-            return options.onContinue === undefined ? Effect.void : options.onContinue(to)
-          })
-      }).pipe(Effect.tapError(() => metered.fail()))
-      servingModel = modelById.get(dispatched.servedModel) ?? servingModel
-      if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
       const usage = makeUsageTracker(sent)
 
       /** Settles exactly once, whatever ended the stream. */
@@ -262,14 +246,28 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           }))
       }
 
-      const events = onExitPlain(
-        // Per chunk, not per event: a tap would cut every chunk into one-event chunks.
-        Stream.mapArray(dispatched.events, (chunk) => {
+      const dispatched = yield* dispatcher.dispatch({
+        candidates: upstream,
+        keyId: options.key.id,
+        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+        onQueued: options.onQueued,
+        priority: options.priority,
+        record: options.record,
+        onContinue: (to) =>
+          Effect.suspend(() => {
+            servingModel = modelById.get(to.modelId) ?? servingModel
+            return options.onContinue === undefined ? Effect.void : options.onContinue(to)
+          }),
+        // Per chunk, in the dispatcher's own stage (no mapArray + onExit stages of our own).
+        onChunk: (chunk) => {
           for (const event of chunk) usage.add(event)
-          return chunk
-        }),
-        finish
-      )
+        },
+        onEnd: finish
+      }).pipe(Effect.tapError(() => metered.fail()))
+      servingModel = modelById.get(dispatched.servedModel) ?? servingModel
+      if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
+      const events = dispatched.events
+
       return {
         servedModel: dispatched.servedModel,
         placementId: dispatched.placementId,
