@@ -107,42 +107,48 @@ export interface DispatcherOptions {
 /**
  * Counts one dispatch's attempts as plain calls (no Effect): each grant's wait, each attempt's
  * upstream time and outcome, and — after a failure — whether the next attempt is a retry on the
- * same placement or a failover to another. Into the metrics and the request's record.
+ * same placement or a failover to another. Into the metrics and the request's record. A class,
+ * not four closures: an open stream holds it for as long as it lasts.
  */
-const makeAttemptCounter = (metrics: GatewayMetrics | undefined, record: RequestRecord | undefined) => {
-  let failedOn: string | undefined
-  return {
-    /** A slot was granted after waiting `waitedMs`; the attempt on it starts now. */
-    granted(placementId: string, waitedMs: number) {
-      if (metrics !== undefined) {
-        metrics.queueWait(placementId, waitedMs / 1000)
-        if (failedOn !== undefined) {
-          metrics.retry(placementId)
-          if (failedOn !== placementId) metrics.failover(failedOn, placementId)
-        }
+class AttemptCounter {
+  private readonly metrics: GatewayMetrics | undefined
+  private readonly record: RequestRecord | undefined
+  private failedOn: string | undefined
+  constructor(metrics: GatewayMetrics | undefined, record: RequestRecord | undefined) {
+    this.metrics = metrics
+    this.record = record
+  }
+  /** A slot was granted after waiting `waitedMs`; the attempt on it starts now. */
+  granted(placementId: string, waitedMs: number) {
+    const { metrics, record, failedOn } = this
+    if (metrics !== undefined) {
+      metrics.queueWait(placementId, waitedMs / 1000)
+      if (failedOn !== undefined) {
+        metrics.retry(placementId)
+        if (failedOn !== placementId) metrics.failover(failedOn, placementId)
       }
-      if (record !== undefined) {
-        record.queueWaitMs += waitedMs
-        record.attempts++
-        record.placement = placementId
-        if (failedOn !== undefined) {
-          record.retries++
-          if (failedOn !== placementId) record.failovers++
-        }
-      }
-    },
-    /** The attempt ended: `success`, `failure` (counted against the placement) or `cancelled`. */
-    ended(placementId: string, modelId: string, outcome: LeaseOutcome, upstreamMs: number) {
-      if (metrics !== undefined) metrics.upstream(placementId, modelId, outcome, upstreamMs / 1000)
-      if (record !== undefined) record.upstreamMs += upstreamMs
-      failedOn = outcome === "success" || outcome === "cancelled" ? undefined : placementId
-    },
-    backoff(ms: number) {
-      if (record !== undefined) record.backoffMs += ms
-    },
-    timedOut(placementIds: ReadonlyArray<string>) {
-      metrics?.queueTimeout(placementIds)
     }
+    if (record !== undefined) {
+      record.queueWaitMs += waitedMs
+      record.attempts++
+      record.placement = placementId
+      if (failedOn !== undefined) {
+        record.retries++
+        if (failedOn !== placementId) record.failovers++
+      }
+    }
+  }
+  /** The attempt ended: `success`, `failure` (counted against the placement) or `cancelled`. */
+  ended(placementId: string, modelId: string, outcome: LeaseOutcome, upstreamMs: number) {
+    if (this.metrics !== undefined) this.metrics.upstream(placementId, modelId, outcome, upstreamMs / 1000)
+    if (this.record !== undefined) this.record.upstreamMs += upstreamMs
+    this.failedOn = outcome === "success" || outcome === "cancelled" ? undefined : placementId
+  }
+  backoff(ms: number) {
+    if (this.record !== undefined) this.record.backoffMs += ms
+  }
+  timedOut(placementIds: ReadonlyArray<string>) {
+    this.metrics?.queueTimeout(placementIds)
   }
 }
 
@@ -158,7 +164,7 @@ interface DispatchSession {
   readonly options: DispatchOptions
   readonly byId: ReadonlyMap<string, DispatchCandidate>
   readonly sent: ReturnType<typeof makeSentTracker>
-  readonly counter: ReturnType<typeof makeAttemptCounter>
+  readonly counter: AttemptCounter
   readonly trace: DispatchTrace | undefined
   readonly dispatchedAt: number
   readonly onQueued: Effect.Effect<void>
@@ -280,7 +286,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       options,
       byId: new Map(options.candidates.map((candidate) => [candidate.placementId, candidate])),
       sent: makeSentTracker(),
-      counter: makeAttemptCounter(dispatcherOptions.metrics, options.record),
+      counter: new AttemptCounter(dispatcherOptions.metrics, options.record),
       trace: dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined,
       dispatchedAt: performance.now(),
       onQueued: Effect.suspend(() => {
@@ -371,7 +377,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const onQueued = options.onQueued === undefined
         ? undefined
         : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
-      const counter = makeAttemptCounter(dispatcherOptions.metrics, options.record)
+      const counter = new AttemptCounter(dispatcherOptions.metrics, options.record)
 
       // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
       // queue at once); a slot, once granted, is always given back.
