@@ -50,10 +50,10 @@ const writable = (response: ServerResponse): Effect.Effect<void> =>
  */
 const flattenHead = (response: ServerResponse) => {
   const head = (response as unknown as { readonly _header?: unknown })._header
-  if (typeof head === "string") flattened = Number(head)
+  if (typeof head === "string") flattened.last = Number(head)
 }
 /** Where `flattenHead` puts the number, so no compiler drops the conversion as unused. */
-export let flattened = 0
+const flattened = { last: 0 }
 
 /**
  * Writes the head (200, `text/event-stream`) and then every chunk of `body` as it comes, honouring
