@@ -142,13 +142,15 @@ export class Meter extends Context.Service<Meter, {
             // left is this call's own view: after its reservation, less its charge.
             remaining = reservation.remainingMicros + reservation.amountMicros - chargedMicros
             metrics?.charged(servedBy.id, usage, chargedMicros)
+            // The admission's lease goes back beside the settle, not after its reply (as in process:
+            // the call is over): both commands leave in the same turn, so in one socket write.
             return Effect.as(
-              settleInBackground(
-                // Store first, then the ledger (see `meteredCall`).
-                allowance.settle(reservation, costMicros).pipe(
-                  Effect.andThen(ledger.record(entry(usage, servedBy, chargedMicros))),
-                  Effect.andThen(admission.release)
-                )
+              Effect.andThen(
+                settleInBackground(
+                  // Store first, then the ledger (see `meteredCall`).
+                  allowance.settle(reservation, costMicros).pipe(Effect.andThen(ledger.record(entry(usage, servedBy, chargedMicros))))
+                ),
+                settleInBackground(admission.release)
               ),
               { costMicros, chargedMicros }
             )
