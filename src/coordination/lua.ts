@@ -135,6 +135,31 @@ return { 1, spent, reserved + amount, granted }
 `
 
 /**
+ * A call's admission in one EVALSHA: GATE and then RESERVE, each exactly as it runs alone (the
+ * caller undoes the one that took when the other refuses). One script instead of a pipeline of
+ * two: Redis pays each script's fixed cost once, the client builds one command and reads one reply.
+ * KEYS: GATE's, then RESERVE's. ARGV: GATE's key count, GATE's argument count, GATE's arguments,
+ * then RESERVE's. Returns {GATE's reply, RESERVE's reply}.
+ */
+export const GATE_AND_RESERVE = `
+local function gate(KEYS, ARGV)
+${GATE}
+end
+local function reserve(KEYS, ARGV)
+${RESERVE}
+end
+local gateKeys, gateArgs = tonumber(ARGV[1]), tonumber(ARGV[2])
+local gk, ga, rk, ra = {}, {}, {}, {}
+for i = 1, #KEYS do
+  if i <= gateKeys then gk[#gk + 1] = KEYS[i] else rk[#rk + 1] = KEYS[i] end
+end
+for i = 3, #ARGV do
+  if i < 3 + gateArgs then ga[#ga + 1] = ARGV[i] else ra[#ra + 1] = ARGV[i] end
+end
+return { gate(gk, ga), reserve(rk, ra) }
+`
+
+/**
  * KEYS: B, H, E, P. ARGV: holdId, chargeId, amount, actual, now, memoryMs, mode ("settle" | "release").
  * A settle charges once per charge id: to `spent`, or to P while unseeded.
  * {0} unseeded | {1, spent, reserved, granted}

@@ -18,6 +18,7 @@ interface Scripts {
   gwGate(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwRenewLease(numKeys: number, ...args: Array<string | number>): Promise<number>
   gwReserve(numKeys: number, ...args: Array<string | number>): Promise<Reply>
+  gwGateAndReserve(numKeys: number, ...args: Array<string | number>): Promise<readonly [Reply, Reply]>
   gwFinish(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwRenewHold(numKeys: number, ...args: Array<string | number>): Promise<number>
   gwCharge(numKeys: number, ...args: Array<string | number>): Promise<number>
@@ -31,6 +32,7 @@ const scriptSources: Record<keyof Scripts, string> = {
   gwGate: Lua.GATE,
   gwRenewLease: Lua.RENEW_LEASE,
   gwReserve: Lua.RESERVE,
+  gwGateAndReserve: Lua.GATE_AND_RESERVE,
   gwFinish: Lua.FINISH,
   gwRenewHold: Lua.RENEW_HOLD,
   gwCharge: Lua.CHARGE,
@@ -108,17 +110,21 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
     },
 
     gateAndReserve: (gate, reserve) => {
-      // One round trip for a call's admission: both scripts go in one pipeline. Each stays atomic
-      // on its own; the caller undoes the one that succeeded when the other refuses.
+      // One round trip and one script for a call's admission (Lua.GATE_AND_RESERVE): each part
+      // decides as it would alone; the caller undoes the one that succeeded when the other refuses.
       const g = gateCall(gate)
       const r = reserveCall(reserve)
       return call("gateAndReserve", async () => {
-        const pipeline = client.pipeline() as unknown as Scripts & { exec(): Promise<Array<[Error | null, unknown]> | null> }
-        pipeline.gwGate(g.keys.length, ...g.keys, ...g.args)
-        pipeline.gwReserve(r.keys.length, ...r.keys, ...r.args)
-        const replies = (await pipeline.exec()) ?? []
-        for (const [error] of replies) if (error !== null) throw error
-        return [g.parse(replies[0]![1] as Reply), r.parse(replies[1]![1] as Reply)] as const
+        const [gated, reserved] = await scripts.gwGateAndReserve(
+          g.keys.length + r.keys.length,
+          ...g.keys,
+          ...r.keys,
+          g.keys.length,
+          g.args.length,
+          ...g.args,
+          ...r.args
+        )
+        return [g.parse(gated), r.parse(reserved)] as const
       })
     },
 

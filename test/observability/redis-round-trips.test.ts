@@ -2,7 +2,7 @@
  * The Redis round trips a request makes before its upstream call, read from the gateway's own
  * `gateway_redis_round_trips_total{operation}` (every `RedisClient.use` is one round trip: a
  * command, a script or a pipeline). Admission is metering (rate limits and the allowance hold, one
- * pipeline) plus one capacity-queue script that reads the circuit and takes the slot — two round
+ * script) plus one capacity-queue script that reads the circuit and takes the slot — two round
  * trips whether the model has one placement or a failover candidate, and an open circuit is
  * still skipped.
  */
@@ -66,7 +66,7 @@ describe.runIf(redisUrl !== null)("Redis round trips on the admission path", () 
     await Effect.runPromise(dropPrefix(redisUrl!, prefix))
   })
 
-  it("one placement: metering in one pipeline, the slot in one script", async () => {
+  it("one placement: metering in one script, the slot in one script", async () => {
     await admissionOf("svc-lyra-3") // warm: scripts loaded, key cached
     expect(await admissionOf("svc-lyra-3")).toEqual({ gateAndReserve: 1, cqEnqueue: 1 })
   })
