@@ -39,9 +39,15 @@ describe.concurrent("a graceful stop in the middle of a step (embedded)", () => 
     await runs.events(run.id, { until: (frames) => frames.some((f) => f.event === "node.started") })
     // The stopped call must have delivered tokens (else it is released, not charged): the first
     // comes after 1 s, then 5 a second; the step's 42 tokens take ~9 s, so the stop still lands
-    // mid-step. (Nothing outside the gateway shows a call's tokens before it settles, so this is a
-    // fixed wait, with room for a loaded machine: 1.6 s sometimes stopped before the first token.)
-    await new Promise((r) => setTimeout(r, 3_000))
+    // mid-step. The call's first chunk is seen in /metrics (its time to first token); a little
+    // more, and it has produced text. (A fixed 3 s wait once stopped before the first token on a
+    // loaded machine: a clean-clone CI run, 2026-11-27.)
+    const firstTokens = async () => {
+      const text = await (await first.admin("GET", "/metrics")).text()
+      return Number(/gateway_time_to_first_token_seconds_count\{[^}]*svc-pico-1[^}]*\} (\d+)/.exec(text)?.[1] ?? 0)
+    }
+    await expect.poll(firstTokens, { timeout: 20_000 }).toBeGreaterThanOrEqual(1)
+    await new Promise((r) => setTimeout(r, 800))
     expect(await first.stop()).toBe(0)
     // The re-run needs no slow model (the stop is over): pico answers at full speed, so the story
     // is not told again at 5 tokens/s.
