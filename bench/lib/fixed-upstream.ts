@@ -3,7 +3,8 @@
  * upstream) is never what limits a proxy arm. It speaks just enough of OpenAI Chat Completions:
  * `POST …/chat/completions` answers one fixed completion as JSON, or — when the body asks for
  * `"stream": true` — a fixed SSE stream of `deltas` content chunks (optionally paced) and a usage
- * chunk. Anything else is a 404. Run standalone: `node bench/lib/fixed-upstream.ts [port]`.
+ * chunk; a model name ending in `-long` gets `LONG_FACTOR` times as many (the per-frame cost of a
+ * proxy is the CPU difference between the two answers). Anything else is a 404. Run standalone: `node bench/lib/fixed-upstream.ts [port]`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 
@@ -47,8 +48,11 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** The model named in a request body, without parsing all of it (the rig must stay cheap). */
 const modelOf = (body: string) => /"model"\s*:\s*"([^"]*)"/.exec(body)?.[1] ?? "fixed"
 
+/** How many times more content chunks a `…-long` model's stream has. */
+export const LONG_FACTOR = 4
+
 const stream = async (res: ServerResponse, model: string, options: FixedUpstreamOptions) => {
-  const deltas = options.deltas ?? 16
+  const deltas = (options.deltas ?? 16) * (model.endsWith("-long") ? LONG_FACTOR : 1)
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
   if ((options.ttftMs ?? 0) > 0) await sleep(options.ttftMs!)
   res.write(chunk(model, { role: "assistant", content: "" }, null))

@@ -206,6 +206,16 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
       ]
     })))
     out.push("")
+    if (o.arms.every((arm) => o.median[arm]?.streamCpu !== undefined)) {
+      const extra = o.median[o.arms[0]!]!.streamCpu!.extraFrames
+      out.push(`CPU of the arm's server per streamed answer at ${r.settings.overhead.streamRate} streams/s, with 16 content deltas and with ${16 + extra}, and per SSE frame = the difference ÷ ${extra} (each delta arrives on its own, 5 ms apart; direct = the upstream's own cost):`)
+      out.push("")
+      out.push(table(["arm", "CPU µs / 16-delta stream", `CPU µs / ${16 + extra}-delta stream`, "CPU µs per SSE frame"], o.arms.map((arm) => {
+        const c = o.median[arm]!.streamCpu!
+        return [arm, us(c.perStreamUs), us(c.perLongStreamUs), c.perFrameUs.toFixed(1)]
+      })))
+      out.push("")
+    }
     if (o.arms.includes("portkey")) {
       out.push("Portkey's streams run on a second Portkey process with one global restored (see `bench/portkey-server.ts`): stock Portkey 1.15.2 answers every streamed request with 500 here (`TypeError: immutable` from @hono/node-server's lightweight `Response`); its non-streamed figures come from the stock process.")
       out.push("")

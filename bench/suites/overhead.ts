@@ -20,6 +20,7 @@
 import type { Pool } from "undici"
 import { makePool, openLoop, type RequestSpec, saturate, sequential, summarize, type LatencySummary } from "../lib/load.ts"
 import { clearRedisPrefix, cpuMicros, type Gateway, LOOP_PROBE, type LoopDelay, type Proc, randomToken, startBareProxy, startFixed, startGateway, startPortkey } from "../lib/procs.ts"
+import { LONG_FACTOR } from "../lib/fixed-upstream.ts"
 import type { Profile } from "../lib/profile.ts"
 import { median, medianDistribution, type Distribution } from "../lib/stats.ts"
 import { benchChatModel } from "../lib/catalog.ts"
@@ -27,6 +28,8 @@ import { benchChatModel } from "../lib/catalog.ts"
 const PROMPT = "Write two sentences about a quiet harbor at dawn."
 const MAX_TOKENS = 32
 const STREAM_MAX_TOKENS = 48
+/** Content deltas of the stream upstream's answer (its `…-long` model has LONG_FACTOR × as many). */
+const STREAM_DELTAS = 16
 /** Upstream for streams: first token after 20 ms, then a delta every 5 ms (16 deltas). */
 const STREAM_UPSTREAM = { ttftMs: 20, gapMs: 5 }
 
@@ -60,21 +63,23 @@ interface ArmRun {
   readonly rates: RatePoint[]
   readonly streamC1: LatencySummary
   readonly streamRate: LatencySummary
+  /** CPU of the arm's stream server per answered stream: 16 deltas, and LONG_FACTOR × 16. */
+  readonly streamCpu: { readonly shortUs: number; readonly longUs: number }
 }
 
-const body = (model: string, stream: boolean) =>
+const body = (model: string, stream: boolean, long = false) =>
   JSON.stringify({
     model,
-    max_tokens: stream ? STREAM_MAX_TOKENS : MAX_TOKENS,
+    max_tokens: stream ? STREAM_MAX_TOKENS * (long ? LONG_FACTOR : 1) : MAX_TOKENS,
     messages: [{ role: "user", content: PROMPT }],
     ...(stream ? { stream: true } : {})
   })
 
-const spec = (arm: ArmTarget, stream: boolean): RequestSpec => ({
+const spec = (arm: ArmTarget, stream: boolean, long = false): RequestSpec => ({
   pool: stream ? arm.streamPool : arm.pool,
   path: "/v1/chat/completions",
   headers: stream ? arm.streamHeaders : arm.headers,
-  body: body(stream ? arm.streamModel : arm.model, stream)
+  body: body(stream ? (long ? `${arm.streamModel}-long` : arm.streamModel) : arm.model, stream, long)
 })
 
 const log = (line: string) => console.log(`${stamp()} [overhead] ${line}`)
@@ -91,6 +96,11 @@ export interface OverheadResult {
     rates: Array<{ rate: number; latencyUs: Distribution; achievedRps: number; sendLagP99Us: number; cpuUsPerRequest: number; non200: number; loopP99Us: number | null }>
     streamC1: { firstTokenUs: Distribution | null; gapUs: Distribution | null }
     streamRate: { rate: number; firstTokenUs: Distribution | null; gapUs: Distribution | null; non200: number }
+    /**
+     * CPU per answered stream at the stream rate (16 deltas, and LONG_FACTOR × 16), and per SSE
+     * frame: the difference ÷ the extra frames. Absent in results from before 2026-11-27.
+     */
+    streamCpu?: { perStreamUs: number; perLongStreamUs: number; perFrameUs: number; extraFrames: number }
   }>
   /** Per proxy arm: added latency over the direct arm (median of runs, µs). */
   readonly added: Record<string, {
@@ -124,7 +134,8 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
   const config = {
     models: [
       benchModel("svc-bench", "bench-json", `${upstream.url}/v1`),
-      benchModel("svc-bench-stream", "bench-stream", `${streamUpstream.url}/v1`)
+      benchModel("svc-bench-stream", "bench-stream", `${streamUpstream.url}/v1`),
+      benchModel("svc-bench-stream-long", "bench-stream-long", `${streamUpstream.url}/v1`)
     ],
     plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: 100_000 } },
     defaultPlan: "bench"
@@ -251,9 +262,18 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
           await sleep(300)
         }
         const streamC1 = summarize(await sequential(p.streamC1, () => spec(arm, true), true, p.c1MaxMs))
+        const cpuS0 = cpuMicros(arm.streamPid)
         const sr = await openLoop({ rate: p.streamRate, durationMs: p.streamRateMs, pick: () => spec(arm, true), stream: true })
+        const cpuS1 = cpuMicros(arm.streamPid)
         const streamRate = summarize(sr.samples, sr.t0)
-        runs[arm.name]!.push({ c1, rates, streamC1, streamRate })
+        await sleep(300)
+        // The same streams with LONG_FACTOR × the deltas: the CPU difference is the per-frame cost.
+        const cpuL0 = cpuMicros(arm.streamPid)
+        const lr = await openLoop({ rate: p.streamRate, durationMs: p.streamRateMs, pick: () => spec(arm, true, true), stream: true })
+        const cpuL1 = cpuMicros(arm.streamPid)
+        const longRate = summarize(lr.samples, lr.t0)
+        const streamCpu = { shortUs: (cpuS1 - cpuS0) / Math.max(1, streamRate.ok), longUs: (cpuL1 - cpuL0) / Math.max(1, longRate.ok) }
+        runs[arm.name]!.push({ c1, rates, streamC1, streamRate, streamCpu })
         await sleep(300)
       }
     }
@@ -281,7 +301,13 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
           firstTokenUs: medianOf(rs.map((r) => r.streamRate.firstTokenUs)),
           gapUs: medianOf(rs.map((r) => r.streamRate.gapUs)),
           non200: median(rs.map((r) => non200(r.streamRate)))
-        }
+        },
+        streamCpu: (() => {
+          const perStreamUs = median(rs.map((r) => r.streamCpu.shortUs))
+          const perLongStreamUs = median(rs.map((r) => r.streamCpu.longUs))
+          const extraFrames = STREAM_DELTAS * (LONG_FACTOR - 1)
+          return { perStreamUs, perLongStreamUs, perFrameUs: (perLongStreamUs - perStreamUs) / extraFrames, extraFrames }
+        })()
       }
     }
 
