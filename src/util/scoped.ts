@@ -58,7 +58,3 @@ export const onExitPlain = <A, E, R>(
       Effect.map((pull) => Effect.onError(pull, onCause))
     )
   })) as Stream.Stream<A, E, R>
-
-/** `Stream.ensuring` on `onExitPlain`. */
-export const ensuringPlain = <A, E, R>(self: Stream.Stream<A, E, R>, finalizer: Effect.Effect<unknown>): Stream.Stream<A, E, R> =>
-  onExitPlain(self, () => finalizer)
