@@ -1,16 +1,20 @@
 /**
- * An upstream's response bytes decoded into canonical events with one step per upstream read,
- * never one per event: each read's events go on as one chunk (or the read is skipped when it
- * completed none). Both HTTP backends decode this way; the stream's per-event cost is then the
- * decoder's own, not the stream machinery's.
+ * An upstream's response body decoded into canonical events, read straight from the body: each
+ * read's bytes are fed to the decoder in the read's own callback, and the stream's fiber resumes
+ * only when a read completed events (as one chunk), the body ended or the call failed. A read that
+ * completed no event costs no Effect step, and there is no separate byte stream in between: the
+ * per-chunk cost is the decoder's own. Both HTTP backends decode this way.
  *
- * Events decoded before an error in the same read are still delivered, then the error.
+ * Events decoded before an error in the same read are still delivered, then the error. Ending or
+ * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
  */
 import { Cause, Effect, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type * as Pull from "effect/Pull"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { BackendError } from "./backend.ts"
+import { connectionError } from "./upstream/upstream.ts"
+import type { BodyRead, StreamedBody } from "./upstream/upstream-call.ts"
 
 /** What one read (or the end) of the body completed. */
 export interface DecodeStep {
@@ -29,42 +33,45 @@ export interface BodyDecoder {
   finish?: ((events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>) | undefined
 }
 
+type EventsPull = Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, BackendError>
+
 const isNonEmpty = <A>(as: ReadonlyArray<A>): as is NonEmptyReadonlyArray<A> => as.length > 0
 
-export const decodeBody = <E>(bytes: Stream.Stream<Uint8Array, E>, decoder: BodyDecoder): Stream.Stream<CanonicalEvent, E | BackendError> =>
-  Stream.transformPull(bytes, (pull) =>
-    Effect.sync(() => {
-      let failure: BackendError | undefined
-      let ended = false
-      /** The read's events, completed by `finish` when they end the answer. */
-      const emit = (events: NonEmptyReadonlyArray<CanonicalEvent>): Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, E | BackendError> =>
-        decoder.finish === undefined || events[events.length - 1].type !== "message_stop"
-          ? Effect.succeed(events)
-          : Effect.map(decoder.finish(events), (done) => (isNonEmpty(done) ? done : events))
-      const next: Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, E | BackendError> = Effect.suspend(() => {
-        if (failure !== undefined) return Effect.fail(failure)
-        if (ended) return Cause.done()
-        return Effect.matchEffect(pull, {
-          onSuccess: (chunks) => {
-            const events: Array<CanonicalEvent> = []
-            for (const chunk of chunks) {
-              const step = decoder.feed(chunk)
-              for (const event of step.events) events.push(event)
-              if (step.error !== undefined) {
-                failure = step.error
-                break
-              }
-            }
-            return isNonEmpty(events) ? emit(events) : next
-          },
-          onFailure: (error) => {
-            if (!Cause.isDone(error)) return Effect.fail(error)
-            ended = true
-            const step = decoder.end()
-            failure = step.error
-            return isNonEmpty(step.events) ? emit(step.events) : next
+export const decodeBody = (body: StreamedBody, decoder: BodyDecoder): Stream.Stream<CanonicalEvent, BackendError> =>
+  Stream.fromPull(Effect.sync(() => {
+    let failure: BackendError | undefined
+    let ended = false
+    /** The read's events, completed by `finish` when they end the answer. */
+    const emit = (events: NonEmptyReadonlyArray<CanonicalEvent>): EventsPull =>
+      decoder.finish === undefined || events[events.length - 1].type !== "message_stop"
+        ? Effect.succeed(events)
+        : Effect.map(decoder.finish(events), (done) => (isNonEmpty(done) ? done : events))
+    /** After a step: its events, else its error, else undefined (read on). */
+    const settle = (step: DecodeStep): EventsPull | undefined => {
+      if (step.error !== undefined) failure = step.error
+      if (isNonEmpty(step.events)) return emit(step.events)
+      if (failure !== undefined) return Effect.fail(failure)
+      return undefined
+    }
+    const pull: EventsPull = Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(failure)
+      if (ended) return Cause.done()
+      return Effect.callback<NonEmptyReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>((resume) => {
+        const onRead = (result: BodyRead): void => {
+          if (result._tag === "Chunk") {
+            const settled = settle(decoder.feed(result.chunk))
+            // A read that completed nothing (half an event): wait for the next one, no step.
+            return settled === undefined ? body.read(onRead) : resume(settled)
           }
-        })
+          if (result._tag === "End") {
+            ended = true
+            return resume(settle(decoder.end()) ?? Cause.done())
+          }
+          failure = connectionError(result.error)
+          resume(Effect.fail(failure))
+        }
+        body.read(onRead)
       })
-      return next
-    }))
+    })
+    return pull
+  }))

@@ -11,6 +11,10 @@ import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
 
+/** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
+const NUMBERED_BLOCKS = 600
+const numberedBlock = (i: number) => Buffer.alloc(4096, `${String(i).padStart(4, "0")},`)
+
 let server: Server
 let pool: Pool
 /** Bytes the server managed to hand to its socket in /endless before a write reported backpressure. */
@@ -46,6 +50,17 @@ const routes: Record<string, (req: IncomingMessage, res: ServerResponse) => void
       res.writeHead(200, { "content-type": "text/event-stream" })
       res.end("data: after hints\n\n")
     }, 10)
+  },
+  "/numbered": (_req, res) => {
+    res.writeHead(200, { "content-type": "application/octet-stream" })
+    let i = 0
+    const pump = () => {
+      while (i < NUMBERED_BLOCKS) {
+        if (!res.write(numberedBlock(i++))) return void res.once("drain", pump)
+      }
+      res.end()
+    }
+    pump()
   },
   "/never": () => {
     // never answers: only an abort ends the call
@@ -153,6 +168,30 @@ describe("callStreamed", () => {
     const broken = await readAll((await callStreamed(pool, { method: "POST", path: "/broken", headers: {}, body: "" })).body)
     expect(broken.parts.join("")).toBe("data: first\n\n")
     expect(broken.last._tag).toBe("Failed")
+  })
+
+  it("a reader far behind (the socket paused) still gets every byte, in order, each chunk once", async () => {
+    // Each read waits a few ms before the next, so chunks pile up past the high-water mark and the
+    // socket pauses; taking them resumes it, which can deliver more data at once, in that call.
+    const response = await callStreamed(pool, { method: "POST", path: "/numbered", headers: {}, body: "" })
+    const received: Array<Buffer> = []
+    let reads = 0
+    await new Promise<void>((resolve, reject) => {
+      const step = () =>
+        response.body.read((result) => {
+          reads++
+          if (result._tag === "Chunk") {
+            received.push(Buffer.from(result.chunk))
+            setTimeout(step, reads % 4 === 0 ? 8 : 0)
+          } else if (result._tag === "End") resolve()
+          else reject(result.error)
+        })
+      step()
+    })
+    const expected = Buffer.concat(Array.from({ length: NUMBERED_BLOCKS }, (_, i) => numberedBlock(i)))
+    const got = Buffer.concat(received)
+    expect(got.length).toBe(expected.length)
+    expect(got.equals(expected)).toBe(true)
   })
 
   it("text() reads the rest of the body", async () => {

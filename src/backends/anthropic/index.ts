@@ -18,7 +18,7 @@ import { BackendError } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
 import { makeSseParser } from "./sse-parser.ts"
 import { decodeBody } from "../decode-stream.ts"
-import { bodyStream, connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
+import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
@@ -73,7 +73,7 @@ const canonicalEvents = (body: StreamedBody, modelId: string) =>
     const decoder = new TextDecoder()
     const parser = makeSseParser()
     const translator = makeUpstreamTranslator(modelId)
-    return decodeBody(bodyStream(body), {
+    return decodeBody(body, {
       finish: withThinking(translator),
       feed: (bytes) => translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true }))),
       // Whatever the last bytes completed, then the translator's verdict on how the stream ended.

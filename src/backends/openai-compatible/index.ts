@@ -101,8 +101,11 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
       )
     })
 
+  // Every failure names the catalog's model, never the upstream's: the call's own (scrubbed once
+  // here) and the stream's (an error event's message, scrubbed as it is decoded).
   const stream = (request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError> =>
-    Stream.unwrap(Effect.map(prepare(request, placement), (call) => {
+    Stream.unwrap(Effect.flatMap(prepare(request, placement), (call) => Effect.map(postForStream(pools, call), (body) => {
+      const scrub = scrubError(placement)
       const sse = makeSseDecoder()
       const text = new TextDecoder()
       const parser = parserFor(request, placement)
@@ -115,18 +118,16 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
             events.push(...parser.end())
           }
         } catch (error) {
-          return { events, error: asBackendError(error) }
+          return { events, error: scrub(asBackendError(error)) }
         }
         return { events }
       }
-      return decodeBody(postForStream(pools, call), {
+      return decodeBody(body, {
         feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
         end: () => parse(text.decode(), true),
         finish: withUsage(request, parser)
-      }).pipe(
-        Stream.mapError(scrubError(placement))
-      )
-    }))
+      })
+    })).pipe(Effect.mapError(scrubError(placement))))
 
   return { kind: "openai-compatible", stream, complete, close: () => pools.close() }
 }

@@ -3,15 +3,15 @@
  * shared mapping of failures to `BackendError` (backends/upstream/upstream.ts). The caller scrubs
  * the upstream model name.
  */
-import { Effect, Stream } from "effect"
+import { Effect, type Scope } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { BackendError, UpstreamTarget } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
-import { bodyStream, connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
+import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireReleasePlain } from "../../util/scoped.ts"
 import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -59,14 +59,12 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
   })))
 
 /**
- * POSTs the body and streams the response bytes. The response is released (its socket destroyed
- * if unread) when the stream ends or is interrupted, e.g. when the client goes away.
+ * POSTs the body and hands back the streamed response body once a 2xx answer's headers arrive. The
+ * body is released (its socket destroyed if unread) when the caller's scope closes — the stream's,
+ * when it ends or is interrupted, e.g. when the client goes away. A generator made once, not per
+ * call (see `answer` in http/chat-answer.ts).
  */
-export const postForStream = (pools: UpstreamPools, call: UpstreamCall): Stream.Stream<Uint8Array, BackendError> =>
-  Stream.unwrap(openStream(pools, call))
-
-/** `postForStream`'s call; a generator made once, not per call (see `answer` in http/chat-answer.ts). */
-const openStream = Effect.fnUntraced(function*(pools: UpstreamPools, call: UpstreamCall) {
+export const postForStream: (pools: UpstreamPools, call: UpstreamCall) => Effect.Effect<StreamedBody, BackendError, Scope.Scope> = Effect.fnUntraced(function*(pools: UpstreamPools, call: UpstreamCall) {
   const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
   const response = yield* acquireReleasePlain(
     Effect.tryPromise({
@@ -79,5 +77,5 @@ const openStream = Effect.fnUntraced(function*(pools: UpstreamPools, call: Upstr
     const text = yield* Effect.tryPromise(() => response.body.text()).pipe(Effect.orElseSucceed(() => ""))
     return yield* httpError(response.statusCode, text, response.headers)
   }
-  return bodyStream(response.body)
+  return response.body
 })

@@ -15,11 +15,8 @@
  * - The upstream's model name never reaches a client: it is replaced by the catalog id.
  */
 import type { IncomingHttpHeaders } from "node:http"
-import { Cause, Effect, type Pull, Stream } from "effect"
-import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Pool } from "undici"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
-import type { StreamedBody } from "./upstream-call.ts"
 
 const TIMEOUT_MS = 10 * 60_000
 
@@ -117,27 +114,3 @@ export const connectionError = (cause: unknown): BackendError => {
   const code = (cause as { code?: unknown } | null)?.code
   return backendErrorFromStatus(502, `Could not reach the upstream${typeof code === "string" ? ` (${code})` : ""}`)
 }
-
-/**
- * A streamed upstream body as a Stream, one chunk per read (whatever arrived since the last one).
- * Built on the body's own `read` rather than `Stream.fromAsyncIterable` (a generator closure per
- * stream, which V8 keeps alive through young-generation collections — see `answer` in
- * http/chat-answer.ts) or a promise per `next()` (its microtasks were a measurable part of each
- * token's cost). Ending or interrupting the stream does not release the body: its owner does
- * (`destroy()` in a finalizer).
- */
-export const bodyStream = (body: StreamedBody): Stream.Stream<Uint8Array, BackendError> =>
-  Stream.fromPull(Effect.sync(() => {
-    const pull: Pull.Pull<NonEmptyReadonlyArray<Uint8Array>, BackendError> = Effect.callback((resume) =>
-      body.read((result) =>
-        resume(
-          result._tag === "Chunk"
-            ? Effect.succeed([result.chunk] as const)
-            : result._tag === "End"
-            ? Cause.done()
-            : Effect.fail(connectionError(result.error))
-        )
-      )
-    )
-    return pull
-  }))
