@@ -29,7 +29,7 @@ import { ModelCaller } from "../runtime/model-caller.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey } from "./route.ts"
-import { nodeResponseOf, writeSse } from "./node-sse.ts"
+import { nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
 
@@ -84,17 +84,35 @@ export interface AnswerHooks<Echo> {
 const utf8 = new TextEncoder()
 
 /**
- * SSE frames for a stream of events, as bytes; a failure becomes the dialect's error event, never
- * a cut. The frames of one chunk (what one upstream read completed) go out as one write. One pull
- * stage does what `mapArray` + `catch` + `filter` + `encodeText` would do in four: an open stream
- * holds each stage's closures for as long as it lasts, and every chunk passes through each.
+ * How a chunk of events and a failure become SSE text: the chunk's frames (after `before`, e.g. a
+ * continuation's switch-over comment) and, for a failure, the dialect's error event — never a cut.
+ * node:http answers write them as they encode (`writeSse`); other answers go through `frames`.
  */
-const frames = (
+const sseFramesOf = (
   encoder: StreamEncoder,
-  events: Stream.Stream<CanonicalEvent, AnswerFailure>,
   before: () => string = () => "",
   onFailure: (failure: StreamFailure) => void = () => {}
-): Stream.Stream<Uint8Array> =>
+): SseFrames<CanonicalEvent, AnswerFailure> => ({
+  chunk: (chunk) => {
+    let text = before()
+    for (const event of chunk) text += encoder.event(event)
+    return text
+  },
+  failure: (error) => {
+    const failure = callFailureToStreamFailure(error)
+    onFailure(failure)
+    return encoder.error(failure)
+  }
+})
+
+/**
+ * SSE frames for a stream of events, as bytes, for the platform's stream response (the embedding
+ * API's web handler, the keepalive path, the standalone simulator). The frames of one chunk go out
+ * as one write. One pull stage does what `mapArray` + `catch` + `filter` + `encodeText` would do in
+ * four: an open stream holds each stage's closures for as long as it lasts, and every chunk passes
+ * through each.
+ */
+const frames = (events: Stream.Stream<CanonicalEvent, AnswerFailure>, sse: SseFrames<CanonicalEvent, AnswerFailure>): Stream.Stream<Uint8Array> =>
   Stream.transformPull(events, (pull) =>
     Effect.sync(() => {
       let ended = false
@@ -103,21 +121,24 @@ const frames = (
           ? Cause.done()
           : Effect.matchEffect(pull, {
             onSuccess: (chunk) => {
-              let text = before()
-              for (const event of chunk) text += encoder.event(event)
+              const text = sse.chunk(chunk)
               return text === "" ? next : Effect.succeed([utf8.encode(text)] as const)
             },
             onFailure: (error) => {
               if (Cause.isDone(error)) return Cause.done()
               ended = true
-              const failure = callFailureToStreamFailure(error)
-              onFailure(failure)
-              return Effect.succeed([utf8.encode(encoder.error(failure))] as const)
+              return Effect.succeed([utf8.encode(sse.failure(error))] as const)
             }
           })
       )
       return next
     }))
+
+/** A started call's events and how they become frames. */
+interface EncodedCall {
+  readonly events: Stream.Stream<CanonicalEvent, AnswerFailure>
+  readonly sse: SseFrames<CanonicalEvent, AnswerFailure>
+}
 
 /**
  * SSE frames as the response body (see `frames`); a keepalive is a frame too. The request's scope
@@ -139,12 +160,12 @@ const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, st
  * A started stream's answer: written by this fiber over node:http (node-sse.ts), else handed to
  * the platform as the response's body (the embedding API's web handler).
  */
-const respondSse = (ctx: RequestContext, body: Stream.Stream<Uint8Array>, headers: Record<string, string>) => {
+const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<string, string>) => {
   const response = nodeResponseOf(ctx.request)
-  if (response === undefined) return Effect.sync(() => sseResponse(body, headers))
+  if (response === undefined) return Effect.sync(() => sseResponse(frames(call.events, call.sse), headers))
   // Committed: a client that leaves from here on is logged with the status it was sent.
   ctx.record.status = 200
-  return writeSse(response, { ...headers, "x-request-id": ctx.requestId, "request-id": ctx.requestId }, body)
+  return writeSse(response, { ...headers, "x-request-id": ctx.requestId, "request-id": ctx.requestId }, call.events, call.sse)
 }
 
 /**
@@ -218,17 +239,17 @@ const answer = Effect.fnUntraced(function*(
     onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
   })
 
-  // The stream's encoded frames for one started call; the dialect's error event ends a failure.
-  const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }) => {
+  // One started call's events and frames; the dialect's error event ends a failure.
+  const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }): EncodedCall => {
     const context = contextFor(call.servedModel)
     const encoder = dialect.streamEncoder(context)
-    const events = eventsOf(call, context)
     // A continuation's switch-over comment goes just before its first event.
-    return frames(encoder, events, () => {
+    const sse = sseFramesOf(encoder, () => {
       const note = switchNote
       switchNote = undefined
       return note === undefined ? "" : encoder.switchover(note)
     }, noteStreamFailure)
+    return { events: eventsOf(call, context), sse }
   }
 
   // Started at once, not on the scheduler's next turn (a setImmediate hop before the dispatch).
@@ -254,7 +275,10 @@ const answer = Effect.fnUntraced(function*(
   )
   const rest = Stream.unwrap(
     Fiber.join(starting).pipe(
-      Effect.map(encodeCall),
+      Effect.map((call) => {
+        const encoded = encodeCall(call)
+        return frames(encoded.events, encoded.sse)
+      }),
       Effect.catch((error: CallFailure) => {
         const failure = callFailureToStreamFailure(error)
         noteStreamFailure(failure)
@@ -291,5 +315,5 @@ export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeCo
       return HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
     }
     const started = yield* startStream(events).pipe(Effect.mapError(callFailureToApiError))
-    return sseResponse(frames(dialect.streamEncoder(context), started), {})
+    return sseResponse(frames(started, sseFramesOf(dialect.streamEncoder(context))), {})
   })

@@ -13,7 +13,8 @@
  * handler has no Node response and keeps the platform's stream (see `sseResponse`).
  */
 import type { ServerResponse } from "node:http"
-import { Cause, Effect, Pull, Stream } from "effect"
+import { Cause, Effect, Pull, Result, Stream } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { HttpServerRequest } from "effect/http"
 import { HttpServerResponse } from "effect/http"
 import { toPullPlain } from "../util/scoped.ts"
@@ -55,22 +56,38 @@ const flattenHead = (response: ServerResponse) => {
 /** Where `flattenHead` puts the number, so no compiler drops the conversion as unused. */
 const flattened = { last: 0 }
 
+/** How a stream's chunks and its failure become SSE text. */
+export interface SseFrames<A, E> {
+  /** The frames for one chunk (what one upstream read completed), or "" for none. */
+  readonly chunk: (chunk: NonEmptyReadonlyArray<A>) => string
+  /** The frame that ends a stream that failed (the dialect's error event): never a silent cut. */
+  readonly failure: (error: E) => string
+}
+
 /**
- * Writes the head (200, `text/event-stream`) and then every chunk of `body` as it comes, honouring
- * backpressure, and ends the response. Needs the request's scope (the body is pulled in it).
- * `body` cannot fail: a failure is already the dialect's error event (chat-answer.ts `frames`).
+ * Writes the head (200, `text/event-stream`) and then each chunk of `events` as its frames (one
+ * write per chunk), honouring backpressure, and ends the response; a failure ends it with its
+ * frame. Encoding happens here, in the loop that writes, rather than in a stream stage of its own
+ * in front of it: one Effect step less for every chunk. Needs the request's scope (the events are
+ * pulled in it).
  */
-export const writeSse = (response: ServerResponse, headers: Record<string, string>, body: Stream.Stream<Uint8Array>) =>
-  Effect.flatMap(toPullPlain(body), (pull) => {
+export const writeSse = <A, E>(response: ServerResponse, headers: Record<string, string>, events: Stream.Stream<A, E>, frames: SseFrames<A, E>) =>
+  Effect.flatMap(toPullPlain(events), (pull) => {
     response.writeHead(200, { ...SSE_HEADERS, ...headers, "content-type": "text/event-stream" })
     flattenHead(response)
     const pump: Effect.Effect<void> = Effect.matchCauseEffect(pull, {
-      onSuccess: (chunks) => {
-        let open = true
-        for (const chunk of chunks) open = response.write(chunk)
-        return open ? pump : Effect.andThen(writable(response), pump)
+      onSuccess: (chunk) => {
+        const text = frames.chunk(chunk)
+        return text === "" || response.write(text) ? pump : Effect.andThen(writable(response), pump)
       },
-      onFailure: (cause) => (Pull.isDoneCause(cause) ? Effect.void : Effect.failCause(cause as Cause.Cause<never>))
+      onFailure: (cause) => {
+        if (Pull.isDoneCause(cause)) return Effect.void
+        const error = Cause.findError(cause)
+        // Not a failure of the answer (a defect, an interruption): the fiber's own business.
+        if (Result.isFailure(error)) return Effect.failCause(error.failure)
+        response.write(frames.failure(error.success as E))
+        return Effect.void
+      }
     })
     return pump.pipe(
       Effect.andThen(Effect.sync(() => response.end())),

@@ -1,13 +1,14 @@
 /**
  * The SSE writer the request's fiber runs over node:http (src/http/node-sse.ts), on a real server
- * and client: every byte arrives in order, and a client that stops reading stops the pulling (the
- * body is not buffered in memory behind a slow reader).
+ * and client: every chunk's frames arrive in order, a client that stops reading stops the pulling
+ * (the body is not buffered in memory behind a slow reader), and a stream that fails ends with its
+ * failure's frame.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Stream } from "effect"
 import { createServer, get, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
-import { writeSse } from "../../src/http/node-sse.ts"
+import { type SseFrames, writeSse } from "../../src/http/node-sse.ts"
 
 const CHUNK_BYTES = 256 * 1024
 // 32 MiB: more than the loopback socket buffers (a few MiB) can hold while the client waits.
@@ -17,15 +18,14 @@ describe("node-sse writeSse", () => {
   it.live("writes every chunk in order, and stops pulling while the client does not read", () =>
     Effect.gen(function*() {
       let pulled = 0
-      // One chunk per pull, made when pulled.
-      const body = Stream.fromPull(Effect.succeed(Effect.suspend(() => {
+      // One chunk per pull, made when pulled: its number, written as CHUNK_BYTES of one letter.
+      const events = Stream.fromPull(Effect.succeed(Effect.suspend(() => {
         if (pulled === CHUNKS) return Cause.done()
-        const chunk = new Uint8Array(CHUNK_BYTES).fill(pulled % 251)
-        pulled++
-        return Effect.succeed([chunk] as const)
+        return Effect.succeed([pulled++] as const)
       })))
+      const frames: SseFrames<number, never> = { chunk: (chunk) => letterOf(chunk[0]).repeat(CHUNK_BYTES), failure: () => "" }
       const server = createServer((_request, response) => {
-        Effect.runFork(Effect.scoped(writeSse(response, { "x-test": "yes" }, body)))
+        Effect.runFork(Effect.scoped(writeSse(response, { "x-test": "yes" }, events, frames)))
       })
       yield* Effect.acquireRelease(
         Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
@@ -58,8 +58,36 @@ describe("node-sse writeSse", () => {
       })
       expect(received.length).toBe(CHUNKS * CHUNK_BYTES)
       for (let i = 0; i < CHUNKS; i++) {
-        expect(received[i * CHUNK_BYTES]).toBe(i % 251)
-        expect(received[(i + 1) * CHUNK_BYTES - 1]).toBe(i % 251)
+        expect(String.fromCharCode(received[i * CHUNK_BYTES]!)).toBe(letterOf(i))
+        expect(String.fromCharCode(received[(i + 1) * CHUNK_BYTES - 1]!)).toBe(letterOf(i))
       }
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("a stream that fails ends with the failure's frame after what it sent; a chunk without frames writes nothing", () =>
+    Effect.gen(function*() {
+      const events = Stream.concat(Stream.fromArray([1, 0, 2]), Stream.fail("upstream broke"))
+      const frames: SseFrames<number, string> = {
+        chunk: (chunk) => chunk.map((n) => "data: x\n\n".repeat(n)).join(""),
+        failure: (error) => `event: error\ndata: ${error}\n\n`
+      }
+      const server = createServer((_request, response) => {
+        Effect.runFork(Effect.scoped(writeSse(response, {}, Stream.rechunk(1)(events), frames)))
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const port = (server.address() as AddressInfo).port
+      const text = yield* Effect.callback<string>((resume) => {
+        get(`http://127.0.0.1:${port}/`, (res) => {
+          let body = ""
+          res.setEncoding("utf8")
+          res.on("data", (part: string) => (body += part))
+          res.on("end", () => resume(Effect.succeed(body)))
+        })
+      })
+      expect(text).toBe("data: x\n\ndata: x\n\ndata: x\n\nevent: error\ndata: upstream broke\n\n")
+    }).pipe(Effect.scoped), 30_000)
 })
+
+const letterOf = (i: number) => String.fromCharCode(65 + (i % 26))
