@@ -37,12 +37,6 @@ const bearerToken = (header: string | undefined) => {
   return m === null ? undefined : m[1]
 }
 
-/**
- * `req_` and 17 base62 characters, built flat (`randomUUID().replaceAll(…)` made a tree of
- * cons-strings, and the id is kept by the request's record, its log line and its headers).
- */
-const newRequestId = () => newId("req")
-
 /** The metrics' `surface` of a route without a permission surface: its family. */
 const unsurfacedFamily = (path: string): string =>
   path === "/healthz" || path === "/readyz"
@@ -194,7 +188,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
 
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const requestId = newRequestId()
+      const requestId = newId("req")
       const url = new URL(request.url, "http://gateway")
       const record = newRequestRecord(requestId, request.method, url.pathname, performance.now())
       const { shape, effect } = respond(request, requestId, url, record)
