@@ -22,6 +22,10 @@ export interface CreatedKey {
   readonly secret: string
 }
 
+/** Why a plan name is refused (it is not in the config's plans), or undefined when it is known. */
+export const unknownPlan = (config: { readonly plans: Readonly<Record<string, unknown>> }, plan: string): string | undefined =>
+  plan in config.plans ? undefined : `plan: unknown plan "${plan}"; known plans: ${Object.keys(config.plans).join(", ")}`
+
 export class ApiKeys extends Context.Service<ApiKeys, {
   create(input: { name?: string | null; plan?: string; permissions?: Permissions }): Effect.Effect<CreatedKey, InvalidRequest | SqlError.SqlError>
   list(): Effect.Effect<ReadonlyArray<KeyRecord>, SqlError.SqlError>
@@ -39,13 +43,10 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     const cache = new Map<string, { record: KeyRecord | undefined; expiresAt: number }>()
     const hashById = new Map<string, string>()
 
-    const checkPlan = (plan: string) =>
-      plan in config.plans
-        ? Effect.void
-        : Effect.fail(new InvalidRequest({
-          message: `plan: unknown plan "${plan}"; known plans: ${Object.keys(config.plans).join(", ")}`,
-          param: "plan"
-        }))
+    const checkPlan = (plan: string) => {
+      const message = unknownPlan(config, plan)
+      return message === undefined ? Effect.void : Effect.fail(new InvalidRequest({ message, param: "plan" }))
+    }
 
     const forget = (id: string) => {
       const hash = hashById.get(id)
