@@ -2,12 +2,10 @@
  * No input makes the gateway crash, hang or answer 500: every route gets malformed and hostile
  * bodies, with and without credentials, and must answer a 4xx in its surface's shape.
  */
-import { rmSync } from "node:fs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { allRoutes } from "../../src/http/routes.ts"
-import { embeddedDataDir } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { embeddedEngine } from "../support/engines.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 const deep = (depth: number): unknown => (depth === 0 ? {} : { a: deep(depth - 1) })
 
@@ -27,21 +25,21 @@ const hostileBodies: ReadonlyArray<string> = [
   JSON.stringify({ __proto__: { polluted: true }, constructor: { prototype: { polluted: true } } })
 ]
 
+// On the run's shared gateway (a process of its own, like the one a client reaches): what is
+// tested is its answers, and whether it still answers afterwards, not how it starts or stops.
+// The admin token reaches only key routes and a placement's faults, on ids that do not exist; the
+// worst it does is create a few keys (an empty body is a valid key request), which no suite on
+// the shared gateway counts.
 describe("robustness: hostile input never yields 5xx", () => {
-  let gw: GatewayProcess
-  const dir = embeddedDataDir()
+  let gw: SharedGateway
   beforeAll(async () => {
-    gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir) })
-  })
-  afterAll(async () => {
-    await gw?.stop()
-    rmSync(dir, { recursive: true, force: true })
+    gw = await sharedGateway(embeddedEngine)
   })
 
   it("answers every route with a 4xx (or success) for malformed bodies, and stays up", async () => {
     const credentials = [
       {},
-      { authorization: `Bearer ${gw.apiKey}`, "x-api-key": gw.apiKey! },
+      { authorization: `Bearer ${gw.apiKey}`, "x-api-key": gw.apiKey },
       { authorization: `Bearer ${gw.adminToken}` }
     ]
     let checked = 0
@@ -67,8 +65,8 @@ describe("robustness: hostile input never yields 5xx", () => {
       }
     }
     expect(checked).toBeGreaterThan(50)
+    // Still up and answering: another request after all of them.
     expect((await fetch(`${gw.baseUrl}/v1/models`)).status).toBe(200)
-    expect(gw.child.exitCode).toBeNull()
   }, 120_000)
 
   it("parses a chunked body (no declared length) like a large one: malformed is a 400, past the value limit a 400 naming the field", async () => {
