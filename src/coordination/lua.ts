@@ -37,8 +37,9 @@ local function done(h, e, id, forgetAt)
   redis.call('ZADD', e, forgetAt, id)
 end
 -- After a write: H and E follow B's expiry when seeded; an unseeded budget's keys live memoryMs.
-local function keep(keys, memory)
-  if seeded(keys[1]) then
+-- (The caller says whether B is seeded: only SEED changes that, so a script reads it once.)
+local function keep(keys, memory, isSeeded)
+  if isSeeded then
     local ttl = redis.call('PTTL', keys[1])
     if ttl > 0 then
       redis.call('PEXPIRE', keys[2], ttl)
@@ -168,6 +169,7 @@ export const FINISH = SWEEP + `
 local now = tonumber(ARGV[5])
 local memory = tonumber(ARGV[6])
 sweep(KEYS[1], KEYS[2], KEYS[3], now)
+local isSeeded = seeded(KEYS[1])
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if v ~= 'd' then
   -- Read before the hold is marked: the two ids may be one.
@@ -176,16 +178,16 @@ if v ~= 'd' then
   done(KEYS[2], KEYS[3], ARGV[1], now + memory)
   if ARGV[7] == 'settle' and not charged then
     local charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
-    if seeded(KEYS[1]) then
+    if isSeeded then
       redis.call('HINCRBY', KEYS[1], 'spent', charge)
     else
       redis.call('HSET', KEYS[4], ARGV[2], charge)
     end
     done(KEYS[2], KEYS[3], ARGV[2], now + memory)
   end
-  keep(KEYS, memory)
+  keep(KEYS, memory, isSeeded)
 end
-if not seeded(KEYS[1]) then return { 0 } end
+if not isSeeded then return { 0 } end
 local spent, reserved, granted = state(KEYS[1])
 return { 1, spent, reserved, granted }
 `
@@ -202,7 +204,7 @@ if not v then
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-keep(KEYS, tonumber(ARGV[4]))
+keep(KEYS, tonumber(ARGV[4]), seeded(KEYS[1]))
 return 1
 `
 
@@ -212,7 +214,7 @@ if seeded(KEYS[1]) then return 0 end
 if redis.call('HGET', KEYS[2], ARGV[1]) == 'd' then return 0 end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
 done(KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
-keep(KEYS, tonumber(ARGV[4]))
+keep(KEYS, tonumber(ARGV[4]), false)
 return 1
 `
 

@@ -85,8 +85,11 @@ local function sweep()
 end
 
 -- Grants the free slots (half-open: one probe) round-robin between keys, FIFO within a key, and
--- announces each grant on the waiter's instance channel.
+-- announces each grant on the waiter's instance channel. With nobody waiting (both rings empty:
+-- Redis deletes an empty list) there is nothing to grant: one EXISTS instead of the circuit's and
+-- the capacity's reads (a circuit whose cooldown is over turns half-open at its next read instead).
 local function grant()
+  if redis.call('EXISTS', R, RB) == 0 then return 0 end
   local c = circuit()
   if c == 'open' then return 0 end
   local free = tonumber(redis.call('HGET', M, 'capacity') or 0) - redis.call('ZCARD', H)
