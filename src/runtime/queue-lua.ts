@@ -150,7 +150,7 @@ if ARGV[10] == '1' and c == 'open' then return 2 end
 if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
   -- Nobody waits and a slot is free: it is this waiter's at once, as grant() would give it, but
   -- without the trip through a lane, the ring and a PUBLISH its own instance does not need.
-  if c ~= 'open' and redis.call('LLEN', R) == 0 and redis.call('LLEN', RB) == 0 then
+  if c ~= 'open' and redis.call('EXISTS', R, RB) == 0 then
     local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
     local free = cap - redis.call('ZCARD', H)
     if c == 'halfOpen' and (redis.call('HGET', M, 'probe') or '') ~= '' then free = 0 end
@@ -194,13 +194,16 @@ if not redis.call('ZSCORE', H, w) then
   grant()
   return 0
 end
-local wasProbe = redis.call('HGET', M, 'probe') == w
+local st = redis.call('HMGET', M, 'probe', 'hold', 'failures')
+local wasProbe = st[1] == w
 dropHolder(w)
 local held = tonumber(ARGV[11])
-local hold = tonumber(redis.call('HGET', M, 'hold') or held)
+local hold = tonumber(st[2] or held)
 redis.call('HSET', M, 'hold', math.floor(0.8 * hold + 0.2 * held))
 if c == 'closed' then
-  if success then redis.call('HSET', M, 'failures', 0)
+  -- (A success resets the count; written only when there is one to reset.)
+  if success then
+    if tonumber(st[3] or 0) ~= 0 then redis.call('HSET', M, 'failures', 0) end
   elseif redis.call('HINCRBY', M, 'failures', 1) >= tonumber(ARGV[9]) then openCircuit(tonumber(ARGV[10])) end
 elseif c == 'halfOpen' and wasProbe then
   if success then redis.call('HSET', M, 'circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[10])) end
