@@ -21,6 +21,7 @@ local function sweep(b, h, e, now)
     redis.call('HDEL', h, id)
   end
   if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
+  return #lapsed
 end
 local function state(b)
   local s = redis.call('HMGET', b, 'spent', 'reserved', 'granted')
@@ -81,7 +82,7 @@ local leaseRefused = 0
 if leaseLimit >= 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
   inUse = redis.call('ZCARD', KEYS[1])
-  if not redis.call('ZSCORE', KEYS[1], ARGV[3]) and inUse >= leaseLimit then
+  if inUse >= leaseLimit and not redis.call('ZSCORE', KEYS[1], ARGV[3]) then
     leaseRefused = 1
     admitted = 0
   end
@@ -119,10 +120,11 @@ return 1
 
 /** KEYS: B, H, E. ARGV: cap (-1: granted), amount, id, ttl, now, expireAt. {0} | {1|2, spent, reserved, granted} */
 export const RESERVE = SWEEP + `
-if redis.call('HEXISTS', KEYS[1], 'spent') == 0 then return { 0 } end
-local now = tonumber(ARGV[5])
-sweep(KEYS[1], KEYS[2], KEYS[3], now)
 local spent, reserved, granted = state(KEYS[1])
+if not spent then return { 0 } end
+local now = tonumber(ARGV[5])
+-- (The state read above stands unless the sweep returned lapsed holds to the pool.)
+if sweep(KEYS[1], KEYS[2], KEYS[3], now) > 0 then spent, reserved, granted = state(KEYS[1]) end
 if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return { 1, spent, reserved, granted } end
 local cap = tonumber(ARGV[1])
 if cap < 0 then cap = granted end
@@ -169,17 +171,19 @@ export const FINISH = SWEEP + `
 local now = tonumber(ARGV[5])
 local memory = tonumber(ARGV[6])
 sweep(KEYS[1], KEYS[2], KEYS[3], now)
-local isSeeded = seeded(KEYS[1])
+-- Read once: the writes below keep it current from HINCRBY's answers (only SEED seeds a budget).
+local spent, reserved, granted = state(KEYS[1])
+local isSeeded = spent ~= nil
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 if v ~= 'd' then
   -- Read before the hold is marked: the two ids may be one.
   local charged = redis.call('HGET', KEYS[2], ARGV[2]) == 'd'
-  if v then redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
+  if v then reserved = redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
   done(KEYS[2], KEYS[3], ARGV[1], now + memory)
   if ARGV[7] == 'settle' and not charged then
     local charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
     if isSeeded then
-      redis.call('HINCRBY', KEYS[1], 'spent', charge)
+      spent = redis.call('HINCRBY', KEYS[1], 'spent', charge)
     else
       redis.call('HSET', KEYS[4], ARGV[2], charge)
     end
@@ -188,7 +192,6 @@ if v ~= 'd' then
   keep(KEYS, memory, isSeeded)
 end
 if not isSeeded then return { 0 } end
-local spent, reserved, granted = state(KEYS[1])
 return { 1, spent, reserved, granted }
 `
 

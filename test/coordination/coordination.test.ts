@@ -128,6 +128,18 @@ for (const store of stores()) {
         expect(yield* c.budgetState("a:k6", T0 + 30_004)).toEqual({ spent: 50, reserved: 400, granted: 0 })
       })))
 
+    it.live("a reservation counts the room a lapsed hold gave back, and answers the state after it", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        yield* c.budgetSeed({ budget: "a:k6b", spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        const reserve = (id: string, amount: number, now: number) =>
+          c.budgetReserve({ budget: "a:k6b", cap: 1_000, amount, id, ttlMs: 10_000, now, expireAt: 0 })
+        expect(yield* reserve("old", 700, T0)).toEqual({ _tag: "Reserved", state: { spent: 0, reserved: 700, granted: 0 } })
+        expect((yield* reserve("early", 600, T0 + 5_000))._tag).toBe("Refused")
+        // "old" lapsed at T0 + 10 s: nothing else has swept it when this reservation arrives.
+        expect(yield* reserve("late", 600, T0 + 11_000)).toEqual({ _tag: "Reserved", state: { spent: 0, reserved: 600, granted: 0 } })
+      })))
+
     it.live("credits: the cap is the granted total; each grant applies once", () =>
       run(Effect.gen(function*() {
         const c = yield* Coordination
