@@ -91,7 +91,7 @@ function make(options: LedgerOptions) {
   return Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const flushIntervalMs = options.flushIntervalMs ?? 1_000
-    const batchSize = options.batchSize ?? 500
+    const batchSize = options.batchSize ?? 200
     const buffer: Array<LedgerEntry> = []
     const wake = Latch.makeUnsafe(false)
     // One writer at a time; readers that add the buffer to SQL totals take it too, so an entry is
@@ -99,27 +99,19 @@ function make(options: LedgerOptions) {
     const lock = yield* Semaphore.make(1)
 
     const insert = (batch: ReadonlyArray<LedgerEntry>) => {
-      const rows = batch.map((e) => ({
-        request_id: e.requestId,
-        key_id: e.keyId,
-        model: e.model,
-        funding: fundingOf(e),
-        input_tokens: e.usage.inputTokens,
-        output_tokens: e.usage.outputTokens,
-        cached_input_tokens: e.usage.cachedInputTokens,
-        reasoning_tokens: e.usage.reasoningTokens,
-        cost_micros: e.costMicros,
-        at: e.at.toISOString()
-      }))
       // One JSON parameter instead of ten placeholders per row: a batch of hundreds of rows is one
       // statement with one bound value, not a statement with thousands of them to parse and bind.
+      // Each row is an array in the columns' order: as objects, the repeated field names were half
+      // the JSON, and building, encoding and copying that JSON is the flush's main-thread work.
+      const rows = batch.map((e) => [
+        e.requestId, e.keyId, e.model, fundingOf(e), e.usage.inputTokens, e.usage.outputTokens,
+        e.usage.cachedInputTokens, e.usage.reasoningTokens, e.costMicros, e.at.toISOString()
+      ])
       return sql`INSERT INTO usage_ledger (request_id, key_id, model, funding, input_tokens, output_tokens,
           cached_input_tokens, reasoning_tokens, cost_micros, at)
-        SELECT request_id, key_id, model, funding, input_tokens, output_tokens, cached_input_tokens,
-          reasoning_tokens, cost_micros, at
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(request_id text, key_id text, model text,
-          funding text, input_tokens bigint, output_tokens bigint, cached_input_tokens bigint,
-          reasoning_tokens bigint, cost_micros bigint, at timestamptz)
+        SELECT r->>0, r->>1, r->>2, r->>3, (r->>4)::bigint, (r->>5)::bigint, (r->>6)::bigint, (r->>7)::bigint,
+          (r->>8)::bigint, (r->>9)::timestamptz
+        FROM jsonb_array_elements(${JSON.stringify(rows)}::jsonb) AS r
         ON CONFLICT (request_id) DO NOTHING`
     }
 

@@ -76,6 +76,31 @@ for (const db of databases()) {
           expect(yield* rowsOf(keyId)).toEqual({ n: 1_234, cost: (1_233 * 1_234) / 2 })
         }))
 
+      it.effect("a flushed row holds every field of its entry in its own column", () =>
+        Effect.gen(function*() {
+          const keyId = newId("key")
+          const ledger = yield* UsageLedger
+          const at = new Date("2026-03-04T05:06:07.089Z")
+          const recorded = entry(keyId, {
+            model: "svc-atlas-1",
+            usage: makeUsage({ inputTokens: 101, outputTokens: 202, cachedInputTokens: 33, reasoningTokens: 44 }),
+            costMicros: 9_007_199_254,
+            at,
+            funding: "credits"
+          })
+          yield* ledger.record(recorded)
+          yield* ledger.flush()
+          const sql = yield* SqlClient.SqlClient
+          const rows = yield* sql`SELECT request_id, key_id, model, funding, input_tokens::float8 AS input, output_tokens::float8 AS output,
+              cached_input_tokens::float8 AS cached, reasoning_tokens::float8 AS reasoning, cost_micros::float8 AS cost,
+              to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at
+            FROM usage_ledger WHERE key_id = ${keyId}`
+          expect(rows).toEqual([{
+            request_id: recorded.requestId, key_id: keyId, model: "svc-atlas-1", funding: "credits",
+            input: 101, output: 202, cached: 33, reasoning: 44, cost: 9_007_199_254, at: at.toISOString()
+          }])
+        }).pipe(Effect.provide(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 }))))
+
       it.effect("an entry written twice (a retried batch) is stored once", () =>
         Effect.gen(function*() {
           const keyId = newId("key")
