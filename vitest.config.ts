@@ -38,10 +38,14 @@ export default defineConfig({
     // is CPU-bound on two cores. A file must not leave global state behind (process.env, globals):
     // configuration goes through layers or the child process's env.
     isolate: false,
-    testTimeout: 30_000,
+    // A timeout catches a hang, not slowness (no test asserts speed; bench/ measures it): on a VM
+    // ~3× slower than most, in a clean clone's first run (no compile or transform cache), a heavy
+    // test took 30.2 s (artifact uploads, 2026-11-27) and a dozen others 15–21 s. The fuzz and
+    // latency suites bound their own waits.
+    testTimeout: 90_000,
     // expect.poll waits on a condition (never a fixed sleep); 1 s, vitest's default, is too short
     // for a page or a ledger flush on a loaded 2-core machine.
     expect: { poll: { timeout: 10_000 } },
-    hookTimeout: 60_000
+    hookTimeout: 120_000
   }
 })
