@@ -61,9 +61,13 @@ export interface CoordinationShape {
   /**
    * `gate` and `budgetReserve` in one round trip (each atomic on its own, both applied): a remote
    * store's admission path. The caller undoes the one that succeeded when the other refused.
-   * Absent where round trips cost nothing (in process: see `local`).
+   * Absent where round trips cost nothing (in process: see `local`). With a `ticket` (an id unique
+   * to the call), an admitted call (both took) leaves the admission ticket the capacity queue's
+   * enqueue sent right behind it takes (`AcquireOptions.admission`).
    */
-  readonly gateAndReserve?: ((gate: GateRequest, reserve: BudgetReserveRequest) => Effect.Effect<readonly [GateResult, BudgetAnswer], CoordinationError>) | undefined
+  readonly gateAndReserve?:
+    | ((gate: GateRequest, reserve: BudgetReserveRequest, ticket?: string) => Effect.Effect<readonly [GateResult, BudgetAnswer], CoordinationError>)
+    | undefined
   /**
    * Turns a hold into spend of min(actual, amount). Idempotent per hold id and per charge id. A hold
    * that is gone (lapsed or lost with the store) is still charged. On an unseeded budget the charge

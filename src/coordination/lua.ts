@@ -141,8 +141,13 @@ return { 1, spent, reserved + amount, granted }
  * A call's admission in one EVALSHA: GATE and then RESERVE, each exactly as it runs alone (the
  * caller undoes the one that took when the other refuses). One script instead of a pipeline of
  * two: Redis pays each script's fixed cost once, the client builds one command and reads one reply.
- * KEYS: GATE's, then RESERVE's. ARGV: GATE's key count, GATE's argument count, GATE's arguments,
- * then RESERVE's. Returns {GATE's reply, RESERVE's reply}.
+ * KEYS: GATE's, then RESERVE's, then (when ARGV[3] > 0) the admission ticket. ARGV: GATE's key
+ * count, GATE's argument count, the ticket's TTL in ms (0: no ticket), GATE's arguments, then
+ * RESERVE's. Returns {GATE's reply, RESERVE's reply}.
+ *
+ * The ticket is left only when both took: the call is admitted. The capacity queue's ENQUEUE, sent
+ * right behind this script on the same connection, takes it (queue-lua.ts), so the slot is asked
+ * for in the same round trip and is never taken for a call that was refused.
  */
 export const GATE_AND_RESERVE = `
 local function gate(KEYS, ARGV)
@@ -151,15 +156,21 @@ end
 local function reserve(KEYS, ARGV)
 ${RESERVE}
 end
-local gateKeys, gateArgs = tonumber(ARGV[1]), tonumber(ARGV[2])
+local gateKeys, gateArgs, ticketTtl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local reserveKeys = #KEYS
+if ticketTtl > 0 then reserveKeys = reserveKeys - 1 end
 local gk, ga, rk, ra = {}, {}, {}, {}
-for i = 1, #KEYS do
+for i = 1, reserveKeys do
   if i <= gateKeys then gk[#gk + 1] = KEYS[i] else rk[#rk + 1] = KEYS[i] end
 end
-for i = 3, #ARGV do
-  if i < 3 + gateArgs then ga[#ga + 1] = ARGV[i] else ra[#ra + 1] = ARGV[i] end
+for i = 4, #ARGV do
+  if i < 4 + gateArgs then ga[#ga + 1] = ARGV[i] else ra[#ra + 1] = ARGV[i] end
 end
-return { gate(gk, ga), reserve(rk, ra) }
+local gated, reserved = gate(gk, ga), reserve(rk, ra)
+if ticketTtl > 0 and gated[1] == 1 and reserved[1] == 1 then
+  redis.call('SET', KEYS[#KEYS], '1', 'PX', ticketTtl)
+end
+return { gated, reserved }
 `
 
 /**

@@ -19,6 +19,18 @@ import type { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
 import { KEY_PREFIX } from "./types.ts"
 
+/**
+ * The key of a call's admission ticket: left by the metering script when the call is admitted,
+ * taken by the capacity queue's first enqueue sent behind it (coordination/lua.ts GATE_AND_RESERVE).
+ */
+export const admissionTicketKey = (prefix: string, ticket: string) => `${prefix}adm:${ticket}`
+
+/**
+ * How long an untaken ticket lives: it is taken at once unless the enqueue went out first (then
+ * the caller enqueues again after its admission and the ticket only waits to lapse).
+ */
+export const ADMISSION_TICKET_TTL_MS = 10_000
+
 /** A Redis command failed (down, timed out, refused, or a script error). */
 export class RedisError extends Schema.TaggedError<RedisError>()("RedisError", {
   /** What was being done, e.g. `gate` or `subscribe`. */

@@ -10,7 +10,7 @@
 import { Effect } from "effect"
 import type { CoordinationShape } from "./coordination.ts"
 import * as Lua from "./lua.ts"
-import { RedisClient } from "./redis-client.ts"
+import { ADMISSION_TICKET_TTL_MS, admissionTicketKey, RedisClient } from "./redis-client.ts"
 import { type BudgetAnswer, type BudgetReserveRequest, type BudgetState, CoordinationError, type Epoch, type GateRequest, type GateResult, SETTLED_MEMORY_MS } from "./types.ts"
 
 type Reply = ReadonlyArray<number>
@@ -109,18 +109,21 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
       return call("gate", () => scripts.gwGate(keys.length, ...keys, ...args)).pipe(Effect.map(parse))
     },
 
-    gateAndReserve: (gate, reserve) => {
+    gateAndReserve: (gate, reserve, ticket) => {
       // One round trip and one script for a call's admission (Lua.GATE_AND_RESERVE): each part
       // decides as it would alone; the caller undoes the one that succeeded when the other refuses.
       const g = gateCall(gate)
       const r = reserveCall(reserve)
+      const ticketKeys = ticket === undefined ? [] : [admissionTicketKey(prefix, ticket)]
       return call("gateAndReserve", async () => {
         const [gated, reserved] = await scripts.gwGateAndReserve(
-          g.keys.length + r.keys.length,
+          g.keys.length + r.keys.length + ticketKeys.length,
           ...g.keys,
           ...r.keys,
+          ...ticketKeys,
           g.keys.length,
           g.args.length,
+          ticket === undefined ? 0 : ADMISSION_TICKET_TTL_MS,
           ...g.args,
           ...r.args
         )

@@ -232,12 +232,13 @@ const answer = Effect.fnUntraced(function*(
   // the request waits. One Deferred both complete (the first wins), not a race of two fibers.
   const first = Deferred.makeUnsafe<"started" | "queued">()
   let switchNote: string | undefined
-  const prepared = yield* caller.prepare(request, {
+  // Traced like `start`: on Redis the dispatch begins inside `prepare` (ModelCaller.prepare).
+  const prepared = yield* traced(caller.prepare(request, {
     key,
     record: ctx.record,
     onQueued: Effect.sync(() => void Deferred.doneUnsafe(first, Effect.succeed("queued"))),
     onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
-  })
+  }))
 
   // One started call's events and frames; the dialect's error event ends a failure.
   const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }): EncodedCall => {

@@ -45,7 +45,16 @@ export interface BeginRequest {
   readonly maxOutputTokens?: number | undefined
   /** Unique per call; generated when absent. */
   readonly requestId?: string | undefined
+  /**
+   * Where `admitsInOneTrip`: an id unique to the call, under which an admitted call leaves the
+   * admission ticket its capacity-queue enqueue takes (`PendingAdmission`).
+   */
+  readonly ticket?: string | undefined
 }
+
+/** The output ceiling a call's reservation covers (`MeteredCall.maxOutputTokens`), known before it is made. */
+export const reservedOutputCeiling = (request: Pick<BeginRequest, "model" | "inputTokens" | "maxOutputTokens">): number =>
+  outputCeiling(request.model, Math.max(0, Math.ceil(request.inputTokens)), request.maxOutputTokens)
 
 export interface MeteredCall {
   readonly requestId: string
@@ -68,6 +77,11 @@ export class Meter extends Context.Service<Meter, {
   beginScoped(request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable, Scope.Scope>
   /** The plan a key is metered under (its configured plan, else the default plan). */
   planOf(key: KeyRecord): Plan
+  /**
+   * Admission is one round trip to a remote store (Redis), which a ticket can follow: the caller
+   * may send the capacity queue's enqueue behind it instead of after its answer.
+   */
+  readonly admitsInOneTrip: boolean
 }>()("gateway/metering/Meter") {
   /** Needs Allowance, RateLimits, UsageLedger and ConfigFile. */
   /**
@@ -196,7 +210,7 @@ export class Meter extends Context.Service<Meter, {
         const plan = planOf(request.key)
         const { key, model } = request
         const inputTokens = Math.max(0, Math.ceil(request.inputTokens))
-        const maxOutputTokens = outputCeiling(model, inputTokens, request.maxOutputTokens)
+        const maxOutputTokens = reservedOutputCeiling(request)
         if (!enforce) return Effect.succeed(recordOnly(request, maxOutputTokens))
         const admit = { keyId: key.id, plan, tokens: inputTokens + maxOutputTokens }
         const maxCostMicros = worstCaseOverMicros([model, ...(request.alternatives ?? [])], inputTokens, maxOutputTokens)
@@ -226,7 +240,7 @@ export class Meter extends Context.Service<Meter, {
           const now = clock.currentTimeMillisUnsafe()
           const gate = rateLimits.prepare(admit, now)
           const hold = allowance.prepareReserve(reserve, now)
-          return store.gateAndReserve(gate.gate, hold.command).pipe(
+          return store.gateAndReserve(gate.gate, hold.command, request.ticket).pipe(
             Effect.matchEffect({
               // The store failed: the step-by-step path applies each policy (rate limits fail
               // open, the allowance fails closed).
@@ -278,7 +292,8 @@ export class Meter extends Context.Service<Meter, {
     const beginScoped = (request: BeginRequest) =>
       acquireReleasePlain(begin(request), (call) => call.fail())
 
-    return Meter.of({ begin, beginScoped, planOf })
+    const admitsInOneTrip = enforce && store.gateAndReserve !== undefined && (rateLimits.admitNow === undefined || allowance.now === undefined)
+    return Meter.of({ begin, beginScoped, planOf, admitsInOneTrip })
   }))
 
   /**

@@ -45,6 +45,22 @@ export interface AcquireOptions {
    * placement (machines/queue.ts).
    */
   readonly priority?: QueuePriority | undefined
+  /** The call's admission, when it is still on its way (see `PendingAdmission`). */
+  readonly admission?: PendingAdmission | undefined
+}
+
+/**
+ * A call's metering sent to a remote store just before the acquire, not yet answered. On Redis the
+ * first enqueue goes out behind it and carries `ticket`: it takes a slot only if the admission left
+ * the ticket (the call was admitted), so admission and slot cost one round trip. Without the
+ * ticket (refused, or admitted some other way) the acquire waits on `admitted` and enqueues as
+ * usual; it never returns a lease before one or the other proved the call admitted. `admitted`
+ * succeeds once the call is admitted and never fails: a caller whose call was refused interrupts
+ * the acquire. The in-process queues just wait on `admitted` first.
+ */
+export interface PendingAdmission {
+  readonly ticket: string
+  readonly admitted: Effect.Effect<void>
 }
 
 export interface PlacementQueueView extends QueueView {

@@ -102,7 +102,13 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
     return Math.min(600, Math.max(1, Math.ceil(Math.min(...estimates))))
   }
 
-  const acquire = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> => Effect.suspend(() => {
+  // In process nothing rides on the admission's round trip: wait for it, then ask.
+  const acquire = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> =>
+    request.admission === undefined
+      ? acquireNow(request)
+      : Effect.andThen(request.admission.admitted, acquireNow({ ...request, admission: undefined }))
+
+  const acquireNow = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> => Effect.suspend(() => {
     const known = request.candidates.filter((id) => queues.has(id))
     if (known.length === 0) return Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
     const healthy = known.filter((id) => circuitOf(id) !== "open")

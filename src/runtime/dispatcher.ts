@@ -19,7 +19,7 @@ import { isReadonlyArrayNonEmpty, type NonEmptyReadonlyArray } from "effect/Arra
 import { type DispatchEvent, eligibleCandidates, startDispatch, stepDispatch } from "../../machines/dispatch.ts"
 import { BackendError } from "../backends/backend.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
-import type { LeaseOutcome, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
+import type { LeaseOutcome, PendingAdmission, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
 import { Settings } from "../config/settings.ts"
@@ -66,6 +66,8 @@ export interface DispatchOptions extends DispatchHooks {
    */
   readonly onChunk?: ((events: ReadonlyArray<CanonicalEvent>) => void) | undefined
   readonly onEnd?: ((exit: Exit.Exit<unknown, BackendError | QueueTimeout>) => Effect.Effect<unknown>) | undefined
+  /** The call's admission still on its way: the first acquire rides behind it (see `PendingAdmission`). */
+  readonly admission?: PendingAdmission | undefined
 }
 
 /** A non-streamed answer and where it came from. */
@@ -161,6 +163,8 @@ interface DispatchSession {
   current: Attempt | undefined
   /** The attempt that holds a slot but is not handed over yet: ended on any early exit. */
   pendingEnd: Attempt["end"] | undefined
+  /** The admission the first acquire rides behind; taken by it. */
+  admission: PendingAdmission | undefined
   readonly options: DispatchOptions
   readonly byId: ReadonlyMap<string, DispatchCandidate>
   readonly sent: ReturnType<typeof makeSentTracker>
@@ -231,7 +235,9 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       const askedAt = performance.now()
       const targets = eligible.map((c) => c.placementId)
       // Tie the slot's release to the scope before anything can interrupt us.
-      const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority })
+      const admission = d.admission
+      d.admission = undefined
+      const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority, admission })
       const lease = yield* Effect.uninterruptibleMask((restore) =>
         restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)).pipe(
           Effect.tap((lease) => Scope.addFinalizer(scope, Effect.suspend(() => lease.release(outcome)))),
@@ -283,6 +289,7 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
       queued: false,
       current: undefined,
       pendingEnd: undefined,
+      admission: options.admission,
       options,
       byId: new Map(options.candidates.map((candidate) => [candidate.placementId, candidate])),
       sent: makeSentTracker(),
@@ -378,13 +385,16 @@ export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOpti
         ? undefined
         : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
       const counter = new AttemptCounter(dispatcherOptions.metrics, options.record)
+      let pendingAdmission = options.admission
 
       // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
       // queue at once); a slot, once granted, is always given back.
       const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
         const askedAt = performance.now()
         const targets = eligible.map((c) => c.placementId)
-        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority })
+        const admission = pendingAdmission
+        pendingAdmission = undefined
+        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority, admission })
         return Effect.uninterruptibleMask((restore) =>
           restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
             Effect.tapError(() => Effect.sync(() => {

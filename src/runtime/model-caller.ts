@@ -8,11 +8,16 @@
  *   events:  the answer; when it ends, the real usage is settled at the serving model's list
  *            rates (a broken or abandoned stream is charged what it delivered)
  *
+ * Where metering is one round trip to Redis (`Meter.admitsInOneTrip`) the dispatch begins with
+ * it: the first enqueue leaves in the same socket write and takes a slot only with the admission
+ * ticket the metering script leaves for an admitted call (`PendingAdmission`), so admission and
+ * slot cost one round trip, and a refused call takes nothing.
+ *
  * The request sent upstream carries the reserved output ceiling as its output limit, so usage can
  * never outgrow the reservation. Everything is tied to the caller's Scope: a call abandoned before
  * it settles returns its reservation and its slot.
  */
-import { Cause, Context, Deferred, Effect, Exit, Layer, type Scope, Stream } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, type Scope, Stream } from "effect"
 import { type BackendError } from "../backends/backend.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import { unmetRequirement } from "../catalog/requirements.ts"
@@ -21,7 +26,7 @@ import { Settings } from "../config/settings.ts"
 import { type LimitExceeded, NotImplemented, PermissionDenied, type ServiceUnavailable } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsModel, allPermissions, type Permissions } from "../keys/permissions.ts"
-import { Meter, type MeteredCall, type MeteredModel } from "../metering/meter.ts"
+import { type BeginRequest, Meter, type MeteredCall, type MeteredModel, reservedOutputCeiling } from "../metering/meter.ts"
 import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
 import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
@@ -30,11 +35,12 @@ import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model
 import { addUsage, makeUsage, type Usage } from "../model/usage.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
-import type { QueueTimeout } from "./capacity-queue-types.ts"
+import type { PendingAdmission, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
 import { makeUsageTracker } from "./usage-tracker.ts"
+import { newId } from "../util/ids.ts"
 
 /** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
 export type Continuity = "auto" | "exact"
@@ -90,7 +96,10 @@ export interface PreparedCall {
   /** The request as it goes upstream: the reserved output ceiling is its output limit. */
   readonly request: CanonicalRequest
   headers(): Record<string, string>
-  /** Dispatches; resolves at the first event. Call at most once. */
+  /**
+   * Dispatches (on Redis: takes over the dispatch `prepare` began behind the metering); resolves at
+   * the first event. Run it at once, at most once.
+   */
   readonly start: Effect.Effect<ModelCall, BackendError | QueueTimeout>
 }
 
@@ -100,6 +109,9 @@ export interface Quote {
   /** The reservation a call of this request takes: the worst case over the models that may serve. */
   readonly worstCaseMicros: Micros
 }
+
+/** What a started call needs of its metering. */
+type CallMetering = Pick<MeteredCall, "settle" | "fail" | "headers">
 
 export type PrepareError = LimitExceeded | ServiceUnavailable | NotImplemented | PermissionDenied
 
@@ -185,7 +197,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
      * worst of them, and the request sent upstream carries the reserved output ceiling. A model the
      * key may not name is refused here too (the embedded API has no route check).
      */
-    const meterCall = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
+    /** The models that may serve and what metering the call asks for, before it is asked. */
+    const meteringOf = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       if (!allowsModel(options.key.permissions, request.model)) {
         return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${request.model}` })
       }
@@ -194,25 +207,49 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         return yield* new NotImplemented({ message: `No placement of ${request.model} has an available backend` })
       }
       const inputTokens = options.inputTokens ?? (yield* meteredInputTokens(request, models[0]))
-      const metered = yield* meter.beginScoped({
+      const begin: BeginRequest = {
         key: options.key,
         model: models[0],
         alternatives: models.slice(1),
         inputTokens,
         maxOutputTokens: request.maxOutputTokens,
         requestId: options.requestId
-      })
-      const sent: CanonicalRequest = { ...request, maxOutputTokens: metered.maxOutputTokens }
-      return { models, metered, sent }
+      }
+      const sent: CanonicalRequest = { ...request, maxOutputTokens: reservedOutputCeiling(begin) }
+      return { models, begin, sent }
     })
 
     const prepare = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
-      const { models, metered, sent } = yield* meterCall(request, options)
-      const upstream = candidatesFor(sent, models)
-      const modelById = new Map(models.map((m) => [m.id, m]))
-      const settledSignal = Deferred.makeUnsafe<Settlement>()
-      const start = startCall(options, { models, metered, sent, upstream, modelById, settledSignal })
-      return { request: sent, headers: metered.headers, start } satisfies PreparedCall
+      const { models, begin, sent } = yield* meteringOf(request, options)
+      const call = {
+        models,
+        sent,
+        upstream: candidatesFor(sent, models),
+        modelById: new Map(models.map((m) => [m.id, m])),
+        settledSignal: Deferred.makeUnsafe<Settlement>()
+      }
+      if (!meter.admitsInOneTrip) {
+        const metered = yield* meter.beginScoped(begin)
+        return { request: sent, headers: metered.headers, start: startCall(options, { ...call, metered, admission: undefined }) } satisfies PreparedCall
+      }
+      // One round trip (see `meteredDispatch`): the dispatch starts now, behind the metering, and
+      // `start` takes it over; a refused call's dispatch is interrupted before `prepare` fails.
+      const ticket = newId("adm")
+      const metering = yield* Effect.forkChild(meter.beginScoped({ ...begin, ticket }), { startImmediately: true })
+      const admitted = Fiber.join(metering)
+      let known: MeteredCall | undefined
+      // The dispatch holds a slot only once the call is admitted, so its settle or failure finds
+      // the metering answered.
+      const metered: CallMetering = {
+        settle: (usage, servedBy) => Effect.flatMap(Effect.orDie(admitted), (m) => m.settle(usage, servedBy)),
+        fail: () => Effect.flatMap(Effect.exit(admitted), (exit) => (Exit.isSuccess(exit) ? exit.value.fail() : Effect.void)),
+        headers: () => known?.headers() ?? {}
+      }
+      const admission = { ticket, admitted: admitted.pipe(Effect.asVoid, Effect.catch(() => Effect.never)) }
+      const started = yield* Effect.forkScoped(startCall(options, { ...call, metered, admission }), { startImmediately: true })
+      known = yield* admitted.pipe(Effect.tapError(() => Fiber.interrupt(started)))
+      const start = Fiber.join(started).pipe(Effect.onInterrupt(() => Fiber.interrupt(started)))
+      return { request: sent, headers: known.headers, start } satisfies PreparedCall
     })
 
     /**
@@ -222,13 +259,14 @@ export class ModelCaller extends Context.Service<ModelCaller, {
      */
     const startCall = Effect.fnUntraced(function*(options: ModelCallOptions, prepared: {
       readonly models: ReadonlyArray<ChatModel>
-      readonly metered: MeteredCall
+      readonly metered: CallMetering
       readonly sent: CanonicalRequest
       readonly upstream: ReadonlyArray<DispatchCandidate>
       readonly modelById: ReadonlyMap<string, ChatModel>
       readonly settledSignal: Deferred.Deferred<Settlement>
+      readonly admission: PendingAdmission | undefined
     }) {
-      const { models, metered, sent, upstream, modelById, settledSignal } = prepared
+      const { models, metered, sent, upstream, modelById, settledSignal, admission } = prepared
       let servingModel = models[0]
       const usage = makeUsageTracker(sent)
 
@@ -262,7 +300,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         onChunk: (chunk) => {
           for (const event of chunk) usage.add(event)
         },
-        onEnd: finish
+        onEnd: finish,
+        admission
       }).pipe(Effect.tapError(() => metered.fail()))
       servingModel = modelById.get(dispatched.servedModel) ?? servingModel
       if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
@@ -282,16 +321,38 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return yield* prepared.start
     })
 
+    /**
+     * Metering and the dispatch's wait for a slot. Where admission is one round trip to Redis the
+     * dispatch starts before its answer, so the first enqueue leaves in the same socket write and
+     * the two cost one round trip; the enqueue takes a slot only if the call was admitted
+     * (`PendingAdmission`), and a refused call's dispatch is interrupted.
+     */
+    const meteredDispatch = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
+      const { models, begin, sent } = yield* meteringOf(request, options)
+      const dispatch = (admission: PendingAdmission | undefined) =>
+        dispatcher.complete({
+          candidates: candidatesFor(sent, models),
+          keyId: options.key.id,
+          deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
+          onQueued: options.onQueued,
+          priority: options.priority,
+          record: options.record,
+          admission
+        })
+      if (!meter.admitsInOneTrip) {
+        const metered = yield* meter.beginScoped(begin)
+        return { models, metered, completed: yield* dispatch(undefined).pipe(Effect.tapError(() => metered.fail())) }
+      }
+      const ticket = newId("adm")
+      const metering = yield* Effect.forkChild(meter.beginScoped({ ...begin, ticket }), { startImmediately: true })
+      const admitted = Fiber.join(metering).pipe(Effect.asVoid, Effect.catch(() => Effect.never))
+      const dispatching = yield* Effect.forkChild(dispatch({ ticket, admitted }), { startImmediately: true })
+      const metered = yield* Fiber.join(metering).pipe(Effect.tapError(() => Fiber.interrupt(dispatching)))
+      return { models, metered, completed: yield* Fiber.join(dispatching).pipe(Effect.tapError(() => metered.fail())) }
+    })
+
     const complete = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
-      const { models, metered, sent } = yield* meterCall(request, options)
-      const completed = yield* dispatcher.complete({
-        candidates: candidatesFor(sent, models),
-        keyId: options.key.id,
-        deadlineMs: options.deadlineMs ?? settings.queueMaxWaitMs,
-        onQueued: options.onQueued,
-        priority: options.priority,
-        record: options.record
-      }).pipe(Effect.tapError(() => metered.fail()))
+      const { models, metered, completed } = yield* meteredDispatch(request, options)
       const servedBy = models.find((m) => m.id === completed.servedModel) ?? models[0]
       const usage = completed.response.usage
       const { chargedMicros } = yield* metered.settle(usage, servedBy)

@@ -141,8 +141,13 @@ return 1
  * ARGV: waiterId, keyId, waiterTtlMs, skipIfOpen ('1': an open circuit answers 2 and nothing is
  * enqueued, so the caller reads the circuit and joins in one round trip). Joins the back of the
  * key's lane. 1 = holds a slot now, 0 = waits.
+ *
+ * With a sixth key, the call's admission ticket (coordination/lua.ts GATE_AND_RESERVE, sent just
+ * before on the same connection): it is taken, and without it nothing happens and the answer is 3
+ * (not admitted, or not yet: the caller waits for its admission and enqueues again).
  */
 export const ENQUEUE = PRELUDE + `
+if KEYS[6] and redis.call('DEL', KEYS[6]) == 0 then return 3 end
 local w, k = ARGV[7], ARGV[8]
 sweep()
 local c = circuit()

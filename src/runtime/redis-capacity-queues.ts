@@ -26,7 +26,7 @@
 import { Clock, Deferred, Effect, Exit, Queue, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
 import { type CircuitState, DEFAULT_FAILURE_THRESHOLD } from "../../machines/queue.ts"
-import { RedisClient, type RedisClientOptions, type RedisClientShape, type RedisError } from "../coordination/redis-client.ts"
+import { admissionTicketKey, RedisClient, type RedisClientOptions, type RedisClientShape, type RedisError } from "../coordination/redis-client.ts"
 import {
   type AcquireOptions,
   type CapacityQueuesOptions,
@@ -35,6 +35,7 @@ import {
   DEFAULT_PROBE_COOLDOWN_MS,
   type Lease,
   type LeaseOutcome,
+  type PendingAdmission,
   type PlacementQueueView,
   QueueTimeout
 } from "./capacity-queue-types.ts"
@@ -78,6 +79,12 @@ interface Waiter {
   /** Placements where it was (or is being) enqueued. */
   readonly enqueued: Set<string>
   lease: Lease | undefined
+  /**
+   * An enqueue behind its admission is on its way: the heartbeat leaves the waiter alone (were it
+   * answered "not admitted", a heartbeat behind it would find it missing and enqueue it without
+   * the ticket).
+   */
+  admitting: boolean
 }
 
 /** The queues on a Redis client of their own, which closes with the scope (tests, several instances in one process). */
@@ -118,9 +125,9 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
 
   const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
   /** A queue script's keys and arguments on one placement: the common ones, then `args` (see queue-lua.ts). */
-  const scriptArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>) => {
+  const scriptArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>, extraKeys: ReadonlyArray<string> = []) => {
     const { keys, lanePrefix } = keysOf.get(placementId)!
-    return [keys.length, ...keys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
+    return [keys.length + extraKeys.length, ...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
   }
   /** Runs a queue script on one placement, one round trip. */
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
@@ -183,20 +190,34 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
    * placement whose circuit is open (still cooling down) is left alone and the answer is false:
    * the circuit is read in the same script as the enqueue, so admission costs one round trip.
    */
-  const enqueueOn = (placementId: string, waiterId: string, skipIfOpen = false): Effect.Effect<boolean> =>
+  const enqueueOn = (placementId: string, waiterId: string, skipIfOpen = false, admission?: PendingAdmission): Effect.Effect<boolean> =>
     Effect.suspend(() => {
       const waiter = waiters.get(waiterId)
       if (waiter === undefined || waiter.lease !== undefined) return Effect.succeed(true)
       waiter.enqueued.add(placementId)
-      return run("cqEnqueue", placementId, waiterId, waiter.keyId, waiterTtlMs, skipIfOpen ? "1" : "0").pipe(
+      // Not proven admitted (no ticket taken, or no answer): wait for the admission, then ask again.
+      const afterAdmission = (admitted: Effect.Effect<void>) =>
+        Effect.andThen(admitted, Effect.suspend(() => enqueueOn(placementId, waiterId, skipIfOpen)))
+      const ticketKeys = admission === undefined ? [] : [admissionTicketKey(prefix, admission.ticket)]
+      waiter.admitting = admission !== undefined
+      return call("cqEnqueue", () => scripts.cqEnqueue(...scriptArgs(placementId, clock.currentTimeMillisUnsafe(), [waiterId, waiter.keyId, waiterTtlMs, skipIfOpen ? "1" : "0"], ticketKeys))).pipe(
+        Effect.ensuring(Effect.sync(() => void (waiter.admitting = false))),
         Effect.flatMap((reply) => {
           if (reply === 1) return Effect.as(onGranted(placementId, waiterId), true)
           if (reply === 2) return Effect.sync(() => waiter.enqueued.delete(placementId)).pipe(Effect.as(false))
+          if (reply === 3 && admission !== undefined) {
+            waiter.enqueued.delete(placementId)
+            return afterAdmission(admission.admitted)
+          }
           return Effect.succeed(true)
         }),
-        // SYNC finds it missing and enqueues it again
-        warnOnError(`enqueue on ${placementId}`),
-        Effect.map((accepted) => accepted !== false)
+        Effect.catch((error: RedisError) =>
+          Effect.andThen(
+            Effect.logWarning(`capacity queues: enqueue on ${placementId}: ${error.message}`),
+            // SYNC finds it missing and enqueues it again
+            admission === undefined ? Effect.succeed(true) : afterAdmission(admission.admitted)
+          )
+        )
       )
     })
 
@@ -239,7 +260,7 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
     if (known.length === 0) return yield* Effect.die(new Error(`no capacity queue for ${request.candidates.join(", ")}`))
     const waiterId = `${instanceId}/${++nextWaiter}`
     // A batch waiter's key id carries the class: `!<keyId>` (see queue-lua.ts).
-    const waiter: Waiter = { keyId: request.priority === "batch" ? `!${request.keyId}` : request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined }
+    const waiter: Waiter = { keyId: request.priority === "batch" ? `!${request.keyId}` : request.keyId, deferred: Deferred.makeUnsafe<Lease>(), enqueued: new Set(), lease: undefined, admitting: false }
     waiters.set(waiterId, waiter)
     const startedAt = clock.currentTimeMillisUnsafe()
     const deadlineMs = request.deadlineMs ?? defaultDeadlineMs
@@ -260,9 +281,12 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
       // One candidate waits on its placement whatever the circuit (there is nowhere else to go).
       const skipIfOpen = known.length > 1
       const healthy: Array<string> = []
+      // The first enqueue rides behind the admission, if it is still on its way.
+      let admission = request.admission
       for (const id of known) {
         if (waiter.lease !== undefined) break // granted at once by an earlier target
-        if (yield* enqueueOn(id, waiterId, skipIfOpen)) healthy.push(id)
+        if (yield* enqueueOn(id, waiterId, skipIfOpen, admission)) healthy.push(id)
+        admission = undefined
       }
       if (waiter.lease === undefined && healthy.length === 0) {
         for (const id of known) {
@@ -327,7 +351,7 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
     const work = new Map<string, { waiting: Array<string>; leases: Array<string> }>()
     const entry = (placementId: string) => work.get(placementId) ?? work.set(placementId, { waiting: [], leases: [] }).get(placementId)!
     for (const [waiterId, waiter] of waiters) {
-      if (waiter.lease === undefined) for (const placementId of waiter.enqueued) entry(placementId).waiting.push(waiterId)
+      if (waiter.lease === undefined && !waiter.admitting) for (const placementId of waiter.enqueued) entry(placementId).waiting.push(waiterId)
     }
     if (renewLeases) for (const [waiterId, placementId] of held) entry(placementId).leases.push(waiterId)
     yield* Effect.forEach(work, ([placementId, { waiting, leases }]) => sync(placementId, waiting, leases), { concurrency: "unbounded", discard: true })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { type CapacityQueuesOptions, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
 import { CapacityQueues } from "../../src/runtime/capacity-queues.ts"
@@ -68,6 +68,19 @@ describe("CapacityQueues", () => {
       assert.strictEqual((yield* viewOf("p1")).waiting, 0)
       yield* holder.release("success")
       assert.strictEqual((yield* viewOf("p1")).inUse, 0)
+    }).pipe(withQueues(one(1))))
+
+  it.effect("an acquire behind a pending admission asks for nothing until the call is admitted", () =>
+    Effect.gen(function*() {
+      const queues = yield* CapacityQueues
+      const admitted = yield* Deferred.make<void>()
+      const pending = yield* Effect.forkChild(queues.acquire({ candidates: ["p1"], keyId: "k", admission: { ticket: "t", admitted: Deferred.await(admitted) } }))
+      yield* settle
+      assert.deepInclude(yield* viewOf("p1"), { inUse: 0, waiting: 0 })
+      yield* Deferred.succeed(admitted, undefined)
+      const lease = yield* Fiber.join(pending)
+      assert.strictEqual((yield* viewOf("p1")).inUse, 1)
+      yield* lease.release("success")
     }).pipe(withQueues(one(1))))
 
   it.effect("release is idempotent", () =>

@@ -5,7 +5,7 @@
  * `until`, never asserted to be fast.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Scope } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Scope } from "effect"
 import { Redis } from "ioredis"
 import { inject } from "vitest"
 import { type CapacityQueuesShape, type Lease, QueueTimeout } from "../../src/runtime/capacity-queue-types.ts"
@@ -49,6 +49,41 @@ const p1 = (capacity: number) => [{ placementId: "p1", capacity }]
 const p1p2 = [{ placementId: "p1", capacity: 1 }, { placementId: "p2", capacity: 1 }]
 
 describe.skipIf(redisUrl === null)("CapacityQueues on Redis (several instances)", () => {
+  it.live("an enqueue behind a pending admission takes a slot only with its ticket; without one it waits for the admission", () =>
+    Effect.gen(function*() {
+      const prefix = yield* freshPrefix
+      const queues = yield* instance(prefix, { placements: p1(1) })
+      const redis = yield* rawRedis
+
+      // No ticket (the admission refused, or is answered some other way): nothing is taken or
+      // queued, and the acquire waits for the admission before it asks again.
+      const asked = yield* Deferred.make<void>()
+      const admitted = yield* Deferred.make<void>()
+      const pending = yield* Effect.forkChild(queues.acquire({
+        candidates: ["p1"],
+        keyId: "k",
+        admission: { ticket: "refused", admitted: Effect.andThen(Deferred.succeed(asked, undefined), Deferred.await(admitted)) }
+      }))
+      yield* Deferred.await(asked)
+      assert.deepStrictEqual(yield* viewOf(queues, "p1"), { placementId: "p1", capacity: 1, inUse: 0, waiting: 0, waitingByKey: {}, circuit: "closed" })
+      yield* Deferred.succeed(admitted, undefined)
+      const late = yield* Fiber.join(pending)
+      assert.strictEqual(late.placementId, "p1")
+      assert.strictEqual((yield* viewOf(queues, "p1")).inUse, 1)
+      yield* late.release("success")
+
+      // The ticket the admission left: taken by the enqueue, which grants at once.
+      yield* Effect.promise(() => redis.set(`${prefix}adm:admitted`, "1", "PX", 10_000))
+      const lease = yield* queues.acquire({
+        candidates: ["p1"],
+        keyId: "k",
+        admission: { ticket: "admitted", admitted: Effect.die(new Error("an admitted call does not wait for its admission")) }
+      })
+      assert.strictEqual(lease.placementId, "p1")
+      assert.strictEqual(yield* Effect.promise(() => redis.exists(`${prefix}adm:admitted`)), 0, "the ticket is taken")
+      yield* lease.release("success")
+    }))
+
   it.live("two instances share capacity 2: 20 requests all served, never more than 2 held at once", () =>
     Effect.gen(function*() {
       const prefix = yield* freshPrefix
