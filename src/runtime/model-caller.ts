@@ -195,9 +195,9 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     /**
      * The models that may serve and the call's metering (429s here): the reservation covers the
      * worst of them, and the request sent upstream carries the reserved output ceiling. A model the
-     * key may not name is refused here too (the embedded API has no route check).
+     * key may not name is refused here too (the embedded API has no route check). What is asked
+     * of the meter, and the request as it goes upstream, before the meter is asked.
      */
-    /** The models that may serve and what metering the call asks for, before it is asked. */
     const meteringOf = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       if (!allowsModel(options.key.permissions, request.model)) {
         return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${request.model}` })
@@ -219,6 +219,19 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       return { models, begin, sent }
     })
 
+    /**
+     * The metering of a call whose dispatch rides behind it (`Meter.admitsInOneTrip`): sent at
+     * once, in a fiber of its own; `admitted` is its answer, `admission` what the dispatch's first
+     * acquire carries (it waits forever on a refusal: the caller interrupts it).
+     */
+    const meterAhead = Effect.fnUntraced(function*(begin: BeginRequest) {
+      const ticket = newId("adm")
+      const metering = yield* Effect.forkChild(meter.beginScoped({ ...begin, ticket }), { startImmediately: true })
+      const admitted = Fiber.join(metering)
+      const admission: PendingAdmission = { ticket, admitted: admitted.pipe(Effect.asVoid, Effect.catch(() => Effect.never)) }
+      return { admitted, admission }
+    })
+
     const prepare = Effect.fnUntraced(function*(request: CanonicalRequest, options: ModelCallOptions) {
       const { models, begin, sent } = yield* meteringOf(request, options)
       const call = {
@@ -232,11 +245,9 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         const metered = yield* meter.beginScoped(begin)
         return { request: sent, headers: metered.headers, start: startCall(options, { ...call, metered, admission: undefined }) } satisfies PreparedCall
       }
-      // One round trip (see `meteredDispatch`): the dispatch starts now, behind the metering, and
-      // `start` takes it over; a refused call's dispatch is interrupted before `prepare` fails.
-      const ticket = newId("adm")
-      const metering = yield* Effect.forkChild(meter.beginScoped({ ...begin, ticket }), { startImmediately: true })
-      const admitted = Fiber.join(metering)
+      // One round trip: the dispatch starts now, behind the metering, and `start` takes it over;
+      // a refused call's dispatch is interrupted before `prepare` fails.
+      const { admitted, admission } = yield* meterAhead(begin)
       let known: MeteredCall | undefined
       // The dispatch holds a slot only once the call is admitted, so its settle or failure finds
       // the metering answered.
@@ -245,7 +256,6 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         fail: () => Effect.flatMap(Effect.exit(admitted), (exit) => (Exit.isSuccess(exit) ? exit.value.fail() : Effect.void)),
         headers: () => known?.headers() ?? {}
       }
-      const admission = { ticket, admitted: admitted.pipe(Effect.asVoid, Effect.catch(() => Effect.never)) }
       const started = yield* Effect.forkScoped(startCall(options, { ...call, metered, admission }), { startImmediately: true })
       known = yield* admitted.pipe(Effect.tapError(() => Fiber.interrupt(started)))
       const start = Fiber.join(started).pipe(Effect.onInterrupt(() => Fiber.interrupt(started)))
@@ -343,11 +353,9 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         const metered = yield* meter.beginScoped(begin)
         return { models, metered, completed: yield* dispatch(undefined).pipe(Effect.tapError(() => metered.fail())) }
       }
-      const ticket = newId("adm")
-      const metering = yield* Effect.forkChild(meter.beginScoped({ ...begin, ticket }), { startImmediately: true })
-      const admitted = Fiber.join(metering).pipe(Effect.asVoid, Effect.catch(() => Effect.never))
-      const dispatching = yield* Effect.forkChild(dispatch({ ticket, admitted }), { startImmediately: true })
-      const metered = yield* Fiber.join(metering).pipe(Effect.tapError(() => Fiber.interrupt(dispatching)))
+      const { admitted, admission } = yield* meterAhead(begin)
+      const dispatching = yield* Effect.forkChild(dispatch(admission), { startImmediately: true })
+      const metered = yield* admitted.pipe(Effect.tapError(() => Fiber.interrupt(dispatching)))
       return { models, metered, completed: yield* Fiber.join(dispatching).pipe(Effect.tapError(() => metered.fail())) }
     })
 
