@@ -37,6 +37,7 @@ import { BatchesLive } from "./batches/batches-layer.ts"
 import { MetricsScrape } from "./observability/metrics-scrape.ts"
 import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
 import { TelemetryLive } from "./observability/telemetry.ts"
+import { stopTokenizerIfIdle } from "./model/tokenizer.ts"
 import { type ServerActivity, trimWhenQuiet } from "./util/heap-trim.ts"
 
 /**
@@ -152,7 +153,10 @@ const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const activity: ServerActivity = { started: 0, open: 0 }
   const announce = Layer.effectDiscard(Effect.andThen(
     // Memory given back once the server is quiet (util/heap-trim.ts); GATEWAY_IDLE_TRIM_MS=0: never.
-    settings.idleTrimMs > 0 ? Effect.forkScoped(trimWhenQuiet(activity, settings.idleTrimMs)) : Effect.void,
+    // An idle tokenizer thread stops with it (a simulator catalog starts one at once).
+    settings.idleTrimMs > 0
+      ? Effect.forkScoped(trimWhenQuiet(activity, settings.idleTrimMs, () => (stopTokenizerIfIdle() ? "tokenizer thread stopped" : undefined)))
+      : Effect.void,
     HttpServer.addressFormattedWith((address) => Console.log(`gateway listening on ${address}`))
   ))
   return announce.pipe(

@@ -20,6 +20,9 @@ const trims = (output: string) =>
   [...output.matchAll(/memory trimmed after (\d+) ms quiet: heap (\d+) → (\d+) MiB, RSS (\d+) → (\d+) MiB in ([\d.]+) ms/g)]
     .map((m) => ({ quietMs: Number(m[1]), heap: [Number(m[2]), Number(m[3])] }))
 
+/** Trims that also stopped the idle tokenizer thread. */
+const stoppedTokenizers = (output: string) => [...output.matchAll(/memory trimmed after [^\n]*; tokenizer thread stopped/g)].length
+
 describe("memory trim", () => {
   let dir: string
   let gw: GatewayProcess
@@ -37,6 +40,8 @@ describe("memory trim", () => {
     const [first] = trims(gw.output())
     expect(first.quietMs).toBe(QUIET_MS)
     expect(first.heap[1]).toBeLessThan(first.heap[0])
+    // The simulator catalog started the tokenizer thread with the server; quiet, it stops.
+    expect(stoppedTokenizers(gw.output())).toBe(1)
     await sleep(QUIET_MS * 6)
     expect(trims(gw.output())).toHaveLength(1)
   })
@@ -58,9 +63,18 @@ describe("memory trim", () => {
     await sleep(QUIET_MS * 8)
     expect(trims(gw.output()).length).toBe(before + 1)
 
-    // New requests, then quiet again: one more.
-    expect((await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${gw.apiKey}` } })).status).toBe(200)
+    // New requests, then quiet again: one more. A simulated answer counts its tokens: the
+    // tokenizer thread starts again, and stops again with the trim.
+    const stopped = stoppedTokenizers(gw.output())
+    const answer = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "svc-pico-1", messages: [{ role: "user", content: "say exactly: ok" }] })
+    })
+    expect(answer.status).toBe(200)
+    expect(((await answer.json()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens).toBeGreaterThan(0)
     await expect.poll(() => trims(gw.output()).length, { timeout: 10_000 }).toBe(before + 2)
+    expect(stoppedTokenizers(gw.output())).toBe(stopped + 1)
   }, 30_000)
 })
 

@@ -3,7 +3,7 @@ import { Effect, Fiber } from "effect"
 import { countTextTokensExact, tokenPiecesExact } from "../../src/model/bpe.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import { makeRequest } from "../../src/model/request.ts"
-import { countText, takeTokenPieces } from "../../src/model/tokenizer.ts"
+import { countText, stopTokenizerIfIdle, takeTokenPieces } from "../../src/model/tokenizer.ts"
 import {
   countRequestTokens,
   DOCUMENT_TOKENS,
@@ -63,6 +63,18 @@ describe("the tokenizer thread (tokenizer.ts)", () => {
       assert.isTrue(first.cut)
       assert.isAtMost(first.pieces.reduce((sum, p) => sum + p.tokens, 0), 5)
       assert.isTrue(text.startsWith(first.pieces.map((p) => p.text).join("")))
+    }))
+
+  it.effect("an idle thread stops when asked (a quiet server) and starts again at the next count; a busy one is kept", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* countText("Hello world"), 2)
+      const busy = yield* Effect.forkChild(countText("😀".repeat(200_000)))
+      yield* Effect.yieldNow
+      assert.isFalse(stopTokenizerIfIdle(), "a job in flight keeps the thread")
+      assert.isAbove(yield* Fiber.join(busy), 0)
+      assert.isTrue(stopTokenizerIfIdle())
+      assert.isFalse(stopTokenizerIfIdle(), "already stopped")
+      assert.strictEqual(yield* countText("Hello world"), 2)
     }))
 
   it.effect("answers a small count while a huge one runs", () =>
