@@ -230,7 +230,9 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     expect(res.body.result).toMatchObject({ rows: [{ n: 19999, label: "item 19999, lucky" }, { n: 19992 }], totalMatched: 1429, truncated: true })
 
     const big = "0123456789abcdef".repeat(100_000)
-    const text = (await upload({ bytes: big })).body.reference.artifactId
+    const stored = await upload({ bytes: big })
+    expect(stored.status, JSON.stringify(stored.body)).toBe(201)
+    const text = stored.body.reference.artifactId
     const head = await query(text)
     expect(head.body.result.text).toHaveLength(MiB)
     expect(head.body.result).toMatchObject({ totalMatched: big.length, truncated: true, range: { byteStart: 0, byteEnd: MiB } })
