@@ -130,8 +130,10 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
     return [keys.length + extraKeys.length, ...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
   }
   /** Runs a queue script on one placement, one round trip. */
-  const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => call(name, () => scripts[name](...scriptArgs(placementId, now, args))))
+  const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) => runKeyed(name, placementId, [], args)
+  /** The same with keys of its own after the placement's (the admission ticket). */
+  const runKeyed = (name: ScriptName, placementId: string, extraKeys: ReadonlyArray<string>, args: ReadonlyArray<string | number>) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => call(name, () => scripts[name](...scriptArgs(placementId, now, args, extraKeys))))
   const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
   // waiterId → a request of this instance that is still waiting (or was just granted)
@@ -196,28 +198,25 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
       if (waiter === undefined || waiter.lease !== undefined) return Effect.succeed(true)
       waiter.enqueued.add(placementId)
       // Not proven admitted (no ticket taken, or no answer): wait for the admission, then ask again.
-      const afterAdmission = (admitted: Effect.Effect<void>) =>
-        Effect.andThen(admitted, Effect.suspend(() => enqueueOn(placementId, waiterId, skipIfOpen)))
+      const afterAdmission = admission === undefined
+        ? Effect.succeed(true)
+        : Effect.andThen(admission.admitted, Effect.suspend(() => enqueueOn(placementId, waiterId, skipIfOpen)))
       const ticketKeys = admission === undefined ? [] : [admissionTicketKey(prefix, admission.ticket)]
       waiter.admitting = admission !== undefined
-      return call("cqEnqueue", () => scripts.cqEnqueue(...scriptArgs(placementId, clock.currentTimeMillisUnsafe(), [waiterId, waiter.keyId, waiterTtlMs, skipIfOpen ? "1" : "0"], ticketKeys))).pipe(
+      return runKeyed("cqEnqueue", placementId, ticketKeys, [waiterId, waiter.keyId, waiterTtlMs, skipIfOpen ? "1" : "0"]).pipe(
         Effect.ensuring(Effect.sync(() => void (waiter.admitting = false))),
         Effect.flatMap((reply) => {
           if (reply === 1) return Effect.as(onGranted(placementId, waiterId), true)
           if (reply === 2) return Effect.sync(() => waiter.enqueued.delete(placementId)).pipe(Effect.as(false))
           if (reply === 3 && admission !== undefined) {
             waiter.enqueued.delete(placementId)
-            return afterAdmission(admission.admitted)
+            return afterAdmission
           }
           return Effect.succeed(true)
         }),
-        Effect.catch((error: RedisError) =>
-          Effect.andThen(
-            Effect.logWarning(`capacity queues: enqueue on ${placementId}: ${error.message}`),
-            // SYNC finds it missing and enqueues it again
-            admission === undefined ? Effect.succeed(true) : afterAdmission(admission.admitted)
-          )
-        )
+        // Failed: without a ticket, SYNC finds it missing and enqueues it again.
+        warnOnError(`enqueue on ${placementId}`),
+        Effect.flatMap((accepted) => (accepted === undefined ? afterAdmission : Effect.succeed(accepted)))
       )
     })
 
