@@ -4,7 +4,7 @@
  * it stays idle. The subject is the process's own heap, so the gateway is a child process; its log
  * lines say when it trimmed.
  */
-import { rmSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
 import { connect } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { embeddedDataDir } from "../support/engines.ts"
@@ -33,6 +33,11 @@ describe("memory trim", () => {
   afterAll(async () => {
     await gw?.stop()
     rmSync(dir, { recursive: true, force: true })
+  })
+
+  it.runIf(process.platform === "linux")("serves under the malloc arena limit (src/util/malloc-arenas.ts)", () => {
+    const environment = readFileSync(`/proc/${gw.child.pid}/environ`, "utf8").split("\0")
+    expect(environment).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? "2"}`)
   })
 
   it("trims once quiet after start-up, and the heap is smaller after it", async () => {

@@ -1,0 +1,105 @@
+/**
+ * The `gateway` command's program (`src/main.ts` starts it): `serve` (default), `keys`, `migrate`,
+ * `simulate`. Flags override the environment.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
+import { flushCompileCache } from "node:module"
+import { parseArgs } from "node:util"
+import { Settings, type SettingsShape } from "../config/settings.ts"
+import { commandLine } from "./command-line.ts"
+import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./help.ts"
+
+const COMMON_OPTIONS = {
+  help: { type: "boolean", short: "h" },
+  config: { type: "string" },
+  "data-dir": { type: "string" }
+} as const
+
+/** Settings from the environment with the command line's overrides on top. */
+const settingsFrom = (values: { host?: string | undefined; port?: string | undefined; config?: string | undefined; "data-dir"?: string | undefined }) => {
+  const overrides: Partial<SettingsShape> = {}
+  if (values.host !== undefined) Object.assign(overrides, { host: values.host })
+  if (values.port !== undefined) Object.assign(overrides, { port: Number(values.port) })
+  if (values.config !== undefined) Object.assign(overrides, { configPath: values.config })
+  if (values["data-dir"] !== undefined) Object.assign(overrides, { dataDir: values["data-dir"] })
+  return Settings.layerWith(overrides)
+}
+
+/** The command failed and already printed why: the process exits 1 with nothing more to say. */
+class ExitWithError extends Schema.TaggedError<ExitWithError>()("ExitWithError", {}) {}
+
+const fail = (message: string) => Effect.andThen(Console.error(message), Effect.fail(new ExitWithError()))
+
+/** A command's module, imported only when that command runs (its compiled code cached at once: `src/main.ts`). */
+const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(async () => {
+    const loaded = await module()
+    flushCompileCache()
+    return loaded
+  }), use)
+
+const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
+  const { command, rest } = commandLine(argv)
+  if (command === "-h" || command === "--help" || command === "help") return Console.log(MAIN_HELP)
+  switch (command) {
+    case "serve": {
+      const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
+      if (values.help) return Console.log(SERVE_HELP)
+      if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
+      return load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settingsFrom(values)))))
+    }
+    case "keys": {
+      const { values, positionals } = parseArgs({
+        args: [...rest],
+        allowPositionals: true,
+        options: { ...COMMON_OPTIONS, name: { type: "string" }, plan: { type: "string" }, surfaces: { type: "string" }, models: { type: "string" }, json: { type: "boolean" } }
+      })
+      if (values.help || positionals.length === 0) return Console.log(KEYS_HELP)
+      return load(() => import("./keys-command.ts"), ({ keysCommand }) => keysCommand(positionals, values).pipe(Effect.provide(settingsFrom(values))))
+    }
+    case "migrate": {
+      const { values } = parseArgs({ args: [...rest], options: COMMON_OPTIONS })
+      if (values.help) return Console.log(MIGRATE_HELP)
+      return load(() => import("./migrate-command.ts"), ({ migrateCommand }) => migrateCommand.pipe(Effect.provide(settingsFrom(values))))
+    }
+    case "simulate": {
+      const { values } = parseArgs({
+        args: [...rest],
+        options: {
+          help: { type: "boolean", short: "h" }, host: { type: "string" }, port: { type: "string" },
+          "ttft-ms": { type: "string" }, "tokens-per-second": { type: "string" }, "api-key": { type: "string" }
+        }
+      })
+      if (values.help) return Console.log(SIMULATE_HELP)
+      const numbers = { port: values.port ?? "9090", "ttft-ms": values["ttft-ms"] ?? "0", "tokens-per-second": values["tokens-per-second"] ?? "0" }
+      for (const [flag, value] of Object.entries(numbers)) {
+        if (!/^\d+(\.\d+)?$/.test(value)) return fail(`--${flag}: expected a number, got ${value}`)
+      }
+      return load(() => import("../simulate/server.ts"), ({ simulateServer }) => Layer.launch(simulateServer({
+        host: values.host ?? "127.0.0.1",
+        port: Number(numbers.port),
+        ttftMs: Number(numbers["ttft-ms"]),
+        tokensPerSecond: Number(numbers["tokens-per-second"]),
+        apiKey: values["api-key"]
+      })))
+    }
+    default:
+      return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)
+  }
+}
+
+const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(
+  Effect.catch((error: unknown) => {
+    if (error instanceof ExitWithError) return Effect.fail(error)
+    const message = error instanceof Error ? error.message : String(error)
+    return fail(`gateway: ${message}`)
+  }),
+  Effect.catchDefect((defect) => fail(`gateway: ${defect instanceof Error ? defect.message : String(defect)}`))
+)
+
+NodeRuntime.runMain(program, {
+  disableErrorReporting: true,
+  // SIGTERM/SIGINT interrupt the program; a graceful stop after them is a success (exit 0).
+  teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1)
+})
