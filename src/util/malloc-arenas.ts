@@ -22,8 +22,13 @@ export const ARENAS = "2"
 /** Replaces this process with itself under `MALLOC_ARENA_MAX=2`, unless it already has a setting. */
 export const limitMallocArenas = (): void => {
   if (process.platform !== "linux" || process.env.MALLOC_ARENA_MAX !== undefined || process.execve === undefined) return
-  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
-    ...process.env,
-    MALLOC_ARENA_MAX: ARENAS
-  })
+  try {
+    process.execve(process.execPath, [process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
+      ...process.env,
+      MALLOC_ARENA_MAX: ARENAS
+    })
+  } catch {
+    // Not replaced (the binary moved, a seccomp filter refused execve): this process serves as it
+    // is, with glibc's default arenas — more memory, nothing else changes.
+  }
 }
