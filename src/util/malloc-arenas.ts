@@ -13,11 +13,12 @@
  * thread's V8 heap, not malloc. It is the setting container guides give Node and Java servers.
  *
  * The variable is read once, when the C library starts, so `serve` sets it by replacing its own
- * process (`process.execve`: same pid, same standard streams; ~0.1 s) before anything else starts.
+ * process (`process.execve`: same pid, same standard streams; ~0.05–0.2 s) before anything else
+ * starts.
  * An operator who set `MALLOC_ARENA_MAX` (any value) keeps theirs; elsewhere than Linux nothing
  * happens (other C libraries do not read it, and the call is only on POSIX systems).
  */
-export const ARENAS = "2"
+const ARENAS = "2"
 
 /** Replaces this process with itself under `MALLOC_ARENA_MAX=2`, unless it already has a setting. */
 export const limitMallocArenas = (): void => {
