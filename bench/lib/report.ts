@@ -262,13 +262,17 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
     out.push("")
     out.push(table(["", "value"], [
       ["RSS right after start", `${ms(s.rssFreshMiB, 1)} MiB`],
+      [
+        `**RSS idle after start**, once quiet (the gateway's memory trim, here after ${(s.quietTrimMs ?? 8_000) / 1000} s), before any request`,
+        s.rssQuietStartMiB === undefined ? "– (no trim within the wait)" : `**${ms(s.rssQuietStartMiB, 1)} MiB**`
+      ],
       ["RSS idle (after warm-up)", `${ms(s.rssIdleMiB, 1)} MiB`],
       [`RSS with ${s.median.maxOpenStreams} streams open at once`, `**${ms(s.median.rssAtPeakStreamsMiB, 1)} MiB** (peak ${ms(s.median.rssPeakMiB, 1)} MiB)`],
       [`RSS ${r.settings.streams.settleMs / 1000} s after the load ended`, `${ms(s.median.rssAfterMiB, 1)} MiB`],
       ["RSS before → peak → after, each run", s.runs.map((x) => `${x.rssBeforeMiB.toFixed(0)} → ${x.rssPeakMiB.toFixed(0)} → ${x.rssAfterMiB.toFixed(0)}`).join("; ") + " MiB"],
       ["memory per open stream (median over runs of (RSS with all open − RSS before the run) ÷ streams)", `${ms(median(s.runs.map((x) => ((x.rssAtPeakStreamsMiB - x.rssBeforeMiB) * 1024) / Math.max(1, x.maxOpenStreams))), 1)} KiB`],
       [
-        "RSS once quiet after the last run (the gateway's memory trim, here after 8 s: `GATEWAY_IDLE_TRIM_MS=8000`)",
+        `RSS once quiet after the last run (the gateway's memory trim, here after ${(s.quietTrimMs ?? 8_000) / 1000} s: \`GATEWAY_IDLE_TRIM_MS=${s.quietTrimMs ?? 8_000}\`)`,
         s.rssQuietMiB === undefined ? "– (no trim within the wait)" : `${ms(s.rssQuietMiB, 1)} MiB`
       ],
       ["CPU time per streamed request", `**${us(s.median.cpuUsPerRequest)} µs**`],

@@ -7,7 +7,8 @@
  * after the last stream ended; CPU time per request is the growth of utime + stime
  * (/proc/<pid>/stat) over the run ÷ streams. The gateway gives memory back after
  * `QUIET_TRIM_MS` without requests (`GATEWAY_IDLE_TRIM_MS`, a minute by default; longer than the
- * pause between runs here): after the last run the RSS is read again once that has happened.
+ * pause between runs here): the RSS is read once that has happened after start, before any
+ * request (the idle figure), and again after the last run.
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -43,6 +44,10 @@ export interface StreamsResult {
   readonly rssFreshMiB: number
   /** After a warm-up of 22 short streams, settled. */
   readonly rssIdleMiB: number
+  /** The gateway's quiet-trim delay in this suite (`GATEWAY_IDLE_TRIM_MS`). */
+  readonly quietTrimMs: number
+  /** Idle after start: once the gateway's first quiet trim ran, before any request (undefined: no trim within the wait). */
+  readonly rssQuietStartMiB: number | undefined
   /** After the last run, once the gateway's quiet trim ran (undefined: it did not within the wait). */
   readonly rssQuietMiB: number | undefined
   readonly runs: StreamsRun[]
@@ -72,9 +77,22 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
   const gateway = await startGateway({
     name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0, env: { GATEWAY_IDLE_TRIM_MS: String(QUIET_TRIM_MS) }
   })
+  // The trim logs a line; `afterTrim` waits for one more than `seen` (the quiet period plus its
+  // look interval) and reads the RSS then.
+  const trims = () => (readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/memory trimmed after/g) ?? []).length
+  const afterTrim = async (seen: number) => {
+    for (let waited = 0; waited < QUIET_TRIM_MS * 2 + 5_000; waited += 250) {
+      await sleep(250)
+      if (trims() > seen) return rssBytes(gateway.pid)
+    }
+    return undefined
+  }
   try {
     await sleep(1000)
     const rssFresh = rssBytes(gateway.pid)
+    // Idle: the server as it sits after start-up once quiet (no request yet, so nothing to wait out).
+    const rssQuietStart = await afterTrim(0)
+    log(rssQuietStart === undefined ? "no quiet trim after start within the wait" : `RSS idle after start, once quiet (trimmed): ${(rssQuietStart / MiB).toFixed(1)} MiB`)
     const key = await gateway.createKey("bench-streams", "bench")
     const pool = makePool(gateway.url, p.count + 100)
     const request = (maxTokens: number) => () => ({
@@ -141,20 +159,15 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
       log(`run ${run + 1}/${profile.runs}: ${r.maxOpenStreams} open at once, RSS ${r.rssBeforeMiB.toFixed(1)} → peak ${r.rssPeakMiB.toFixed(1)} → after ${r.rssAfterMiB.toFixed(1)} MiB, CPU ${(r.cpuUsPerRequest / 1000).toFixed(2)} ms/stream, ${summary.requests - summary.ok} failed`)
     }
     await pool.close()
-    // The trim logs a line; wait for one after the last run (the quiet period plus its look interval).
-    const trims = () => (readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/memory trimmed after/g) ?? []).length
-    const trimsBefore = trims()
-    let rssQuiet: number | undefined
-    for (let waited = 0; waited < QUIET_TRIM_MS * 2 + 5_000 && rssQuiet === undefined; waited += 250) {
-      await sleep(250)
-      if (trims() > trimsBefore) rssQuiet = rssBytes(gateway.pid)
-    }
+    const rssQuiet = await afterTrim(trims())
     log(rssQuiet === undefined ? "no quiet trim within the wait" : `RSS once quiet (trimmed): ${(rssQuiet / MiB).toFixed(1)} MiB`)
     return {
       count: p.count,
       upstream: { ttftMs: p.ttftMs, tokensPerSecond: p.tokensPerSecond, maxTokens: p.maxTokens },
       rssFreshMiB: rssFresh / MiB,
       rssIdleMiB: rssIdle / MiB,
+      quietTrimMs: QUIET_TRIM_MS,
+      rssQuietStartMiB: rssQuietStart === undefined ? undefined : rssQuietStart / MiB,
       rssQuietMiB: rssQuiet === undefined ? undefined : rssQuiet / MiB,
       runs,
       median: {
