@@ -9,19 +9,19 @@
  *   checked against the file's contents): after the first start, a start neither type-strips our
  *   .ts files again nor reparses what V8 cached, so it is faster and leaves less start-up garbage
  *   in the heap (lower idle RSS). The variable is set so the database's worker thread inherits it;
- * - `serve` then replaces its process with one whose C library keeps fewer malloc arenas
- *   (`util/malloc-arenas.ts`), before a module or thread has started, so the restart costs little.
+ * - `serve` then replaces its process with one whose C library gives memory back (fewer malloc
+ *   arenas, fixed thresholds: `util/malloc-settings.ts`) before a module or thread has started.
  *   The new process starts with `NODE_COMPILE_CACHE` already set, so even this file comes from the
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet.
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
-import { limitMallocArenas } from "./util/malloc-arenas.ts"
+import { applyMallocSettings } from "./util/malloc-settings.ts"
 
 const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
-if (commandLine(process.argv.slice(2)).command === "serve") limitMallocArenas()
+if (commandLine(process.argv.slice(2)).command === "serve") applyMallocSettings()
 
 await import("./cli/program.ts")

@@ -205,6 +205,8 @@ export class Meter extends Context.Service<Meter, {
      * reservation of the worst case. With the coordination store in process both are plain calls
      * inside one Effect; on Redis (or an unseeded budget to rebuild) they are the store's Effects.
      */
+    // Which way `begin` admits a call: plain calls in process, else one round trip to the store.
+    const admitsInProcess = rateLimits.admitNow !== undefined && allowance.now !== undefined
     const begin = (request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable> =>
       Effect.clockWith((clock) => {
         const plan = planOf(request.key)
@@ -223,7 +225,7 @@ export class Meter extends Context.Service<Meter, {
             Effect.tapError(() => admission.release),
             Effect.map((reservation) => meteredCall(request, maxOutputTokens, requestId, admission, reservation))
           )
-        if (rateLimits.admitNow !== undefined && allowance.now !== undefined) {
+        if (admitsInProcess) {
           const now = clock.currentTimeMillisUnsafe()
           const admission = rateLimits.admitNow(admit, now)
           if (admission instanceof LimitExceeded) return Effect.fail(admission)
@@ -292,7 +294,7 @@ export class Meter extends Context.Service<Meter, {
     const beginScoped = (request: BeginRequest) =>
       acquireReleasePlain(begin(request), (call) => call.fail())
 
-    const admitsInOneTrip = enforce && store.gateAndReserve !== undefined && (rateLimits.admitNow === undefined || allowance.now === undefined)
+    const admitsInOneTrip = enforce && !admitsInProcess && store.gateAndReserve !== undefined
     return Meter.of({ begin, beginScoped, planOf, admitsInOneTrip })
   }))
 

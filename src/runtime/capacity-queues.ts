@@ -106,7 +106,7 @@ export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQ
   const acquire = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> =>
     request.admission === undefined
       ? acquireNow(request)
-      : Effect.andThen(request.admission.admitted, acquireNow({ ...request, admission: undefined }))
+      : Effect.andThen(request.admission.admitted, acquireNow(request))
 
   const acquireNow = (request: AcquireOptions): Effect.Effect<Lease, QueueTimeout> => Effect.suspend(() => {
     const known = request.candidates.filter((id) => queues.has(id))

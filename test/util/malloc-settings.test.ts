@@ -1,5 +1,5 @@
 /**
- * `serve` runs under glibc allocator settings (src/util/malloc-arenas.ts): the process replaces
+ * `serve` runs under glibc allocator settings (src/util/malloc-settings.ts): the process replaces
  * itself (same pid) with them, unless the operator set their own. The subject is a process's start, so
  * each case is a child process.
  */
@@ -10,14 +10,14 @@ import { join } from "node:path"
 import { pathToFileURL } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 
-const MODULE = pathToFileURL(join(import.meta.dirname, "..", "..", "src", "util", "malloc-arenas.ts")).href
-const dir = mkdtempSync(join(tmpdir(), "malloc-arenas-"))
+const MODULE = pathToFileURL(join(import.meta.dirname, "..", "..", "src", "util", "malloc-settings.ts")).href
+const dir = mkdtempSync(join(tmpdir(), "malloc-settings-"))
 const script = join(dir, "probe.mjs")
 // Prints what the process ended up with: the setting, its pid, and how many times it started.
-writeFileSync(script, `import { limitMallocArenas } from ${JSON.stringify(MODULE)}
+writeFileSync(script, `import { applyMallocSettings } from ${JSON.stringify(MODULE)}
 const starts = Number(process.env.PROBE_STARTS ?? 0) + 1
 process.env.PROBE_STARTS = String(starts)
-limitMallocArenas()
+applyMallocSettings()
 console.log(JSON.stringify({ arenas: process.env.MALLOC_ARENA_MAX ?? null, tunables: process.env.GLIBC_TUNABLES ?? null, pid: process.pid, starts, argv: process.argv.slice(2) }))
 `)
 
@@ -30,7 +30,7 @@ const probe = (env: Record<string, string | undefined>) => {
   return { ...printed, samePid: printed.pid === child.pid }
 }
 
-describe.runIf(process.platform === "linux")("malloc arenas", () => {
+describe.runIf(process.platform === "linux")("malloc settings", () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it("replaces the process with itself under MALLOC_ARENA_MAX=2 and fixed thresholds, arguments and environment kept", () => {

@@ -33,7 +33,7 @@ const ALLOCATOR_SETTINGS = {
 }
 
 /** Replaces this process with itself under the allocator settings above, unless it has its own. */
-export const limitMallocArenas = (): void => {
+export const applyMallocSettings = (): void => {
   if (process.platform !== "linux" || process.execve === undefined) return
   if (process.env.MALLOC_ARENA_MAX !== undefined || process.env.GLIBC_TUNABLES !== undefined) return
   try {
