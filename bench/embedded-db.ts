@@ -10,9 +10,11 @@
  *   second run open loop against it for `--load-ms` (the usage ledger flushes once a second);
  *   RSS and VmHWM after the load;
  * - a ledger flush's cost to the main thread, in a separate process (`--flush`): the real
- *   DatabaseLive + UsageLedger, `--rate` entries (one second's worth) recorded then flushed, `--flushes`
- *   times; main-thread CPU (`process.threadCpuUsage`), wall time and the longest event-loop stall
- *   during the flushes.
+ *   DatabaseLive + UsageLedger, `--rate` entries (one second's worth, ids from the gateway's own
+ *   `newId`) recorded then flushed, `--flushes` times, after `--prefill` rows were written first
+ *   (a ledger that has grown: the id index's locality is then what a row costs); main-thread CPU
+ *   (`process.threadCpuUsage`), wall time (the statement included: the main thread waits for it)
+ *   and the longest event-loop stall during the flushes.
  *
  * The upstream is a minimal fixed-answer server in a child process (`--upstream`), so it costs
  * the rig next to nothing. The gateway's main thread is pinned to core 0 once it listens (only that
@@ -22,6 +24,7 @@
  *
  *   node bench/embedded-db.ts [--runs=3] [--rate=200] [--load-ms=20000] [--idle-ms=5000]
  *                             [--engine=embedded|postgres] [--env=NAME=VALUE ...] [--json=out.json]
+ *   node bench/embedded-db.ts --flush [--rate=200] [--flushes=30] [--prefill=0] [--engine=…]
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -42,6 +45,7 @@ const { values } = parseArgs({
     "load-ms": { type: "string", default: "20000" },
     "idle-ms": { type: "string", default: "5000" },
     flushes: { type: "string", default: "30" },
+    prefill: { type: "string", default: "0" },
     engine: { type: "string", default: "embedded" },
     env: { type: "string", multiple: true, default: [] },
     json: { type: "string" },
@@ -105,6 +109,7 @@ const measureFlush = async () => {
   const { Settings } = await import("../src/config/settings.ts")
   const { DatabaseLive } = await import("../src/storage/database.ts")
   const { UsageLedger } = await import("../src/metering/usage-ledger.ts")
+  const { newId } = await import("../src/util/ids.ts")
   const dir = mkdtempSync(join(tmpdir(), "bench-flush-"))
   const settings = Settings.layerWith({ dataDir: join(dir, "data"), ...(values.engine === "postgres" ? {} : { databaseUrl: undefined }) })
   const layer = UsageLedger.layerWith({ flushIntervalMs: 3_600_000, batchSize: 1_000_000 }).pipe(
@@ -113,20 +118,20 @@ const measureFlush = async () => {
   )
   const flushes = Number(values.flushes)
   const results: Array<{ cpuUs: number; wallUs: number; maxStallUs: number }> = []
+  const prefill = Math.ceil(Number(values.prefill) / rate)
   const program = Effect.gen(function*() {
     const ledger = yield* UsageLedger
-    let n = 0
     const fill = Effect.gen(function*() {
       for (let i = 0; i < rate; i++) {
         yield* ledger.record({
-          keyId: `key_${i % 4}`, model: "svc-bench", requestId: `req_${n++}_${randomToken(4)}`,
+          keyId: `key_${i % 4}`, model: "svc-bench", requestId: newId("call"),
           usage: { inputTokens: 12, outputTokens: 8, cachedInputTokens: 0, reasoningTokens: 0 },
           costMicros: 5, at: new Date()
         })
       }
     })
-    // Warm-up: connection, prepared statements, JIT.
-    for (let i = 0; i < 3; i++) {
+    // Warm-up (connection, prepared statements, JIT), and the rows of a ledger that has grown.
+    for (let i = 0; i < Math.max(3, prefill); i++) {
       yield* fill
       yield* ledger.flush()
     }
@@ -151,6 +156,7 @@ const measureFlush = async () => {
   const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
   console.log(JSON.stringify({
     rows: rate,
+    prefilled: prefill * rate,
     cpuUs: { p50: median(pick("cpuUs")), max: Math.max(...pick("cpuUs")) },
     wallUs: { p50: median(pick("wallUs")), max: Math.max(...pick("wallUs")) },
     maxStallUs: { p50: median(pick("maxStallUs")), p90: sorted(pick("maxStallUs"))[Math.floor(results.length * 0.9)], max: Math.max(...pick("maxStallUs")) }
@@ -323,7 +329,7 @@ const spawnUpstream = (logDir: string) =>
 
 const runFlushProcess = (postgresUrl: string | undefined) =>
   new Promise<unknown>((resolve, reject) => {
-    const args = [join(ROOT, "bench", "embedded-db.ts"), "--flush", `--rate=${rate}`, `--flushes=${values.flushes}`, `--engine=${values.engine}`]
+    const args = [join(ROOT, "bench", "embedded-db.ts"), "--flush", `--rate=${rate}`, `--flushes=${values.flushes}`, `--prefill=${values.prefill}`, `--engine=${values.engine}`]
     const env = { ...cleanEnv(), ...extraEnv, ...(postgresUrl === undefined ? {} : { DATABASE_URL: postgresUrl }) }
     const child: ChildProcess = spawn(NODE, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] })
     let out = ""

@@ -131,6 +131,9 @@ try {
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
     gc: (loop as { gc?: unknown } | undefined)?.gc,
+    // With `--env BENCH_PROBE_CPU_MS=2`: the longest stretch of main-thread CPU between two ticks of a
+    // 2 ms timer (a stall that is work, not time waiting for the core).
+    cpuMaxUs: loop?.cpuMax,
     ...(receiver === undefined ? {} : { spansReceived: receiver.spans() }),
     env: extraEnv,
     idleRssMiB: Math.round(idleRss / 1048576),

@@ -1,6 +1,15 @@
 /**
- * Identifiers: a prefix and random base62 characters (`run_…`, `msgbatch_…`), drawn from a pool of
- * CSPRNG bytes. Secrets (API keys, admin tokens) use the same alphabet: src/keys/secrets.ts.
+ * Identifiers: a prefix, the time of minting and random base62 characters (`run_…`, `call_…`),
+ * drawn from a pool of CSPRNG bytes. Secrets (API keys, admin tokens) use the same alphabet but
+ * are random throughout: src/keys/secrets.ts.
+ *
+ * Why the time: ids are primary keys, and a B-tree takes ids that arrive in order at its right
+ * edge, in the pages it just wrote, where random ids land on a different leaf each, all over an
+ * index larger than the buffer cache, every first touch after a checkpoint a whole page in the WAL.
+ * The usage ledger gets one row per request: a 1,000-row flush into a 1M-row embedded ledger took
+ * 45 ms with random ids and 23 with these (the README's Architecture section has the runs).
+ * OpenAI's response ids lead with a timestamp too; the time an id was minted is not a secret (the
+ * objects carry `created`).
  */
 import { randomBytes } from "node:crypto"
 
@@ -66,11 +75,32 @@ export const randomBase62 = (bytes: number): string => {
   return take()
 }
 
-/** A new id: `prefix_` and 12 random bytes in base62 (17 characters). */
+/** Characters of the minting time in an id: 62^7 ms reach the year 2081. */
+const TIME_CHARS = 7
+
+/** `Date.now()` in `TIME_CHARS` base62 characters, most significant first (fixed width, so ids sort by time). */
+const appendTime = () => {
+  const now = Date.now()
+  for (let place = 62 ** (TIME_CHARS - 1); place >= 1; place /= 62) put(BASE62_CODES[Math.floor(now / place) % 62]!)
+}
+
+/**
+ * `chars` base62 characters: the first 7 the time of minting (ids minted later sort after, to the
+ * millisecond), the rest random (10 random characters carry ~59 bits).
+ */
+export const timeOrderedBase62 = (chars: number): string => {
+  length = 0
+  appendTime()
+  appendBase62(chars - TIME_CHARS)
+  return take()
+}
+
+/** A new id: `prefix_` and 17 base62 characters, the time of minting then 10 random ones. */
 export const newId = (prefix: string) => {
   length = 0
   for (let i = 0; i < prefix.length; i++) put(prefix.charCodeAt(i))
   put(95) // "_"
-  appendBase62(17)
+  appendTime()
+  appendBase62(17 - TIME_CHARS)
   return take()
 }

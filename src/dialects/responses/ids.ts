@@ -1,24 +1,13 @@
 /**
- * Ids of the Responses dialect. A response id is random; the ids of its output items are derived
- * from it and the item's position, so the streamed items and the final envelope (built later from
- * the collected response by a pure function) name each item the same way.
+ * Ids of the Responses dialect. A response id is the time of minting and random characters (as
+ * OpenAI's lead with a timestamp; it is a stored row's primary key, see util/ids.ts); the ids of
+ * its output items are derived from it and the item's position, so the streamed items and the
+ * final envelope (built later from the collected response by a pure function) name each item the
+ * same way.
  */
-import { randomBytes } from "node:crypto"
+import { timeOrderedBase62 } from "../../util/ids.ts"
 
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-const randomBase62 = (length: number): string => {
-  const bytes = randomBytes(length * 2)
-  let out = ""
-  // 62 * 4 = 248: rejecting bytes at or above it keeps every character equally likely.
-  for (const byte of bytes) {
-    if (byte < 248) out += BASE62[byte % 62]
-    if (out.length === length) return out
-  }
-  return out + randomBase62(length - out.length)
-}
-
-export const newResponseId = (): string => `resp_${randomBase62(24)}`
+export const newResponseId = (): string => `resp_${timeOrderedBase62(24)}`
 
 export type ItemPrefix = "msg" | "rs" | "fc"
 
