@@ -125,9 +125,23 @@ function make(options: LedgerOptions) {
       }))
     })
 
+    // A full batch wakes the writer on the next turn, not inside the call that filled it: opening
+    // the latch runs its waiting fiber at once, so the flush's main-thread part (building and
+    // sending the statement: 2.8 ms for 200 rows in a profile on a slow VM) ran inside the settle
+    // of the request that filled the batch, before that request's answer was written.
+    let wakeScheduled = false
+    const wakeNextTurn = () => {
+      if (wakeScheduled) return
+      wakeScheduled = true
+      setImmediate(() => {
+        wakeScheduled = false
+        wake.openUnsafe()
+      })
+    }
+
     const recordNow = (entry: LedgerEntry) => {
       buffer.push(entry)
-      if (buffer.length >= batchSize) wake.openUnsafe()
+      if (buffer.length >= batchSize) wakeNextTurn()
     }
     const record = (entry: LedgerEntry) => Effect.sync(() => recordNow(entry))
 
