@@ -13,7 +13,8 @@
  *   arenas, fixed thresholds: `util/malloc-settings.ts`) before a module or thread has started.
  *   The new process starts with `NODE_COMPILE_CACHE` already set, so even this file comes from the
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
- *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet.
+ *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
+ * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`).
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
@@ -22,6 +23,12 @@ import { applyMallocSettings } from "./util/malloc-settings.ts"
 const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
-if (commandLine(process.argv.slice(2)).command === "serve") applyMallocSettings()
+if (commandLine(process.argv.slice(2)).command === "serve") {
+  applyMallocSettings()
+  // On the embedded database, its thread starts now and its own start-up (Node's, PGlite's
+  // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
+  // other core, instead of after it: `storage/embedded-thread.ts`.
+  if ((process.env.DATABASE_URL ?? "").trim() === "") (await import("./storage/embedded-thread.ts")).startEarlyThread()
+}
 
 await import("./cli/program.ts")

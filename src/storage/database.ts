@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { embeddedClient } from "./embedded-database.ts"
+import { discardEarlyThread } from "./embedded-thread.ts"
 import { migrations } from "./migrations.ts"
 import { keepTransactionFailures } from "./sql-failures.ts"
 
@@ -29,6 +30,8 @@ export class StorageEngine extends Context.Service<StorageEngine, {
 const clientLayer = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   if (settings.databaseUrl !== undefined) {
+    // `serve` starts the embedded database's thread before it reads its settings (see there).
+    discardEarlyThread()
     return Layer.merge(
       PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_SQL_MESSAGE_BYTES }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })

@@ -18,10 +18,10 @@ import { Deferred, Effect, Schema } from "effect"
 import { existsSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { Duplex } from "node:stream"
-import { setFlagsFromString } from "node:v8"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir } from "./data-dir.ts"
+import { takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
 import { PortStream } from "./port-stream.ts"
 import { pgliteVersion, templateFile, unpackTemplate } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
@@ -73,25 +73,8 @@ export const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string
  */
 export const embeddedInitdbOptions: ReadonlyArray<string> = ["-c", "shared_buffers=8MB", "-c", "max_connections=4"]
 
-/**
- * V8 tiers hot WASM functions up from its baseline compiler (Liftoff) to its optimizing one, and
- * optimizing PGlite's SQL parser (`raw_parser`, ~100 KB of WASM) alone takes ~600 MB of compiler
- * memory for half a second — the gateway's start-up peak. V8 has no per-module switch and its
- * flags are per process (a worker cannot have its own), so tier-up is restricted process-wide to
- * one function index: 20, undici's HTTP parser loop (llhttp, the other WASM in this process), so
- * upstream responses keep being parsed by optimized code. In PGlite's module index 20 is an import
- * (it imports 135 functions), so none of PGlite is optimized; its statements run on Liftoff code in
- * the worker. test/storage/wasm-tiering.test.ts checks both indexes against the installed modules.
- */
-export const LLHTTP_PARSER_FUNCTION_INDEX = 20
-let tieringRuleSet = false
-const wasmTieringRule = () => {
-  if (tieringRuleSet) return
-  setFlagsFromString(`--wasm-tier-up-filter=${LLHTTP_PARSER_FUNCTION_INDEX}`)
-  tieringRuleSet = true
-}
-
-const WORKER_URL = new URL("./embedded-worker.ts", import.meta.url)
+/** Re-exported for test/storage/wasm-tiering.test.ts (the rule itself: `embedded-thread.ts`). */
+export { LLHTTP_PARSER_FUNCTION_INDEX } from "./embedded-thread.ts"
 
 /** A connection attempt while no worker is up: fails at once, so the caller gets a SqlError (→ 503). */
 const unavailable = (reason: string) => {
@@ -122,12 +105,11 @@ export const embeddedWorkers = (): ReadonlyArray<Worker> => [...liveWorkers]
 /** Starts a worker and waits until its database is open (or fails with why it is not). */
 const spawn = (data: EmbeddedWorkerData) =>
   Effect.callback<Generation, StorageError>((resume) => {
-    const worker = new Worker(WORKER_URL, {
-      workerData: data,
-      // The worker's own JS heap (PGlite's glue and file tree; WASM memory is outside it) stays
-      // small: its statements allocate little, so a 2 MB nursery costs only cheap scavenges.
-      resourceLimits: { maxOldGenerationSizeMb: 96, maxYoungGenerationSizeMb: 2 }
-    })
+    // The thread `serve` started before loading its modules, if any (`embedded-thread.ts`):
+    // told its settings now, it opens the database as a thread started with them would.
+    const early = takeEarlyThread()
+    const worker = early ?? new Worker(WORKER_URL, { workerData: data, resourceLimits: WORKER_RESOURCE_LIMITS })
+    if (early !== undefined) early.postMessage({ type: "open", data } satisfies ToDatabaseWorker)
     const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
     let ready = false
     let failure: string | undefined

@@ -8,11 +8,14 @@
  * has one backend); while one connection holds a transaction open, the others' messages wait.
  *
  * Messages with the parent (`parentPort`):
- * - in:  `{ type: "connect", port }` (a new connection), `{ type: "stop" }` (close cleanly)
+ * - in:  `{ type: "open", data }` (a thread started early: its settings, first and once),
+ *        `{ type: "connect", port }` (a new connection), `{ type: "stop" }` (close cleanly)
  * - out: `{ type: "ready" }`, `{ type: "failed", message }`, `{ type: "stopped" }`
  */
 import { PGlite } from "@electric-sql/pglite"
+import { readFileSync } from "node:fs"
 import { type MessagePort, parentPort, workerData } from "node:worker_threads"
+import type { EARLY_START } from "./embedded-thread.ts"
 
 export interface EmbeddedWorkerData {
   /**
@@ -31,7 +34,11 @@ export interface EmbeddedWorkerData {
   readonly maxWasmMemoryMb: number
 }
 
-export type ToDatabaseWorker = { readonly type: "connect"; readonly port: MessagePort } | { readonly type: "stop" }
+export type ToDatabaseWorker =
+  | { readonly type: "connect"; readonly port: MessagePort }
+  | { readonly type: "stop" }
+  /** To a thread started early (`embedded-thread.ts`): its settings; it opens the database. */
+  | { readonly type: "open"; readonly data: EmbeddedWorkerData }
 export type FromDatabaseWorker =
   | { readonly type: "ready" }
   | { readonly type: "initialized" }
@@ -251,10 +258,30 @@ const capWasmMemory = (maxMb: number) => {
   ;(WebAssembly as { Memory: unknown }).Memory = Capped
 }
 
+/** PGlite's WASM module, compiled (V8's tiering rule is the process's: `embedded-thread.ts`). */
+const compilePglite = () => WebAssembly.compile(readFileSync(new URL("pglite.wasm", import.meta.resolve("@electric-sql/pglite"))))
+
+/**
+ * A thread started early compiles PGlite's WASM while it waits for its settings (the `open`
+ * message): the work that needs no settings is done by the time the database layer asks.
+ */
+const settingsOfEarlyThread = async (): Promise<{ data: EmbeddedWorkerData; module: WebAssembly.Module }> => {
+  const data = new Promise<EmbeddedWorkerData>((resolve) => {
+    parentPort!.once("message", (message: ToDatabaseWorker) => {
+      if (message.type === "open") resolve(message.data)
+      else fail(new Error(`a database thread started early was sent ${message.type} before open`))
+    })
+  })
+  const module = await compilePglite()
+  return { data: await data, module }
+}
+
 const main = async () => {
-  const data = workerData as EmbeddedWorkerData
+  const start = workerData as EmbeddedWorkerData | typeof EARLY_START
+  const { data, module } = start.mode === "early" ? await settingsOfEarlyThread() : { data: start, module: undefined }
   capWasmMemory(data.maxWasmMemoryMb)
   const db = await PGlite.create({
+    ...(module === undefined ? {} : { pgliteWasmModule: module }),
     dataDir: data.pgDir,
     startParams: [...PGlite.defaultStartParams, ...data.settings.flatMap((setting) => ["-c", setting])],
     initDbStartParams: [...data.initdbOptions]
