@@ -73,9 +73,6 @@ export const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string
  */
 export const embeddedInitdbOptions: ReadonlyArray<string> = ["-c", "shared_buffers=8MB", "-c", "max_connections=4"]
 
-/** Re-exported for test/storage/wasm-tiering.test.ts (the rule itself: `embedded-thread.ts`). */
-export { LLHTTP_PARSER_FUNCTION_INDEX } from "./embedded-thread.ts"
-
 /** A connection attempt while no worker is up: fails at once, so the caller gets a SqlError (→ 503). */
 const unavailable = (reason: string) => {
   const stream = new Duplex({ read() {}, write(_chunk, _encoding, callback) { callback() } })

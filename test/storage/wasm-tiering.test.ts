@@ -1,5 +1,5 @@
 /**
- * The process-wide WASM tier-up rule (src/storage/embedded-database.ts): only function index
+ * The process-wide WASM tier-up rule (src/storage/embedded-thread.ts): only function index
  * LLHTTP_PARSER_FUNCTION_INDEX may be optimized. That must be undici's HTTP parser loop (its largest
  * function, in both builds undici may load) and must be an import in PGlite's module, so none of
  * PGlite is optimized. An upgrade of either package that breaks this fails here.
@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
-import { LLHTTP_PARSER_FUNCTION_INDEX } from "../../src/storage/embedded-database.ts"
+import { LLHTTP_PARSER_FUNCTION_INDEX } from "../../src/storage/embedded-thread.ts"
 
 /** Imported function count and body sizes of defined functions, from a module's binary. */
 const functionsOf = (bytes: Uint8Array<ArrayBuffer>) => {
