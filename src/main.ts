@@ -14,7 +14,9 @@
  *   The new process starts with `NODE_COMPILE_CACHE` already set, so even this file comes from the
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
- * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`).
+ * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`);
+ *   once the command line and settings are read, it has that thread open the database while the
+ *   gateway's modules load (`cli/program.ts`, `storage/embedded-database.ts` `openEarly`).
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"

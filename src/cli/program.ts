@@ -39,6 +39,19 @@ const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A,
     return loaded
   }), use)
 
+/**
+ * On the embedded database, the database's thread (started by `main.ts`) opens it now, with these
+ * settings, while the gateway's modules load (`storage/embedded-database.ts` `openEarly`). Anything
+ * in the way (settings that do not parse, a lock held elsewhere) is left for the layers to report.
+ */
+const openDatabaseEarly = (settings: Layer.Layer<Settings, unknown>) =>
+  Effect.gen(function*() {
+    const { databaseUrl, dataDir, embeddedSharedBuffersMb } = yield* Settings
+    if (databaseUrl !== undefined) return
+    const { openEarly } = yield* Effect.promise(() => import("../storage/embedded-database.ts"))
+    yield* Effect.try(() => openEarly({ dataDir, sharedBuffersMb: embeddedSharedBuffersMb }))
+  }).pipe(Effect.provide(settings), Effect.catchCause(() => Effect.void))
+
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const { command, rest } = commandLine(argv)
   if (command === "-h" || command === "--help" || command === "help") return Console.log(MAIN_HELP)
@@ -47,7 +60,11 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
       if (values.help) return Console.log(SERVE_HELP)
       if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
-      return load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settingsFrom(values)))))
+      const settings = settingsFrom(values)
+      return Effect.andThen(
+        openDatabaseEarly(settings),
+        load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settings))))
+      )
     }
     case "keys": {
       const { values, positionals } = parseArgs({

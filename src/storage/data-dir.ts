@@ -28,26 +28,38 @@ const isAlive = (pid: number) => {
   }
 }
 
-/** Holds `<dataDir>/gateway.lock` for the lifetime of the scope; a stale lock (dead pid) is taken over. */
+/**
+ * Takes `<dataDir>/gateway.lock` for this process (a stale lock, of a dead pid, is taken over; one
+ * this process holds already stays as it is). Answers the pid of the live process that holds it
+ * instead, or -1 when the lock could not be taken twice in a row. Synchronous: `serve` takes it
+ * before it opens the database early (`embedded-database.ts` `openEarly`).
+ */
+export const takeDataDirLock = (dataDir: string): number | undefined => {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  const file = join(dataDir, "gateway.lock")
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx", mode: 0o600 })
+      return undefined
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      const pid = Number.parseInt(readFileSync(file, "utf8"), 10)
+      // Ours already (taken before the database opened early): kept as it is, never let go in between.
+      if (pid === process.pid) return undefined
+      if (Number.isInteger(pid) && isAlive(pid)) return pid
+      rmSync(file, { force: true })
+    }
+  }
+  return -1
+}
+
+/** Holds `<dataDir>/gateway.lock` for the lifetime of the scope (`takeDataDirLock`). */
 export const lockDataDir = (dataDir: string) =>
   Effect.acquireRelease(
     Effect.gen(function*() {
-      yield* ensureDataDir(dataDir)
-      const file = join(dataDir, "gateway.lock")
-      for (let attempt = 0; attempt < 2; attempt++) {
-        try {
-          writeFileSync(file, String(process.pid), { flag: "wx", mode: 0o600 })
-          return file
-        } catch (error) {
-          if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
-          const pid = Number.parseInt(readFileSync(file, "utf8"), 10)
-          if (Number.isInteger(pid) && pid !== process.pid && isAlive(pid)) {
-            return yield* new DataDirLocked({ dataDir, pid })
-          }
-          rmSync(file, { force: true })
-        }
-      }
-      return yield* new DataDirLocked({ dataDir, pid: -1 })
+      const holder = takeDataDirLock(dataDir)
+      if (holder !== undefined) return yield* new DataDirLocked({ dataDir, pid: holder })
+      return join(dataDir, "gateway.lock")
     }),
     (file) => Effect.sync(() => rmSync(file, { force: true }))
   )

@@ -20,8 +20,8 @@ import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
-import { lockDataDir } from "./data-dir.ts"
-import { takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
+import { lockDataDir, takeDataDirLock } from "./data-dir.ts"
+import { sendEarlySettings, takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
 import { PortStream } from "./port-stream.ts"
 import { pgliteVersion, templateFile, unpackTemplate } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
@@ -102,21 +102,29 @@ export const embeddedWorkers = (): ReadonlyArray<Worker> => [...liveWorkers]
 /** Starts a worker and waits until its database is open (or fails with why it is not). */
 const spawn = (data: EmbeddedWorkerData) =>
   Effect.callback<Generation, StorageError>((resume) => {
-    // The thread `serve` started before loading its modules, if any (`embedded-thread.ts`):
-    // told its settings now, it opens the database as a thread started with them would.
-    const early = takeEarlyThread()
-    const worker = early ?? new Worker(WORKER_URL, { workerData: data, resourceLimits: WORKER_RESOURCE_LIMITS })
-    if (early !== undefined) early.postMessage({ type: "open", data } satisfies ToDatabaseWorker)
+    // The thread `serve` started before loading its modules, if any (`embedded-thread.ts`): told
+    // its settings now, or opened already with these very settings (`openEarly`), it serves as a
+    // thread started with them would. One sent other settings is ended, and a new one started.
+    let early = takeEarlyThread()
+    if (early?.openedWith !== undefined && !sameWorkerData(early.openedWith, data)) {
+      void early.worker.terminate()
+      early = undefined
+    }
+    const worker = early?.worker ?? new Worker(WORKER_URL, { workerData: data, resourceLimits: WORKER_RESOURCE_LIMITS })
+    if (early !== undefined && early.openedWith === undefined) worker.postMessage({ type: "open", data } satisfies ToDatabaseWorker)
     const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
     let ready = false
     let failure: string | undefined
-    worker.on("message", (message: FromDatabaseWorker) => {
+    const onMessage = (message: FromDatabaseWorker) => {
       if (message.type === "ready") {
         ready = true
         liveWorkers.add(worker)
         resume(Effect.succeed(generation))
       } else if (message.type === "failed") failure ??= message.message
-    })
+    }
+    worker.on("message", onMessage)
+    // Its answer to settings sent before it was adopted, if it came already.
+    if (early?.answer !== undefined) onMessage(early.answer)
     worker.on("error", (error) => {
       failure ??= describe(error)
     })
@@ -190,6 +198,33 @@ const stop = (generation: Generation) =>
     }
   })
 
+/** What the database's thread is told to open the database in `options.dataDir` with. */
+const serveWorkerData = (options: EmbeddedOptions): EmbeddedWorkerData => ({
+  mode: "serve",
+  pgDir: join(options.dataDir, "pglite"),
+  settings: embeddedSettings(options),
+  initdbOptions: embeddedInitdbOptions,
+  maxWasmMemoryMb: options.maxWasmMemoryMb ?? 512 + options.sharedBuffersMb
+})
+
+const sameWorkerData = (a: EmbeddedWorkerData, b: EmbeddedWorkerData) => JSON.stringify(a) === JSON.stringify(b)
+
+/**
+ * Opens the database in `options.dataDir` on the thread `serve` started early (`embedded-thread.ts`)
+ * now, before the gateway's modules are loaded and its layers built: the layer adopts it open if
+ * its settings are the same (they come from the same command line and environment). Only an
+ * existing database is opened this way (a new one is made from the template by the layer first),
+ * and only under the data dir's lock, taken here and kept (the layer takes it again as its own).
+ * False when nothing was sent: no such thread, no database yet, or the lock is another process's
+ * (the layer then reports that as it does without this step).
+ */
+export const openEarly = (options: EmbeddedOptions): boolean => {
+  const data = serveWorkerData(options)
+  if (!existsSync(join(data.pgDir, "PG_VERSION"))) return false
+  if (takeDataDirLock(options.dataDir) !== undefined) return false
+  return sendEarlySettings(data)
+}
+
 /**
  * The SQL client on the embedded database in `options.dataDir`: holds the data dir's lock, runs
  * the worker (restarting it if it dies) and closes the database cleanly when the scope closes.
@@ -201,13 +236,7 @@ export const embeddedClient = (options: EmbeddedOptions) =>
     // (we hold the data dir's lock, so no live process uses it).
     rmSync(join(options.dataDir, ".pg.sock"), { force: true })
     wasmTieringRule()
-    const data: EmbeddedWorkerData = {
-      mode: "serve",
-      pgDir: join(options.dataDir, "pglite"),
-      settings: embeddedSettings(options),
-      initdbOptions: embeddedInitdbOptions,
-      maxWasmMemoryMb: options.maxWasmMemoryMb ?? 512 + options.sharedBuffersMb
-    }
+    const data = serveWorkerData(options)
     if (!existsSync(join(data.pgDir, "PG_VERSION"))) yield* createDatabase(data)
     let current: Generation | undefined = yield* spawn(data)
     let closing = false

@@ -5,16 +5,21 @@
  * Starting early: `serve` on the embedded database (`src/main.ts`) starts the thread before the
  * gateway loads its own modules (~1 s of one core at start), so the thread's own start — Node's
  * bootstrap, PGlite's modules, compiling its 9 MB of WASM — runs beside that on the other core,
- * instead of after it while the main thread waits. The thread then waits for its settings, which
- * only the database layer knows (data dir, shared buffers, memory cap): the layer adopts it
- * (`takeEarlyThread`) for its first worker, and posts it `{ type: "open", data }`. Until adopted
- * the thread holds no file of the data dir (the layer takes the data dir's lock first) and does not
- * keep the process alive. A layer on PostgreSQL ends it unused (`discardEarlyThread`).
+ * instead of after it while the main thread waits. The thread then waits for its settings (data
+ * dir, shared buffers, memory cap), `{ type: "open", data }`, which come one of two ways:
+ * - early too: once the command line and environment are read, `serve` takes the data dir's lock
+ *   and sends them (`openEarly` in embedded-database.ts), so the database opens (~0.5 s here)
+ *   while the main thread is still loading the gateway's modules;
+ * - from the database layer, when it adopts the thread (`takeEarlyThread`) for its first worker.
+ * A layer that adopts a thread already told settings other than its own ends it and starts another.
+ * Until then the thread does not keep the process alive; until told its settings it holds no file
+ * of the data dir. A layer on PostgreSQL ends it unused (`discardEarlyThread`).
  *
  * This module imports nothing of Effect's, so `main.ts` can load it before anything else.
  */
 import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
+import type { EmbeddedWorkerData, FromDatabaseWorker } from "./embedded-worker.ts"
 
 export const WORKER_URL = new URL("./embedded-worker.ts", import.meta.url)
 
@@ -46,34 +51,65 @@ export const wasmTieringRule = () => {
 /** What a thread started early is told to start as (`embedded-worker.ts`). */
 export const EARLY_START = { mode: "early" } as const
 
-let early: { readonly worker: Worker; exited: boolean } | undefined
+/** A thread started early, as the layer adopts it. */
+export interface EarlyThread {
+  readonly worker: Worker
+  /** The settings it was sent before it was adopted (`openEarly`), if any. */
+  readonly openedWith: EmbeddedWorkerData | undefined
+  /**
+   * Its first `ready` or `failed` once it was sent settings: kept here, because a Worker's
+   * messages are not queued for listeners added later, and it may answer before it is adopted.
+   */
+  readonly answer: FromDatabaseWorker | undefined
+}
+
+let early: { readonly worker: Worker; exited: boolean; openedWith: EmbeddedWorkerData | undefined; answer: FromDatabaseWorker | undefined } | undefined
 
 /** Starts the database's thread now, for the embedded database layer to adopt when it opens. */
-export const startEarlyThread = () => {
-  if (early !== undefined) return
+export const startEarlyThread = (): Worker => {
+  if (early !== undefined) return early.worker
   wasmTieringRule()
   const worker = new Worker(WORKER_URL, { workerData: EARLY_START, resourceLimits: WORKER_RESOURCE_LIMITS })
   worker.unref()
-  const started = { worker, exited: false }
+  const started = { worker, exited: false, openedWith: undefined, answer: undefined }
   worker.once("exit", () => {
     started.exited = true
   })
   // A thread that fails before it is adopted exits; the layer then starts one of its own.
   worker.on("error", () => {})
   early = started
+  return worker
+}
+
+/**
+ * Sends the thread started early its settings now, before a layer adopts it; false when there is
+ * no such thread, or it was sent settings already. The caller holds the data dir's lock.
+ */
+export const sendEarlySettings = (data: EmbeddedWorkerData): boolean => {
+  const started = early
+  if (started === undefined || started.exited || started.openedWith !== undefined) return false
+  started.openedWith = data
+  const onMessage = (message: FromDatabaseWorker) => {
+    if (message.type !== "ready" && message.type !== "failed") return
+    started.answer ??= message
+    started.worker.off("message", onMessage)
+  }
+  started.worker.on("message", onMessage)
+  started.worker.postMessage({ type: "open", data })
+  return true
 }
 
 /** The thread started early, if there is one still running; it is handed out once. */
-export const takeEarlyThread = (): Worker | undefined => {
+export const takeEarlyThread = (): EarlyThread | undefined => {
   const started = early
   early = undefined
   if (started === undefined || started.exited) return undefined
   started.worker.ref()
-  return started.worker
+  return { worker: started.worker, openedWith: started.openedWith, answer: started.answer }
 }
 
 /** Ends a thread started early that no layer will adopt (the gateway runs on PostgreSQL). */
 export const discardEarlyThread = () => {
-  const worker = takeEarlyThread()
-  if (worker !== undefined) void worker.terminate()
+  const thread = takeEarlyThread()
+  if (thread !== undefined) void thread.worker.terminate()
 }
