@@ -4,7 +4,7 @@
  * process beside the load generator), non-streamed or streamed Chat Completions at a fixed open-loop
  * rate. Prints CPU µs per request of the gateway process, latency p50/p99 and RSS.
  *
- *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--redis] [--unmetered]
+ *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
  *                          [--env NAME=VALUE]… [--otlp] [--bare]
  *
@@ -19,7 +19,9 @@
  * place: the floor any Node proxy pays per request at this rate on this machine.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
- * it stops).
+ * it stops). `--perf DIR` samples its main thread with Linux perf over the measured window instead
+ * and prints where the time went, in µs per request (`lib/perf-record.ts`: unlike `--cpu-prof`, it
+ * sees the kernel's and node's native share).
  */
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -28,6 +30,7 @@ import { parseArgs } from "node:util"
 import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
+import { type PerfBreakdown, perfBreakdown, perfNodeArgs, recordThread } from "./lib/perf-record.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
 import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
 
@@ -37,6 +40,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "20" },
     stream: { type: "boolean", default: false },
     prof: { type: "string" },
+    perf: { type: "string" },
     redis: { type: "boolean", default: false },
     unmetered: { type: "boolean", default: false },
     "node-args": { type: "string", default: "" },
@@ -65,6 +69,7 @@ const config = fixedUpstreamConfig(upstream.url)
 const nodeArgs = [
   ...LOOP_PROBE,
   ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
+  ...(values.perf !== undefined ? perfNodeArgs(values.perf) : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
 const gateway = values.bare ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs)), createKey: async () => "sk-bench" }
@@ -106,14 +111,26 @@ try {
     const name = readFileSync(`/proc/${gateway.pid}/task/${tid}/comm`, "utf8").trim()
     return [`${name}#${tid}`, (Number(fields[11]) + Number(fields[12])) * 10_000]
   }))
+  const mainSplit = () => {
+    const stat = readFileSync(`/proc/${gateway.pid}/task/${gateway.pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    const ranNs = Number(readFileSync(`/proc/${gateway.pid}/task/${gateway.pid}/schedstat`, "utf8").split(" ")[0])
+    return { user: Number(fields[11]) * 10_000, sys: Number(fields[12]) * 10_000, ranUs: ranNs / 1000 }
+  }
   const t0 = threads()
+  const split0 = mainSplit()
   const cpu0 = cpuMicros(gateway.pid)
+  const perf = values.perf === undefined ? undefined : recordThread(gateway.pid, values.perf)
   const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
   const cpu1 = cpuMicros(gateway.pid)
+  await perf?.stop()
   const loop = await gateway.loopDelay()
   const s = summarize(run.samples, run.t0)
   const t1 = threads()
+  const split1 = mainSplit()
   const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
+  const mainThreadRanUs = Math.round((split1.ranUs - split0.ranUs) / s.ok)
+  if (values.perf !== undefined) printPerf(perfBreakdown(values.perf), mainThreadRanUs)
   console.log(JSON.stringify({
     rate,
     seconds,
@@ -128,6 +145,10 @@ try {
     perThreadUs: Object.fromEntries(perThread),
     // The main thread alone (its tid is the pid): the request path, without the database worker and GC threads.
     mainThreadUsPerRequest: perThread.find(([k]) => k.endsWith(`#${gateway.pid}`))?.[1],
+    // The scheduler's own count of the time the main thread ran (ns-precise, not sampled at ticks).
+    mainThreadRanUs,
+    // User vs kernel time of the main thread: the kernel's share is mostly the sockets' (loopback TCP).
+    mainThreadUserSysUs: [Math.round((split1.user - split0.user) / s.ok), Math.round((split1.sys - split0.sys) / s.ok)],
     loopP99Us: loop?.p99,
     loopMaxUs: loop?.max,
     gc: (loop as { gc?: unknown } | undefined)?.gc,
@@ -145,4 +166,15 @@ try {
   await upstream.close()
   await receiver?.close()
   await stopAll()
+}
+
+/** The perf samples as µs per request of the main thread (its share × the time it ran per request). */
+function printPerf(perf: PerfBreakdown, usPerRequest: number) {
+  const us = (share: number) => (share * usPerRequest).toFixed(1).padStart(7)
+  console.log(`perf: ${perf.samples} samples of the main thread, ${usPerRequest} µs per request`)
+  for (const [area, share] of Object.entries(perf.areas)) console.log(`${us(share)} µs  ${area}`)
+  console.log("innermost named frame:")
+  for (const [name, share] of perf.self) console.log(`${us(share)} µs  ${name}`)
+  console.log("gateway functions, inclusive:")
+  for (const [name, share] of perf.inclusive) console.log(`${us(share)} µs  ${name}`)
 }

@@ -1,0 +1,105 @@
+/**
+ * Where a process's main thread spends its CPU, sampled by Linux `perf` (Debian's linux-perf)
+ * rather than V8's `--cpu-prof`.
+ *
+ * Why: V8's profiler marks the event loop "idle" from libuv's prepare phase to its check phase,
+ * and every native frame run from the poll phase (socket reads, llhttp, the kernel's TCP work)
+ * lands in "(idle)". On this machine a `--cpu-prof` of the gateway at 200 req/s showed ~300 µs of
+ * busy time per request while the scheduler (`/proc/…/schedstat`) counted ~1,200. perf samples the
+ * thread wherever it is (kernel included), and with the V8 flags below it names JIT code through a
+ * jitdump that perf maps by time, so code moved or freed by the GC is not misnamed (the simpler
+ * `--perf-basic-prof` map is: it named an address reused by other code).
+ *
+ * Use: start the process with `perfNodeArgs(dir)`, call `recordThread` for the window to measure,
+ * then `perfBreakdown` to read it.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import { readdirSync, rmSync } from "node:fs"
+import { join } from "node:path"
+
+/** V8 flags that write a jitdump (`jit-<pid>.dump`) into `dir` for `perf inject --jit`. */
+export const perfNodeArgs = (dir: string) => ["--perf-prof", "--perf-prof-unwinding-info", `--perf-prof-path=${dir}`]
+
+/** Starts sampling one thread (its tid; a process's main thread has the pid) at `hz`; stop() ends it. */
+export const recordThread = (tid: number, dir: string, hz = 2_000) => {
+  const child = spawn("perf", ["record", "-k", "1", "-e", "cpu-clock", "-F", String(hz), "-g", "-t", String(tid), "-o", join(dir, "perf.data")], {
+    stdio: ["ignore", "ignore", "pipe"]
+  })
+  let stderr = ""
+  child.stderr.on("data", (chunk) => (stderr += chunk))
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code, signal) => resolve(signal === "SIGINT" ? 0 : code)))
+  return {
+    stop: async () => {
+      child.kill("SIGINT")
+      const code = await exited
+      if (code !== 0) throw new Error(`perf record exited with ${code}: ${stderr.trim()}`)
+    }
+  }
+}
+
+export interface PerfBreakdown {
+  readonly samples: number
+  /** Share of the samples by where the innermost named frame lies (see `areaOf`). */
+  readonly areas: Record<string, number>
+  /** Innermost named frame (JS function, or a kernel/native symbol when no JS is on the stack). */
+  readonly self: ReadonlyArray<readonly [string, number]>
+  /** Every `src/` function on the stack, each counted once per sample. */
+  readonly inclusive: ReadonlyArray<readonly [string, number]>
+}
+
+const areaOf = (frame: string): string | undefined => {
+  if (frame.includes("[kernel")) return "kernel"
+  if (frame.includes("/src/") && !frame.includes("node_modules")) return "gateway src"
+  if (frame.includes("node_modules/effect/")) return "effect"
+  if (frame.includes("node_modules/@effect/")) return "@effect/platform"
+  if (frame.includes("node_modules/undici")) return "undici"
+  if (frame.includes("JS:") && frame.includes(" node:")) return "node (JS)"
+  if (frame.includes("wasm")) return "wasm"
+  return undefined
+}
+
+/** `JS:*'name file:///…/src/x.ts:1:2+0x1f (/…/jitted-1-2.so)` → `name src/x.ts:1:2` */
+const frameName = (frame: string) =>
+  frame.replace(/\+0x[0-9a-f]+ \(.*$/, "").replace(/^JS:[*+^~']*'?/, "").replace(/file:\/\/\/\S*?\/(src|node_modules)\//, "$1/")
+
+/**
+ * Injects the jitdump into `dir/perf.data`, reads the samples back and removes the files perf and
+ * V8 wrote (they are large). Samples whose innermost frame is a V8 builtin or native code count
+ * for the first area-named frame above it (a `Builtins_LoadIC` in an Effect function is Effect's).
+ */
+export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
+  const injected = join(dir, "perf.jit.data")
+  const inject = spawnSync("perf", ["inject", "--jit", "-i", join(dir, "perf.data"), "-o", injected], { encoding: "utf8" })
+  if (inject.status !== 0) throw new Error(`perf inject failed: ${inject.stderr}`)
+  const script = spawnSync("perf", ["script", "-i", injected], { encoding: "utf8", maxBuffer: 1 << 30 })
+  if (script.status !== 0) throw new Error(`perf script failed: ${script.stderr}`)
+  for (const file of readdirSync(dir)) {
+    if (file.startsWith("jitted-") || file.startsWith("jit-") || file.startsWith("perf.")) rmSync(join(dir, file), { force: true })
+  }
+  const areas = new Map<string, number>()
+  const self = new Map<string, number>()
+  const inclusive = new Map<string, number>()
+  const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
+  let samples = 0
+  for (const block of script.stdout.split("\n\n")) {
+    const frames = block.split("\n").slice(1).map((line) => line.trim().split(" ").slice(1).join(" ")).filter((f) => f !== "")
+    if (frames.length === 0) continue
+    samples++
+    const named = frames.find((f) => areaOf(f) !== undefined)
+    const area = named === undefined ? undefined : areaOf(named)
+    bump(areas, area ?? "native (no JS on the stack)")
+    bump(self, frameName(named === undefined || area === "kernel" ? frames[0] : named))
+    const seen = new Set<string>()
+    for (const frame of frames) {
+      if (areaOf(frame) !== "gateway src") continue
+      const name = frameName(frame)
+      if (!seen.has(name)) {
+        seen.add(name)
+        bump(inclusive, name)
+      }
+    }
+  }
+  const share = (map: Map<string, number>, n: number) =>
+    [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => [k, v / samples] as const)
+  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top) }
+}
