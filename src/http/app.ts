@@ -29,7 +29,7 @@ import { bodyLimit } from "./body.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "./route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, shapeForUnknownPath } from "./route.ts"
 
 const bearerToken = (header: string | undefined) => {
   if (header === undefined) return undefined
@@ -138,7 +138,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       }
     }
 
-    const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string, url: URL, record: RequestRecord) => {
+    const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string, url: RequestTarget, record: RequestRecord) => {
       const found = match(request.method, url.pathname)
       if (found._tag === "NoRoute") {
         return { shape: shapeForUnknownPath(url.pathname), effect: Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` })) }
@@ -189,7 +189,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const requestId = newId("req")
-      const url = new URL(request.url, "http://gateway")
+      const url = requestTarget(request.url)
       const record = newRequestRecord(requestId, request.method, url.pathname, performance.now())
       const { shape, effect } = respond(request, requestId, url, record)
       const response = yield* effect.pipe(

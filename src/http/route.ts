@@ -135,6 +135,42 @@ export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
  * The key of a route with `messages` or `bearer` auth (app.ts has authenticated it); typed as a
  * failure too, so a handler mounted on a route without auth answers 401 instead of crashing.
  */
+/** The path and query a request asks for. */
+export interface RequestTarget {
+  readonly pathname: string
+  readonly searchParams: URLSearchParams
+}
+
+/** A path of unreserved characters only, no empty segment and none that starts with a dot. */
+const PLAIN_PATH = /^\/(?:[\w~-][\w.~-]*\/)*(?:[\w~-][\w.~-]*)?$/
+/**
+ * What `new URL` reads differently in a query: a fragment, spaces, tabs and control characters
+ * (cut), and anything beyond ASCII (encoded before the query is decoded).
+ */
+const UNPLAIN_QUERY = /[^\x21-\x7e]|#/
+
+/**
+ * The request target's path and query, as `new URL(target, base)` would read them. `new URL` cost
+ * ~10 µs of every request (a perf profile of the non-streamed path at 200 req/s); a plain path needs
+ * none of its work (dot segments, percent-encoded dots, a target that reads as a host), so one is
+ * taken as it is and everything else still goes through `new URL`.
+ */
+export const requestTarget = (target: string): RequestTarget => {
+  const at = target.indexOf("?")
+  const path = at === -1 ? target : target.slice(0, at)
+  if (!PLAIN_PATH.test(path) || UNPLAIN_QUERY.test(target)) {
+    try {
+      const url = new URL(target, "http://gateway")
+      return { pathname: url.pathname, searchParams: url.searchParams }
+    } catch {
+      // A target that reads as an empty host (`//`): no route has that path, so it is answered 404.
+      return { pathname: path, searchParams: new URLSearchParams() }
+    }
+  }
+  // From the `?` on: the constructor drops one leading `?`, and a query may itself start with one.
+  return { pathname: path, searchParams: new URLSearchParams(at === -1 ? "" : target.slice(at)) }
+}
+
 export const requireKey = (ctx: RequestContext): Effect.Effect<KeyRecord, Unauthenticated> =>
   ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key)
 
