@@ -10,7 +10,8 @@
  *   .ts files again nor reparses what V8 cached, so it is faster and leaves less start-up garbage
  *   in the heap (lower idle RSS). The variable is set so the database's worker thread inherits it;
  * - `serve` then replaces its process with one whose C library gives memory back (fewer malloc
- *   arenas, fixed thresholds: `util/malloc-settings.ts`) before a module or thread has started.
+ *   arenas, fixed thresholds), and on one core with V8's collector on the main thread alone
+ *   (`util/process-settings.ts`), before a module or thread has started.
  *   The new process starts with `NODE_COMPILE_CACHE` already set, so even this file comes from the
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
@@ -20,13 +21,13 @@
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
-import { applyMallocSettings } from "./util/malloc-settings.ts"
+import { applyProcessSettings } from "./util/process-settings.ts"
 
 const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
 if (commandLine(process.argv.slice(2)).command === "serve") {
-  applyMallocSettings()
+  applyProcessSettings()
   // On the embedded database, its thread starts now and its own start-up (Node's, PGlite's
   // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
   // other core, instead of after it: `storage/embedded-thread.ts`.

@@ -89,14 +89,19 @@ interface SpawnOptions {
   /** Matched against the output; its first group (if any) is the URL. */
   readonly ready: RegExp
   readonly url?: string
-  /** Core to pin the process to once it is up (it starts on both, so startup is not slowed). */
+  /**
+   * The core the process runs on, from its start (`taskset -c`), as a server confined to one core
+   * by its container's cpuset would: the gateway reads its affinity at start (one core: V8's
+   * collector on the main thread, `src/util/process-settings.ts`). Before, servers inherited the
+   * bench's own core (1) and were moved to theirs once up.
+   */
   readonly cpu: number
   readonly logDir: string
   readonly timeoutMs?: number
 }
 
 export const spawnPinned = async (options: SpawnOptions): Promise<Proc> => {
-  const child = spawn(NODE, [...options.args], {
+  const child = spawn("taskset", ["-c", String(options.cpu), NODE, ...options.args], {
     cwd: ROOT,
     env: { ...baseEnv(), ...options.env },
     stdio: ["ignore", "pipe", "pipe"]
@@ -135,7 +140,6 @@ export const spawnPinned = async (options: SpawnOptions): Promise<Proc> => {
       reject(new Error(`${options.name} exited with ${code} before it was ready:\n${output}`))
     })
   })
-  pin(child.pid!, options.cpu)
   const proc: Proc = {
     name: options.name,
     pid: child.pid!,

@@ -52,7 +52,7 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
   out.push(`Machine: ${r.machine.nproc} cores (${r.machine.cpuModel}), ${r.machine.memoryGiB} GiB, Linux ${r.machine.kernel}; load average ${load.toFixed(2)} at the start, ${(r.machine.loadAverageAtEnd[0] ?? Number.NaN).toFixed(2)} at the end${load > 0.5 ? " — **not idle: figures are noisy**" : ""}. ` +
     `Node ${r.versions.node}, gateway ${r.versions.gateway} (${String(r.versions.gitCommit ?? "?").slice(0, 10)}${r.versions.gitDirty ? ", uncommitted changes in src/" : ""}), ` +
     `Portkey ${r.versions.portkey ?? "–"} (@hono/node-server ${r.versions.honoNodeServer ?? "–"}), undici ${r.versions.undici}, PostgreSQL ${r.versions.postgres ?? "–"}, Redis ${r.versions.redis ?? "–"}. ` +
-    `Servers under test pinned to core 0, generator and upstream simulator to core 1 (\`taskset\`). Median of ${r.settings.runs} runs after a warm-up. Took ${Math.round(r.elapsedSeconds / 60 * 10) / 10} min. Raw figures: [\`${stamp}.json\`](${stamp}.json).`)
+    `Servers under test pinned to core 0 from their start, generator and upstream simulator to core 1 (\`taskset\`). Median of ${r.settings.runs} runs after a warm-up. Took ${Math.round(r.elapsedSeconds / 60 * 10) / 10} min. Raw figures: [\`${stamp}.json\`](${stamp}.json).`)
   out.push("")
   const notes = [...r.errors, ...(o?.notes ?? []), ...(q?.notes ?? [])]
   if (notes.length > 0) {

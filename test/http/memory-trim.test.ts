@@ -35,12 +35,12 @@ describe("memory trim", () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  it.runIf(process.platform === "linux")("serves under the allocator settings (src/util/malloc-settings.ts)", () => {
+  it.runIf(process.platform === "linux")("serves under the allocator settings (src/util/process-settings.ts)", () => {
     const environment = readFileSync(`/proc/${gw.child.pid}/environ`, "utf8").split("\0")
     if (process.env.MALLOC_ARENA_MAX === undefined && process.env.GLIBC_TUNABLES === undefined) {
       expect(environment).toContain("MALLOC_ARENA_MAX=2")
       // glibc cuts the variable's original text after the first tunable once it has read them all
-      // (the process itself sees it whole: test/util/malloc-settings.test.ts).
+      // (the process itself sees it whole: test/util/process-settings.test.ts).
       expect(environment.filter((entry) => entry.startsWith("GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072"))).toHaveLength(1)
     } else {
       // The operator's (here the test run's) own settings are kept as they are.

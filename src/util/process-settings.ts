@@ -1,0 +1,80 @@
+import { availableParallelism } from "node:os"
+
+/**
+ * Settings the `serve` process must have from its first instruction, so it sets them by replacing
+ * itself (`process.execve`: same pid, same standard streams; ~0.05–0.2 s) before anything else
+ * starts: glibc's allocator set to give memory back, and on one core, V8's collector on the main
+ * thread alone.
+ *
+ * ## The allocator
+ *
+ * Two arenas (`MALLOC_ARENA_MAX=2`) and fixed trim and mmap thresholds (`GLIBC_TUNABLES`).
+ *
+ * glibc gives a thread that allocates while another holds an arena an arena of its own, up to
+ * eight per core, and keeps what is freed in each for reuse rather than giving it back to the
+ * system. A gateway has a dozen threads that allocate natively (the main thread, V8's compiler
+ * and collector threads, the embedded database's thread compiling PGlite's WASM, libuv's pool),
+ * and start-up's bursts leave ~35 MiB free but resident in their arenas for good: an `npm start`
+ * that fell quiet held 227–235 MiB RSS, against 189–197 with two arenas (same data dir, after the
+ * quiet trim, four starts each).
+ *
+ * glibc also raises its mmap threshold after a large block is freed (up to 32 MiB), and its trim
+ * threshold to twice that, so after a burst large buffers come from the heap and the heap's free
+ * top stays resident. Both are held at glibc's own starting value, 128 KiB (setting them turns
+ * the raising off): the streams benchmark's gateway, quiet after start 182 → 170 MiB, quiet after
+ * 3,000 streams 210 → 201 MiB (`npm run bench -- --quick --only=streams`, one run each).
+ *
+ * Neither costs measurable CPU on the request path (`bench/hot-path.ts`, alternated pairs: two
+ * arenas 1,760–2,120 against 2,225–2,270 µs per request; the thresholds 1,980–2,070 against
+ * 1,965–2,085, streamed 2,988–3,150 against 2,900–3,200), since nearly every allocation there is
+ * the main thread's V8 heap, not malloc.
+ *
+ * The variables are read once, when the C library starts. An operator who set `MALLOC_ARENA_MAX`
+ * or `GLIBC_TUNABLES` (any value) manages the allocator: nothing is changed. Elsewhere than Linux
+ * nothing happens (other C libraries do not read them, and the call is only on POSIX systems).
+ *
+ * ## One core: `--single-threaded-gc`
+ *
+ * When the process may run on one core only (its CPU affinity, as `taskset -c 0` or a container's
+ * `--cpuset-cpus` sets it; `os.availableParallelism()`), V8's parallel and concurrent collector
+ * threads cannot run beside the main thread, only take turns with it, and a young-generation
+ * collection waits for them: pinned to one core at 200 req/s, scavenges paused 23–35 ms (8–10 in
+ * 20 s), against 2.7–4 ms (14 in 20 s, 31–39 ms in all) with the collector on the main thread, the
+ * event loop's delay p99 3.3–5.3 → 2.2–2.9 ms, latency p99 at that rate 15–21 → 7–11 ms, RSS under
+ * load 326–348 → 285–289 MiB (`bench/hot-path.ts`, three alternated rounds; CPU per request was
+ * within the VM's noise). So a process on one core runs with `--single-threaded-gc`, unless its
+ * command line already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
+ * read once, at start: a process pinned later keeps what it started with.
+ */
+const ALLOCATOR_SETTINGS = {
+  MALLOC_ARENA_MAX: "2",
+  GLIBC_TUNABLES: "glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072"
+}
+
+const SINGLE_THREADED_GC = "--single-threaded-gc"
+
+/** What this process lacks: the allocator's variables, and V8 flags for the cores it may use. */
+export const missingSettings = (
+  env: Readonly<Record<string, string | undefined>>,
+  execArgv: ReadonlyArray<string>,
+  cores: number
+): { readonly env: Readonly<Record<string, string>>; readonly flags: ReadonlyArray<string> } => ({
+  env: env.MALLOC_ARENA_MAX === undefined && env.GLIBC_TUNABLES === undefined ? ALLOCATOR_SETTINGS : {},
+  flags: cores === 1 && !execArgv.some((arg) => /^--(no[-_]?)?single[-_]threaded[-_]gc(=|$)/.test(arg)) ? [SINGLE_THREADED_GC] : []
+})
+
+/** Replaces this process with itself under the settings above, when it lacks any of them. */
+export const applyProcessSettings = (): void => {
+  if (process.platform !== "linux" || process.execve === undefined) return
+  const missing = missingSettings(process.env, process.execArgv, availableParallelism())
+  if (Object.keys(missing.env).length === 0 && missing.flags.length === 0) return
+  try {
+    process.execve(process.execPath, [process.execPath, ...missing.flags, ...process.execArgv, ...process.argv.slice(1)], {
+      ...process.env,
+      ...missing.env
+    })
+  } catch {
+    // Not replaced (the binary moved, a seccomp filter refused execve): this process serves as it
+    // is, with glibc's defaults and V8's — more memory, nothing else changes.
+  }
+}
