@@ -131,10 +131,6 @@ export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
   }
 }
 
-/**
- * The key of a route with `messages` or `bearer` auth (app.ts has authenticated it); typed as a
- * failure too, so a handler mounted on a route without auth answers 401 instead of crashing.
- */
 /** The path and query a request asks for. */
 export interface RequestTarget {
   readonly pathname: string
@@ -171,6 +167,10 @@ export const requestTarget = (target: string): RequestTarget => {
   return { pathname: path, searchParams: new URLSearchParams(at === -1 ? "" : target.slice(at)) }
 }
 
+/**
+ * The key of a route with `messages` or `bearer` auth (app.ts has authenticated it); typed as a
+ * failure too, so a handler mounted on a route without auth answers 401 instead of crashing.
+ */
 export const requireKey = (ctx: RequestContext): Effect.Effect<KeyRecord, Unauthenticated> =>
   ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key)
 

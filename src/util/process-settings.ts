@@ -1,5 +1,3 @@
-import { availableParallelism } from "node:os"
-
 /**
  * Settings the `serve` process must have from its first instruction, so it sets them by replacing
  * itself (`process.execve`: same pid, same standard streams; ~0.05–0.2 s) before anything else
@@ -46,6 +44,8 @@ import { availableParallelism } from "node:os"
  * command line already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
  * read once, at start: a process pinned later keeps what it started with.
  */
+import { availableParallelism } from "node:os"
+
 const ALLOCATOR_SETTINGS = {
   MALLOC_ARENA_MAX: "2",
   GLIBC_TUNABLES: "glibc.malloc.trim_threshold=131072:glibc.malloc.mmap_threshold=131072"

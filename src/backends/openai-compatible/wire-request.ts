@@ -35,7 +35,7 @@ type WireMessage = Record<string, unknown>
  * with a path (`…/v1`, `…/openai/v1`, `…/v1beta/openai`) is used as given. A query string is kept
  * (some deployments carry an API version there).
  */
-export const chatCompletionsTarget = (baseUrl: string): UpstreamTarget => {
+export const chatCompletionsTarget = (baseUrl: string): ChatCompletionsTarget => {
   const known = targets.get(baseUrl)
   if (known !== undefined) return known
   const url = new URL(baseUrl)
@@ -46,7 +46,8 @@ export const chatCompletionsTarget = (baseUrl: string): UpstreamTarget => {
   return target
 }
 
-export interface UpstreamTarget {
+/** Where a base URL's chat completions are POSTed: the pool's origin and the request's path. */
+interface ChatCompletionsTarget {
   readonly origin: string
   readonly path: string
 }
@@ -55,7 +56,7 @@ export interface UpstreamTarget {
  * Targets by base URL: a catalog has a handful, and parsing one (`new URL`) was ~8 µs of every
  * call in a perf profile of the request path. Bounded for catalogs reloaded with ever new URLs.
  */
-const targets = new Map<string, UpstreamTarget>()
+const targets = new Map<string, ChatCompletionsTarget>()
 const MAX_TARGETS = 1_024
 
 const imagePart = (block: ImageBlock): WirePart => ({
