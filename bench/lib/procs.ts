@@ -208,6 +208,12 @@ export interface Gateway extends Proc {
   createKey(name: string, plan: string): Promise<string>
 }
 
+/**
+ * Node flags for every gateway a bench starts, after its own (`BENCH_GATEWAY_NODE_ARGS`, split on
+ * spaces): to compare a setting across a whole run, e.g. `--no-single-threaded-gc`.
+ */
+const EXTRA_GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+
 /** The gateway under test (`node src/main.ts serve --port 0`) on a fresh data dir. */
 export const startGateway = async (options: GatewayOptions): Promise<Gateway> => {
   const dir = mkdtempSync(join(tmpdir(), `bench-${options.name}-`))
@@ -215,7 +221,7 @@ export const startGateway = async (options: GatewayOptions): Promise<Gateway> =>
   writeFileSync(configFile, JSON.stringify(options.config))
   const proc = await spawnPinned({
     name: options.name,
-    args: [...(options.nodeArgs ?? []), MAIN, "serve", "--host", "127.0.0.1", "--port", "0"],
+    args: [...(options.nodeArgs ?? []), ...EXTRA_GATEWAY_NODE_ARGS, MAIN, "serve", "--host", "127.0.0.1", "--port", "0"],
     env: {
       GATEWAY_CONFIG: configFile,
       GATEWAY_DATA_DIR: join(dir, "data"),
