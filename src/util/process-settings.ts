@@ -40,7 +40,10 @@
  * 20 s), against 2.7–4 ms (14 in 20 s, 31–39 ms in all) with the collector on the main thread, the
  * event loop's delay p99 3.3–5.3 → 2.2–2.9 ms, latency p99 at that rate 15–21 → 7–11 ms, RSS under
  * load 326–348 → 285–289 MiB (`bench/hot-path.ts`, three alternated rounds; CPU per request was
- * within the VM's noise). So a process on one core runs with `--single-threaded-gc`, unless its
+ * within the VM's noise). The waiting is for the concurrent marker: `--no-concurrent-marking` alone
+ * gave the same short scavenges (4.7 ms at most), while parallel scavenging, concurrent sweeping
+ * and array-buffer sweeping off left them at 25 ms. So a process on one core runs with
+ * `--single-threaded-gc` (all of the collector's helpers off: none can run beside it there), unless its
  * command line already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
  * read once, at start: a process pinned later keeps what it started with.
  */
