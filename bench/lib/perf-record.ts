@@ -54,6 +54,9 @@ const areaOf = (frame: string): string | undefined => {
   if (frame.includes("node_modules/@effect/")) return "@effect/platform"
   if (frame.includes("node_modules/undici")) return "undici"
   if (frame.includes("JS:") && frame.includes(" node:")) return "node (JS)"
+  // Any other package's JS (ioredis, …), by name; native frames name the node binary's own path.
+  const pkg = frame.includes("JS:") ? /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(frame) : null
+  if (pkg !== null) return pkg[1]
   if (frame.includes("wasm")) return "wasm"
   return undefined
 }
