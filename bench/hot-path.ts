@@ -32,7 +32,7 @@ import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { type PerfBreakdown, perfBreakdown, perfNodeArgs, recordThread } from "./lib/perf-record.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
-import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll } from "./lib/procs.ts"
+import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll, threadMicros } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -106,19 +106,12 @@ try {
   const c1 = summarize(await sequential(Number(values.c1), () => spec, values.stream))
   await gateway.loopDelay()
   const threads = () => Object.fromEntries(readdirSync(`/proc/${gateway.pid}/task`).map((tid) => {
-    const stat = readFileSync(`/proc/${gateway.pid}/task/${tid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     const name = readFileSync(`/proc/${gateway.pid}/task/${tid}/comm`, "utf8").trim()
-    return [`${name}#${tid}`, (Number(fields[11]) + Number(fields[12])) * 10_000]
+    const { user, sys } = threadMicros(gateway.pid, Number(tid))
+    return [`${name}#${tid}`, user + sys]
   }))
-  const mainSplit = () => {
-    const stat = readFileSync(`/proc/${gateway.pid}/task/${gateway.pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    const ranNs = Number(readFileSync(`/proc/${gateway.pid}/task/${gateway.pid}/schedstat`, "utf8").split(" ")[0])
-    return { user: Number(fields[11]) * 10_000, sys: Number(fields[12]) * 10_000, ranUs: ranNs / 1000 }
-  }
   const t0 = threads()
-  const split0 = mainSplit()
+  const split0 = threadMicros(gateway.pid, gateway.pid)
   const cpu0 = cpuMicros(gateway.pid)
   const perf = values.perf === undefined ? undefined : recordThread(gateway.pid, values.perf)
   const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
@@ -127,9 +120,9 @@ try {
   const loop = await gateway.loopDelay()
   const s = summarize(run.samples, run.t0)
   const t1 = threads()
-  const split1 = mainSplit()
+  const split1 = threadMicros(gateway.pid, gateway.pid)
   const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
-  const mainThreadRanUs = Math.round((split1.ranUs - split0.ranUs) / s.ok)
+  const mainThreadRanUs = Math.round((split1.ran - split0.ran) / s.ok)
   if (values.perf !== undefined) printPerf(perfBreakdown(values.perf), mainThreadRanUs)
   console.log(JSON.stringify({
     rate,

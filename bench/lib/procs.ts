@@ -300,13 +300,28 @@ const CLK_TCK = (() => {
   }
 })()
 
-/** User + system CPU time a process has used so far, in microseconds (clock-tick resolution). */
-export const cpuMicros = (pid: number): number => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+/** User and system CPU time in a `/proc/…/stat` file, in microseconds (clock-tick resolution). */
+const statMicros = (path: string) => {
+  const stat = readFileSync(path, "utf8")
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   // After "pid (comm) ": state is field 3, so utime (14) and stime (15) are at 11 and 12 here.
-  return ((Number(fields[11]) + Number(fields[12])) / CLK_TCK) * 1e6
+  return { user: (Number(fields[11]) / CLK_TCK) * 1e6, sys: (Number(fields[12]) / CLK_TCK) * 1e6 }
 }
+
+/** User + system CPU time a process has used so far, in microseconds (clock-tick resolution). */
+export const cpuMicros = (pid: number): number => {
+  const { user, sys } = statMicros(`/proc/${pid}/stat`)
+  return user + sys
+}
+
+/**
+ * One thread's CPU so far, in microseconds: user and system time (clock ticks), and the time the
+ * scheduler counted it running (`schedstat`, ns-precise).
+ */
+export const threadMicros = (pid: number, tid: number) => ({
+  ...statMicros(`/proc/${pid}/task/${tid}/stat`),
+  ran: Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]) / 1000
+})
 
 export const randomToken = (bytes = 12) => randomBytes(bytes).toString("hex")
 
