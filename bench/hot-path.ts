@@ -6,10 +6,13 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
- *                          [--env NAME=VALUE]… [--otlp] [--bare]
+ *                          [--env NAME=VALUE]… [--otlp] [--bare] [--ttft-ms 0]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
- * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2).
+ * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2). `--ttft-ms` holds a stream's
+ * first chunk back (the overhead suite's upstream: 20 ms), so the c=1 time to first token
+ * (`c1FirstTokenP50Us`/`P99Us`, scheduled start → first content delta) shows what a proxy adds
+ * once the first chunk arrives, not the upstream's own start.
  * `--env` passes settings to the gateway (e.g. `GATEWAY_METRICS=off`, `GATEWAY_LOG_LEVEL=none`);
  * `--otlp` starts an OTLP/HTTP receiver in this process (core 1) and points the gateway's
  * `OTEL_EXPORTER_OTLP_ENDPOINT` at it, so traces are exported for real; the spans it received are
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     env: { type: "string", multiple: true, default: [] },
     otlp: { type: "boolean", default: false },
     deltas: { type: "string", default: "16" },
+    "ttft-ms": { type: "string", default: "0" },
     "gap-ms": { type: "string", default: "0" }
   }
 })
@@ -58,7 +62,7 @@ const rate = Number(values.rate)
 const seconds = Number(values.seconds)
 const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
-const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]) })
+const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]), ttftMs: Number(values["ttft-ms"]) })
 const receiver = values.otlp ? await startOtlpReceiver() : undefined
 const extraEnv = Object.fromEntries(values.env.map((pair) => {
   const at = pair.indexOf("=")
@@ -133,6 +137,7 @@ try {
     requests: s.requests,
     c1P50Us: Math.round(c1.latencyUs.p50),
     c1P99Us: Math.round(c1.latencyUs.p99),
+    ...(c1.firstTokenUs === undefined ? {} : { c1FirstTokenP50Us: Math.round(c1.firstTokenUs.p50), c1FirstTokenP99Us: Math.round(c1.firstTokenUs.p99) }),
     rateP50Us: Math.round(s.latencyUs.p50),
     rateP99Us: Math.round(s.latencyUs.p99),
     perThreadUs: Object.fromEntries(perThread),

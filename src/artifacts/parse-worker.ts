@@ -21,6 +21,7 @@ import { type FromParseWorker, type ParseWorkerData, type ToParseWorker, WORKER_
 const WINDOW = 2
 
 const target = (workerData as ParseWorkerData | undefined)?.target
+const writesFromBytes = target?.minBytes ?? WORKER_WRITES_MIN_BYTES
 let writer: Promise<RowWriter> | undefined
 const openWriter = () => (writer ??= import("./row-writer.ts").then((m) => m.openRowWriter(target!)))
 let received = 0
@@ -54,7 +55,7 @@ port.on("message", (message: ToParseWorker) => {
     case "chunk":
       chunks.push(message.bytes)
       received += message.bytes.length
-      if (target !== undefined && received >= WORKER_WRITES_MIN_BYTES) void openWriter().catch(() => {}) // reported at "store"
+      if (target !== undefined && received >= writesFromBytes) void openWriter().catch(() => {}) // reported at "store"
       return
     case "end": {
       const read = readEnvelope(concatChunks(chunks))
@@ -67,7 +68,7 @@ port.on("message", (message: ToParseWorker) => {
       const e = envelope!
       try {
         const parsed = parseContent(e.text, e.bytes.length, message.hints, e.value)
-        const writes = target !== undefined && e.bytes.length >= WORKER_WRITES_MIN_BYTES ? "worker" : "main"
+        const writes = target !== undefined && e.bytes.length >= writesFromBytes ? "worker" : "main"
         send({ type: "parsed", format: parsed.format, shape: parsed.shape, writes })
         pieces = piecesOf(parsed, e.bytes, message.batchBytes)
         if (writes === "main") pump()

@@ -22,7 +22,16 @@ export type ToParseWorker =
  * Where a parse worker writes a large content's data itself (`row-writer.ts`): a connection of its
  * own, so megabytes of statements are never encoded on the event loop.
  */
-export type WriteTarget =
+export type WriteTarget = WriteTargetConnection & {
+  /**
+   * Contents from this size on are written by the worker (default `WORKER_WRITES_MIN_BYTES`). The
+   * server keeps the default; tests lower it, so the worker's writes are checked on a content a
+   * tenth the size (the same code runs: only the row count differs).
+   */
+  readonly minBytes?: number
+}
+
+type WriteTargetConnection =
   | {
     readonly kind: "postgres"
     readonly url: string

@@ -1,6 +1,6 @@
 /**
  * Who writes an upload's data: the event loop for a small content, the parse worker on its own
- * connections for one of `WORKER_WRITES_MIN_BYTES` or more (`row-writer.ts`), so a large upload's
+ * connections for one of its target's `minBytes` or more (`row-writer.ts`), so a large upload's
  * megabytes of statements are never encoded on the event loop. Both must store the same rows, and
  * a write that fails in the worker must come back as the SqlError it was (its SQLSTATE decides the
  * HTTP answer). Real PostgreSQL and embedded PGlite (whose worker gets a connection of its own).
@@ -11,7 +11,7 @@ import { SqlClient } from "effect/sql"
 import { rmSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { ArtifactsRepo } from "../../src/artifacts/artifacts-repo.ts"
-import { openContentSession, writeTargetOf } from "../../src/artifacts/content-parser.ts"
+import { INLINE_MAX_BYTES, openContentSession, writeTargetOf } from "../../src/artifacts/content-parser.ts"
 import { makeParseWorkerPool, type ParseWorkerPool } from "../../src/artifacts/parse-worker-pool.ts"
 import { WORKER_WRITES_MIN_BYTES, type WriteTarget } from "../../src/artifacts/worker-protocol.ts"
 import { Settings } from "../../src/config/settings.ts"
@@ -39,11 +39,18 @@ const makeCsv = (rows: number) => {
 }
 
 /**
- * Rows for a content just over `WORKER_WRITES_MIN_BYTES` (~1.06 MiB; each test checks it is over):
- * the worker writes it, and a smaller one keeps the file's CPU down. The interrupted upload keeps
- * 40,000 rows: its statements must still be running when it is stopped.
+ * The size from which the worker writes, here: an eighth of the server's `WORKER_WRITES_MIN_BYTES`
+ * (the same code runs either way; at the server's 1 MiB, writing 28,000 rows twice took ~9 s of
+ * this file's 26 on the embedded engine). Still above `INLINE_MAX_BYTES`, so the contents just
+ * below it are parsed by a worker too and written by the event loop.
  */
-const WORKER_ROWS = 28_000
+const WORKER_MIN_BYTES = WORKER_WRITES_MIN_BYTES / 8
+
+/**
+ * Rows for a content just over `WORKER_MIN_BYTES` (~150 KB; each test checks it is over). The
+ * interrupted upload keeps 40,000 rows: its statements must still be running when it is stopped.
+ */
+const WORKER_ROWS = 4_000
 
 for (const engine of engines) describe(`upload writes: event loop or parse worker (${engine.name})`, () => {
   let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient | StorageEngine, unknown>
@@ -52,8 +59,12 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
   beforeAll(async () => {
     made = engine.make()
     runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(Settings.layerWith(made.settings))))
-    // As the upload makes it (`Artifacts.layer`).
-    target = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2)
+    // As the upload makes it (`Artifacts.layer`), with the file's smaller size for the worker's writes.
+    const targetOf = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2)
+    target = () => {
+      const connection = targetOf()
+      return connection === undefined ? undefined : { ...connection, minBytes: WORKER_MIN_BYTES }
+    }
   })
   afterAll(async () => {
     await runtime?.dispose()
@@ -110,7 +121,7 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
 
   it("a large content is written by its worker, row for row as the event loop writes it", async () => {
     const csv = makeCsv(WORKER_ROWS)
-    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
+    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_MIN_BYTES)
     const body = JSON.stringify({ bytes: csv })
     const byWorker = await store(body, { target })
     const byLoop = await store(body, { target: undefined })
@@ -118,13 +129,16 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     const [a, b] = [await digest(byWorker.contentId), await digest(byLoop.contentId)]
     expect(a.rows).toBe(WORKER_ROWS)
     expect(a).toEqual(b)
-    // Below the size, the event loop writes even with a target.
-    expect((await store(JSON.stringify({ bytes: makeCsv(2_000) }), { target })).writes).toBe("main")
+    // Below the size, the event loop writes even with a target (a worker parses it: it is over INLINE_MAX_BYTES).
+    const below = makeCsv(2_000)
+    expect(Buffer.byteLength(below)).toBeGreaterThan(INLINE_MAX_BYTES)
+    expect(Buffer.byteLength(below)).toBeLessThan(WORKER_MIN_BYTES)
+    expect((await store(JSON.stringify({ bytes: below }), { target })).writes).toBe("main")
   })
 
   it("a write that fails in the worker fails the upload with the server's SQLSTATE", async () => {
     const csv = makeCsv(WORKER_ROWS)
-    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
+    expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_MIN_BYTES)
     // Rows already stored under a content, by the event loop (a small content: storing a large
     // one first cost ~1 s of CPU per engine and proves nothing more); the worker's rows under that
     // same content start with the same row numbers: a primary-key violation, in the worker.
@@ -168,7 +182,7 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     }
     try {
       const csv = makeCsv(WORKER_ROWS)
-      expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_WRITES_MIN_BYTES)
+      expect(Buffer.byteLength(csv)).toBeGreaterThan(WORKER_MIN_BYTES)
       const first = await store(JSON.stringify({ bytes: csv }), { target, pool: watched })
       expect(given).toHaveLength(1)
       // The same content again (its body differs), through the kept worker: the same rows.

@@ -17,8 +17,7 @@ import OpenAI from "openai"
 import { Worker } from "node:worker_threads"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
-import { fastConfigEnv } from "../support/fast-config.ts"
-import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
+import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 const MIB = 1 << 20
 /** The issue's bound for another client's request while a hostile one is processed. */
@@ -70,7 +69,7 @@ const startBystander = (baseUrl: string): Bystander => {
 }
 
 /** Creates an agent run on `gw` and waits until its step has run; returns the final run. */
-const runToEnd = async (gw: GatewayProcess, body: unknown) => {
+const runToEnd = async (gw: SharedGateway, body: unknown) => {
   const headers = { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" }
   const created = await fetch(`${gw.baseUrl}/v1/agent-runs`, { method: "POST", headers, body: JSON.stringify(body) })
   const text = await created.text()
@@ -84,59 +83,39 @@ const runToEnd = async (gw: GatewayProcess, body: unknown) => {
   throw new Error(`run ${id} did not finish`)
 }
 
-interface Started {
-  readonly gw: GatewayProcess
-  readonly cleanup: () => void
-}
-
 /**
- * Every engine's gateway, started and warmed at once before the first engine's tests: this file
- * runs alone at the end of the run (the `latency` project), so the second engine's start and
- * warm-up (~2.5 s of wall time) no longer add to it. Nothing is measured while they start; an
- * idle gateway then waits beside the measured one (its quiet memory trim comes after a minute,
- * longer than an engine's tests take).
+ * The run's shared gateways (one process per engine, `shared-gateway.ts`): this file runs alone
+ * at the end of the run (the `latency` project), when every other suite is done with them, so it
+ * starts no process of its own (two starts and warm-ups were ~2 s of this file's ~8 s, with a core
+ * idle). Every engine's gateway is warmed at once before the first engine's tests, as a running
+ * gateway is (when this file runs alone, they are fresh).
  */
-let starting: Map<string, Promise<Started>> | undefined
-const startAll = () =>
-  (starting ??= new Map(engines().map((engine) => [engine.name, (async () => {
-    const setup = engine.setup()
-    const gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!) })
-    const anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0, timeout: 60_000 })
-    const openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 })
-    // Warm every path once (first queries, JIT, the tokenizer thread), as a running gateway is.
+let warming: Map<string, Promise<SharedGateway>> | undefined
+const warmAll = () =>
+  (warming ??= new Map(engines().map((engine) => [engine.name, (async () => {
+    const gw = await sharedGateway(engine)
+    const anthropic = new Anthropic({ apiKey: gw.apiKey, baseURL: gw.baseUrl, maxRetries: 0, timeout: 60_000 })
+    const openai = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 })
+    // Every path once (first queries, JIT, the tokenizer thread).
     await anthropic.messages.create({ model: "atlas", max_tokens: 16, messages: [{ role: "user", content: "hi" }] })
     await anthropic.messages.countTokens({ model: "atlas", messages: [{ role: "user", content: "hi" }] })
     await openai.embeddings.create({ model: "svc-embed-small", input: "hi" })
     await runToEnd(gw, { model: "atlas", input: "hi" })
-    return { gw, cleanup: setup.cleanup }
+    return gw
   })()])))
 
-/** Stops an engine's gateway (once), whether or not its tests ran. */
-const stopped = new Set<string>()
-const stop = async (name: string) => {
-  const started = starting?.get(name)
-  if (started === undefined || stopped.has(name)) return
-  stopped.add(name)
-  const { gw, cleanup } = await started
-  await gw.stop()
-  cleanup()
-}
-afterAll(async () => {
-  await Promise.all([...(starting?.keys() ?? [])].map((name) => stop(name).catch(() => {})))
-})
-
 describe.each(engines())("hostile input does not hold other clients ($name)", (engine) => {
-  let gw: GatewayProcess
+  let gw: SharedGateway
   let bystander: Bystander
   let anthropic: Anthropic
   let openai: OpenAI
 
   beforeAll(async () => {
-    // Every engine's start and warm-up ends before any engine's tests begin.
-    await Promise.all(startAll().values())
-    ;({ gw } = await startAll().get(engine.name)!)
-    anthropic = new Anthropic({ apiKey: gw.apiKey!, baseURL: gw.baseUrl, maxRetries: 0, timeout: 60_000 })
-    openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 })
+    // Every engine's warm-up ends before any engine's tests begin.
+    await Promise.all(warmAll().values())
+    gw = await warmAll().get(engine.name)!
+    anthropic = new Anthropic({ apiKey: gw.apiKey, baseURL: gw.baseUrl, maxRetries: 0, timeout: 60_000 })
+    openai = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 })
     bystander = startBystander(gw.baseUrl)
     // Until the bystander's thread has an answer (not a sleep chosen to be long enough).
     for (const deadline = Date.now() + 10_000; (await bystander.collect()).count === 0;) {
@@ -146,7 +125,6 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
   }, 120_000)
   afterAll(async () => {
     await bystander?.stop()
-    await stop(engine.name)
   })
 
   /**
