@@ -135,11 +135,8 @@ export default async function setup(project: TestProject) {
     shared.warned = true
   }
   project.provide("services", { postgresUrl: pg ? POSTGRES_URL : null, redisUrl: redis ? REDIS_URL : null })
-  // The latency project's files start their own gateways; the shared ones belong to the suite's.
-  if (project.name === "latency") {
-    project.provide("sharedGateways", {})
-    return async () => release()
-  }
+  // Set up once (the root config's), for both projects: the latency project's file runs on the
+  // same shared gateways once the suite's files are done with them.
   const gateways = await startSharedGateways({ postgresUrl: pg ? POSTGRES_URL : null, migratedDataDir: migrated, postgresTemplate: template?.name ?? null })
   project.provide("sharedGateways", gateways.addresses)
   // The run's temporary directory (on tmpfs when there is one): data dirs a test left behind go
