@@ -17,8 +17,12 @@ import { spawn, spawnSync } from "node:child_process"
 import { readdirSync, rmSync } from "node:fs"
 import { join } from "node:path"
 
-/** V8 flags that write a jitdump (`jit-<pid>.dump`) into `dir` for `perf inject --jit`. */
-export const perfNodeArgs = (dir: string) => ["--perf-prof", "--perf-prof-unwinding-info", `--perf-prof-path=${dir}`]
+/**
+ * V8 flags that write a jitdump (`jit-<pid>.dump`) into `dir` for `perf inject --jit`. `--perf-prof`
+ * also turns on V8's log, one `isolate-…-v8.log` per isolate (the main thread and every worker):
+ * `--logfile` puts them in `dir` too, not in the gateway's working directory (the checkout).
+ */
+export const perfNodeArgs = (dir: string) => ["--perf-prof", "--perf-prof-unwinding-info", `--perf-prof-path=${dir}`, `--logfile=${join(dir, "v8.log")}`]
 
 /** Starts sampling one thread (its tid; a process's main thread has the pid) at `hz`; stop() ends it. */
 export const recordThread = (tid: number, dir: string, hz = 2_000) => {
@@ -77,7 +81,7 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   const script = spawnSync("perf", ["script", "-i", injected], { encoding: "utf8", maxBuffer: 1 << 30 })
   if (script.status !== 0) throw new Error(`perf script failed: ${script.stderr}`)
   for (const file of readdirSync(dir)) {
-    if (file.startsWith("jitted-") || file.startsWith("jit-") || file.startsWith("perf.")) rmSync(join(dir, file), { force: true })
+    if (file.startsWith("jitted-") || file.startsWith("jit-") || file.startsWith("perf.") || file.startsWith("isolate-")) rmSync(join(dir, file), { force: true })
   }
   const areas = new Map<string, number>()
   const self = new Map<string, number>()
