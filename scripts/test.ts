@@ -31,6 +31,7 @@ const run = (command: string, args: ReadonlyArray<string>, capture: boolean) => 
     child.once("close", (code) => resolve({ code: code ?? 1, output }))
   })
 }
+
 const typeCheck = async () => {
   const startedAt = performance.now()
   for (const [project, info] of [[".", "main"], ["dashboard", "dashboard"]] as const) {

@@ -26,7 +26,7 @@ export type WriteTarget = WriteTargetConnection & {
   /**
    * Contents from this size on are written by the worker (default `WORKER_WRITES_MIN_BYTES`). The
    * server keeps the default; tests lower it, so the worker's writes are checked on a content a
-   * tenth the size (the same code runs: only the row count differs).
+   * few times smaller (the same code runs: only the row count differs).
    */
   readonly minBytes?: number
 }
