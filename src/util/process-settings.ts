@@ -44,7 +44,7 @@
  * gave the same short scavenges (4.7 ms at most), while parallel scavenging, concurrent sweeping
  * and array-buffer sweeping off left them at 25 ms. So a process on one core runs with
  * `--single-threaded-gc` (all of the collector's helpers off: none can run beside it there), unless its
- * command line already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
+ * command line or `NODE_OPTIONS` already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
  * read once, at start: a process pinned later keeps what it started with.
  */
 import { availableParallelism } from "node:os"
@@ -63,8 +63,15 @@ export const missingSettings = (
   cores: number
 ): { readonly env: Readonly<Record<string, string>>; readonly flags: ReadonlyArray<string> } => ({
   env: env.MALLOC_ARENA_MAX === undefined && env.GLIBC_TUNABLES === undefined ? ALLOCATOR_SETTINGS : {},
-  flags: cores === 1 && !execArgv.some((arg) => /^--(no[-_]?)?single[-_]threaded[-_]gc(=|$)/.test(arg)) ? [SINGLE_THREADED_GC] : []
+  flags: cores === 1 && !operatorFlags(env, execArgv).some((arg) => /^--(no[-_]?)?single[-_]threaded[-_]gc(=|$)/.test(arg)) ? [SINGLE_THREADED_GC] : []
 })
+
+/**
+ * The flags the operator gave: the command line's and `NODE_OPTIONS`'s. Both count, since a flag
+ * added on the command line overrides the same flag in `NODE_OPTIONS` (node reads it first).
+ */
+const operatorFlags = (env: Readonly<Record<string, string | undefined>>, execArgv: ReadonlyArray<string>) =>
+  [...execArgv, ...(env.NODE_OPTIONS ?? "").split(/\s+/).filter((arg) => arg !== "")]
 
 /** Replaces this process with itself under the settings above, when it lacks any of them. */
 export const applyProcessSettings = (): void => {

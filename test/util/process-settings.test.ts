@@ -46,13 +46,16 @@ const probe = (env: Record<string, string | undefined>, options: { oneCore?: boo
 }
 
 describe("missingSettings", () => {
-  it("asks for the allocator's variables unless either is set, and the flag on one core unless the command line says either way", () => {
+  it("asks for the allocator's variables unless either is set, and the flag on one core unless the command line or NODE_OPTIONS says either way", () => {
     expect(missingSettings({}, [], 2)).toEqual({ env: { MALLOC_ARENA_MAX: "2", GLIBC_TUNABLES: expect.any(String) }, flags: [] })
     expect(missingSettings({ MALLOC_ARENA_MAX: "8" }, [], 1)).toEqual({ env: {}, flags: ["--single-threaded-gc"] })
     expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded-gc"], 1)).toEqual({ env: {}, flags: [] })
     expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no-single-threaded-gc"], 1)).toEqual({ env: {}, flags: [] })
     expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no_single_threaded_gc"], 1)).toEqual({ env: {}, flags: [] })
     expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded"], 1)).toEqual({ env: {}, flags: ["--single-threaded-gc"] })
+    // NODE_OPTIONS is the operator's too: a flag added on the command line would override it.
+    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512  --no-single-threaded-gc" }, [], 1)).toEqual({ env: {}, flags: [] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512" }, [], 1)).toEqual({ env: {}, flags: ["--single-threaded-gc"] })
   })
 })
 
