@@ -8,8 +8,14 @@
  * the clients hang up and the heap is measured again: what the streams held must be gone (a leak
  * would stay).
  * `--snapshot=DIR` also writes heap snapshots (before and with the streams open) into DIR.
+ * `--smaps` also reports the resident growth by kind of mapping (`/proc/PID/smaps`), and
+ * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`).
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps]
+ * The RSS moves with V8's young generation as much as with what the streams hold: opening the
+ * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
+ * the RSS; any sustained load does the same.
+ *
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -20,12 +26,32 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-interface Probe { readonly heapUsed: number; readonly external: number; readonly rss: number }
+interface Probe { readonly heapUsed: number; readonly external: number; readonly rss: number; readonly newSpaceCommitted: number }
+
+/**
+ * Resident KiB of a process by kind of mapping (`/proc/PID/smaps`): `[heap]` (glibc's main arena),
+ * anonymous mappings (V8's heap pages, glibc's other arenas, thread stacks), and files.
+ */
+const residentByMapping = (pid: number): Map<string, number> => {
+  const out = new Map<string, number>()
+  let kind = ""
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line)
+    if (header !== null) {
+      const name = header[1]!.trim()
+      kind = name === "" ? "[anon]" : name.startsWith("/") ? "files" : name
+      continue
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line)
+    if (rss !== null) out.set(kind, (out.get(kind) ?? 0) + Number(rss[1]))
+  }
+  return out
+}
 
 const main = async () => {
   const logDir = mkdtempSync(join(tmpdir(), "bench-stream-memory-"))
@@ -42,7 +68,7 @@ const main = async () => {
     for (let run = 1; run <= Number(values.runs); run++) {
       const gateway = await startGateway({
         name: `gateway-${run}`, config, adminToken: randomToken(), logDir, cpu: 0,
-        nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts")],
+        nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts"), ...values["node-args"].split(" ").filter((a) => a !== "")],
         env: values.snapshot === undefined ? {} : { BENCH_HEAP_SNAPSHOT_DIR: values.snapshot }
       })
       // The gateway logs a line per request: read its log file (its captured output is capped).
@@ -73,16 +99,23 @@ const main = async () => {
         await openLoop({ rate: 50, durationMs: 2_000, pick: spec(3), stream: true })
         await sleep(1_500)
         const before = await probe()
+        const mappingsBefore = values.smaps ? residentByMapping(gateway.pid) : undefined
         const tracker: Tracker = { inFlight: 0, openStreams: 0 }
         void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(300), stream: true, tracker })
         for (let i = 0; i < 150 && tracker.openStreams < count; i++) await sleep(200)
         await sleep(500)
         const open = tracker.openStreams
         const during = await probe()
+        if (mappingsBefore !== undefined) {
+          const now = residentByMapping(gateway.pid)
+          const rows = [...now].map(([kind, kib]) => [kind, kib - (mappingsBefore.get(kind) ?? 0)] as const).filter(([, d]) => d !== 0).sort((a, b) => b[1] - a[1])
+          console.log(`run ${run}: resident growth by mapping (KiB per open stream): ${rows.map(([kind, d]) => `${kind} ${(d / tracker.openStreams).toFixed(1)}`).join(", ")}`)
+        }
         const per = (k: keyof Probe) => ((during[k] - before[k]) * 1024 / open).toFixed(1)
         console.log(`run ${run}: ${open} streams open; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +
           `RSS ${before.rss.toFixed(1)} → ${during.rss.toFixed(1)} MiB; per open stream: heap ${per("heapUsed")} KiB, external ${per("external")} KiB, ` +
-          `RSS ${per("rss")} KiB (load ${loadavg()[0]!.toFixed(2)})`)
+          `RSS ${per("rss")} KiB, of which the young generation's growth ${per("newSpaceCommitted")} KiB (committed ${before.newSpaceCommitted.toFixed(1)} → ` +
+          `${during.newSpaceCommitted.toFixed(1)} MiB) (load ${loadavg()[0]!.toFixed(2)})`)
         // The clients hang up: whatever the streams held must be garbage now (a leak stays here).
         await pool.destroy()
         await sleep(3_000)

@@ -1,8 +1,8 @@
 /**
  * Settings the `serve` process must have from its first instruction, so it sets them by replacing
  * itself (`process.execve`: same pid, same standard streams; ~0.05–0.2 s) before anything else
- * starts: glibc's allocator set to give memory back, and on one core, V8's collector on the main
- * thread alone.
+ * starts: glibc's allocator set to give memory back, V8's young generation capped, and on one
+ * core, V8's collector on the main thread alone.
  *
  * ## The allocator
  *
@@ -44,8 +44,30 @@
  * gave the same short scavenges (4.7 ms at most), while parallel scavenging, concurrent sweeping
  * and array-buffer sweeping off left them at 25 ms. So a process on one core runs with
  * `--single-threaded-gc` (all of the collector's helpers off: none can run beside it there), unless its
- * command line or `NODE_OPTIONS` already says either way (`--no-single-threaded-gc` keeps the helpers). Affinity is
+ * command line already says either way (`--no-single-threaded-gc` keeps the helpers; node does not
+ * take either in `NODE_OPTIONS`). Affinity is
  * read once, at start: a process pinned later keeps what it started with.
+ *
+ * ## The young generation: `--max-semi-space-size=16`
+ *
+ * Under load V8 grows the young generation to its cap, on 64-bit Node 24 a 32 MiB semi-space
+ * (~95 MiB committed), and keeps it there until the quiet trim. A burst of open streams does the
+ * same: 1,000 streams grew the committed young generation 38.9 → 94.8 MiB, 57 of the 94 KiB of RSS
+ * each stream seemed to cost (their heap after a full collection: 40 KiB each;
+ * `bench/stream-memory.ts`). Capped at 16 MiB, scavenges come ~2–4× as often but each copies the
+ * same survivors (what is live at that moment, not the nursery's size), so (2026-11-28, alternated
+ * runs on one VM):
+ * - non-streamed at 200 req/s (`bench/hot-path.ts`, two rounds): scavenge time 15–16 → 23–33 ms
+ *   per 3,000 requests (3–6 µs per request, below the CPU's run-to-run noise: 910 / 1,000 against
+ *   867 / 947 µs), loaded RSS 283–284 → 265–268 MiB, loop-delay p99 unchanged;
+ * - streamed at 200 streams/s: scavenge time 67 → 238–247 ms per 3,000 streams (+~58 µs per
+ *   stream, ~3%), loaded RSS 323 → 265–267 MiB, loop-delay p99 and longest pause unchanged;
+ * - the streams suite (`npm run bench -- --quick --only=streams`, two runs each): RSS per open
+ *   stream 48.2 / 49.3 → 41.0 / 25.1 KiB, peak RSS 400 / 402 → 354 / 319 MiB, CPU per stream
+ *   mixed, within the runs' spread.
+ * Idle RSS after the quiet trim is unchanged (190.6–192.7 against 187.5–193.4 MiB, three
+ * alternated starts). An operator's own `--max-semi-space-size` or `--min-semi-space-size`
+ * (command line or `NODE_OPTIONS`) is left alone; `--max-semi-space-size=0` is V8's own sizing.
  */
 import { availableParallelism } from "node:os"
 
@@ -55,20 +77,29 @@ const ALLOCATOR_SETTINGS = {
 }
 
 const SINGLE_THREADED_GC = "--single-threaded-gc"
+const YOUNG_GENERATION_CAP = "--max-semi-space-size=16"
 
-/** What this process lacks: the allocator's variables, and V8 flags for the cores it may use. */
+/** What this process lacks: the allocator's variables, the young generation's cap, and V8 flags for the cores it may use. */
 export const missingSettings = (
   env: Readonly<Record<string, string | undefined>>,
   execArgv: ReadonlyArray<string>,
   cores: number
-): { readonly env: Readonly<Record<string, string>>; readonly flags: ReadonlyArray<string> } => ({
-  env: env.MALLOC_ARENA_MAX === undefined && env.GLIBC_TUNABLES === undefined ? ALLOCATOR_SETTINGS : {},
-  flags: cores === 1 && !operatorFlags(env, execArgv).some((arg) => /^--(no[-_]?)?single[-_]threaded[-_]gc(=|$)/.test(arg)) ? [SINGLE_THREADED_GC] : []
-})
+): { readonly env: Readonly<Record<string, string>>; readonly flags: ReadonlyArray<string> } => {
+  const given = operatorFlags(env, execArgv)
+  const says = (flag: RegExp) => given.some((arg) => flag.test(arg))
+  return {
+    env: env.MALLOC_ARENA_MAX === undefined && env.GLIBC_TUNABLES === undefined ? ALLOCATOR_SETTINGS : {},
+    flags: [
+      ...(says(/^--(max|min)[-_]semi[-_]space[-_]size(=|$)/) ? [] : [YOUNG_GENERATION_CAP]),
+      ...(cores === 1 && !says(/^--(no[-_]?)?single[-_]threaded[-_]gc(=|$)/) ? [SINGLE_THREADED_GC] : [])
+    ]
+  }
+}
 
 /**
  * The flags the operator gave: the command line's and `NODE_OPTIONS`'s. Both count, since a flag
- * added on the command line overrides the same flag in `NODE_OPTIONS` (node reads it first).
+ * added on the command line overrides the same flag in `NODE_OPTIONS` (node reads it first); node
+ * takes the semi-space sizes there, not `--single-threaded-gc`.
  */
 const operatorFlags = (env: Readonly<Record<string, string | undefined>>, execArgv: ReadonlyArray<string>) =>
   [...execArgv, ...(env.NODE_OPTIONS ?? "").split(/\s+/).filter((arg) => arg !== "")]
