@@ -128,19 +128,25 @@ export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<num
 
 /** Characters bounded between two yields to the event loop (a fraction of a millisecond). */
 const BOUND_SLICE_UNITS = 16_384
+/**
+ * What a text costs beyond its characters, in the same units: taking it up (and, for a request,
+ * its message's part) is work too, so 20,000 two-character texts are not one slice of 40,000.
+ */
+const TEXT_UNITS = 64
 
 /**
  * An upper bound on the exact tokens of `texts` (see token-bound.ts), computed on the event loop
  * in slices of BOUND_SLICE_UNITS characters with a yield between them, so a 32 MiB input never
- * holds the loop for more than about a millisecond at a time.
+ * holds the loop for more than about a millisecond at a time. The texts are taken up one by one,
+ * so an iterable that makes them as it goes (`requestTexts`) is sliced too.
  */
-export const textsTokenBound = Effect.fnUntraced(function*(texts: ReadonlyArray<string>) {
+export const textsTokenBound = Effect.fnUntraced(function*(texts: Iterable<string>) {
   let total = 0
   let sinceYield = 0
   for (const text of texts) {
     const steps = textTokenBoundSteps(text, BOUND_SLICE_UNITS)
     let more = steps.next()
-    sinceYield += Math.min(text.length, BOUND_SLICE_UNITS)
+    sinceYield += TEXT_UNITS + Math.min(text.length, BOUND_SLICE_UNITS)
     while (more) {
       if (sinceYield >= BOUND_SLICE_UNITS) {
         yield* Effect.yieldNow
@@ -158,12 +164,24 @@ export const textsTokenBound = Effect.fnUntraced(function*(texts: ReadonlyArray<
   return total
 })
 
+/**
+ * The texts of `promptParts(request)` in order, each part made when it is reached (not all of
+ * them up front, in one turn of the event loop); their flat tokens are added to `flat` as it goes.
+ */
+function* requestTexts(request: CanonicalRequest, flat: { tokens: number }): Generator<string> {
+  const preamble = preamblePart(request)
+  flat.tokens += preamble.flat
+  yield* preamble.texts
+  for (const message of request.messages) {
+    const part = messagePart(message)
+    flat.tokens += part.flat
+    yield* part.texts
+  }
+}
+
 /** An upper bound on a request's input tokens (what metering reserves): never below `countRequestTokens`. */
 export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> =>
   Effect.suspend(() => {
-    const parts = promptParts(request)
-    return Effect.map(
-      textsTokenBound(parts.flatMap((part) => part.texts)),
-      (bound) => parts.reduce((sum, part) => sum + part.flat, bound)
-    )
+    const flat = { tokens: 0 }
+    return Effect.map(textsTokenBound(requestTexts(request, flat)), (bound) => bound + flat.tokens)
   })

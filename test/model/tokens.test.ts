@@ -11,10 +11,13 @@ import {
   MESSAGE_OVERHEAD_TOKENS,
   messagePart,
   countPartTokens,
+  promptParts,
   REQUEST_OVERHEAD_TOKENS,
   requestTokenBound,
+  textsTokenBound,
   TOOL_OVERHEAD_TOKENS
 } from "../../src/model/tokens.ts"
+import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 describe("exact counts (bpe.ts)", () => {
   it("counts with o200k_base", () => {
@@ -142,4 +145,20 @@ describe("countRequestTokens", () => {
       assert.isAtLeast(bound, exact)
       assert.isBelow(bound, 3 * exact)
     }))
+
+  it.effect("bounds the request as its parts' flat tokens plus the bound of their texts", () =>
+    Effect.gen(function*() {
+      const parts = promptParts(withTools)
+      const flat = parts.reduce((sum, part) => sum + part.flat, 0)
+      assert.strictEqual(yield* requestTokenBound(withTools), flat + (yield* textsTokenBound(parts.flatMap((part) => part.texts))))
+    }))
+
+  it("lets the event loop run while it bounds a request of many tiny messages", async () => {
+    const many = makeRequest({ model: "svc-x", messages: Array.from({ length: 20_000 }, (_, i) => userMessage(`m${i}`)) })
+    const { value, turns } = await loopTurnsDuring(() => Effect.runPromise(requestTokenBound(many)))
+    const parts = promptParts(many)
+    assert.strictEqual(value, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(parts.flatMap((part) => part.texts))))
+    // 20,000 texts of a few characters: without a cost per text they would be a few slices at most.
+    assert.isAbove(turns, 20)
+  })
 })
