@@ -8,16 +8,18 @@
  * - **Schemas** describe every shape; hand-written code only adds what a shape cannot say (a
  *   refused feature, a tool_choice naming no tool). Both fail with the one 400 of
  *   `util/schema-issue.ts` (`invalidField`), so the wording is the same on every surface.
- * - **Synchronously**: a decode is a plain function that throws that 400, run once per request
- *   by `decodeRequest`; each Schema is JIT-compiled (`SchemaJITCompiler`), so a valid value is
+ * - **Synchronously**: a decode is plain code that throws that 400, run once per request by
+ *   `decodeRequest`; each Schema is JIT-compiled (`SchemaJITCompiler`), so a valid value is
  *   checked by generated code with no Effect run per stage. An invalid one takes Schema's detailed
- *   path, which builds the issue.
+ *   path, which builds the issue. Its long lists (messages, input items) are decoded by a
+ *   generator that pauses every PAUSE_EVERY items (`Sliced`), so a large body's decode gives the
+ *   event loop turns instead of holding it (~6–9 ms for 21,800 messages on a slow VM).
  */
 import { Effect, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
-import { aroundYields } from "../util/sliced-json.ts"
+import { aroundYields, SLICE_MS, wasSliced } from "../util/sliced-json.ts"
 
 type Decodable = Schema.Top & { readonly DecodingServices: never }
 
@@ -67,18 +69,66 @@ export const discriminated = <const M extends Record<string, Decodable>>(key: st
 }
 
 /**
- * A synchronous decode as the Effect a dialect returns: its 400 fails the Effect; anything else
- * thrown is a defect. A large body (parsed in slices) is decoded in an event-loop turn of its own.
+ * A decode that may pause: a generator that `yield`s (nothing) between pieces of work on a long
+ * list and returns the decoded value. The decode is the same code either way; only its driver
+ * (`runDecode`) decides whether a pause gives the event loop a turn.
  */
-export const decodeRequest = <A>(decode: (body: unknown) => A) => (body: unknown): Effect.Effect<A, InvalidRequest> =>
+export type Sliced<A> = Generator<void, A, void>
+
+/** Items of a list between two of a decode's pauses. */
+export const PAUSE_EVERY = 128
+
+/** Whether a decode at item `index` of a long list offers a pause. */
+export const pausesAt = (index: number): boolean => index % PAUSE_EVERY === PAUSE_EVERY - 1
+
+/** `list.map(decode)`, offering a pause every PAUSE_EVERY items. */
+export function* slicedMap<A, B>(list: ReadonlyArray<A>, decode: (item: A, index: number) => B): Sliced<Array<B>> {
+  const out: Array<B> = []
+  for (let i = 0; i < list.length; i++) {
+    out.push(decode(list[i], i))
+    if (pausesAt(i)) yield
+  }
+  return out
+}
+
+/** A decode with no long list of its own, as a sliced one (it never pauses). */
+export const whole = <A>(decode: (body: unknown) => A) =>
+  function*(body: unknown): Sliced<A> {
+    return decode(body)
+  }
+
+/**
+ * Runs a sliced decode to its end. A body parsed at once (under 128 KiB) is decoded in this turn,
+ * pauses ignored; a large one (parsed in slices, `wasSliced`) in turns of about SLICE_MS, the
+ * event loop running at the pauses between them, and in turns of its own before and after
+ * (`aroundYields`). The 400 (`isExpected`) fails the Effect; anything else thrown is a defect.
+ */
+export const runDecode = <A, E>(body: unknown, steps: () => Sliced<A>, isExpected: (error: unknown) => error is E): Effect.Effect<A, E> =>
   aroundYields(body, Effect.suspend(() => {
-    try {
-      return Effect.succeed(decode(body))
-    } catch (error) {
-      if (error instanceof InvalidRequest) return Effect.fail(error)
-      throw error
+    let decode: Sliced<A> | undefined
+    const slices = wasSliced(body)
+    const turn = (): Effect.Effect<A, E> => {
+      const started = performance.now()
+      try {
+        // Made inside the try: a decode may refuse before its first pause (or be a plain call that throws).
+        decode ??= steps()
+        for (let next = decode.next(); ; next = decode.next()) {
+          if (next.done === true) return Effect.succeed(next.value)
+          if (slices && performance.now() - started >= SLICE_MS) return Effect.andThen(Effect.yieldNow, Effect.suspend(turn))
+        }
+      } catch (error) {
+        if (isExpected(error)) return Effect.fail(error)
+        throw error
+      }
     }
+    return turn()
   }))
+
+const isInvalidRequest = (error: unknown): error is InvalidRequest => error instanceof InvalidRequest
+
+/** A dialect's decode as the Effect it returns: its 400 fails the Effect (see `runDecode`). */
+export const decodeRequest = <A>(decode: (body: unknown) => Sliced<A>) => (body: unknown): Effect.Effect<A, InvalidRequest> =>
+  runDecode(body, () => decode(body), isInvalidRequest)
 
 /** Optional, and `null` accepted as absent: OpenAI clients often send explicit nulls. */
 export const opt = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))

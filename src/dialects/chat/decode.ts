@@ -13,7 +13,7 @@ import { textBlock } from "../../model/content.ts"
 import type { ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
-import { decodeRequest, decoderAt, definedFields, discriminated, given, refuse } from "../staged-decode.ts"
+import { decodeRequest, decoderAt, definedFields, discriminated, given, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
 import type { ChatRequestWire, UserPart } from "./request-schema.ts"
 import {
   AssistantPartMembers,
@@ -130,15 +130,16 @@ const assistantContent = (message: typeof MessageMembers.assistant.Type, path: s
   return blocks
 }
 
-/** The turns and system text of `messages`. */
-const decodeMessages = (raw: ReadonlyArray<unknown>) => {
+/** The turns and system text of `messages` (pausing every PAUSE_EVERY messages: see staged-decode.ts). */
+function* decodeMessages(raw: ReadonlyArray<unknown>): Sliced<{ system: Array<TextBlock>; messages: Array<Message> }> {
   const system: Array<TextBlock> = []
   const messages: Array<Message> = []
   // The user turn that collects consecutive tool results, while the run lasts.
   let toolTurn: Array<ContentBlock> | undefined
-  for (const [i, value] of raw.entries()) {
+  for (let i = 0; i < raw.length; i++) {
+    if (i > 0 && pausesAt(i - 1)) yield
     const path = `messages[${i}]`
-    const message = decodeMessage(value, path)
+    const message = decodeMessage(raw[i], path)
     if (message.role !== "tool") toolTurn = undefined
     switch (message.role) {
       case "system":
@@ -222,10 +223,10 @@ const refuseUnsupported = (wire: ChatRequestWire): void => {
 }
 
 /** The canonical request of a Chat Completions body; throws the 400 naming the first bad field. */
-export const chatRequestOf = (body: unknown): Decoded<ChatEcho> => {
+function* chatRequestOf(body: unknown): Sliced<Decoded<ChatEcho>> {
   const wire = decodeEnvelope(body, "")
   refuseUnsupported(wire)
-  const { system, messages } = decodeMessages(wire.messages)
+  const { system, messages } = yield* decodeMessages(wire.messages)
   const tools = toolDefinitions(wire)
   const format = given(wire.response_format)
   const request = makeRequest({

@@ -9,7 +9,7 @@ import { userMessage } from "../../model/content.ts"
 import { makeRequest } from "../../model/request.ts"
 import { checkSingleChoice, PositiveInt, Stop, stopSequences, StreamOptions, Temperature, TopP } from "../chat/wire-decode.ts"
 import type { Decoded } from "../dialect.ts"
-import { decodeRequest, decoderAt, definedFields, given, opt, refuse } from "../staged-decode.ts"
+import { decodeRequest, decoderAt, definedFields, given, opt, refuse, whole } from "../staged-decode.ts"
 
 /** OpenAI's default output ceiling for legacy completions. */
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16
@@ -84,4 +84,4 @@ const completionsRequestOf = (body: unknown): Decoded<CompletionsEcho> => {
   return { request, echo }
 }
 
-export const decodeCompletionsRequest = decodeRequest(completionsRequestOf)
+export const decodeCompletionsRequest = decodeRequest(whole(completionsRequestOf))

@@ -14,7 +14,7 @@
 import type { ContentBlock, DocumentBlock, ImageBlock, JsonObject, Message, TextBlock } from "../../model/content.ts"
 import type { CanonicalRequest, ReasoningEffort, ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
-import { decoderAt, discriminated, refuse } from "../staged-decode.ts"
+import { decoderAt, discriminated, refuse, type Sliced, slicedMap } from "../staged-decode.ts"
 import type { WireContentBlock, WireMessage, WireRequest, WireThinking, WireToolChoice } from "./wire-schema.ts"
 import { ContentBlockMembers, CountTokensEnvelope, CreateMessageEnvelope, MessageEnvelope } from "./wire-schema.ts"
 
@@ -85,9 +85,9 @@ const checkPlacement = (role: WireMessage["role"], block: WireContentBlock, path
 const decodeMessageEnvelope = decoderAt(MessageEnvelope)
 const decodeBlock = discriminated("type", ContentBlockMembers)
 
-/** Each message, then each of its blocks by `type`. */
-const wireMessages = (raw: ReadonlyArray<unknown>): Array<WireMessage> =>
-  raw.map((value, i) => {
+/** Each message, then each of its blocks by `type` (pausing every PAUSE_EVERY messages: see staged-decode.ts). */
+const wireMessages = (raw: ReadonlyArray<unknown>): Sliced<Array<WireMessage>> =>
+  slicedMap(raw, (value, i): WireMessage => {
     const path = `messages[${i}]`
     const { role, content } = decodeMessageEnvelope(value, path)
     if (typeof content === "string") return { role, content }
@@ -188,13 +188,13 @@ const decodeCreateEnvelope = decoderAt(CreateMessageEnvelope)
 const decodeCountEnvelope = decoderAt(CountTokensEnvelope)
 
 /** The canonical request of a `POST /v1/messages` body; throws the 400 naming the first bad field. */
-export const messagesRequestOf = (body: unknown): CanonicalRequest => {
+export function* messagesRequestOf(body: unknown): Sliced<CanonicalRequest> {
   const envelope = decodeCreateEnvelope(body, "")
-  return canonicalRequest(envelope, wireMessages(envelope.messages))
+  return canonicalRequest(envelope, yield* wireMessages(envelope.messages))
 }
 
 /** The same for a count_tokens body (no `max_tokens`; one that is sent is ignored). */
-export const countTokensRequestOf = (body: unknown): CanonicalRequest => {
+export function* countTokensRequestOf(body: unknown): Sliced<CanonicalRequest> {
   const envelope = decodeCountEnvelope(body, "")
-  return canonicalRequest(envelope, wireMessages(envelope.messages))
+  return canonicalRequest(envelope, yield* wireMessages(envelope.messages))
 }

@@ -3,8 +3,8 @@
  * envelopes or Messages SSE out. See `wire-schema.ts` (validation), `decode.ts` (wire → canonical),
  * `encode-body.ts` and `encode-stream.ts` (canonical → wire).
  */
-import type { ChatDialect } from "../dialect.ts"
-import { decodeRequest } from "../staged-decode.ts"
+import type { ChatDialect, Decoded } from "../dialect.ts"
+import { decodeRequest, type Sliced } from "../staged-decode.ts"
 import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
 import { makeMessagesStreamEncoder } from "./encode-stream.ts"
@@ -28,10 +28,14 @@ export const decodeCountTokens = decodeRequest(countTokensRequestOf)
 /** Nothing to echo: the envelope is built from the canonical response and the context alone. */
 export type MessagesEcho = undefined
 
+function* messagesDecoded(body: unknown): Sliced<Decoded<MessagesEcho>> {
+  return { request: yield* messagesRequestOf(body), echo: undefined }
+}
+
 export const messagesDialect: ChatDialect<MessagesEcho> = {
   surface: "messages",
   newId: newMessageId,
-  decode: decodeRequest((body) => ({ request: messagesRequestOf(body), echo: undefined })),
+  decode: decodeRequest(messagesDecoded),
   defaultEcho: () => undefined,
   encodeResponse: encodeMessage,
   streamEncoder: makeMessagesStreamEncoder

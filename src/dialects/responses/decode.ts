@@ -12,8 +12,7 @@ import type { JsonValue } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
-import { aroundYields } from "../../util/sliced-json.ts"
-import { decodeRequest, decoderAt, opt, refuse } from "../staged-decode.ts"
+import { decodeRequest, decoderAt, opt, refuse, runDecode, type Sliced } from "../staged-decode.ts"
 import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
 import { decodeFormat, decodeToolChoice, decodeTools } from "./options.ts"
 
@@ -71,17 +70,16 @@ const decodeBody = decoderAt(Body)
  * answers it.
  */
 export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Effect<Decoded<ResponsesEcho>, InvalidRequest | NotFound> =>
-  aroundYields(raw, Effect.suspend(() => {
-    try {
-      return Effect.succeed(translate(decodeBody(raw, ""), resolve))
-    } catch (error) {
-      if (error instanceof InvalidRequest || error instanceof NotFound) return Effect.fail(error)
-      throw error
-    }
-  }))
+  runDecode(raw, () => translate(decodeBody(raw, ""), resolve), isRefusal)
+
+const isRefusal = (error: unknown): error is InvalidRequest | NotFound => error instanceof InvalidRequest || error instanceof NotFound
+
+function* withNoStoredItems(raw: unknown): Sliced<Decoded<ResponsesEcho>> {
+  return yield* translate(decodeBody(raw, ""), noStoredItems)
+}
 
 /** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
-export const decode = decodeRequest((raw) => translate(decodeBody(raw, ""), noStoredItems))
+export const decode = decodeRequest(withNoStoredItems)
 
 /**
  * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
@@ -95,11 +93,11 @@ const reasoningSettings = (reasoning: Body["reasoning"]): ReasoningSettings => {
   return { enabled: true, visible: true, ...(canonical === undefined ? {} : { effort: canonical }) }
 }
 
-const translate = (body: Body, resolve: ItemResolver): Decoded<ResponsesEcho> => {
+function* translate(body: Body, resolve: ItemResolver): Sliced<Decoded<ResponsesEcho>> {
   if (Array.isArray(body.input) && body.input.length === 0 && !body.previous_response_id) {
     refuse("input", "must hold at least one item")
   }
-  const input = decodeInput(body.input, resolve)
+  const input = yield* decodeInput(body.input, resolve)
   const tools = decodeTools(body.tools ?? [])
   const instructions = body.instructions ?? null
   const cacheAffinity = body.prompt_cache_key ?? body.safety_identifier ?? body.user ?? undefined

@@ -19,7 +19,7 @@ import { Schema } from "effect"
 import { InvalidRequest, NotFound } from "../../errors.ts"
 import type { ContentBlock, DocumentBlock, ImageBlock, JsonValue, Message, TextBlock } from "../../model/content.ts"
 import { textBlock } from "../../model/content.ts"
-import { decoderAt, discriminated, given, opt, refuse } from "../staged-decode.ts"
+import { decoderAt, discriminated, given, opt, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
 import { isObject, type Obj } from "./wire-object.ts"
 
 /** The stored wire item with this id, among the caller's items; undefined when there is none. */
@@ -109,17 +109,20 @@ type Piece =
   | { readonly role: "system"; readonly blocks: ReadonlyArray<TextBlock> }
   | { readonly role: "user" | "assistant"; readonly kind: Kind; readonly blocks: ReadonlyArray<ContentBlock> }
 
-export const decodeInput = (input: string | ReadonlyArray<unknown>, resolve: ItemResolver = noStoredItems): DecodedInput => {
+/** The input's system text and turns (pausing every PAUSE_EVERY items: see staged-decode.ts). */
+export function* decodeInput(input: string | ReadonlyArray<unknown>, resolve: ItemResolver = noStoredItems): Sliced<DecodedInput> {
   if (typeof input === "string") return { system: [], messages: [{ role: "user", content: [textBlock(input)] }] }
   const system: Array<TextBlock> = []
   const turns: Array<{ role: "user" | "assistant"; kind: Kind; content: Array<ContentBlock> }> = []
-  input.forEach((raw, i) => {
+  for (let i = 0; i < input.length; i++) {
+    if (i > 0 && pausesAt(i - 1)) yield
+    const raw = input[i]
     const path = `input[${i}]`
     const piece = decodeItem(isItemReference(raw) ? resolveReference(raw, path, resolve) : raw, path)
-    if (piece === undefined) return
+    if (piece === undefined) continue
     if (piece.role === "system") {
       system.push(...piece.blocks)
-      return
+      continue
     }
     const last = turns.at(-1)
     if (last !== undefined && last.role === piece.role && !(last.kind === "message" && piece.kind === "message")) {
@@ -128,7 +131,7 @@ export const decodeInput = (input: string | ReadonlyArray<unknown>, resolve: Ite
     } else {
       turns.push({ role: piece.role, kind: piece.kind, content: [...piece.blocks] })
     }
-  })
+  }
   return { system, messages: turns.map(({ role, content }) => ({ role, content })) }
 }
 
