@@ -105,11 +105,14 @@ export const preamblePart = (request: CanonicalRequest): PromptPart => {
   return { flat, texts }
 }
 
+/** The preamble, then each message, each part made when it is reached. */
+function* eachPromptPart(request: CanonicalRequest): Generator<PromptPart> {
+  yield preamblePart(request)
+  for (const message of request.messages) yield messagePart(message)
+}
+
 /** The preamble, then each message. */
-export const promptParts = (request: CanonicalRequest): Array<PromptPart> => [
-  preamblePart(request),
-  ...request.messages.map(messagePart)
-]
+export const promptParts = (request: CanonicalRequest): Array<PromptPart> => [...eachPromptPart(request)]
 
 /** Exact tokens of each part, in order (one job for the tokenizer thread). */
 export const countPartTokens = (parts: ReadonlyArray<PromptPart>): Effect.Effect<Array<number>> =>
@@ -169,11 +172,7 @@ export const textsTokenBound = Effect.fnUntraced(function*(texts: Iterable<strin
  * them up front, in one turn of the event loop); their flat tokens are added to `flat` as it goes.
  */
 function* requestTexts(request: CanonicalRequest, flat: { tokens: number }): Generator<string> {
-  const preamble = preamblePart(request)
-  flat.tokens += preamble.flat
-  yield* preamble.texts
-  for (const message of request.messages) {
-    const part = messagePart(message)
+  for (const part of eachPromptPart(request)) {
     flat.tokens += part.flat
     yield* part.texts
   }
