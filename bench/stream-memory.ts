@@ -9,13 +9,14 @@
  * would stay).
  * `--snapshot=DIR` also writes heap snapshots (before and with the streams open) into DIR.
  * `--smaps` also reports the resident growth by kind of mapping (`/proc/PID/smaps`), and
- * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`).
+ * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`). `--prompt-kib N`
+ * sends a user message of N KiB instead of one sentence: what a stream holds of its request shows.
  *
  * The RSS moves with V8's young generation as much as with what the streams hold: opening the
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -26,9 +27,14 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
+/** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
+const SENTENCE = "Write two sentences about a quiet harbor at dawn."
+const prompt = Number(values["prompt-kib"]) > 0
+  ? Array.from({ length: Math.ceil((Number(values["prompt-kib"]) * 1024) / 48) }, (_, i) => `Line ${i}: the tide turns and the boats rest. `).join("").slice(0, Number(values["prompt-kib"]) * 1024)
+  : SENTENCE
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 interface Probe { readonly heapUsed: number; readonly external: number; readonly rss: number; readonly newSpaceCommitted: number }
@@ -93,7 +99,7 @@ const main = async () => {
           pool,
           path: "/v1/chat/completions",
           headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-          body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }] })
+          body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: prompt }] })
         })
         // Warm-up: short streams, so every code path has run (and been compiled) once.
         await openLoop({ rate: 50, durationMs: 2_000, pick: spec(3), stream: true })

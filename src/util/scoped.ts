@@ -17,7 +17,15 @@ export const acquireReleasePlain = <A, E, R>(
   release: (resource: A) => Effect.Effect<unknown>
 ): Effect.Effect<A, E, R | Scope.Scope> =>
   Effect.flatMap(Effect.scope, (scope) =>
-    Effect.uninterruptible(Effect.tap(acquire, (resource) => Scope.addFinalizer(scope, Effect.suspend(() => release(resource))))))
+    Effect.uninterruptible(Effect.tap(acquire, (resource) => Scope.addFinalizer(scope, finalizer(release, resource)))))
+
+/**
+ * The finalizer, made outside `acquireReleasePlain`'s own closures: one made there shares their
+ * scope, which holds `acquire`, so the finalizer kept the acquiring effect — and whatever that
+ * captured, an upstream call's whole request body — until the scope closed: for as long as a
+ * stream stayed open.
+ */
+const finalizer = <A>(release: (resource: A) => Effect.Effect<unknown>, resource: A) => Effect.suspend(() => release(resource))
 
 /** `Effect.addFinalizer` for a finalizer that needs no services. */
 export const addFinalizerPlain = (finalizer: Effect.Effect<unknown>): Effect.Effect<void, never, Scope.Scope> =>

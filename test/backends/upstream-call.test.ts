@@ -7,8 +7,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { RELEASED_BODY_CHARS, requestBody } from "../../src/backends/upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
@@ -61,6 +64,15 @@ const routes: Record<string, (req: IncomingMessage, res: ServerResponse) => void
       res.end()
     }
     pump()
+  },
+  /** Reads the whole request, then answers with its byte count and holds the answer open. */
+  "/hold": (req, res) => {
+    let received = 0
+    req.on("data", (c: Buffer) => (received += c.length))
+    req.on("end", () => {
+      res.writeHead(200, { "content-type": "text/event-stream", "x-received": String(received) })
+      res.write("data: open\n\n")
+    })
   },
   "/never": () => {
     // never answers: only an abort ends the call
@@ -236,5 +248,48 @@ describe("callStreamed", () => {
     response.body.destroy()
     await expect.poll(() => endless.closed, { timeout: 5_000 }).toBe(true)
     await expect(iterator.next()).rejects.toThrow()
+  })
+})
+
+describe("a call's request body", () => {
+  /** A distinct body of about `kib` KiB with multi-byte characters (its UTF-8 length differs from its length). */
+  const bodyOf = (i: number, kib: number) => `{"n":${i},"text":"${"é harbor at dawn ".repeat(Math.ceil((kib * 1024) / 17))}"}`
+
+  it("goes out whole, with its UTF-8 length, small or large", async () => {
+    for (const text of ["{\"small\":\"é\"}", bodyOf(1, 20), bodyOf(2, 300)]) {
+      const { body, headers } = requestBody(text, {})
+      const answer = await callWhole(pool, { method: "POST", path: "/echo", headers, body })
+      expect(JSON.parse(answer.text)).toEqual({ got: text })
+      if (text.length >= RELEASED_BODY_CHARS) expect(headers["content-length"]).toBe(String(Buffer.byteLength(text)))
+    }
+  })
+
+  it("is not held by the call once sent, however long the answer streams", async () => {
+    // V8's gc() in this process, so the measure is of what is still referenced.
+    setFlagsFromString("--expose-gc")
+    const gc = runInNewContext("gc") as () => void
+    const calls = 40
+    const kib = 64
+    const holdPool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: calls })
+    try {
+      gc()
+      const before = process.memoryUsage().arrayBuffers
+      const open: Array<{ readonly body: StreamedBody; readonly received: string }> = []
+      for (let i = 0; i < calls; i++) {
+        // Built and dropped here: only the call could keep the body's bytes.
+        const { body, headers } = requestBody(bodyOf(i, kib), {})
+        const response = await callStreamed(holdPool, { method: "POST", path: "/hold", headers, body })
+        open.push({ body: response.body, received: String(response.headers["x-received"]) })
+      }
+      expect(open.every(({ received }, i) => received === String(Buffer.byteLength(bodyOf(i, kib))))).toBe(true)
+      gc()
+      gc()
+      // Undici given the string kept its UTF-8 copy for as long as the answer streamed: ~40 × 64 KiB.
+      const grownKiB = (process.memoryUsage().arrayBuffers - before) / 1024
+      expect(grownKiB).toBeLessThan((calls * kib) / 4)
+      for (const { body } of open) body.destroy()
+    } finally {
+      await holdPool.destroy()
+    }
   })
 })

@@ -86,6 +86,12 @@ const canonicalEvents = (body: StreamedBody, modelId: string) =>
     })
   })
 
+/**
+ * A stream's finalizer that aborts its upstream call. At module level: a closure written in `open`
+ * would hold that call's scope (its request body among it) for as long as the stream stays open.
+ */
+const abortOnClose = (abort: AbortController) => Effect.sync(() => abort.abort())
+
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))
 
 export const makeAnthropicBackend = (): AnthropicBackend => {
@@ -148,7 +154,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
     const { url, body, headers } = yield* target(request, placement, true, yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
     // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.
     const abort = new AbortController()
-    yield* addFinalizerPlain(Effect.sync(() => abort.abort()))
+    yield* addFinalizerPlain(abortOnClose(abort))
     const response = yield* Effect.tryPromise({
       try: () => callStreamed(poolFor(url.origin), { method: "POST", path: url.pathname + url.search, headers, body }, abort.signal),
       catch: connectionError

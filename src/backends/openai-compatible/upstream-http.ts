@@ -11,7 +11,7 @@ import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireReleasePlain } from "../../util/scoped.ts"
 import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, type StreamedBody, type StreamedResponse } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -59,6 +59,12 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
   })))
 
 /**
+ * A streamed call's release. At module level: a closure written in `postForStream` would hold that
+ * call's scope (the call, with its request body) for as long as the stream stays open.
+ */
+const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.body.destroy())
+
+/**
  * POSTs the body and hands back the streamed response body once a 2xx answer's headers arrive. The
  * body is released (its socket destroyed if unread) when the caller's scope closes — the stream's,
  * when it ends or is interrupted, e.g. when the client goes away. A generator made once, not per
@@ -71,7 +77,7 @@ export const postForStream: (pools: UpstreamPools, call: UpstreamCall) => Effect
       try: (signal) => callStreamed(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, headers) }, signal),
       catch: connectionError
     }),
-    (response) => Effect.sync(() => response.body.destroy())
+    destroyBody
   )
   if (response.statusCode < 200 || response.statusCode >= 300) {
     const text = yield* Effect.tryPromise(() => response.body.text()).pipe(Effect.orElseSucceed(() => ""))

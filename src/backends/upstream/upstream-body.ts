@@ -140,13 +140,52 @@ export const upstreamBody = (value: unknown): Effect.Effect<UpstreamBody> =>
   })
 
 /**
- * What to hand undici for a body: the string, or a fresh stream of the chunks (a new one per
- * attempt, so a retried call sends the whole body again) with its `content-length`.
+ * From this many characters on, a body is handed to undici as a stream that lets go of it once
+ * sent (`SentOnce`). Undici keeps a call's body as long as the call lasts — and a streamed answer
+ * lasts minutes: given a string, it keeps its UTF-8 copy (a 32 KiB prompt: 32 KiB more per open
+ * stream, beside the request the gateway itself holds). Below this, the string: a stream costs a
+ * few more steps per call, and a small copy is small.
  */
-export const requestBody = (body: UpstreamBody, headers: Record<string, string>): { body: string | Readable; headers: Record<string, string> } =>
-  typeof body === "string"
-    ? { body, headers }
-    : { body: Readable.from(body.chunks, { objectMode: false }), headers: { ...headers, "content-length": String(body.bytes) } }
+export const RELEASED_BODY_CHARS = 16 * 1024
+
+/**
+ * A body's chunks as a stream that drops each reference as it hands the chunk on. Once undici has
+ * written it (the socket holds what it has not sent yet, as for any write), nothing of the body is
+ * left in the call, however long the answer takes.
+ */
+class SentOnce extends Readable {
+  private chunks: ReadonlyArray<Uint8Array> | undefined
+  private next = 0
+
+  constructor(chunks: ReadonlyArray<Uint8Array>) {
+    super()
+    this.chunks = chunks
+  }
+
+  override _read() {
+    const chunks = this.chunks
+    if (chunks === undefined || this.next >= chunks.length) {
+      this.chunks = undefined
+      this.push(null)
+      return
+    }
+    this.push(chunks[this.next++])
+  }
+}
+
+/**
+ * What to hand undici for a body: a small string as it is; else a fresh stream of its UTF-8
+ * chunks (a new one per attempt, so a retried call sends the whole body again) that lets go of
+ * them once sent, with its `content-length`.
+ */
+export const requestBody = (body: UpstreamBody, headers: Record<string, string>): { body: string | Readable; headers: Record<string, string> } => {
+  if (typeof body === "string") {
+    if (body.length < RELEASED_BODY_CHARS) return { body, headers }
+    const bytes = Buffer.from(body)
+    return { body: new SentOnce([bytes]), headers: { ...headers, "content-length": String(bytes.length) } }
+  }
+  return { body: new SentOnce(body.chunks), headers: { ...headers, "content-length": String(body.bytes) } }
+}
 
 /** The body as text (tests, logs). */
 export const bodyText = (body: UpstreamBody): string =>
