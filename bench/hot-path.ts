@@ -175,4 +175,6 @@ function printPerf(perf: PerfBreakdown, usPerRequest: number) {
   for (const [name, share] of perf.self) console.log(`${us(share)} µs  ${name}`)
   console.log("gateway functions, inclusive:")
   for (const [name, share] of perf.inclusive) console.log(`${us(share)} µs  ${name}`)
+  console.log("packages' files (innermost named frame):")
+  for (const [name, share] of perf.packageFiles) console.log(`${us(share)} µs  ${name}`)
 }

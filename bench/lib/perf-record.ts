@@ -49,6 +49,8 @@ export interface PerfBreakdown {
   readonly self: ReadonlyArray<readonly [string, number]>
   /** Every `src/` function on the stack, each counted once per sample. */
   readonly inclusive: ReadonlyArray<readonly [string, number]>
+  /** The file of the innermost named JS frame, for the packages' areas (which of Effect's modules: its runtime, Schema, HTTP…). */
+  readonly packageFiles: ReadonlyArray<readonly [string, number]>
 }
 
 const areaOf = (frame: string): string | undefined => {
@@ -86,6 +88,7 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   const areas = new Map<string, number>()
   const self = new Map<string, number>()
   const inclusive = new Map<string, number>()
+  const packageFiles = new Map<string, number>()
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
   let samples = 0
   for (const block of script.stdout.split("\n\n")) {
@@ -96,6 +99,8 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
     const area = named === undefined ? undefined : areaOf(named)
     bump(areas, area ?? "native (no JS on the stack)")
     bump(self, frameName(named === undefined || area === "kernel" ? frames[0] : named))
+    const file = named === undefined ? null : /node_modules\/(\S+?):\d+:\d+/.exec(frameName(named))
+    if (file !== null) bump(packageFiles, file[1]!)
     const seen = new Set<string>()
     for (const frame of frames) {
       if (areaOf(frame) !== "gateway src") continue
@@ -108,5 +113,5 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   }
   const share = (map: Map<string, number>, n: number) =>
     [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => [k, v / samples] as const)
-  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top) }
+  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top) }
 }
