@@ -1,13 +1,14 @@
 /**
  * How much Effect runtime work the request path does, counted rather than timed: operations (run-loop
  * steps), fibers and fiber resumptions per non-streamed Chat Completion, per streamed one, and per
- * forwarded SSE frame (the difference between a 64-delta and a 16-delta stream, over 48). The
+ * forwarded SSE frame (the difference between a 64-delta and a 16-delta stream, over 48; the deltas
+ * arrive `--gap-ms` apart, each on its own read as from a model, unless 0). The
  * gateway runs with `bench/lib/effect-ops-probe.ts` preloaded, in front of the fixed-answer upstream;
  * requests go one at a time after a warm-up, and the probe's totals are read before and after.
  * Counts do not depend on the machine's speed or load, so they compare across VMs and sessions where
  * CPU figures do not (a step that costs ~0.1–0.3 µs on these machines).
  *
- *   node bench/effect-ops.ts [--requests 500]
+ *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -18,16 +19,18 @@ import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, sequential } from "./lib/load.ts"
 import { randomToken, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 
-const { values } = parseArgs({ options: { requests: { type: "string", default: "500" } } })
-const requests = Number(values.requests)
+const { values } = parseArgs({
+  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" } }
+})
+const gapMs = Number(values["gap-ms"])
 
 interface Counts { readonly ops: number; readonly resumptions: number; readonly fibers: number }
 
 const main = async () => {
   const logDir = mkdtempSync(join(tmpdir(), "bench-effect-ops-"))
   const countsFile = join(logDir, "counts.json")
-  const short = await startFixedUpstream({ deltas: 16 })
-  const long = await startFixedUpstream({ deltas: 64 })
+  const short = await startFixedUpstream({ deltas: 16, gapMs })
+  const long = await startFixedUpstream({ deltas: 64, gapMs })
   const placement = (id: string, url: string) => ({ id, backend: "openai-compatible", capacity: 100000, baseUrl: `${url}/v1`, upstreamModel: "fixed" })
   const gateway = await startGateway({
     name: "effect-ops",
@@ -58,8 +61,9 @@ const main = async () => {
   }
   /** Counts per request over `requests` sequential requests of one kind, after a warm-up of the same. */
   const measure = async (model: string, stream: boolean) => {
+    const requests = Number(stream ? values["stream-requests"] : values.requests)
     const request = spec(model, stream)
-    await sequential(100, () => request, stream)
+    await sequential(stream ? 20 : 100, () => request, stream)
     const before = await read()
     const samples = await sequential(requests, () => request, stream)
     const after = await read()
@@ -68,7 +72,16 @@ const main = async () => {
     const per = (field: keyof Counts) => (after[field] - before[field]) / requests
     return { ops: per("ops"), fibers: per("fibers"), resumptions: per("resumptions") }
   }
+  /** What the gateway does with no request in flight (its timers: ledger flush, leases, metrics), per second. */
+  const idle = async () => {
+    const before = await read()
+    await new Promise((resolve) => setTimeout(resolve, 5_000))
+    const after = await read()
+    const per = (field: keyof Counts) => (after[field] - before[field]) / 5
+    return { ops: per("ops"), fibers: per("fibers"), resumptions: per("resumptions") }
+  }
   try {
+    const quiet = await idle()
     const plain = await measure("svc-bench", false)
     const streamed = await measure("svc-bench", true)
     const streamedLong = await measure("svc-bench-long", true)
@@ -76,12 +89,13 @@ const main = async () => {
     const round = (value: number) => Math.round(value * 10) / 10
     const row = (name: string, counts: Record<keyof Counts, number>) =>
       `| ${name} | ${round(counts.ops)} | ${round(counts.fibers)} | ${round(counts.resumptions)} |`
-    console.log(`Effect runtime work on the request path (${requests} sequential requests of each kind after 100 of warm-up)\n`)
+    console.log(`Effect runtime work on the request path (${values.requests} sequential non-streamed requests, ${values["stream-requests"]} streams of each length with deltas ${gapMs} ms apart, after a warm-up)\n`)
     console.log("| per | operations | fibers | resumptions |\n|---|---:|---:|---:|")
     console.log(row("non-streamed request", plain))
     console.log(row("streamed request (16 deltas)", streamed))
     console.log(row("streamed request (64 deltas)", streamedLong))
     console.log(row("SSE frame (64 − 16 deltas, / 48)", { ops: perFrame("ops"), fibers: perFrame("fibers"), resumptions: perFrame("resumptions") }))
+    console.log(row("second with no request (background, counted in the rows above too)", quiet))
   } finally {
     await pool.close()
     await stopAll()
