@@ -20,6 +20,19 @@ export const acquireReleasePlain = <A, E, R>(
     Effect.uninterruptible(Effect.tap(acquire, (resource) => Scope.addFinalizer(scope, finalizer(release, resource)))))
 
 /**
+ * `acquireReleasePlain` for an acquire that may be abandoned midway — an upstream call, which aborts
+ * when interrupted: waiting for it stays interruptible, so a client that leaves before the upstream
+ * has answered ends the call at once rather than when the headers come (or the upstream times
+ * out); once acquired, the release is registered before anything can interrupt.
+ */
+export const acquireInterruptible = <A, E, R>(
+  acquire: Effect.Effect<A, E, R>,
+  release: (resource: A) => Effect.Effect<unknown>
+): Effect.Effect<A, E, R | Scope.Scope> =>
+  Effect.flatMap(Effect.scope, (scope) =>
+    Effect.uninterruptibleMask((restore) => Effect.tap(restore(acquire), (resource) => Scope.addFinalizer(scope, finalizer(release, resource)))))
+
+/**
  * The finalizer, made outside `acquireReleasePlain`'s own closures: one made there shares their
  * scope, which holds `acquire`, so the finalizer kept the acquiring effect — and whatever that
  * captured, an upstream call's whole request body — until the scope closed: for as long as a

@@ -11,7 +11,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { RELEASED_BODY_CHARS, requestBody } from "../../src/backends/upstream/upstream-body.ts"
+import { RELEASED_BODY_CHARS, requestBody, sendable } from "../../src/backends/upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
@@ -257,7 +257,7 @@ describe("a call's request body", () => {
 
   it("goes out whole, with its UTF-8 length, small or large", async () => {
     for (const text of ["{\"small\":\"é\"}", bodyOf(1, 20), bodyOf(2, 300)]) {
-      const { body, headers } = requestBody(text, {})
+      const { body, headers } = requestBody(sendable(text), {})
       const answer = await callWhole(pool, { method: "POST", path: "/echo", headers, body })
       expect(JSON.parse(answer.text)).toEqual({ got: text })
       if (text.length >= RELEASED_BODY_CHARS) expect(headers["content-length"]).toBe(String(Buffer.byteLength(text)))
@@ -277,7 +277,7 @@ describe("a call's request body", () => {
       const open: Array<{ readonly body: StreamedBody; readonly received: string }> = []
       for (let i = 0; i < calls; i++) {
         // Built and dropped here: only the call could keep the body's bytes.
-        const { body, headers } = requestBody(bodyOf(i, kib), {})
+        const { body, headers } = requestBody(sendable(bodyOf(i, kib)), {})
         const response = await callStreamed(holdPool, { method: "POST", path: "/hold", headers, body })
         open.push({ body: response.body, received: String(response.headers["x-received"]) })
       }

@@ -22,7 +22,7 @@ import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstre
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
-import { requestBody, upstreamBody } from "../upstream/upstream-body.ts"
+import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { addFinalizerPlain } from "../../util/scoped.ts"
@@ -115,7 +115,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       ...trace,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
-    return Effect.map(upstreamBody(toWireRequest(request, placement, stream)), (body) => ({ url, ...requestBody(body, headers) }))
+    return Effect.map(upstreamBody(toWireRequest(request, placement, stream)), (body) => ({ url, ...requestBody(sendable(body), headers) }))
   }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>

@@ -22,7 +22,7 @@ import { decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
-import { upstreamBody } from "../upstream/upstream-body.ts"
+import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 
@@ -48,7 +48,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     try {
       const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
       const wire = toWireRequest(request, placement, stream)
-      return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body }))
+      return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body: sendable(body) }))
     } catch (error) {
       if (error instanceof UnsupportedContent) return Effect.fail(backendErrorFromStatus(400, error.message))
       const message = `placement ${placement.id} has an invalid upstream baseUrl`

@@ -9,8 +9,8 @@ import type { BackendError, UpstreamTarget } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
-import { acquireReleasePlain } from "../../util/scoped.ts"
-import { requestBody, type UpstreamBody } from "../upstream/upstream-body.ts"
+import { acquireInterruptible } from "../../util/scoped.ts"
+import { requestBody, type SendableBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody, type StreamedResponse } from "../upstream/upstream-call.ts"
 
 /**
@@ -24,7 +24,8 @@ export interface UpstreamCall {
   readonly origin: string
   readonly path: string
   readonly target: UpstreamTarget
-  readonly body: UpstreamBody
+  /** Made for this attempt (see `sendable`). */
+  readonly body: SendableBody
 }
 
 /** `trace`: the W3C `traceparent` of the attempt's span, when traces are exported. */
@@ -67,12 +68,13 @@ const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.b
 /**
  * POSTs the body and hands back the streamed response body once a 2xx answer's headers arrive. The
  * body is released (its socket destroyed if unread) when the caller's scope closes — the stream's,
- * when it ends or is interrupted, e.g. when the client goes away. A generator made once, not per
+ * when it ends or is interrupted, e.g. when the client goes away; interrupted before the headers,
+ * the call is aborted at once. A generator made once, not per
  * call (see `answer` in http/chat-answer.ts).
  */
 export const postForStream: (pools: UpstreamPools, call: UpstreamCall) => Effect.Effect<StreamedBody, BackendError, Scope.Scope> = Effect.fnUntraced(function*(pools: UpstreamPools, call: UpstreamCall) {
   const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
-  const response = yield* acquireReleasePlain(
+  const response = yield* acquireInterruptible(
     Effect.tryPromise({
       try: (signal) => callStreamed(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, headers) }, signal),
       catch: connectionError

@@ -174,18 +174,29 @@ class SentOnce extends Readable {
 }
 
 /**
- * What to hand undici for a body: a small string as it is; else a fresh stream of its UTF-8
- * chunks (a new one per attempt, so a retried call sends the whole body again) that lets go of
- * them once sent, with its `content-length`.
+ * A body as undici is given it: a small string as it is; else a stream of its UTF-8 chunks that
+ * lets go of them once sent, with its length (`SentOnce`). Made for one attempt — a stream is read
+ * once, so a retried call makes a new one — and in place of the serialized body, so that what an
+ * upstream call keeps while it waits (its stack frames, its finalizers) holds no copy of it.
  */
-export const requestBody = (body: UpstreamBody, headers: Record<string, string>): { body: string | Readable; headers: Record<string, string> } => {
-  if (typeof body === "string") {
-    if (body.length < RELEASED_BODY_CHARS) return { body, headers }
-    const bytes = Buffer.from(body)
-    return { body: new SentOnce([bytes]), headers: { ...headers, "content-length": String(bytes.length) } }
-  }
-  return { body: new SentOnce(body.chunks), headers: { ...headers, "content-length": String(body.bytes) } }
+export interface SendableBody {
+  readonly content: string | Readable
+  /** Bytes of a stream's content (its `content-length`); undefined for a string. */
+  readonly contentLength: number | undefined
 }
+
+export const sendable = (body: UpstreamBody): SendableBody => {
+  if (typeof body !== "string") return { content: new SentOnce(body.chunks), contentLength: body.bytes }
+  if (body.length < RELEASED_BODY_CHARS) return { content: body, contentLength: undefined }
+  const bytes = Buffer.from(body)
+  return { content: new SentOnce([bytes]), contentLength: bytes.length }
+}
+
+/** What to hand undici: the content, and the headers with its `content-length` when it is a stream. */
+export const requestBody = (body: SendableBody, headers: Record<string, string>): { body: string | Readable; headers: Record<string, string> } =>
+  body.contentLength === undefined
+    ? { body: body.content, headers }
+    : { body: body.content, headers: { ...headers, "content-length": String(body.contentLength) } }
 
 /** The body as text (tests, logs). */
 export const bodyText = (body: UpstreamBody): string =>
