@@ -1,0 +1,57 @@
+/**
+ * A client that hangs up while the gateway still waits for the upstream's answer ends the upstream
+ * call at once, streamed or not: the upstream (here one that reads the request and never answers,
+ * like a model whose first token is far off) sees its connection close, instead of generating for
+ * nobody until its headers or a timeout come.
+ */
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createKey, gatewayWith, type TestGateway } from "./support.ts"
+
+describe("a client that leaves before the upstream answers", () => {
+  let upstream: Server
+  let gw: TestGateway
+  let key: string
+  /** Requests the upstream read, and how many of their connections have closed. */
+  const seen = { received: 0, closed: 0 }
+
+  beforeAll(async () => {
+    upstream = createServer((req) => {
+      req.resume()
+      req.on("end", () => seen.received++)
+      req.socket.once("close", () => seen.closed++)
+    })
+    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve))
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
+    gw = await gatewayWith((config) => {
+      const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
+      pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
+      pico.equivalents = []
+    })
+    key = (await createKey(gw)).secret
+  })
+
+  afterAll(async () => {
+    upstream?.closeAllConnections()
+    await gw?.close()
+    await new Promise((resolve) => upstream?.close(resolve))
+  })
+
+  for (const stream of [true, false]) {
+    it(`ends the upstream call at once (${stream ? "streamed" : "non-streamed"})`, async () => {
+      const before = { ...seen }
+      const client = new AbortController()
+      const answer = fetch(`${gw.baseUrl}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "svc-pico-1", stream, messages: [{ role: "user", content: "hello" }] }),
+        signal: client.signal
+      }).then((response) => response.text())
+      await expect.poll(() => seen.received, { timeout: 10_000 }).toBe(before.received + 1)
+      client.abort()
+      await expect(answer).rejects.toThrow()
+      await expect.poll(() => seen.closed, { timeout: 3_000 }).toBe(before.closed + 1)
+    })
+  }
+})
