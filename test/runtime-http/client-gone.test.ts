@@ -1,6 +1,6 @@
 /**
  * A client that hangs up while the gateway still waits for the upstream's answer ends the upstream
- * call at once, streamed or not: the upstream (here one that reads the request and never answers,
+ * call at once, streamed or not, on either upstream adapter (OpenAI-compatible, Anthropic): the upstream (here one that reads the request and never answers,
  * like a model whose first token is far off) sees its connection close, instead of generating for
  * nobody until its headers or a timeout come.
  */
@@ -28,6 +28,9 @@ describe("a client that leaves before the upstream answers", () => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
       pico.equivalents = []
+      const lyra = config.models.find((m: { id: string }) => m.id === "svc-lyra-3")
+      lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
+      lyra.equivalents = []
     })
     key = (await createKey(gw)).secret
   })
@@ -38,14 +41,14 @@ describe("a client that leaves before the upstream answers", () => {
     await new Promise((resolve) => upstream?.close(resolve))
   })
 
-  for (const stream of [true, false]) {
-    it(`ends the upstream call at once (${stream ? "streamed" : "non-streamed"})`, async () => {
+  for (const [model, backend] of [["svc-pico-1", "openai-compatible"], ["svc-lyra-3", "anthropic"]] as const) for (const stream of [true, false]) {
+    it(`ends the upstream call at once (${backend}, ${stream ? "streamed" : "non-streamed"})`, async () => {
       const before = { ...seen }
       const client = new AbortController()
       const answer = fetch(`${gw.baseUrl}/v1/chat/completions`, {
         method: "POST",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "svc-pico-1", stream, messages: [{ role: "user", content: "hello" }] }),
+        body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] }),
         signal: client.signal
       }).then((response) => response.text())
       await expect.poll(() => seen.received, { timeout: 10_000 }).toBe(before.received + 1)
