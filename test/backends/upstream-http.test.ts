@@ -6,8 +6,6 @@
  * for that long, and a caller that leaves (the client hung up) ends the upstream call at once.
  */
 import { Effect, Exit, Fiber, Stream } from "effect"
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import { getHeapStatistics, setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -15,28 +13,20 @@ import type { PlacementRuntime } from "../../src/backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../../src/backends/openai-compatible/index.ts"
 import { userMessage } from "../../src/model/content.ts"
 import { makeRequest } from "../../src/model/request.ts"
+import { type HoldingUpstream, startHoldingUpstream } from "../support/holding-upstream.ts"
 
-let server: Server
+let upstream: HoldingUpstream
 let placement: PlacementRuntime
-/** Requests the server read whole (it answers none), and their connections closed since. */
-const seen = { received: 0, closed: 0 }
 const backend = makeOpenAICompatibleBackend()
 
 beforeAll(async () => {
-  server = createServer((req) => {
-    req.resume()
-    req.on("end", () => seen.received++)
-    req.socket.once("close", () => seen.closed++)
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const { port } = server.address() as AddressInfo
-  placement = { id: "up-a", modelId: "svc-up", upstreamModel: "up-x", reasoning: false, upstream: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: "k" }, faults: { mode: "none" } }
+  upstream = await startHoldingUpstream()
+  placement = { id: "up-a", modelId: "svc-up", upstreamModel: "up-x", reasoning: false, upstream: { baseUrl: `${upstream.url}/v1`, apiKey: "k" }, faults: { mode: "none" } }
 })
 
 afterAll(async () => {
-  server.closeAllConnections()
+  await upstream.close()
   await backend.close()
-  await new Promise((resolve) => server.close(resolve))
 })
 
 /** Heap and buffers in use after full collections, MiB. */
@@ -58,22 +48,23 @@ describe("an upstream call while it waits", () => {
     const requests = Array.from({ length: 2 * calls }, (_, i) => makeRequest({ model: "svc-up", messages: [userMessage(text(i))] }))
     // A first call makes what every call after it shares (undici's parser and its ~3 MiB of memory).
     const first = Effect.runFork(backend.complete!(makeRequest({ model: "svc-up", messages: [userMessage("hi")] }), placement))
-    await expect.poll(() => seen.received, { timeout: 20_000 }).toBe(1)
+    await expect.poll(() => upstream.seen.received, { timeout: 20_000 }).toBe(1)
     await Effect.runPromise(Fiber.interrupt(first))
-    seen.received = 0
-    seen.closed = 0
+    await expect.poll(() => upstream.seen.closed, { timeout: 5_000 }).toBe(1)
+    upstream.seen.received = 0
+    upstream.seen.closed = 0
     const before = inUseMiB(gc)
     const waiting = requests.map((request, i) =>
       Effect.runFork(i < calls ? backend.complete!(request, placement) : Stream.runDrain(backend.stream(request, placement)))
     )
-    await expect.poll(() => seen.received, { timeout: 20_000 }).toBe(2 * calls)
+    await expect.poll(() => upstream.seen.received, { timeout: 20_000 }).toBe(2 * calls)
     // Each body held while waiting would be ~195 KiB of JSON, and undici's UTF-8 copy as much
     // again; a waiting call's own state (its sockets, parser, fibers) is ~60 KiB.
     const perCallKiB = ((inUseMiB(gc) - before) * 1024) / (2 * calls)
     expect(perCallKiB).toBeLessThan(120)
     const t0 = performance.now()
     for (const fiber of waiting) await Effect.runPromise(Fiber.interrupt(fiber))
-    await expect.poll(() => seen.closed, { timeout: 5_000 }).toBeGreaterThanOrEqual(2 * calls)
+    await expect.poll(() => upstream.seen.closed, { timeout: 5_000 }).toBe(2 * calls)
     // Interrupted before the headers, each call was aborted, not waited for.
     expect(performance.now() - t0).toBeLessThan(5_000)
     expect(waiting.every((fiber) => fiber.pollUnsafe() !== undefined && Exit.isFailure(fiber.pollUnsafe()!))).toBe(true)

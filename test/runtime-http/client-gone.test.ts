@@ -1,29 +1,22 @@
 /**
  * A client that hangs up while the gateway still waits for the upstream's answer ends the upstream
- * call at once, streamed or not, on either upstream adapter (OpenAI-compatible, Anthropic): the upstream (here one that reads the request and never answers,
- * like a model whose first token is far off) sees its connection close, instead of generating for
- * nobody until its headers or a timeout come.
+ * call at once, streamed or not, on either upstream adapter (OpenAI-compatible, Anthropic): the
+ * upstream (here one that reads the request and never answers, like a model whose first token is
+ * far off) sees its connection close, instead of generating for nobody until its headers or a
+ * timeout come.
  */
-import { createServer, type Server } from "node:http"
-import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type HoldingUpstream, startHoldingUpstream } from "../support/holding-upstream.ts"
 import { createKey, gatewayWith, type TestGateway } from "./support.ts"
 
 describe("a client that leaves before the upstream answers", () => {
-  let upstream: Server
+  let upstream: HoldingUpstream
   let gw: TestGateway
   let key: string
-  /** Requests the upstream read, and how many of their connections have closed. */
-  const seen = { received: 0, closed: 0 }
 
   beforeAll(async () => {
-    upstream = createServer((req) => {
-      req.resume()
-      req.on("end", () => seen.received++)
-      req.socket.once("close", () => seen.closed++)
-    })
-    await new Promise<void>((resolve) => upstream.listen(0, "127.0.0.1", resolve))
-    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`
+    upstream = await startHoldingUpstream()
+    const url = upstream.url
     gw = await gatewayWith((config) => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
@@ -36,14 +29,13 @@ describe("a client that leaves before the upstream answers", () => {
   })
 
   afterAll(async () => {
-    upstream?.closeAllConnections()
+    await upstream?.close()
     await gw?.close()
-    await new Promise((resolve) => upstream?.close(resolve))
   })
 
   for (const [model, backend] of [["svc-pico-1", "openai-compatible"], ["svc-lyra-3", "anthropic"]] as const) for (const stream of [true, false]) {
     it(`ends the upstream call at once (${backend}, ${stream ? "streamed" : "non-streamed"})`, async () => {
-      const before = { ...seen }
+      const before = { ...upstream.seen }
       const client = new AbortController()
       const answer = fetch(`${gw.baseUrl}/v1/chat/completions`, {
         method: "POST",
@@ -51,10 +43,10 @@ describe("a client that leaves before the upstream answers", () => {
         body: JSON.stringify({ model, stream, messages: [{ role: "user", content: "hello" }] }),
         signal: client.signal
       }).then((response) => response.text())
-      await expect.poll(() => seen.received, { timeout: 10_000 }).toBe(before.received + 1)
+      await expect.poll(() => upstream.seen.received, { timeout: 10_000 }).toBe(before.received + 1)
       client.abort()
       await expect(answer).rejects.toThrow()
-      await expect.poll(() => seen.closed, { timeout: 3_000 }).toBe(before.closed + 1)
+      await expect.poll(() => upstream.seen.closed, { timeout: 3_000 }).toBe(before.closed + 1)
     })
   }
 })

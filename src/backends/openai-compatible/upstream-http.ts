@@ -69,8 +69,8 @@ const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.b
  * POSTs the body and hands back the streamed response body once a 2xx answer's headers arrive. The
  * body is released (its socket destroyed if unread) when the caller's scope closes — the stream's,
  * when it ends or is interrupted, e.g. when the client goes away; interrupted before the headers,
- * the call is aborted at once. A generator made once, not per
- * call (see `answer` in http/chat-answer.ts).
+ * the call is aborted at once. A generator made once, not per call (see `answer` in
+ * http/chat-answer.ts).
  */
 export const postForStream: (pools: UpstreamPools, call: UpstreamCall) => Effect.Effect<StreamedBody, BackendError, Scope.Scope> = Effect.fnUntraced(function*(pools: UpstreamPools, call: UpstreamCall) {
   const headers = requestHeaders(call, "text/event-stream", yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))

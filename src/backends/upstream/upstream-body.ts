@@ -173,18 +173,19 @@ class SentOnce extends Readable {
   }
 }
 
-/**
- * A body as undici is given it: a small string as it is; else a stream of its UTF-8 chunks that
- * lets go of them once sent, with its length (`SentOnce`). Made for one attempt — a stream is read
- * once, so a retried call makes a new one — and in place of the serialized body, so that what an
- * upstream call keeps while it waits (its stack frames, its finalizers) holds no copy of it.
- */
+/** A body as undici is given it. */
 export interface SendableBody {
   readonly content: string | Readable
   /** Bytes of a stream's content (its `content-length`); undefined for a string. */
   readonly contentLength: number | undefined
 }
 
+/**
+ * A small string as it is; else a stream of its UTF-8 chunks that lets go of them once sent, with
+ * its length (`SentOnce`). Made for one attempt — a stream is read once, so a retried call makes a
+ * new one — and in place of the serialized body, so that what an upstream call keeps while it
+ * waits (its stack frames, its finalizers) holds no copy of it.
+ */
 export const sendable = (body: UpstreamBody): SendableBody => {
   if (typeof body !== "string") return { content: new SentOnce(body.chunks), contentLength: body.bytes }
   if (body.length < RELEASED_BODY_CHARS) return { content: body, contentLength: undefined }
