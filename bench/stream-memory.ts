@@ -11,12 +11,14 @@
  * `--smaps` also reports the resident growth by kind of mapping (`/proc/PID/smaps`), and
  * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`). `--prompt-kib N`
  * sends a user message of N KiB instead of one sentence: what a stream holds of its request shows.
+ * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
+ * holds while it waits.
  *
  * The RSS moves with V8's young generation as much as with what the streams hold: opening the
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -27,7 +29,7 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -99,7 +101,7 @@ const main = async () => {
           pool,
           path: "/v1/chat/completions",
           headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-          body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: true, messages: [{ role: "user", content: prompt }] })
+          body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: !values.whole, messages: [{ role: "user", content: prompt }] })
         })
         // Warm-up: short streams, so every code path has run (and been compiled) once.
         await openLoop({ rate: 50, durationMs: 2_000, pick: spec(3), stream: true })
@@ -107,10 +109,12 @@ const main = async () => {
         const before = await probe()
         const mappingsBefore = values.smaps ? residentByMapping(gateway.pid) : undefined
         const tracker: Tracker = { inFlight: 0, openStreams: 0 }
-        void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(300), stream: true, tracker })
-        for (let i = 0; i < 150 && tracker.openStreams < count; i++) await sleep(200)
-        await sleep(500)
-        const open = tracker.openStreams
+        void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(300), stream: !values.whole, tracker })
+        // A non-streamed request is open from when it is sent; give the last ones time to reach the upstream.
+        const opened = () => (values.whole ? tracker.inFlight : tracker.openStreams)
+        for (let i = 0; i < 150 && opened() < count; i++) await sleep(200)
+        await sleep(values.whole ? 2_000 : 500)
+        const open = opened()
         const during = await probe()
         if (mappingsBefore !== undefined) {
           const now = residentByMapping(gateway.pid)
@@ -118,7 +122,7 @@ const main = async () => {
           console.log(`run ${run}: resident growth by mapping (KiB per open stream): ${rows.map(([kind, d]) => `${kind} ${(d / tracker.openStreams).toFixed(1)}`).join(", ")}`)
         }
         const per = (k: keyof Probe) => ((during[k] - before[k]) * 1024 / open).toFixed(1)
-        console.log(`run ${run}: ${open} streams open; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +
+        console.log(`run ${run}: ${open} ${values.whole ? "non-streamed requests waiting" : "streams open"}; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +
           `RSS ${before.rss.toFixed(1)} → ${during.rss.toFixed(1)} MiB; per open stream: heap ${per("heapUsed")} KiB, external ${per("external")} KiB, ` +
           `RSS ${per("rss")} KiB, of which the young generation's growth ${per("newSpaceCommitted")} KiB (committed ${before.newSpaceCommitted.toFixed(1)} → ` +
           `${during.newSpaceCommitted.toFixed(1)} MiB) (load ${loadavg()[0]!.toFixed(2)})`)
