@@ -119,7 +119,7 @@ const main = async () => {
         if (mappingsBefore !== undefined) {
           const now = residentByMapping(gateway.pid)
           const rows = [...now].map(([kind, kib]) => [kind, kib - (mappingsBefore.get(kind) ?? 0)] as const).filter(([, d]) => d !== 0).sort((a, b) => b[1] - a[1])
-          console.log(`run ${run}: resident growth by mapping (KiB per open stream): ${rows.map(([kind, d]) => `${kind} ${(d / tracker.openStreams).toFixed(1)}`).join(", ")}`)
+          console.log(`run ${run}: resident growth by mapping (KiB per open stream): ${rows.map(([kind, d]) => `${kind} ${(d / open).toFixed(1)}`).join(", ")}`)
         }
         const per = (k: keyof Probe) => ((during[k] - before[k]) * 1024 / open).toFixed(1)
         console.log(`run ${run}: ${open} ${values.whole ? "non-streamed requests waiting" : "streams open"}; heap after GC ${before.heapUsed.toFixed(1)} → ${during.heapUsed.toFixed(1)} MiB, ` +

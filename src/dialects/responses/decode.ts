@@ -74,12 +74,8 @@ export const decodeWithItems = (raw: unknown, resolve: ItemResolver): Effect.Eff
 
 const isRefusal = (error: unknown): error is InvalidRequest | NotFound => error instanceof InvalidRequest || error instanceof NotFound
 
-function* withNoStoredItems(raw: unknown): Sliced<Decoded<ResponsesEcho>> {
-  return yield* translate(decodeBody(raw, ""), noStoredItems)
-}
-
 /** The dialect's own decode, with no stored items: a reference is a 400 naming its field. */
-export const decode = decodeRequest(withNoStoredItems)
+export const decode = decodeRequest((raw) => translate(decodeBody(raw, ""), noStoredItems))
 
 /**
  * Canonical effort for a wire effort. `none` turns reasoning off; `xhigh` is our `high`. Any
