@@ -28,7 +28,8 @@ import type {
   GateRequest,
   GateResult,
   LeaseRef,
-  SeedAnswer
+  SeedAnswer,
+  SettleAnswer
 } from "./types.ts"
 
 /**
@@ -40,7 +41,7 @@ export interface LocalCounters {
   gate(request: GateRequest): GateResult
   releaseLease(lease: LeaseRef): void
   budgetReserve(request: BudgetReserveRequest): BudgetAnswer
-  budgetSettle(request: BudgetSettleRequest): BudgetState | undefined
+  budgetSettle(request: BudgetSettleRequest): SettleAnswer
   budgetRelease(hold: { readonly budget: string; readonly id: string }, now: number): BudgetState | undefined
 }
 
@@ -71,9 +72,9 @@ export interface CoordinationShape {
   /**
    * Turns a hold into spend of min(actual, amount). Idempotent per hold id and per charge id. A hold
    * that is gone (lapsed or lost with the store) is still charged. On an unseeded budget the charge
-   * is kept as a pending charge for the next seed, and the answer is `undefined`.
+   * is kept as a pending charge for the next seed, and the answer's state is `undefined`.
    */
-  budgetSettle(request: BudgetSettleRequest): Effect.Effect<BudgetState | undefined, CoordinationError>
+  budgetSettle(request: BudgetSettleRequest): Effect.Effect<SettleAnswer, CoordinationError>
   /** Returns a hold to the pool without spend. Idempotent per id. `undefined`: unseeded. */
   budgetRelease(hold: { readonly budget: string; readonly id: string }, now: number): Effect.Effect<BudgetState | undefined, CoordinationError>
   /**

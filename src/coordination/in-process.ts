@@ -157,23 +157,24 @@ export const makeInProcess = (): InProcessStore => {
     return budget
   }
   const stateOf = (b: Budget & { spent: number }): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
-  /** Settle or release: the hold leaves `reserved`; a settle charges once per charge id. */
-  const close = (name: string, holdId: string, now: number, charge?: { id: string; amount: number }) => {
-    const budget = record(name, now)
-    if (!isDone(budget, holdId)) {
-      // Read before the hold is marked: the two ids may be one.
-      const charged = charge !== undefined && isDone(budget, charge.id)
-      const held = budget.holds.get(holdId)
-      if (held !== undefined) budget.reserved -= held.amount
-      finish(budget, holdId, now)
-      if (charge !== undefined && !charged) {
-        if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
-        else budget.spent += charge.amount
-        finish(budget, charge.id, now)
-      }
-    }
-    return budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
+  /**
+   * Settle or release: the hold leaves `reserved`; a settle charges once per charge id. Answers
+   * whether this call applied the charge.
+   */
+  const close = (budget: Budget, holdId: string, now: number, charge?: { id: string; amount: number }): boolean => {
+    if (isDone(budget, holdId)) return false
+    // Read before the hold is marked: the two ids may be one.
+    const charged = charge !== undefined && isDone(budget, charge.id)
+    const held = budget.holds.get(holdId)
+    if (held !== undefined) budget.reserved -= held.amount
+    finish(budget, holdId, now)
+    if (charge === undefined || charged) return false
+    if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
+    else budget.spent += charge.amount
+    finish(budget, charge.id, now)
+    return true
   }
+  const stateAfter = (budget: Budget) => budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
 
   const local: LocalCounters = {
     gate: (request) => {
@@ -234,10 +235,17 @@ export const makeInProcess = (): InProcessStore => {
     },
 
     // Charge at most what was reserved; a missing hold (lapsed, or the store was rebuilt) still charges.
-    budgetSettle: (request) =>
-      close(request.budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) }),
+    budgetSettle: (request) => {
+      const budget = record(request.budget, request.now)
+      const charged = close(budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) })
+      return { state: stateAfter(budget), charged }
+    },
 
-    budgetRelease: (hold, now) => close(hold.budget, hold.id, now)
+    budgetRelease: (hold, now) => {
+      const budget = record(hold.budget, now)
+      close(budget, hold.id, now)
+      return stateAfter(budget)
+    }
   }
 
   return {

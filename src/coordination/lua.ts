@@ -175,8 +175,9 @@ return { gated, reserved }
 
 /**
  * KEYS: B, H, E, P. ARGV: holdId, chargeId, amount, actual, now, memoryMs, mode ("settle" | "release").
- * A settle charges once per charge id: to `spent`, or to P while unseeded.
- * {0} unseeded | {1, spent, reserved, granted}
+ * A settle charges once per charge id: to `spent`, or to P while unseeded. The last element says
+ * whether this call applied the charge (1) or found it applied (0).
+ * {0, applied} unseeded | {1, spent, reserved, granted, applied}
  */
 export const FINISH = SWEEP + `
 local now = tonumber(ARGV[5])
@@ -186,6 +187,7 @@ sweep(KEYS[1], KEYS[2], KEYS[3], now)
 local spent, reserved, granted = state(KEYS[1])
 local isSeeded = spent ~= nil
 local v = redis.call('HGET', KEYS[2], ARGV[1])
+local applied = 0
 if v ~= 'd' then
   -- Read before the hold is marked: the two ids may be one.
   local charged = redis.call('HGET', KEYS[2], ARGV[2]) == 'd'
@@ -199,11 +201,12 @@ if v ~= 'd' then
       redis.call('HSET', KEYS[4], ARGV[2], charge)
     end
     done(KEYS[2], KEYS[3], ARGV[2], now + memory)
+    applied = 1
   end
   keep(KEYS, memory, isSeeded)
 end
-if not isSeeded then return { 0 } end
-return { 1, spent, reserved, granted }
+if not isSeeded then return { 0, applied } end
+return { 1, spent, reserved, granted, applied }
 `
 
 /**

@@ -148,7 +148,7 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
     budgetSettle: (request) =>
       call("budgetSettle", () =>
         scripts.gwFinish(4, ...writeKeys(request.budget), request.id, request.chargeId, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
-      ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
+      ).pipe(Effect.map((reply) => reply[0] === 0 ? { state: undefined, charged: reply[1] === 1 } : { state: toState(reply), charged: reply[4] === 1 })),
 
     budgetRelease: (hold, now) =>
       call("budgetRelease", () =>

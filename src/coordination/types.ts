@@ -109,6 +109,17 @@ export interface BudgetReserveRequest {
   readonly expireAt: number
 }
 
+/**
+ * A settle's answer: the budget after it (`undefined`: unseeded) and whether this settle applied
+ * the charge. A charge id is charged once, by whichever settle reaches the store first (a run step
+ * re-run after a takeover settles the same id twice, from two instances); only that settle's usage
+ * may go to the ledger, or the ledger and the live allowance would each keep a different one.
+ */
+export interface SettleAnswer {
+  readonly state: BudgetState | undefined
+  readonly charged: boolean
+}
+
 export interface BudgetSettleRequest {
   readonly budget: string
   /** The reservation (hold) id. */

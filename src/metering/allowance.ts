@@ -89,6 +89,15 @@ export interface ReserveRequest {
   readonly requestId?: string | undefined
 }
 
+/**
+ * A settle's outcome. `charged` is false when the charge id was already charged (a run step re-run
+ * on another instance settled it first): that settle's usage must not go to the ledger.
+ */
+export interface Settled {
+  readonly remaining: Micros | undefined
+  readonly charged: boolean
+}
+
 export class Allowance extends Context.Service<Allowance, {
   reserve(request: ReserveRequest): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
   /**
@@ -107,11 +116,14 @@ export class Allowance extends Context.Service<Allowance, {
   }
   readonly now?: {
     reserve(request: ReserveRequest, now: number): Reservation | LimitExceeded | undefined
-    settle(reservation: Reservation, actualCostMicros: Micros, now: number): Micros | undefined
+    settle(reservation: Reservation, actualCostMicros: Micros, now: number): Settled
     release(reservation: Reservation, now: number): Micros | undefined
   } | undefined
-  /** Charges min(actual, reserved). Never fails; returns the remaining micros when known. */
-  settle(reservation: Reservation, actualCostMicros: Micros): Effect.Effect<Micros | undefined>
+  /**
+   * Charges min(actual, reserved), once per charge id. Never fails; answers the remaining micros
+   * when known, and whether this settle was the one that charged.
+   */
+  settle(reservation: Reservation, actualCostMicros: Micros): Effect.Effect<Settled>
   /** For calls that failed before producing output. Never fails. */
   release(reservation: Reservation): Effect.Effect<Micros | undefined>
   /** What is left to reserve: cap − spent − reserved, at least 0 (`xsvc-allowance-remaining`). */
@@ -334,35 +346,36 @@ function make(options: AllowanceOptions) {
      * the store lost its state, and the charge is counted by the rebuild (from SQL, or re-registered
      * from the ledger buffer); applying it as well would count it twice.
      */
-    const finish = Effect.fnUntraced(function*(reservation: Reservation, write: Effect.Effect<BudgetState | undefined, unknown>, retry: boolean) {
-      const attemptedIn = epoch?.id
-      const first = yield* Effect.result(write)
-      if (first._tag === "Success") {
-        if (first.success === undefined) yield* noticeUnseeded
-        return first.success === undefined ? undefined : remainingOf(first.success, reservation.capMicros)
-      }
-      if (retry) yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
-      return undefined
-    })
-
     const settle = Effect.fnUntraced(function*(reservation: Reservation, actualCostMicros: Micros) {
       live.delete(reservation.id)
       if (actualCostMicros > reservation.amountMicros) {
         yield* Effect.logWarning(`allowance: call ${reservation.id} cost ${actualCostMicros} µ$ but reserved ${reservation.amountMicros}; charged the reservation`)
       }
-      return yield* finish(reservation, Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      const write = Effect.flatMap(Clock.currentTimeMillis, (now) =>
         store.budgetSettle({
           budget: reservation.budget, id: reservation.id, chargeId: reservation.chargeId,
           amount: reservation.amountMicros, actual: actualCostMicros, now
-        })), true)
+        }))
+      const attemptedIn = epoch?.id
+      const first = yield* Effect.result(write)
+      if (first._tag === "Success") return { remaining: yield* remainingAfterEffect(reservation, first.success.state), charged: first.success.charged }
+      yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
+      // Whether the retry will be the one that charges is not known: the call keeps its ledger row
+      // (which a rebuild may need, see above).
+      return { remaining: undefined, charged: true }
     })
 
     const release = Effect.fnUntraced(function*(reservation: Reservation) {
       live.delete(reservation.id)
       // A release that never lands only keeps the hold until it lapses: nothing to retry for.
-      return yield* finish(reservation, Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now)), false)
+      const answer = yield* Effect.result(Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now)))
+      return answer._tag === "Success" ? yield* remainingAfterEffect(reservation, answer.success) : undefined
     })
+
+    /** The store's state after a settle or release, as what is left; an unseeded budget is noticed. */
+    const remainingAfterEffect = (reservation: Reservation, state: BudgetState | undefined) =>
+      state === undefined ? Effect.as(noticeUnseeded, undefined) : Effect.succeed(remainingOf(state, reservation.capMicros))
 
     const local = store.local
     const runInBackground = yield* FiberSet.makeRuntime<never>()
@@ -397,10 +410,11 @@ function make(options: AllowanceOptions) {
       settle: (reservation: Reservation, actualCostMicros: Micros, now: number) => {
         live.delete(reservation.id)
         overcharged(reservation, actualCostMicros)
-        return remainingAfter(reservation, local.budgetSettle({
+        const answer = local.budgetSettle({
           budget: reservation.budget, id: reservation.id, chargeId: reservation.chargeId,
           amount: reservation.amountMicros, actual: actualCostMicros, now
-        }))
+        })
+        return { remaining: remainingAfter(reservation, answer.state), charged: answer.charged }
       },
       release: (reservation: Reservation, now: number) => {
         live.delete(reservation.id)

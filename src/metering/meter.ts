@@ -111,7 +111,9 @@ export class Meter extends Context.Service<Meter, {
     /**
      * A metered call over its admission and reservation. Settling goes to the store first, then the
      * ledger: a rebuild that runs in between reads SQL without this entry and the settle (finding
-     * no hold) still charges it, so it is counted exactly once.
+     * no hold) still charges it, so it is counted exactly once. Only the settle that charged writes
+     * the ledger row: a call settled twice under one request id (a run step re-run on another
+     * instance) is charged and recorded at the usage of whichever settle reached the store first.
      */
     const meteredCall = (request: BeginRequest, maxOutputTokens: number, requestId: string, admission: Admission, reservation: Reservation): MeteredCall => {
       const { key, model } = request
@@ -135,8 +137,8 @@ export class Meter extends Context.Service<Meter, {
         if (finished) return { costMicros, chargedMicros }
         finished = true
         const after = fast.settle(reservation, costMicros, now)
-        if (after !== undefined) remaining = after
-        ledger.recordNow(entry(usage, servedBy, chargedMicros))
+        if (after.remaining !== undefined) remaining = after.remaining
+        if (after.charged) ledger.recordNow(entry(usage, servedBy, chargedMicros))
         metrics?.charged(servedBy.id, usage, chargedMicros)
         releaseNow()
         return { costMicros, chargedMicros }
@@ -161,8 +163,9 @@ export class Meter extends Context.Service<Meter, {
             return Effect.as(
               Effect.andThen(
                 settleInBackground(
-                  // Store first, then the ledger (see `meteredCall`).
-                  allowance.settle(reservation, costMicros).pipe(Effect.andThen(ledger.record(entry(usage, servedBy, chargedMicros))))
+                  // Store first, then the ledger (see `meteredCall`), by the settle that charged.
+                  Effect.flatMap(allowance.settle(reservation, costMicros), (settled) =>
+                    settled.charged ? ledger.record(entry(usage, servedBy, chargedMicros)) : Effect.void)
                 ),
                 settleInBackground(admission.release)
               ),

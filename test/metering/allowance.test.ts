@@ -71,13 +71,13 @@ for (const store of storeKinds()) {
           const dollar = plan(1)
           const r1 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 300_000 })
           expect(r1.remainingMicros).toBe(700_000)
-          expect(yield* allowance.settle(r1, 100_000)).toBe(900_000)
-          expect(yield* allowance.settle(r1, 100_000)).toBe(900_000) // a repeated settle charges nothing
+          expect(yield* allowance.settle(r1, 100_000)).toEqual({ remaining: 900_000, charged: true })
+          expect(yield* allowance.settle(r1, 100_000)).toEqual({ remaining: 900_000, charged: false }) // a repeated settle charges nothing
           const r2 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 500_000 })
           expect(yield* allowance.remaining(keyId, dollar)).toBe(400_000)
           expect(yield* allowance.release(r2)).toBe(900_000)
           const r3 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 50_000 })
-          expect(yield* allowance.settle(r3, 80_000)).toBe(850_000) // never more than reserved
+          expect(yield* allowance.settle(r3, 80_000)).toEqual({ remaining: 850_000, charged: true }) // never more than reserved
         }).pipe(Effect.provide(services()))))
 
       it.effect("exhaustion lasts until the first instant of next month (UTC), then lifts", () =>
@@ -124,7 +124,7 @@ for (const store of storeKinds()) {
           expect((yield* allowance.addCredits(keyId, 0.5)).balanceMicros).toBe(500_000)
           const r = yield* allowance.reserve({ keyId, plan: prepaid, maxCostMicros: 400_000 })
           expect(yield* Effect.flip(allowance.reserve({ keyId, plan: prepaid, maxCostMicros: 200_000 }))).toMatchObject({ kind: "credits_exhausted" })
-          expect(yield* allowance.settle(r, 100_000)).toBe(400_000)
+          expect((yield* allowance.settle(r, 100_000)).remaining).toBe(400_000)
           expect((yield* allowance.addCredits(keyId, 1)).balanceMicros).toBe(1_400_000)
           expect((yield* Effect.flip(allowance.addCredits(keyId, -1)))._tag).toBe("InvalidRequest")
         }).pipe(Effect.provide(services()))))

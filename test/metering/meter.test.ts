@@ -1,6 +1,6 @@
 /** The Meter façade as the request path will use it, over the real services on both stores. */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import type { GatewayConfig } from "../../src/config/schema.ts"
@@ -107,6 +107,43 @@ for (const store of storeKinds()) {
           expect(next.headers()["xsvc-allowance-remaining"]).toBe("0.250000")
           yield* next.fail()
         }).pipe(Effect.provide(services(store.layer()))))
+
+      it.effect("a call settled twice under one request id (a run step re-run on another instance) is charged and recorded once, at the first settle's usage", () =>
+        Effect.gen(function*() {
+          // Two instances on one store and one database, each with its own ledger buffer.
+          const shared = yield* Layer.build(Layer.mergeAll(store.layer(), ConfigFile.layerWith(config)))
+          const instance = () =>
+            Layer.build(Meter.layer.pipe(
+              Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+              Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+              Layer.provideMerge(Layer.succeedContext(shared))
+            ))
+          const [a, b] = [yield* instance(), yield* instance()]
+          const key = keyOn("pro")
+          const requestId = newId("call")
+          const begin = { key, model: pico, inputTokens: 100, maxOutputTokens: 1_000, requestId }
+          const onA = yield* Context.get(a, Meter).begin(begin)
+          const onB = yield* Context.get(b, Meter).begin(begin)
+          // A's call ends first, charged what it delivered; B's re-run ends later with more.
+          const first = yield* onA.settle(makeUsage({ inputTokens: 100, outputTokens: 10 }))
+          const second = yield* onB.settle(makeUsage({ inputTokens: 100, outputTokens: 500 }))
+          expect(second.chargedMicros).toBeGreaterThan(first.chargedMicros)
+          // Both holds are back (on Redis the settles land off the callers' path)…
+          const plan = config.plans.pro
+          const allowance = Context.get(b, Allowance)
+          const remaining = yield* allowance.remaining(key.id, plan).pipe(
+            Effect.repeat({ until: (left) => left === plan.allowanceUsd * 1e6 - first.chargedMicros, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeout("5 seconds")
+          )
+          expect(remaining).toBe(plan.allowanceUsd * 1e6 - first.chargedMicros)
+          yield* Effect.sleep("50 millis") // …and what follows them in their fibers has run
+          // The loser's row would reach SQL first (its instance flushes first): it has none.
+          yield* Context.get(b, UsageLedger).flush()
+          yield* Context.get(a, UsageLedger).flush()
+          const now = Date.now()
+          const summary = yield* Context.get(a, UsageLedger).summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) })
+          expect(summary).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1, outputTokens: 10, costMicros: first.chargedMicros })])
+        }).pipe(Effect.scoped))
 
       it.effect("an unknown plan name meters on the default plan", () =>
         Effect.gen(function*() {
