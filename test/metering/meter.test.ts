@@ -145,6 +145,37 @@ for (const store of storeKinds()) {
           expect(summary).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1, outputTokens: 10, costMicros: first.chargedMicros })])
         }).pipe(Effect.scoped))
 
+      it.effect("a call under a request id that ended without output (released) leaves the charge to the call that delivered", () =>
+        Effect.gen(function*() {
+          const shared = yield* Layer.build(Layer.mergeAll(store.layer(), ConfigFile.layerWith(config)))
+          const instance = () =>
+            Layer.build(Meter.layer.pipe(
+              Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+              Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+              Layer.provideMerge(Layer.succeedContext(shared))
+            ))
+          const [a, b] = [yield* instance(), yield* instance()]
+          const key = keyOn("pro")
+          const begin = { key, model: pico, inputTokens: 100, maxOutputTokens: 1_000, requestId: newId("call") }
+          const onA = yield* Context.get(a, Meter).begin(begin)
+          const onB = yield* Context.get(b, Meter).begin(begin)
+          yield* onA.fail() // the stalled owner's call ends with nothing delivered
+          const charged = yield* onB.settle(makeUsage({ inputTokens: 100, outputTokens: 500 }))
+          const plan = config.plans.pro
+          const expected = plan.allowanceUsd * 1e6 - charged.chargedMicros
+          const remaining = yield* Context.get(a, Allowance).remaining(key.id, plan).pipe(
+            Effect.repeat({ until: (left) => left === expected, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeout("5 seconds")
+          )
+          expect(remaining).toBe(expected)
+          const now = Date.now()
+          const summary = yield* Context.get(b, UsageLedger).summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) }).pipe(
+            Effect.repeat({ until: (rows) => rows.length > 0, schedule: Schedule.spaced("10 millis") }),
+            Effect.timeout("5 seconds")
+          )
+          expect(summary).toEqual([expect.objectContaining({ requests: 1, outputTokens: 500, costMicros: charged.chargedMicros })])
+        }).pipe(Effect.scoped))
+
       it.effect("an unknown plan name meters on the default plan", () =>
         Effect.gen(function*() {
           expect((yield* Meter).planOf(keyOn("gone"))).toEqual(config.plans.free)
