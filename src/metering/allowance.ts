@@ -341,8 +341,8 @@ function make(options: AllowanceOptions) {
     })
 
     /**
-     * A settle or release: the store's new state when it landed, `undefined` when unknown. A settle
-     * that failed is retried until it lands — unless this instance meanwhile adopted a new epoch:
+     * A settle: what is left once it landed (`undefined` when unknown), and whether it charged. A
+     * settle that failed is retried until it lands — unless this instance meanwhile adopted a new epoch:
      * the store lost its state, and the charge is counted by the rebuild (from SQL, or re-registered
      * from the ledger buffer); applying it as well would count it twice.
      */
@@ -358,7 +358,7 @@ function make(options: AllowanceOptions) {
         }))
       const attemptedIn = epoch?.id
       const first = yield* Effect.result(write)
-      if (first._tag === "Success") return { remaining: yield* remainingAfterEffect(reservation, first.success.state), charged: first.success.charged }
+      if (first._tag === "Success") return { remaining: remainingAfter(reservation, first.success.state), charged: first.success.charged }
       yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
       // Whether the retry will be the one that charges is not known: the call keeps its ledger row
       // (which a rebuild may need, see above).
@@ -370,12 +370,8 @@ function make(options: AllowanceOptions) {
       // A release that never lands only keeps the hold until it lapses: nothing to retry for.
       const answer = yield* Effect.result(Effect.flatMap(Clock.currentTimeMillis, (now) =>
         store.budgetRelease({ budget: reservation.budget, id: reservation.id }, now)))
-      return answer._tag === "Success" ? yield* remainingAfterEffect(reservation, answer.success) : undefined
+      return answer._tag === "Success" ? remainingAfter(reservation, answer.success) : undefined
     })
-
-    /** The store's state after a settle or release, as what is left; an unseeded budget is noticed. */
-    const remainingAfterEffect = (reservation: Reservation, state: BudgetState | undefined) =>
-      state === undefined ? Effect.as(noticeUnseeded, undefined) : Effect.succeed(remainingOf(state, reservation.capMicros))
 
     const local = store.local
     const runInBackground = yield* FiberSet.makeRuntime<never>()
