@@ -33,6 +33,19 @@ const services = (store: Layer.Layer<Coordination>) => Meter.layer.pipe(
   Layer.provideMerge(ConfigFile.layerWith(config))
 )
 
+/** Two instances on one store and one database, each with its own meter and ledger buffer (scoped). */
+const twoInstances = (store: Layer.Layer<Coordination>) =>
+  Effect.gen(function*() {
+    const shared = yield* Layer.build(Layer.mergeAll(store, ConfigFile.layerWith(config)))
+    const instance = () =>
+      Layer.build(Meter.layer.pipe(
+        Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
+        Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+        Layer.provideMerge(Layer.succeedContext(shared))
+      ))
+    return [yield* instance(), yield* instance()] as const
+  })
+
 /** Every block's database (one per file: see `embeddedDatabasePerFile`). */
 const database = embeddedDatabasePerFile()
 
@@ -110,15 +123,7 @@ for (const store of storeKinds()) {
 
       it.effect("a call settled twice under one request id (a run step re-run on another instance) is charged and recorded once, at the first settle's usage", () =>
         Effect.gen(function*() {
-          // Two instances on one store and one database, each with its own ledger buffer.
-          const shared = yield* Layer.build(Layer.mergeAll(store.layer(), ConfigFile.layerWith(config)))
-          const instance = () =>
-            Layer.build(Meter.layer.pipe(
-              Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
-              Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
-              Layer.provideMerge(Layer.succeedContext(shared))
-            ))
-          const [a, b] = [yield* instance(), yield* instance()]
+          const [a, b] = yield* twoInstances(store.layer())
           const key = keyOn("pro")
           const requestId = newId("call")
           const begin = { key, model: pico, inputTokens: 100, maxOutputTokens: 1_000, requestId }
@@ -136,7 +141,9 @@ for (const store of storeKinds()) {
             Effect.timeout("5 seconds")
           )
           expect(remaining).toBe(plan.allowanceUsd * 1e6 - first.chargedMicros)
-          yield* Effect.sleep("50 millis") // …and what follows them in their fibers has run
+          // …and what follows them in their fibers has run. (A wait that cannot fail the test: with
+          // the fix nothing else is recorded; without it, it lets the loser's row be recorded.)
+          yield* Effect.sleep("50 millis")
           // The loser's row would reach SQL first (its instance flushes first): it has none.
           yield* Context.get(b, UsageLedger).flush()
           yield* Context.get(a, UsageLedger).flush()
@@ -147,14 +154,7 @@ for (const store of storeKinds()) {
 
       it.effect("a call under a request id that ended without output (released) leaves the charge to the call that delivered", () =>
         Effect.gen(function*() {
-          const shared = yield* Layer.build(Layer.mergeAll(store.layer(), ConfigFile.layerWith(config)))
-          const instance = () =>
-            Layer.build(Meter.layer.pipe(
-              Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
-              Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
-              Layer.provideMerge(Layer.succeedContext(shared))
-            ))
-          const [a, b] = [yield* instance(), yield* instance()]
+          const [a, b] = yield* twoInstances(store.layer())
           const key = keyOn("pro")
           const begin = { key, model: pico, inputTokens: 100, maxOutputTokens: 1_000, requestId: newId("call") }
           const onA = yield* Context.get(a, Meter).begin(begin)
