@@ -112,7 +112,7 @@ export class Meter extends Context.Service<Meter, {
      * A metered call over its admission and reservation. Settling goes to the store first, then the
      * ledger: a rebuild that runs in between reads SQL without this entry and the settle (finding
      * no hold) still charges it, so it is counted exactly once. Only the settle that charged writes
-     * the ledger row: a call settled twice under one request id (a run step re-run on another
+     * the ledger row and counts the charge metrics (`gateway_tokens_total`, `gateway_cost_usd_total`): a call settled twice under one request id (a run step re-run on another
      * instance) is charged and recorded at the usage of whichever settle reached the store first.
      */
     const meteredCall = (request: BeginRequest, maxOutputTokens: number, requestId: string, admission: Admission, reservation: Reservation): MeteredCall => {
@@ -138,8 +138,10 @@ export class Meter extends Context.Service<Meter, {
         finished = true
         const after = fast.settle(reservation, costMicros, now)
         if (after.remaining !== undefined) remaining = after.remaining
-        if (after.charged) ledger.recordNow(entry(usage, servedBy, chargedMicros))
-        metrics?.charged(servedBy.id, usage, chargedMicros)
+        if (after.charged) {
+          ledger.recordNow(entry(usage, servedBy, chargedMicros))
+          metrics?.charged(servedBy.id, usage, chargedMicros)
+        }
         releaseNow()
         return { costMicros, chargedMicros }
       }
@@ -157,15 +159,17 @@ export class Meter extends Context.Service<Meter, {
             // store's connection sends it before any later command of this instance. What is
             // left is this call's own view: after its reservation, less its charge.
             remaining = reservation.remainingMicros + reservation.amountMicros - chargedMicros
-            metrics?.charged(servedBy.id, usage, chargedMicros)
             // The admission's lease goes back beside the settle, not after its reply (as in process:
             // the call is over): both commands leave in the same turn, so in one socket write.
             return Effect.as(
               Effect.andThen(
                 settleInBackground(
-                  // Store first, then the ledger (see `meteredCall`), by the settle that charged.
-                  Effect.flatMap(allowance.settle(reservation, costMicros), (settled) =>
-                    settled.charged ? ledger.record(entry(usage, servedBy, chargedMicros)) : Effect.void)
+                  // Store first, then the ledger and the charge metrics, by the settle that charged.
+                  Effect.flatMap(allowance.settle(reservation, costMicros), (settled) => {
+                    if (!settled.charged) return Effect.void
+                    metrics?.charged(servedBy.id, usage, chargedMicros)
+                    return ledger.record(entry(usage, servedBy, chargedMicros))
+                  })
                 ),
                 settleInBackground(admission.release)
               ),

@@ -12,6 +12,7 @@ import { Allowance } from "../../src/metering/allowance.ts"
 import { Meter } from "../../src/metering/meter.ts"
 import { RateLimits } from "../../src/metering/rate-limits.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
+import { makeTelemetry, Telemetry } from "../../src/observability/telemetry.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { uniquePrefix } from "../coordination/support.ts"
 import { embeddedDatabasePerFile, storeKinds } from "./support.ts"
@@ -33,10 +34,13 @@ const services = (store: Layer.Layer<Coordination>) => Meter.layer.pipe(
   Layer.provideMerge(ConfigFile.layerWith(config))
 )
 
-/** Two instances on one store and one database, each with its own meter and ledger buffer (scoped). */
-const twoInstances = (store: Layer.Layer<Coordination>) =>
+/**
+ * Two instances on one store and one database, each with its own meter and ledger buffer (scoped);
+ * their charge metrics go to one registry (`telemetry`).
+ */
+const twoInstances = (store: Layer.Layer<Coordination>, telemetry = makeTelemetry({ metrics: true, tracing: false, logLevel: "None" })) =>
   Effect.gen(function*() {
-    const shared = yield* Layer.build(Layer.mergeAll(store, ConfigFile.layerWith(config)))
+    const shared = yield* Layer.build(Layer.mergeAll(store, ConfigFile.layerWith(config), Layer.succeed(Telemetry, telemetry)))
     const instance = () =>
       Layer.build(Meter.layer.pipe(
         Layer.provideMerge(Layer.mergeAll(Allowance.layer, RateLimits.layer)),
@@ -123,7 +127,8 @@ for (const store of storeKinds()) {
 
       it.effect("a call settled twice under one request id (a run step re-run on another instance) is charged and recorded once, at the first settle's usage", () =>
         Effect.gen(function*() {
-          const [a, b] = yield* twoInstances(store.layer())
+          const telemetry = makeTelemetry({ metrics: true, tracing: false, logLevel: "None" })
+          const [a, b] = yield* twoInstances(store.layer(), telemetry)
           const key = keyOn("pro")
           const requestId = newId("call")
           const begin = { key, model: pico, inputTokens: 100, maxOutputTokens: 1_000, requestId }
@@ -150,6 +155,9 @@ for (const store of storeKinds()) {
           const now = Date.now()
           const summary = yield* Context.get(a, UsageLedger).summary({ keyId: key.id, from: new Date(now - 60_000), to: new Date(now + 60_000) })
           expect(summary).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1, outputTokens: 10, costMicros: first.chargedMicros })])
+          // The charge metrics count what was charged, once.
+          const scraped = telemetry.metrics!.scrape({})
+          expect(/gateway_tokens_total\{[^}]*type="output"[^}]*\} (\d+)/.exec(scraped)?.[1]).toBe("10")
         }).pipe(Effect.scoped))
 
       it.effect("a call under a request id that ended without output (released) leaves the charge to the call that delivered", () =>
