@@ -8,17 +8,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { UsageLedger } from "../metering/usage-ledger.ts"
-import { formatUsd, type Micros } from "../model/money.ts"
-
-export interface UsageTotals {
-  readonly requests: number
-  readonly inputTokens: number
-  readonly outputTokens: number
-  readonly cachedInputTokens: number
-  readonly reasoningTokens: number
-  readonly costMicros: Micros
-}
+import { UsageLedger, type UsageTotals } from "../metering/usage-ledger.ts"
+import { formatUsd } from "../model/money.ts"
 
 /** Totals as the APIs answer them (the dashboard's and the admin usage report): cost in USD. */
 export const usageTotalsView = (t: UsageTotals) => ({

@@ -30,14 +30,18 @@ export interface LedgerEntry {
   readonly funding?: Funding
 }
 
-export interface ModelTotals {
-  readonly model: string
+/** What a set of calls used and cost. */
+export interface UsageTotals {
   readonly requests: number
   readonly inputTokens: number
   readonly outputTokens: number
   readonly cachedInputTokens: number
   readonly reasoningTokens: number
   readonly costMicros: Micros
+}
+
+export interface ModelTotals extends UsageTotals {
+  readonly model: string
 }
 
 export interface SpendQuery {

@@ -9,27 +9,14 @@
  * average instead of piling up). The vector is L2-normalized; an empty text maps to the first
  * basis vector so that every vector has length 1.
  */
+import { avalanche, FNV_OFFSET, fnvRange, fnvStep } from "./prng.ts"
 
 const WORD_WEIGHT = 1
 const TRIGRAM_WEIGHT = 0.5
 const SIGN_SEED = 0x9e3779b9
-const FNV_OFFSET = 0x811c9dc5
 
-/** prng.ts `hashString` in parts: FNV-1a steps, then the final avalanche. */
-const fnv = (hash: number, code: number) => Math.imul(hash ^ code, 0x01000193)
-const fnvOf = (text: string, seed: number) => {
-  let hash = seed >>> 0
-  for (let i = 0; i < text.length; i++) hash = fnv(hash, text.charCodeAt(i))
-  return hash
-}
-const avalanche = (hash: number) => {
-  hash ^= hash >>> 16
-  hash = Math.imul(hash, 0x85ebca6b)
-  hash ^= hash >>> 13
-  hash = Math.imul(hash, 0xc2b2ae35)
-  hash ^= hash >>> 16
-  return hash >>> 0
-}
+/** FNV-1a over `text` from `seed`, to be continued (prng.ts `hashString` in parts). */
+const fnvOf = (text: string, seed: number) => fnvRange(seed >>> 0, text, 0, text.length)
 // A feature's hash is FNV-1a over `w:word` or `t:abc`, continued from these prefix states
 // character by character, so neither a word's nor a trigram's string is ever built.
 const WORD_STATE = fnvOf("w:", FNV_OFFSET)
@@ -68,7 +55,7 @@ export const hashingEmbeddingSteps = (text: string, dimensions: number, stepUnit
   let beforeLast = -1
   let lastCode = PAD
   const trigram = (a: number, b: number, c: number) =>
-    addFeature(vector, fnv(fnv(fnv(TRIGRAM_STATE, a), b), c), fnv(fnv(fnv(TRIGRAM_SIGN_STATE, a), b), c), TRIGRAM_WEIGHT)
+    addFeature(vector, fnvStep(fnvStep(fnvStep(TRIGRAM_STATE, a), b), c), fnvStep(fnvStep(fnvStep(TRIGRAM_SIGN_STATE, a), b), c), TRIGRAM_WEIGHT)
   const endWord = () => {
     trigram(beforeLast, lastCode, PAD)
     addFeature(vector, wordHash, wordSignHash, WORD_WEIGHT)
@@ -111,8 +98,8 @@ export const hashingEmbeddingSteps = (text: string, dimensions: number, stepUnit
         const part = word[0]
         for (let i = 0; i < part.length; i++) {
           const code = part.charCodeAt(i)
-          wordHash = fnv(wordHash, code)
-          wordSignHash = fnv(wordSignHash, code)
+          wordHash = fnvStep(wordHash, code)
+          wordSignHash = fnvStep(wordSignHash, code)
           if (beforeLast !== -1) trigram(beforeLast, lastCode, code)
           beforeLast = lastCode
           lastCode = code

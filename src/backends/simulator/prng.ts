@@ -4,19 +4,19 @@
  */
 import { Effect } from "effect"
 
-const FNV_OFFSET = 0x811c9dc5
+export const FNV_OFFSET = 0x811c9dc5
+
+/** One FNV-1a step: `hash` continued by one UTF-16 code unit (no avalanche). */
+export const fnvStep = (hash: number, code: number): number => Math.imul(hash ^ code, 0x01000193)
 
 /** FNV-1a over `text[from, to)`, continuing from `hash`, without the final avalanche. */
-const fnvRange = (hash: number, text: string, from: number, to: number): number => {
-  for (let i = from; i < to; i++) {
-    hash ^= text.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193)
-  }
+export const fnvRange = (hash: number, text: string, from: number, to: number): number => {
+  for (let i = from; i < to; i++) hash = fnvStep(hash, text.charCodeAt(i))
   return hash
 }
 
 /** The final avalanche (from murmur3), so similar inputs give unrelated seeds. */
-const avalanche = (hash: number): number => {
+export const avalanche = (hash: number): number => {
   hash ^= hash >>> 16
   hash = Math.imul(hash, 0x85ebca6b)
   hash ^= hash >>> 13
@@ -55,7 +55,7 @@ export const hashParts = (parts: ReadonlyArray<string>, seed = FNV_OFFSET): Effe
 
 /** One seed from several parts; `undefined` parts still shift the result (position matters). */
 export const seedFrom = (parts: ReadonlyArray<string | number | undefined>): number =>
-  parts.reduce<number>((hash, part) => hashString(`${part === undefined ? "\u0000" : String(part)}\u0001`, hash), 0x811c9dc5)
+  parts.reduce<number>((hash, part) => hashString(`${part === undefined ? "\u0000" : String(part)}\u0001`, hash), FNV_OFFSET)
 
 export interface Prng {
   /** Uniform in [0, 1). */
