@@ -6,9 +6,7 @@
  * and retention prunes only finished runs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
-import { rmSync } from "node:fs"
-import { inject } from "vitest"
+import { Effect, Layer } from "effect"
 import { createTestModel } from "xstate/graph"
 import { runMachine, type RunEvent, type RunSnapshot, startRun, statusOf, stepRun } from "../../machines/run.ts"
 import { ConfigFile } from "../../src/config/config-file.ts"
@@ -20,17 +18,13 @@ import { RunLeases } from "../../src/runs/run-leases.ts"
 import { RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { storageTargets } from "../support/engines.ts"
 import { input, runEvents, serialize } from "../machines/run-model.ts"
 
 const paths = createTestModel(runMachine, { events: runEvents, serializeState: serialize, input }).getShortestPaths()
 const fence = { owner: "inst_test", attempt: 1 }
 
-const { postgresUrl } = inject("services")
-const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
-  { name: "embedded", make: () => { const dir = embeddedDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
-  ...(postgresUrl === null ? [] : [{ name: "postgres", make: () => { const db = migratedPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop } } }])
-]
+const targets = storageTargets()
 
 const newRun = (repo: RunsRepo["Service"], budgetMicros: number | null = null) =>
   Effect.map(

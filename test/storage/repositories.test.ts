@@ -3,34 +3,16 @@
  * and a fresh PostgreSQL database when one is reachable).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
-import { rmSync } from "node:fs"
-import { inject } from "vitest"
+import { Effect, Layer } from "effect"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { ApiKeys } from "../../src/keys/api-keys.ts"
 import { StatesRepo } from "../../src/states/states-repo.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
-import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { storageTargets } from "../support/engines.ts"
 
-const { postgresUrl } = inject("services")
-const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
-  {
-    name: "embedded",
-    make: () => {
-      const dir = embeddedDataDir()
-      return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
-    }
-  },
-  ...(postgresUrl === null ? [] : [{
-    name: "postgres",
-    make: () => {
-      const db = migratedPostgresDatabase(postgresUrl)
-      return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
-    }
-  }])
-]
+const targets = storageTargets()
 
 for (const target of targets) {
   describe(`repositories (${target.name})`, () => {

@@ -4,38 +4,20 @@
  * deletion cascading to the items.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { rmSync } from "node:fs"
-import { inject } from "vitest"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { type NewStoredResponse, ResponsesRepo } from "../../src/stored-responses/responses-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { embeddedDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { storageTargets } from "../support/engines.ts"
 
 // Read by the repository's layer from its config provider, as the gateway reads it from its
 // environment (given here, not set in process.env, which would outlive this file in its worker).
 const retentionOneDay = ConfigProvider.layerAdd(ConfigProvider.fromUnknown({ GATEWAY_RESPONSE_RETENTION_DAYS: "1" }), { asPrimary: true })
 
-const { postgresUrl } = inject("services")
-const targets: Array<{ name: string; make: () => { settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup: () => void } }> = [
-  {
-    name: "embedded",
-    make: () => {
-      const dir = embeddedDataDir()
-      return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
-    }
-  },
-  ...(postgresUrl === null ? [] : [{
-    name: "postgres",
-    make: () => {
-      const db = migratedPostgresDatabase(postgresUrl)
-      return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
-    }
-  }])
-]
+const targets = storageTargets()
 
 const stored = (id: string, keyId: string): NewStoredResponse => ({
   id,

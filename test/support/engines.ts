@@ -7,7 +7,9 @@ import { execFileSync } from "node:child_process"
 import { cpSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Redacted } from "effect"
 import { inject } from "vitest"
+import type { Settings } from "../../src/config/settings.ts"
 
 export interface Engine {
   readonly name: "embedded" | "postgres"
@@ -101,4 +103,30 @@ export const inOrder = { concurrent: false } as const
 export const engines = (): ReadonlyArray<Engine> => {
   const { postgresUrl } = inject("services")
   return postgresUrl === null ? [embeddedEngine] : [embeddedEngine, postgres(postgresUrl)]
+}
+
+/** An engine for a suite that builds the storage layers itself: the settings that open a new database on it. */
+export interface StorageTarget {
+  readonly name: Engine["name"]
+  make(): { readonly settings: Partial<Parameters<typeof Settings.layerWith>[0]>; cleanup(): void }
+}
+
+/** `engines()` for suites in the test's process: a migrated data dir, or a migrated PostgreSQL copy. */
+export const storageTargets = (): ReadonlyArray<StorageTarget> => {
+  const { postgresUrl } = inject("services")
+  const embedded: StorageTarget = {
+    name: "embedded",
+    make: () => {
+      const dir = embeddedDataDir()
+      return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+    }
+  }
+  if (postgresUrl === null) return [embedded]
+  return [embedded, {
+    name: "postgres",
+    make: () => {
+      const db = migratedPostgresDatabase(postgresUrl)
+      return { settings: { databaseUrl: Redacted.make(db.url) }, cleanup: db.drop }
+    }
+  }]
 }
