@@ -22,9 +22,9 @@
  */
 
 export type BatchKind = "messages" | "openai"
-export type BatchPhase = "validating" | "in_progress" | "cancelling" | "finalizing" | "ended"
-export type BatchOutcome = "completed" | "failed" | "cancelled" | "expired"
-export type RequestResult = "succeeded" | "errored" | "canceled" | "expired"
+type BatchPhase = "validating" | "in_progress" | "cancelling" | "finalizing" | "ended"
+type BatchOutcome = "completed" | "failed" | "cancelled" | "expired"
+type RequestResult = "succeeded" | "errored" | "canceled" | "expired"
 
 export interface BatchCounts {
   /** Not ended yet: waiting or in flight. */

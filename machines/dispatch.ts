@@ -35,7 +35,8 @@
  */
 import { fromTransition } from "xstate"
 
-export interface DispatchCandidate {
+/** What the rules know of a candidate (the runtime's `DispatchCandidate` adds how to call it). */
+export interface CandidateFacts {
   readonly placementId: string
   readonly modelId: string
   /** Can continue a broken text answer from the text already sent (an assistant prefix). */
@@ -50,18 +51,18 @@ export interface AttemptError {
 }
 
 export interface DispatchInput {
-  readonly candidates: ReadonlyArray<DispatchCandidate>
+  readonly candidates: ReadonlyArray<CandidateFacts>
   readonly maxAttempts?: number
 }
 
 /** The spec's cap: at most five attempts in total, across retries and failovers. */
 export const MAX_ATTEMPTS = 5
 
-export type FailureReason = "error" | "queue_timeout" | "no_candidates"
-export type DispatchPhase = "waiting" | "calling" | "retryWait" | "streaming" | "done" | "failed"
+type DispatchFailure = "error" | "queue_timeout" | "no_candidates"
+type DispatchPhase = "waiting" | "calling" | "retryWait" | "streaming" | "done" | "failed"
 
 export interface DispatchContext {
-  readonly candidates: ReadonlyArray<DispatchCandidate>
+  readonly candidates: ReadonlyArray<CandidateFacts>
   readonly maxAttempts: number
   readonly attempts: number
   /** The placement of the attempt in progress (or the last one). */
@@ -73,7 +74,7 @@ export interface DispatchContext {
   readonly continuing: boolean
   readonly continuations: number
   readonly lastError: AttemptError | null
-  readonly failure: FailureReason | null
+  readonly failure: DispatchFailure | null
 }
 
 export interface DispatchState {
@@ -94,7 +95,7 @@ export type DispatchEvent =
 export interface DispatchOutput {
   readonly servedBy: string | null
   readonly attempts: number
-  readonly failure: FailureReason | null
+  readonly failure: DispatchFailure | null
   readonly error: AttemptError | null
 }
 
@@ -109,7 +110,7 @@ const alternatives = (context: DispatchContext) =>
 
 const to = (value: DispatchPhase, context: DispatchContext): DispatchState => ({ value, context })
 
-const fail = (context: DispatchContext, reason: FailureReason): DispatchState => to("failed", { ...context, failure: reason })
+const fail = (context: DispatchContext, reason: DispatchFailure): DispatchState => to("failed", { ...context, failure: reason })
 
 /** The failed attempt's placement is tried for this round; its error is the last one. */
 const recordFailure = (context: DispatchContext, error: AttemptError): DispatchContext => ({
@@ -194,7 +195,7 @@ export const stepDispatch = (state: DispatchState, event: DispatchEvent): Dispat
   }
 }
 
-export const isFinal = (state: DispatchState) => state.value === "done" || state.value === "failed"
+const isFinal = (state: DispatchState) => state.value === "done" || state.value === "failed"
 
 /** Who served and what went wrong, once final. */
 export const dispatchOutput = (state: DispatchState): DispatchOutput | undefined =>
@@ -203,7 +204,7 @@ export const dispatchOutput = (state: DispatchState): DispatchOutput | undefined
     : undefined
 
 /** Where the next attempt may run: untried (and, continuing, resumable) candidates in preference order. */
-export const eligibleCandidates = (state: DispatchState): ReadonlyArray<DispatchCandidate> => untried(state.context)
+export const eligibleCandidates = (state: DispatchState): ReadonlyArray<CandidateFacts> => untried(state.context)
 
 /** The same rules as XState transition logic, for `xstate/graph` (model-based tests). */
 export const dispatchLogic = fromTransition(stepDispatch, ({ input }: { input: DispatchInput }) => startDispatch(input))

@@ -49,12 +49,12 @@ export type QueuePriority = "interactive" | "batch"
 export type CircuitState = "closed" | "open" | "halfOpen"
 
 /** Waiters of one key, oldest first. */
-export interface Lane {
+interface Lane {
   readonly keyId: string
   readonly waiterIds: ReadonlyArray<string>
 }
 
-export interface QueueStats {
+interface QueueStats {
   readonly enqueued: number
   readonly granted: number
   readonly cancelled: number
@@ -151,8 +151,6 @@ export type QueueEvent =
   | { readonly type: "RELEASE"; readonly waiterId: string; readonly outcome: ReleaseOutcome }
   | { readonly type: "CAPACITY"; readonly capacity: number }
   | { readonly type: "CIRCUIT_PROBE_DUE" }
-
-export type QueueEmitted = { readonly type: "granted"; readonly waiterId: string }
 
 export interface QueueInput {
   readonly capacity: number

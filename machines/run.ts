@@ -31,9 +31,9 @@ export const TERMINAL_STATUSES = ["completed", "failed", "cancelled", "incomplet
 export type TerminalStatus = typeof TERMINAL_STATUSES[number]
 export type RunStatus = "running" | "requires_action" | TerminalStatus
 
-export const DEFAULT_MAX_TURNS = 32
+const DEFAULT_MAX_TURNS = 32
 
-export interface ToolCall {
+interface PendingToolCall {
   readonly id: string
   readonly name: string
   readonly input: unknown
@@ -57,7 +57,7 @@ export interface RunContext {
   readonly nodes: number
   readonly openNode: string | null
   /** Tool calls of the last step still waiting for a `tool.result`. */
-  readonly pending: ReadonlyArray<ToolCall>
+  readonly pending: ReadonlyArray<PendingToolCall>
   readonly decided: Decision | null
   readonly outcome: Decision | null
 }
@@ -65,7 +65,7 @@ export interface RunContext {
 /** The log events the machine reads; any other event type (caller events) leaves it unchanged. */
 export type RunEvent =
   | { readonly type: "node.started"; readonly nodeId: string }
-  | { readonly type: "node.completed"; readonly nodeId: string; readonly stopReason: string; readonly toolCalls?: ReadonlyArray<ToolCall> }
+  | { readonly type: "node.completed"; readonly nodeId: string; readonly stopReason: string; readonly toolCalls?: ReadonlyArray<PendingToolCall> }
   | { readonly type: "tool.result"; readonly toolUseId: string }
   | { readonly type: "outcome"; readonly status: TerminalStatus; readonly reason?: string | null }
 
@@ -209,7 +209,7 @@ export const toRunEvent = (event: { readonly type: string; readonly [field: stri
           type: "node.completed",
           nodeId: event.nodeId,
           stopReason: typeof event.stopReason === "string" ? event.stopReason : "end_turn",
-          toolCalls: Array.isArray(event.toolCalls) ? event.toolCalls as ReadonlyArray<ToolCall> : []
+          toolCalls: Array.isArray(event.toolCalls) ? event.toolCalls as ReadonlyArray<PendingToolCall> : []
         }
         : undefined
     case "tool.result":

@@ -41,7 +41,7 @@ export interface ContentSession {
   store(contentId: string): Effect.Effect<void, SqlError>
 }
 
-export interface ParseResult {
+interface ParseResult {
   readonly format: Format
   readonly shape: Shape
   readonly writes: "main" | "worker"

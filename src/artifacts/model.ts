@@ -5,7 +5,7 @@
 
 /** The spec's five provenance methods. */
 export const ProvenanceMethods = ["exact", "model-generated", "heuristic", "truncation", "unknown"] as const
-export type ProvenanceMethod = typeof ProvenanceMethods[number]
+type ProvenanceMethod = typeof ProvenanceMethods[number]
 
 export interface Provenance {
   readonly method: ProvenanceMethod
@@ -28,7 +28,7 @@ export interface Column {
 }
 
 /** Rows: one JSON object per record, numbered from 0 in upload order. */
-export interface TableShape {
+interface TableShape {
   readonly kind: "table"
   readonly rowCount: number
   /** The first `MAX_LISTED_COLUMNS` columns, in first-seen order. */
@@ -39,7 +39,7 @@ export interface TableShape {
   readonly rowsPath?: string
 }
 
-export interface TextShape {
+interface TextShape {
   readonly kind: "text"
   /** UTF-8 bytes (what `range.byteStart`/`byteEnd` count). */
   readonly length: number
@@ -54,7 +54,7 @@ export interface Reference {
   readonly version: number
 }
 
-export interface VersionSummary {
+interface VersionSummary {
   readonly version: number
   readonly sizeBytes: number
   readonly contentHash: string

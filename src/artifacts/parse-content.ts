@@ -9,7 +9,8 @@
  */
 import { parse as parseCsv } from "csv-parse/sync"
 import { type Column, type ColumnType, type Format, Limits, type Shape } from "./model.ts"
-import { booleanFromText, hasUnstorableEscape, isPlainObject, jsonType, nestedDeeperThan, numberFromText, type Row } from "./values.ts"
+import { isPlainObject, jsonType } from "../util/json.ts"
+import { booleanFromText, hasUnstorableEscape, nestedDeeperThan, numberFromText, type Row } from "./values.ts"
 import type { Json } from "../util/json.ts"
 
 /** What the uploader told us (mimeType and `schema`), normalized. */
@@ -38,7 +39,7 @@ export interface ParsedTable {
 /** A table before its rows are serialized and checked. */
 type TableCandidate = Omit<ParsedTable, "texts">
 
-export interface ParsedText {
+interface ParsedText {
   readonly kind: "text"
   readonly format: Format
   readonly shape: Shape & { readonly kind: "text" }

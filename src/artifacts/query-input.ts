@@ -7,8 +7,8 @@ import { type Column, Limits } from "./model.ts"
 import { booleanFromText, isWellFormed, nestedDeeperThan, numberFromText, serializedBytes } from "./values.ts"
 import type { Json } from "../util/json.ts"
 
-export const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
-export type FilterOp = typeof FilterOps[number]
+const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
+type FilterOp = typeof FilterOps[number]
 
 export type Predicate =
   | { readonly field: string; readonly op: "eq" | "ne" | "contains"; readonly value: Json }

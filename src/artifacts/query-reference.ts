@@ -12,7 +12,7 @@ export interface ReferenceResult {
   readonly totalMatched: number
 }
 
-export const matches = (row: Row, predicate: Predicate): boolean => {
+const matches = (row: Row, predicate: Predicate): boolean => {
   const value = readField(row, predicate.field)
   switch (predicate.op) {
     case "eq":

@@ -45,7 +45,7 @@ export const UploadFields = Schema.Struct({
 export type UploadFields = typeof UploadFields.Type
 
 /** The format a media type declares; undefined when it declares none (detect from the content). */
-export const formatOfMimeType = (mimeType: string | null | undefined): Format | undefined => {
+const formatOfMimeType = (mimeType: string | null | undefined): Format | undefined => {
   if (mimeType === undefined || mimeType === null) return undefined
   const type = mimeType.split(";")[0].trim().toLowerCase()
   switch (type) {

@@ -4,24 +4,9 @@
  * TypeScript evaluator (`query-reference.ts`) both follow these, and a property test holds them
  * to it.
  */
-import type { Json } from "../util/json.ts"
+import { isPlainObject, type Json, type JsonObject, jsonType } from "../util/json.ts"
 
-export type Row = { readonly [key: string]: Json }
-
-/** JSON type names as PostgreSQL's `jsonb_typeof` spells them. */
-export type JsonType = "null" | "boolean" | "number" | "string" | "array" | "object"
-
-export const jsonType = (value: Json): JsonType =>
-  value === null
-    ? "null"
-    : Array.isArray(value)
-    ? "array"
-    : typeof value === "object"
-    ? "object"
-    : (typeof value as "boolean" | "number" | "string")
-
-export const isPlainObject = (value: unknown): value is Row =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
+export type Row = JsonObject
 
 /**
  * A row's value at `field`: the top-level key of that exact name when the row has it; otherwise,
@@ -78,7 +63,7 @@ export const jsonEquals = (a: Json, b: Json): boolean => {
  * Sort rank of a value: numbers, then strings, then booleans, then arrays and objects (equal to
  * each other), then null and missing — last in both directions.
  */
-export const sortRank = (value: Json | undefined): number => {
+const sortRank = (value: Json | undefined): number => {
   if (value === undefined || value === null) return 4
   switch (jsonType(value)) {
     case "number":

@@ -9,7 +9,7 @@ import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 
 /** Error types a backend reports, named as the spec's dialect error bodies name them. */
-export const BackendErrorType = Schema.Literals([
+const BackendErrorType = Schema.Literals([
   "api_error",
   "rate_limit_error",
   "invalid_request_error",
@@ -66,7 +66,7 @@ export interface FaultSettings {
 }
 
 /** Settings of the simulator backend for one placement (config `placements[].simulator`). */
-export interface SimulatorPlacementSettings {
+interface SimulatorPlacementSettings {
   /** Milliseconds before the first event. Absent or 0: none. */
   readonly ttftMs?: number | undefined
   /** Output pacing. Absent or 0: as fast as possible. */

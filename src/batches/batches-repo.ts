@@ -133,7 +133,7 @@ export interface BatchPage {
   readonly hasMore: boolean
 }
 
-export const newBatchId = (kind: BatchKind) => kind === "messages" ? `msgbatch_${randomBase62(24)}` : `batch_${randomBase62(24)}`
+const newBatchId = (kind: BatchKind) => kind === "messages" ? `msgbatch_${randomBase62(24)}` : `batch_${randomBase62(24)}`
 
 const wireStatus = (state: BatchState) => state.kind === "messages" ? messagesStatus(state) : openaiStatus(state)
 

@@ -14,7 +14,7 @@ const MAX_CUSTOM_ID = 512
 /** At most this many validation errors are reported. */
 const MAX_ERRORS = 100
 
-export interface InputError {
+interface InputError {
   readonly code: string
   readonly message: string
   readonly param: string | null

@@ -15,7 +15,7 @@ import type { CanonicalRequest } from "../model/request.ts"
 import { isToolCallForced } from "../model/request.ts"
 
 /** What one placement can guarantee, by backend. Anthropic's Messages API has no strict JSON schema mode. */
-export const placementGuarantees = (placement: Placement) => ({
+const placementGuarantees = (placement: Placement) => ({
   forcedToolChoice: true,
   strictJsonSchema: placement.backend !== "anthropic"
 })

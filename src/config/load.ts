@@ -8,7 +8,7 @@ import { firstIssue } from "../util/schema-issue.ts"
 import { defaultConfig } from "./default-config.ts"
 import { GatewayConfig } from "./schema.ts"
 
-export class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("ConfigFileError", {
+class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("ConfigFileError", {
   file: Schema.String,
   /** JSON path of the first bad field, e.g. `models[0].placements[0].capacity`. */
   field: Schema.String,
@@ -22,7 +22,7 @@ export class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("Conf
 const decode = Schema.decodeUnknownEffect(GatewayConfig)
 
 /** Checks that reference other parts of the config; returns the first problem found. */
-export const crossCheck = (config: GatewayConfig): { field: string; message: string } | undefined => {
+const crossCheck = (config: GatewayConfig): { field: string; message: string } | undefined => {
   const chatIds = new Map<string, number>()
   const allNames = new Map<string, string>()
   const placementIds = new Map<string, string>()

@@ -14,7 +14,7 @@ const Name = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._:-]*$
 }))
 const Names = Schema.Array(Name)
 
-export const SimulatorSettings = Schema.Struct({
+const SimulatorSettings = Schema.Struct({
   /** Milliseconds before the first content token. */
   ttftMs: Schema.optional(NonNegative),
   /** Output pacing; 0 or absent emits as fast as possible. */
@@ -24,7 +24,7 @@ export const SimulatorSettings = Schema.Struct({
 })
 export type SimulatorSettings = typeof SimulatorSettings.Type
 
-export const BackendKind = Schema.Literals(["simulator", "openai-compatible", "anthropic"])
+const BackendKind = Schema.Literals(["simulator", "openai-compatible", "anthropic"])
 export type BackendKind = typeof BackendKind.Type
 
 export const Placement = Schema.Struct({
@@ -42,7 +42,7 @@ export const Placement = Schema.Struct({
 })
 export type Placement = typeof Placement.Type
 
-export const Capabilities = Schema.Struct({
+const Capabilities = Schema.Struct({
   tools: Schema.Boolean,
   reasoning: Schema.Boolean,
   vision: Schema.Boolean,
@@ -51,7 +51,7 @@ export const Capabilities = Schema.Struct({
 export type Capabilities = typeof Capabilities.Type
 
 /** List rates in USD per million tokens. `cachedInput: null` means repeated context earns no discount. */
-export const ChatPricing = Schema.Struct({
+const ChatPricing = Schema.Struct({
   input: NonNegative,
   output: NonNegative,
   cachedInput: Schema.NullOr(NonNegative)

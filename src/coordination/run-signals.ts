@@ -28,7 +28,7 @@ export interface SignalSubscription {
 }
 
 /** How often a waiter re-reads SQL when signals can be lost (Redis); see the header. */
-export const LOST_SIGNAL_RECHECK_MS = 5_000
+const LOST_SIGNAL_RECHECK_MS = 5_000
 
 const channelFor = (prefix: string) => `${prefix}run-signals`
 

@@ -23,7 +23,7 @@ export class CoordinationError extends Schema.TaggedError<CoordinationError>()("
  * never (a `rate_limit_error` must be worth retrying). The store keeps what was *used* (draining
  * at capacity/period), so a changed capacity (a plan change) applies at the next request.
  */
-export interface BucketSpec {
+interface BucketSpec {
   readonly name: string
   readonly capacity: number
   readonly periodMs: number
@@ -42,7 +42,7 @@ export interface BucketState {
 }
 
 /** A concurrency slot that lapses at `now + ttlMs` unless renewed: a dead instance frees its slots. */
-export interface LeaseSpec {
+interface LeaseSpec {
   readonly limit: number
   readonly id: string
   readonly ttlMs: number

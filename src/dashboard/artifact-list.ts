@@ -10,7 +10,7 @@ import type { Format, Shape } from "../artifacts/model.ts"
 import { isArtifactId } from "../artifacts/model.ts"
 import { NotFound } from "../errors.ts"
 
-export interface ArtifactListItem {
+interface ArtifactListItem {
   readonly id: string
   readonly keyId: string
   /** The owning key's name and hint, so an operator recognises it (null when the key is gone). */

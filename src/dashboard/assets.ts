@@ -34,7 +34,7 @@ const CONTENT_TYPES: Record<string, string> = {
 const COMPRESSIBLE = new Set([".html", ".js", ".css", ".svg", ".json"])
 
 /** Where the build writes; resolved from this file so the working directory does not matter. */
-export const DIST_DIR = join(import.meta.dirname, "..", "..", "dashboard", "dist")
+const DIST_DIR = join(import.meta.dirname, "..", "..", "dashboard", "dist")
 
 const load = (path: string): StaticFile => {
   const body = readFileSync(path)

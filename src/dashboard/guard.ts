@@ -16,8 +16,8 @@ import { InvalidRequest, PermissionDenied, Unauthenticated } from "../errors.ts"
 import type { RequestContext } from "../http/route.ts"
 import { type DashboardSession, DashboardSessions } from "./sessions.ts"
 
-export const SESSION_COOKIE = "svc_dashboard"
-export const CSRF_HEADER = "x-csrf-token"
+const SESSION_COOKIE = "svc_dashboard"
+const CSRF_HEADER = "x-csrf-token"
 
 /** `operator`: the admin token's sessions only; `signed-in`: operators and key holders. */
 export type Access = "operator" | "signed-in"

@@ -26,7 +26,7 @@ export interface AllowanceView {
   readonly month: string | null
 }
 
-export interface RateWindow {
+interface RateWindow {
   readonly limit: number
   readonly remaining: number
   /** Until the window is full again. */

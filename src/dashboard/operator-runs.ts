@@ -8,7 +8,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { NotFound } from "../errors.ts"
 import { type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
 
-export interface OperatorRunView extends RunView {
+interface OperatorRunView extends RunView {
   readonly keyId: string
   /** The key's name and hint, so an operator recognises it. */
   readonly key: { readonly name: string | null; readonly hint: string | null }

@@ -16,7 +16,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { secretsEqual, sha256Hex } from "../keys/secrets.ts"
 import { randomBase62 } from "../util/ids.ts"
 
-export type SessionRole = "operator" | "key"
+type SessionRole = "operator" | "key"
 
 interface SessionCommon {
   readonly csrfToken: string
@@ -52,7 +52,7 @@ interface SessionRow {
 
 const DEFAULT_TTL_MS = 12 * 60 * 60_000
 
-export const sessionSettingsConfig = Config.all({
+const sessionSettingsConfig = Config.all({
   ttlMs: Config.Int("GATEWAY_DASHBOARD_SESSION_MS").pipe(Config.withDefault(DEFAULT_TTL_MS))
 })
 

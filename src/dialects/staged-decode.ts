@@ -76,7 +76,7 @@ export const discriminated = <const M extends Record<string, Decodable>>(key: st
 export type Sliced<A> = Generator<void, A, void>
 
 /** Items of a list between two of a decode's pauses. */
-export const PAUSE_EVERY = 128
+const PAUSE_EVERY = 128
 
 /** Whether a decode at item `index` of a long list offers a pause. */
 export const pausesAt = (index: number): boolean => index % PAUSE_EVERY === PAUSE_EVERY - 1

@@ -10,7 +10,7 @@ import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { randomBase62 } from "../util/ids.ts"
 
-export const FILE_CHUNK_BYTES = 1024 * 1024
+const FILE_CHUNK_BYTES = 1024 * 1024
 
 /** The file object as OpenAI returns it (and the `openai` SDK parses it). */
 export interface FileObject {
@@ -63,7 +63,7 @@ const toFile = (row: FileRow): FileObject => ({
   status_details: null
 })
 
-export const newFileId = () => `file-${randomBase62(16)}`
+const newFileId = () => `file-${randomBase62(16)}`
 
 const notFound = (id: string) => new NotFound({ kind: "resource", message: `No such File object: ${id}`, param: "id" })
 

@@ -12,7 +12,7 @@ import { SqlClient } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { RedisClient, type RedisClientShape } from "../coordination/redis-client.ts"
 
-export type ReadinessCheck =
+type ReadinessCheck =
   | { readonly status: "ok"; readonly latencyMs: number }
   | { readonly status: "unreachable"; readonly error: string }
 

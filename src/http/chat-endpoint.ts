@@ -29,7 +29,7 @@ export const resolveChatModel = Effect.fnUntraced(function*(ctx: RequestContext,
   return model
 })
 
-export const chatHandler = <Echo>(dialect: ChatDialect<Echo>) =>
+const chatHandler = <Echo>(dialect: ChatDialect<Echo>) =>
   Effect.fnUntraced(function*(ctx: RequestContext) {
     const body = yield* readJson(ctx)
     const decoded = yield* dialect.decode(body)

@@ -10,7 +10,7 @@ import { NotFound } from "../errors.ts"
 import { MetricsScrape } from "../observability/metrics-scrape.ts"
 import type { RouteDef } from "./route.ts"
 
-export const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 export const metricsResponse = Effect.gen(function*() {
   const text = yield* (yield* MetricsScrape).scrape()

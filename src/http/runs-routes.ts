@@ -42,8 +42,8 @@ const CancelBody = Schema.Struct({ reason: Schema.optional(Schema.String) })
 const decodeCreate = decodeWith(CreateBody)
 const decodeCancel = decodeWith(CancelBody)
 
-export const MAX_IDEMPOTENCY_KEY = 200
-export const MAX_EVENTS_PER_APPEND = 1_000
+const MAX_IDEMPOTENCY_KEY = 200
+const MAX_EVENTS_PER_APPEND = 1_000
 const LIST_LIMIT = { default: 20, max: 100 }
 
 

@@ -18,7 +18,7 @@ import type { BucketState, GateRequest, GateResult } from "../coordination/types
 import { LimitExceeded } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 
-export interface Window {
+interface Window {
   readonly limit: number
   readonly remaining: number
   /** Until the window is back to its full limit. */

@@ -5,20 +5,11 @@
  * (typed items) can say, so a thinking signature, a tool call id or an error flag on a tool result
  * survives a trip through any other dialect. Field names are camelCase; dialects map wire names.
  */
+import type { Json } from "../util/json.ts"
 
-/** Any JSON value, as produced by `JSON.parse`. */
-export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | ReadonlyArray<JsonValue>
-  | { readonly [key: string]: JsonValue }
-
-export type JsonObject = { readonly [key: string]: JsonValue }
 
 /** Where the bytes of an image come from. `mediaType` is e.g. `image/png`. */
-export type ImageSource =
+type ImageSource =
   | { readonly kind: "base64"; readonly mediaType: string; readonly data: string }
   | { readonly kind: "url"; readonly url: string; readonly mediaType?: string }
 
@@ -26,7 +17,7 @@ export type ImageSource =
  * Where a document comes from: a PDF as base64 or by URL, or plain text (Messages' `text` source;
  * Responses' `input_file` with text content).
  */
-export type DocumentSource =
+type DocumentSource =
   | { readonly kind: "base64"; readonly mediaType: string; readonly data: string }
   | { readonly kind: "url"; readonly url: string; readonly mediaType?: string }
   | { readonly kind: "text"; readonly mediaType: string; readonly text: string }
@@ -49,12 +40,12 @@ export interface DocumentBlock {
 }
 
 /** A call the assistant made. `id` links it to the `ToolResultBlock` that answers it. */
-export interface ToolUseBlock {
+interface ToolUseBlock {
   readonly type: "tool_use"
   readonly id: string
   readonly name: string
   /** The arguments; normally an object (Chat and Responses send them as a JSON string on the wire). */
-  readonly input: JsonValue
+  readonly input: Json
 }
 
 /** What a tool returned, sent back in a user turn. */
@@ -66,14 +57,14 @@ export interface ToolResultBlock {
 }
 
 /** Visible reasoning. The signature must be sent back verbatim on later turns (Messages rule). */
-export interface ThinkingBlock {
+interface ThinkingBlock {
   readonly type: "thinking"
   readonly thinking: string
   readonly signature: string
 }
 
 /** Reasoning the upstream returned encrypted; opaque, passed back as-is. */
-export interface RedactedThinkingBlock {
+interface RedactedThinkingBlock {
   readonly type: "redacted_thinking"
   readonly data: string
 }

@@ -17,7 +17,8 @@
  * `eventOrderViolation` in `event-order.ts` checks a recorded sequence against this contract.
  */
 import { Effect, Stream } from "effect"
-import type { JsonValue, OutputBlock } from "./content.ts"
+import type { OutputBlock } from "./content.ts"
+import type { Json } from "../util/json.ts"
 import type { Usage } from "./usage.ts"
 
 export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use" | "refusal"
@@ -29,7 +30,7 @@ export type BlockStart =
   | { readonly type: "redacted_thinking"; readonly data: string }
   | { readonly type: "tool_use"; readonly id: string; readonly name: string }
 
-export interface MessageStartEvent {
+interface MessageStartEvent {
   readonly type: "message_start"
   /** What served the request (the catalog id for the simulator). */
   readonly model: string
@@ -39,43 +40,43 @@ export interface MessageStartEvent {
   readonly usage?: Usage
 }
 
-export interface BlockStartEvent {
+interface BlockStartEvent {
   readonly type: "block_start"
   readonly index: number
   readonly block: BlockStart
 }
 
-export interface TextDeltaEvent {
+interface TextDeltaEvent {
   readonly type: "text_delta"
   readonly index: number
   readonly text: string
 }
 
-export interface ThinkingDeltaEvent {
+interface ThinkingDeltaEvent {
   readonly type: "thinking_delta"
   readonly index: number
   readonly thinking: string
 }
 
-export interface SignatureDeltaEvent {
+interface SignatureDeltaEvent {
   readonly type: "signature_delta"
   readonly index: number
   readonly signature: string
 }
 
 /** A fragment of the tool call's arguments JSON; the fragments concatenate to the full JSON. */
-export interface ToolInputDeltaEvent {
+interface ToolInputDeltaEvent {
   readonly type: "tool_input_delta"
   readonly index: number
   readonly partialJson: string
 }
 
-export interface BlockStopEvent {
+interface BlockStopEvent {
   readonly type: "block_stop"
   readonly index: number
 }
 
-export interface MessageStopEvent {
+interface MessageStopEvent {
   readonly type: "message_stop"
   readonly stopReason: StopReason
   /** Which stop sequence matched, when `stopReason` is `stop_sequence`. */
@@ -124,10 +125,10 @@ const openBlock = (start: BlockStart): OpenBlock => {
 }
 
 /** Malformed or truncated arguments (e.g. cut by max_tokens) become `{}` rather than failing. */
-const parseToolInput = (json: string): JsonValue => {
+const parseToolInput = (json: string): Json => {
   if (json.trim() === "") return {}
   try {
-    return JSON.parse(json) as JsonValue
+    return JSON.parse(json) as Json
   } catch {
     return {}
   }

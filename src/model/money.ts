@@ -20,7 +20,7 @@ export interface Pricing {
 /** Integer micro-dollars. */
 export type Micros = number
 
-export const MICROS_PER_USD = 1_000_000
+const MICROS_PER_USD = 1_000_000
 
 const PICOS_PER_MICRO = 1_000_000n
 

@@ -5,7 +5,8 @@
  * Absent optional fields mean "the client did not say"; backends then use their own defaults.
  * Lists are always present (possibly empty) so readers never branch on `undefined`.
  */
-import type { JsonObject, Message, TextBlock } from "./content.ts"
+import type { Message, TextBlock } from "./content.ts"
+import type { JsonObject } from "../util/json.ts"
 
 export interface ToolDefinition {
   readonly name: string

@@ -32,7 +32,7 @@ const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff
  * that word (with the space before it) is at most MAX_CHUNK_UNITS / 2 long — the token bound
  * counts on those never being cut — and never inside a surrogate pair.
  */
-export const cutPoint = (text: string, start: number, end: number): number => {
+const cutPoint = (text: string, start: number, end: number): number => {
   let cut = start + MAX_CHUNK_UNITS
   if (cut >= end) return end
   if (isLower(text.charCodeAt(cut))) {

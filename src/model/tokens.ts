@@ -36,7 +36,7 @@ export const REQUEST_OVERHEAD_TOKENS = 3
  * (and become garbage) once, not five times.
  */
 const jsonMemo = new WeakMap<object, string>()
-export const jsonOf = (value: unknown): string => {
+const jsonOf = (value: unknown): string => {
   if (typeof value !== "object" || value === null) return JSON.stringify(value) ?? ""
   const known = jsonMemo.get(value)
   if (known !== undefined) return known
@@ -88,7 +88,7 @@ export const messagePart = (message: Message): PromptPart => {
 }
 
 /** Everything before the first message: system text, tool definitions, the response schema. */
-export const preamblePart = (request: CanonicalRequest): PromptPart => {
+const preamblePart = (request: CanonicalRequest): PromptPart => {
   const texts: Array<string> = []
   let flat = REQUEST_OVERHEAD_TOKENS
   if (request.system.length > 0) {

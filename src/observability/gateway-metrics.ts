@@ -40,7 +40,7 @@ const family = <M extends Metric.Metric<number, unknown>>(make: (attributes: Lab
 
 
 /** A placement's queue as the scrape reads it (CapacityQueues.view). */
-export interface QueueSample {
+interface QueueSample {
   readonly placementId: string
   readonly capacity: number
   readonly inUse: number

@@ -46,7 +46,7 @@ const ms = (value: number) => Math.round(value * 1000) / 1000
 const capped = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text)
 
 /** The request log line's fields (snake_case, as log pipelines and LiteLLM's payload name them). */
-export const requestLogFields = (record: RequestRecord, durationMs: number): Record<string, unknown> => {
+const requestLogFields = (record: RequestRecord, durationMs: number): Record<string, unknown> => {
   const fields: Record<string, unknown> = {
     request_id: record.requestId,
     method: record.method,

@@ -28,7 +28,7 @@ export const traceHeadersOf = (fiber: Fiber.Fiber<unknown, unknown>): Readonly<R
 }
 
 /** `gen_ai.operation.name` of each surface (OpenTelemetry GenAI semantic conventions). */
-export const operationOf = (surface: string): string =>
+const operationOf = (surface: string): string =>
   surface === "embeddings" ? "embeddings" : surface === "completions" ? "text_completion" : "chat"
 
 /** The request's own GenAI attributes (`gen_ai.request.*`). */

@@ -16,10 +16,10 @@ import { RunsRepo } from "./runs-repo.ts"
 
 const PAGE = 500
 
-export const eventFrame = (event: LogEvent) => `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
-export const DONE_FRAME = "event: done\ndata: {}\n\n"
+const eventFrame = (event: LogEvent) => `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
+const DONE_FRAME = "event: done\ndata: {}\n\n"
 /** The comment that opens every stream (SSE parsers ignore comments). */
-export const OPEN_FRAME = commentFrame("stream open")
+const OPEN_FRAME = commentFrame("stream open")
 
 export const runEventFrames = (runId: string, after: number, heartbeatMs: number) =>
   Stream.callback<string, never, RunSignals | RunLog | RunsRepo>((queue) =>

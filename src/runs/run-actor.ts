@@ -82,7 +82,7 @@ const isStepFailed = (error: unknown): error is StepFailed => (error as { _tag?:
  * run's budget hold (the node id for the first call); `requestId` is the meter's id for the call
  * (allowance reservation and ledger entry), the same for every attempt that re-runs this call.
  */
-export const stepCall = (runId: string, nodeId: string, k: number) => ({
+const stepCall = (runId: string, nodeId: string, k: number) => ({
   chargeId: k === 0 ? nodeId : `${nodeId}/${k}`,
   requestId: `${runId}/${nodeId}/${k}`
 })

@@ -49,7 +49,7 @@ export type NewEvent = { readonly type: string; readonly [field: string]: unknow
 const notFound = (id: string) => new NotFound({ kind: "resource", message: `No run with id ${id}` })
 
 /** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
-export const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
+const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
   Effect.gen(function*() {
     const charged = yield* sql<{ reserved_micros: string | number; cost_micros: string | number }>`UPDATE run_charges
       SET cost_micros = LEAST(${settle.costMicros}, reserved_micros), settled_at = now()

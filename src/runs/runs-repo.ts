@@ -12,7 +12,7 @@ import { type Optimization, type RunRow, type RunView, toRunView } from "./run-r
 import type { Json } from "../util/json.ts"
 
 /** How long an idempotency key is remembered (spec: 24 hours). */
-export const IDEMPOTENCY_TTL_HOURS = 24
+const IDEMPOTENCY_TTL_HOURS = 24
 
 export interface NewRun {
   readonly executable: boolean

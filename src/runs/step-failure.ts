@@ -14,18 +14,18 @@
  * wait, each wait scaled by a random factor in 0.8–1.2 (then capped).
  */
 /** The `error` of a run's `node.retry` and `outcome` events. */
-export interface RunError {
+interface RunError {
   /** A spec error type: `api_error`, `rate_limit_error`, `allowance_exhausted`, `credits_exhausted`, `invalid_request_error`, `not_found`, `not_implemented`. */
   readonly type: string
   readonly message: string
 }
 
 /** How a failure ends the run when it is not retried (or the retries ran out). */
-export type FailureReason = "model_error" | "execution_error"
+type StepFailureReason = "model_error" | "execution_error"
 
 export interface Classified {
   readonly retryable: boolean
-  readonly reason: FailureReason
+  readonly reason: StepFailureReason
   readonly error: RunError
   /** A rate limit's exact wait. */
   readonly retryAfterMs?: number | undefined

@@ -31,7 +31,7 @@ import { RedisClient } from "../coordination/redis-client.ts"
 import { makeRedisCapacityQueues, makeRedisCapacityQueuesOn, type OwnClientQueuesOptions } from "./redis-capacity-queues.ts"
 
 /** Builds the in-process queues; the actors stop when the enclosing scope closes. */
-export const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQueuesOptions) {
+const makeCapacityQueues = Effect.fnUntraced(function*(options: CapacityQueuesOptions) {
   const clock = yield* Clock.Clock
   const cooldownMs = options.probeCooldownMs ?? DEFAULT_PROBE_COOLDOWN_MS
   const defaultDeadlineMs = options.defaultDeadlineMs ?? DEFAULT_DEADLINE_MS

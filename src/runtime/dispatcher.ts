@@ -189,7 +189,7 @@ const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalE
       Effect.map((first) => ({ pull, first }))
     ))
 
-export const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
+const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
   /**
    * Follows the rules from `waiting` until an attempt has produced its first chunk. The generators
    * here are made once per dispatcher, never per request: V8 gives each generator closure a map in

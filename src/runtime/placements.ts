@@ -13,7 +13,7 @@ import { Settings } from "../config/settings.ts"
 import { startTokenizer } from "../model/tokenizer.ts"
 import type { Placement } from "../config/schema.ts"
 
-export interface ServingPlacement {
+interface ServingPlacement {
   readonly runtime: PlacementRuntime
   readonly backend: Backend
   readonly config: Placement

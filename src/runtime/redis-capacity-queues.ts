@@ -56,10 +56,10 @@ export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
 /** The queues' options plus those of a Redis client of their own (without its url). */
 export type OwnClientQueuesOptions = RedisCapacityQueuesOptions & Omit<RedisClientOptions, "url">
 
-export const DEFAULT_LEASE_TTL_MS = 20_000
-export const DEFAULT_LEASE_RENEW_MS = 5_000
-export const DEFAULT_WAITER_TTL_MS = 15_000
-export const DEFAULT_POLL_INTERVAL_MS = 1_000
+const DEFAULT_LEASE_TTL_MS = 20_000
+const DEFAULT_LEASE_RENEW_MS = 5_000
+const DEFAULT_WAITER_TTL_MS = 15_000
+const DEFAULT_POLL_INTERVAL_MS = 1_000
 
 const scriptSources = {
   cqSetCapacity: Lua.SET_CAPACITY,

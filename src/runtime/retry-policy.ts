@@ -17,7 +17,7 @@ import type { BackendError } from "../backends/backend.ts"
 
 export { MAX_ATTEMPTS }
 
-export const BASE_DELAY_MS = 1_000
+const BASE_DELAY_MS = 1_000
 
 /** The exact wait a 429 asks for, if it says. */
 const retryAfterMs = (error: AttemptError): number | undefined =>

@@ -11,16 +11,12 @@
  * | boolean       | boolean          | the delta (last write wins)                              |
  * | any other pairing                | 400 naming `delta` and both types                        |
  */
-import type { Json } from "../util/json.ts"
+import { isPlainObject, type Json, jsonType } from "../util/json.ts"
 
 
-export const jsonType = (v: unknown) => (v === null ? "null" : Array.isArray(v) ? "array" : typeof v)
-
-const isObject = (v: unknown): v is { readonly [key: string]: Json } => typeof v === "object" && v !== null && !Array.isArray(v)
-
-export const mergePatch = (target: Json, patch: Json): Json => {
-  if (!isObject(patch)) return patch
-  const out: Record<string, Json> = isObject(target) ? { ...target } : {}
+const mergePatch = (target: Json, patch: Json): Json => {
+  if (!isPlainObject(patch)) return patch
+  const out: Record<string, Json> = isPlainObject(target) ? { ...target } : {}
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete out[key]
     else out[key] = mergePatch(out[key] ?? null, value)

@@ -6,7 +6,7 @@ import { Effect, Schema } from "effect"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 
-export class DataDirLocked extends Schema.TaggedError<DataDirLocked>()("DataDirLocked", {
+class DataDirLocked extends Schema.TaggedError<DataDirLocked>()("DataDirLocked", {
   dataDir: Schema.String,
   pid: Schema.Int
 }) {

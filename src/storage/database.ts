@@ -15,8 +15,6 @@ import { discardEarlyThread } from "./embedded-thread.ts"
 import { migrations } from "./migrations.ts"
 import { keepTransactionFailures } from "./sql-failures.ts"
 
-export { StorageError } from "./embedded-database.ts"
-
 /** Which engine this process runs on; tests and `/admin` read it. */
 export class StorageEngine extends Context.Service<StorageEngine, {
   readonly kind: "embedded" | "postgres"

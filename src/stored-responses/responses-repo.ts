@@ -44,7 +44,7 @@ export interface StoredConversation {
   readonly body: string
 }
 
-export const responseSettingsConfig = Config.all({
+const responseSettingsConfig = Config.all({
   retentionDays: Config.Number("GATEWAY_RESPONSE_RETENTION_DAYS").pipe(Config.withDefault(30))
 })
 

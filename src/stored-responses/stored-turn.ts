@@ -39,7 +39,7 @@ type StoreFailure = ServiceUnavailable | InvalidRequest
  * stored row is read back whole, and the SQL client reads at most 16 MiB per row; the answer,
  * its body and its replay record need the rest.
  */
-export const STORE_LIMIT_BYTES = 8 * 1024 * 1024
+const STORE_LIMIT_BYTES = 8 * 1024 * 1024
 
 export interface StorePlan {
   readonly conversation: Transcript
@@ -100,7 +100,7 @@ export const planStore = (
  * stream's error event), reported as the storage's failure, never as the model's; any other
  * failure concerns what was sent and is a 400 naming `store`, which SDKs do not retry.
  */
-export const saveFailure = (error: SqlError.SqlError): StoreFailure =>
+const saveFailure = (error: SqlError.SqlError): StoreFailure =>
   error.isRetryable || error.reason._tag === "ConnectionError"
     ? new ServiceUnavailable({ status: 503, message: "The response could not be stored: storage is unavailable", retryAfterSeconds: 1 })
     : new InvalidRequest({ message: `The response could not be stored (${error.message}); send it with store: false`, param: "store" })

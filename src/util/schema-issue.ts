@@ -28,7 +28,7 @@ export const formatPath = (path: ReadonlyArray<PropertyKey>): string => {
 }
 
 /** The first problem of an issue tree (a decode reports one: it stops at the first). */
-export const firstIssueOf = (issue: SchemaIssue.Issue, fallback = "Invalid value"): FirstIssue => {
+const firstIssueOf = (issue: SchemaIssue.Issue, fallback = "Invalid value"): FirstIssue => {
   const [first] = formatter(issue).issues
   if (first === undefined) return { path: "", message: fallback }
   const path = formatPath((first.path ?? []).map((p) => (typeof p === "object" && p !== null && "key" in p ? p.key : p) as PropertyKey))
@@ -38,7 +38,7 @@ export const firstIssueOf = (issue: SchemaIssue.Issue, fallback = "Invalid value
 export const firstIssue = (error: Schema.SchemaError): FirstIssue => firstIssueOf(error.issue, error.message)
 
 /** `a` + `b` as a field path: `messages[2]` + `content[0].type` → `messages[2].content[0].type`. */
-export const joinPath = (prefix: string, rest: string): string =>
+const joinPath = (prefix: string, rest: string): string =>
   prefix === "" ? rest : rest === "" ? prefix : rest.startsWith("[") ? `${prefix}${rest}` : `${prefix}.${rest}`
 
 /**

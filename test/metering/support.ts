@@ -44,8 +44,6 @@ export const databases = (): ReadonlyArray<Database> => {
   return postgresUrl === null ? [embedded] : [embedded, postgres(postgresUrl)]
 }
 
-export const embeddedDatabase = embedded
-
 /**
  * One embedded database for every `layer()` block of a test file (call it at the file's top
  * level): it opens with the first block that uses it and closes after the file's last test. An

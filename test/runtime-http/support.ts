@@ -116,6 +116,3 @@ export const readChunks = async (response: Response): Promise<Array<string>> => 
   return chunks
 }
 
-/** `data:` payloads of an SSE text (comments and `event:` lines skipped). */
-export const dataPayloads = (text: string) =>
-  text.split("\n\n").flatMap((frame) => frame.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)))

@@ -27,7 +27,7 @@ import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { addFinalizerPlain } from "../../util/scoped.ts"
 
-export const ANTHROPIC_VERSION = "2023-06-01"
+const ANTHROPIC_VERSION = "2023-06-01"
 
 export interface AnthropicBackend extends Backend {
   /** Closes every connection pool (shutdown, tests). */

@@ -16,7 +16,8 @@
  *   come from this API) are dropped, because the upstream rejects both;
  * - JSON response formats become a system instruction (the upstream has no non-beta equivalent).
  */
-import type { ContentBlock, DocumentBlock, ImageBlock, JsonValue, TextBlock } from "../../model/content.ts"
+import type { ContentBlock, DocumentBlock, ImageBlock, TextBlock } from "../../model/content.ts"
+import type { Json } from "../../util/json.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
 import { isToolCallForced } from "../../model/request.ts"
 import type { PlacementRuntime } from "../backend.ts"
@@ -25,9 +26,9 @@ import type { PlacementRuntime } from "../backend.ts"
 export type WireTarget = Pick<PlacementRuntime, "upstreamModel" | "reasoning">
 
 /** Output ceiling sent when the client set none; every current Messages model allows at least this. */
-export const DEFAULT_MAX_TOKENS = 4096
+const DEFAULT_MAX_TOKENS = 4096
 /** The upstream's smallest accepted `thinking.budget_tokens`. */
-export const MIN_THINKING_BUDGET = 1024
+const MIN_THINKING_BUDGET = 1024
 const effortBudget: Record<ReasoningEffort, number> = { minimal: 1024, low: 2048, medium: 4096, high: 16384 }
 
 type Wire = Record<string, unknown>
@@ -57,7 +58,7 @@ const part = (block: TextBlock | ImageBlock | DocumentBlock): Wire =>
     ? { type: "image", source: imageSource(block) }
     : documentBlock(block)
 
-const isObject = (value: JsonValue): boolean => typeof value === "object" && value !== null && !Array.isArray(value)
+const isObject = (value: Json): boolean => typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** One block as the upstream takes it, or undefined for a block it would reject. */
 const wireBlock = (block: ContentBlock): Wire | undefined => {

@@ -61,7 +61,7 @@ const wire = (value: unknown): Wire => (value !== null && typeof value === "obje
 const text = (value: unknown): string | undefined => (typeof value === "string" ? value : undefined)
 
 /** An `{"error":{…}}` chunk, classified by its type so retry rules apply sensibly. */
-export const upstreamStreamError = (error: { message?: unknown; type?: unknown; code?: unknown }): BackendError => {
+const upstreamStreamError = (error: { message?: unknown; type?: unknown; code?: unknown }): BackendError => {
   const message = typeof error.message === "string" ? error.message : "the upstream reported an error mid-stream"
   const kind = `${String(error.type ?? "")} ${String(error.code ?? "")}`
   const status = /invalid_request/.test(kind) ? 400 : /rate_limit/.test(kind) ? 429 : /overloaded/.test(kind) ? 503 : 502

@@ -17,7 +17,7 @@ import { callStreamed, callWhole, type StreamedBody, type StreamedResponse } fro
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
  * replaced by the caller (`scrubError`), which knows the placement.
  */
-export const httpError = (status: number, text: string, headers: IncomingHttpHeaders): BackendError =>
+const httpError = (status: number, text: string, headers: IncomingHttpHeaders): BackendError =>
   errorFromResponse(status, headers, text, { modelId: "", upstreamModel: "" })
 
 export interface UpstreamCall {

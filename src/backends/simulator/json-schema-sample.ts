@@ -16,7 +16,7 @@
  * `minItems` above MAX_SAMPLE_LENGTH / MAX_SAMPLE_ITEMS are sampled at those (the value is then
  * shorter than asked), and a `$ref` cycle or nesting deeper than MAX_NESTING gives `null` there.
  */
-import type { JsonObject, JsonValue } from "../../model/content.ts"
+import type { Json, JsonObject } from "../../util/json.ts"
 import type { Prng } from "./prng.ts"
 import { SIMULATOR_VOCABULARY } from "./words.ts"
 
@@ -25,16 +25,16 @@ const MAX_NESTING = 64
 const MAX_SAMPLE_LENGTH = 4_096
 const MAX_SAMPLE_ITEMS = 64
 
-const isObject = (value: JsonValue | undefined): value is JsonObject =>
+const isObject = (value: Json | undefined): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-const num = (value: JsonValue | undefined): number | undefined => (typeof value === "number" ? value : undefined)
+const num = (value: Json | undefined): number | undefined => (typeof value === "number" ? value : undefined)
 
-export const sampleJsonSchema = (schema: JsonValue, prng: Prng): JsonValue => sample(schema, schema, prng, 0)
+export const sampleJsonSchema = (schema: Json, prng: Prng): Json => sample(schema, schema, prng, 0)
 
-const resolveRef = (root: JsonValue, ref: string): JsonValue => {
+const resolveRef = (root: Json, ref: string): Json => {
   if (!ref.startsWith("#")) return {}
-  let node: JsonValue | undefined = root
+  let node: Json | undefined = root
   for (const raw of ref.slice(1).split("/").filter((part) => part !== "")) {
     const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~")
     node = isObject(node) ? node[key] : undefined
@@ -43,11 +43,11 @@ const resolveRef = (root: JsonValue, ref: string): JsonValue => {
 }
 
 const propertiesOf = (schema: JsonObject): JsonObject => (isObject(schema.properties) ? schema.properties : {})
-const requiredOf = (schema: JsonObject): ReadonlyArray<JsonValue> => (Array.isArray(schema.required) ? schema.required : [])
+const requiredOf = (schema: JsonObject): ReadonlyArray<Json> => (Array.isArray(schema.required) ? schema.required : [])
 
 /** `allOf` branches merged into one schema: properties and `required` unioned, the rest last-wins. */
-const mergeAll = (schemas: ReadonlyArray<JsonValue>, root: JsonValue): JsonObject => {
-  let merged: Record<string, JsonValue> = {}
+const mergeAll = (schemas: ReadonlyArray<Json>, root: Json): JsonObject => {
+  let merged: Record<string, Json> = {}
   for (const branch of schemas) {
     const resolved = isObject(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch
     if (!isObject(resolved)) continue
@@ -68,7 +68,7 @@ const typeOf = (schema: JsonObject): string => {
   return "string"
 }
 
-const sample = (schema: JsonValue, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+const sample = (schema: Json, root: Json, prng: Prng, depth: number): Json => {
   if (depth > MAX_NESTING) return null
   if (!isObject(schema)) return schema === false ? null : "value"
   if (typeof schema.$ref === "string") return sample(resolveRef(root, schema.$ref), root, prng, depth + 1)
@@ -103,11 +103,11 @@ const sample = (schema: JsonValue, root: JsonValue, prng: Prng, depth: number): 
   }
 }
 
-const sampleObject = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+const sampleObject = (schema: JsonObject, root: Json, prng: Prng, depth: number): Json => {
   const properties = propertiesOf(schema)
   const required = new Set(requiredOf(schema).filter((key) => typeof key === "string"))
   const minProperties = num(schema.minProperties) ?? 0
-  const out: Record<string, JsonValue> = {}
+  const out: Record<string, Json> = {}
   const optional = Object.keys(properties).filter((key) => !required.has(key))
   const included = new Set(optional.filter(() => depth < MAX_DEPTH && prng.chance(0.5)))
   // Top up with optional properties, in declaration order, until minProperties is met.
@@ -124,13 +124,13 @@ const sampleObject = (schema: JsonObject, root: JsonValue, prng: Prng, depth: nu
   return out
 }
 
-const sampleArray = (schema: JsonObject, root: JsonValue, prng: Prng, depth: number): JsonValue => {
+const sampleArray = (schema: JsonObject, root: Json, prng: Prng, depth: number): Json => {
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : Array.isArray(schema.items) ? schema.items : []
-  const itemSchema: JsonValue = isObject(schema.items) ? schema.items : {}
+  const itemSchema: Json = isObject(schema.items) ? schema.items : {}
   const min = Math.min(num(schema.minItems) ?? 0, MAX_SAMPLE_ITEMS)
   const max = num(schema.maxItems) ?? Math.max(min, 3)
   const wanted = Math.min(MAX_SAMPLE_ITEMS, depth >= MAX_DEPTH ? min : Math.min(max, Math.max(min, prng.int(1, 2), prefix.length)))
-  const out: Array<JsonValue> = []
+  const out: Array<Json> = []
   const seen = new Set<string>()
   for (let attempt = 0; out.length < wanted && attempt < wanted * 10; attempt++) {
     const position = out.length

@@ -18,29 +18,30 @@
  * `json_object`, a value generated from the schema for `json_schema`.
  */
 import { Effect } from "effect"
-import type { JsonValue, Message, ToolResultBlock } from "../../model/content.ts"
+import type { Message, ToolResultBlock } from "../../model/content.ts"
+import type { Json } from "../../util/json.ts"
 import { joinText, toolResultText } from "../../model/content.ts"
 import type { CanonicalRequest, ToolDefinition } from "../../model/request.ts"
 import { sampleJsonSchema } from "./json-schema-sample.ts"
 import type { Prng } from "./prng.ts"
 import { composeProse } from "./words.ts"
 
-export interface ToolCall {
+interface ScriptedToolCall {
   readonly id: string
   readonly name: string
-  readonly input: JsonValue
+  readonly input: Json
 }
 
 export type Reply =
   | { readonly kind: "text"; readonly text: string }
-  | { readonly kind: "tool_calls"; readonly calls: ReadonlyArray<ToolCall> }
+  | { readonly kind: "tool_calls"; readonly calls: ReadonlyArray<ScriptedToolCall> }
 
-export const SAY_EXACTLY = "say exactly:"
+const SAY_EXACTLY = "say exactly:"
 
 const SAY_EXACTLY_ANY_CASE = /say exactly:/i
 
 /** The text after `say exactly:` (any case) in a message, or undefined. Searches without copying the text. */
-export const sayExactly = (text: string): string | undefined => {
+const sayExactly = (text: string): string | undefined => {
   const match = SAY_EXACTLY_ANY_CASE.exec(text)
   return match === null ? undefined : text.slice(match.index + SAY_EXACTLY.length).trimStart()
 }
@@ -51,7 +52,7 @@ const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/
 const LONG_TEXT = 65_536
 
 /** Tools named in `text` as whole words, ordered by first mention. */
-export const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Effect.Effect<Array<ToolDefinition>> =>
+const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Effect.Effect<Array<ToolDefinition>> =>
   Effect.gen(function*() {
     const found: Array<{ tool: ToolDefinition; at: number }> = []
     for (const tool of tools) {
@@ -85,7 +86,7 @@ const isSpace = (code: number) =>
  * The first SNIPPET_LENGTH characters of `text` with whitespace runs collapsed to one space and
  * trimmed; reads only as far as it needs, so a huge tool result costs nothing more.
  */
-export const snippetOf = (text: string): string => {
+const snippetOf = (text: string): string => {
   let out = ""
   let pendingSpace = false
   for (let i = 0; i < text.length && out.length < SNIPPET_LENGTH; i++) {

@@ -46,7 +46,7 @@ export interface ScriptInput {
 }
 
 /** Output tokens per delta event. */
-export const TOKENS_PER_DELTA = 3
+const TOKENS_PER_DELTA = 3
 
 const effortScale: Record<ReasoningEffort, number> = { minimal: 0.25, low: 0.5, medium: 1, high: 2 }
 

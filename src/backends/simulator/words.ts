@@ -41,7 +41,7 @@ const templates: ReadonlyArray<(p: Prng) => ReadonlyArray<string>> = [
   (p) => ["a", p.pick(adjectives), p.pick(nouns), "and", "the", p.pick(nouns), p.pick(verbs), p.pick(prepositions), "a", p.pick(nouns)]
 ]
 
-export const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng).join(" "))}.`
+const composeSentence = (prng: Prng): string => `${capitalize(prng.pick(templates)(prng).join(" "))}.`
 
 /** A sentence is at least this many tokens (7 words and a full stop), so a batch never overshoots by much. */
 const MIN_SENTENCE_TOKENS = 8

@@ -26,7 +26,7 @@ const SLICE_MS = 2
 const PIECES_PER_CHECK = 256
 
 /** A body serialized in slices: its UTF-8 chunks and their total length. */
-export interface ChunkedBody {
+interface ChunkedBody {
   readonly chunks: ReadonlyArray<Uint8Array>
   readonly bytes: number
 }

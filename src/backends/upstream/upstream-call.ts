@@ -28,7 +28,7 @@ export interface UpstreamRequest {
   readonly body: string | Readable
 }
 
-export type UpstreamHeaders = IncomingHttpHeaders
+type UpstreamHeaders = IncomingHttpHeaders
 
 export interface WholeResponse {
   readonly status: number

@@ -69,7 +69,7 @@ export const retryAfterSeconds = (headers: Headers, nowMs: number = Date.now()):
 }
 
 /** The message of an error body, or the text itself shortened. */
-export const errorBodyMessage = (status: number, text: string): string => {
+const errorBodyMessage = (status: number, text: string): string => {
   try {
     const body = JSON.parse(text)
     const message = body?.error?.message ?? body?.message ?? (typeof body?.error === "string" ? body.error : undefined)
@@ -82,7 +82,7 @@ export const errorBodyMessage = (status: number, text: string): string => {
 }
 
 /** Replaces the upstream's model name with the catalog id wherever it appears. */
-export const hideUpstreamModel = (message: string, placement: Pick<PlacementRuntime, "modelId" | "upstreamModel">): string =>
+const hideUpstreamModel = (message: string, placement: Pick<PlacementRuntime, "modelId" | "upstreamModel">): string =>
   placement.upstreamModel === placement.modelId || placement.upstreamModel === ""
     ? message
     : message.replaceAll(placement.upstreamModel, placement.modelId)

@@ -8,7 +8,8 @@
  * `file` with `file_data` (a PDF → document; `text/*` → text document). `input_audio`, `file_id`
  * and the legacy `function` role / `functions` field are refused with a 400 naming the field.
  */
-import type { ContentBlock, DocumentBlock, ImageBlock, JsonObject, JsonValue, Message, TextBlock, ToolResultBlock } from "../../model/content.ts"
+import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock, ToolResultBlock } from "../../model/content.ts"
+import type { Json, JsonObject } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import type { ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
@@ -39,7 +40,7 @@ const decodeResponseFormat = discriminated("type", ResponseFormatMembers)
 /** `data:<media type>[;params];base64,<data>`. */
 const DATA_URL = /^data:([^;,]+)((?:;[^;,]*)*);base64,(.*)$/s
 
-export const parseDataUrl = (url: string): { mediaType: string; data: string } | undefined => {
+const parseDataUrl = (url: string): { mediaType: string; data: string } | undefined => {
   const m = DATA_URL.exec(url)
   return m === null ? undefined : { mediaType: m[1].toLowerCase(), data: m[3] }
 }
@@ -103,9 +104,9 @@ const textBlocks = (content: string | ReadonlyArray<{ readonly text: string }>):
   typeof content === "string" ? [textBlock(content)] : content.map((part) => textBlock(part.text))
 
 /** Arguments are a JSON string on the wire; unparsable ones (a truncated call) are kept verbatim. */
-const parseArguments = (json: string): JsonValue => {
+const parseArguments = (json: string): Json => {
   try {
-    return JSON.parse(json) as JsonValue
+    return JSON.parse(json) as Json
   } catch {
     return json
   }

@@ -2,7 +2,8 @@
  * Canonical response → `chat.completion` body. Thinking blocks have no place in this dialect and
  * are dropped; their tokens still show in `usage.completion_tokens_details.reasoning_tokens`.
  */
-import type { JsonValue, OutputBlock } from "../../model/content.ts"
+import type { OutputBlock } from "../../model/content.ts"
+import type { Json } from "../../util/json.ts"
 import type { CanonicalResponse, StopReason } from "../../model/events.ts"
 import type { Usage } from "../../model/usage.ts"
 import { totalTokens } from "../../model/usage.ts"
@@ -44,7 +45,7 @@ export const chatUsage = (usage: Usage): ChatUsage => ({
 })
 
 /** Tool arguments travel as a JSON string; an argument string kept verbatim goes back as is. */
-export const argumentsJson = (input: JsonValue): string => (typeof input === "string" ? input : JSON.stringify(input))
+const argumentsJson = (input: Json): string => (typeof input === "string" ? input : JSON.stringify(input))
 
 const toolCalls = (content: ReadonlyArray<OutputBlock>) =>
   content.flatMap((block) =>

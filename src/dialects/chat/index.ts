@@ -10,10 +10,9 @@ import { encodeChatBody } from "./encode-body.ts"
 import { makeChatStreamEncoder } from "./encode-stream.ts"
 
 export type { ChatEcho } from "./decode.ts"
-export { chatUsage, finishReason } from "./encode-body.ts"
 
 /** `chatcmpl-` + 24 random base62-ish characters, like OpenAI's ids. */
-export const newChatId = () => `chatcmpl-${randomBase62(18)}`
+const newChatId = () => `chatcmpl-${randomBase62(18)}`
 
 export const chatDialect: ChatDialect<ChatEcho> = {
   surface: "chat",

@@ -32,7 +32,7 @@ export type UserPart = typeof TextPart.Type | typeof ImageUrlPart.Type | typeof 
 const Content = Schema.Union([Schema.String, Schema.Array(Schema.Unknown)])
 const TextContent = Schema.Union([Schema.String, Schema.Array(TextPart)])
 
-export const ToolCallWire = Schema.Struct({
+const ToolCallWire = Schema.Struct({
   id: Schema.String,
   type: opt(Schema.Literal("function")),
   function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
@@ -58,7 +58,7 @@ const ToolName = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-]{1,64}$/, {
   expected: "a name of 1 to 64 letters, digits, underscores or dashes"
 }))
 
-export const ToolWire = Schema.Struct({
+const ToolWire = Schema.Struct({
   type: Schema.Literal("function"),
   function: Schema.Struct({
     name: ToolName,
@@ -68,7 +68,7 @@ export const ToolWire = Schema.Struct({
   })
 })
 
-export const ToolChoiceWire = Schema.Union([
+const ToolChoiceWire = Schema.Union([
   Schema.Literals(["none", "auto", "required"]),
   Schema.Struct({ type: Schema.Literal("function"), function: Schema.Struct({ name: Schema.String }) })
 ])
@@ -88,7 +88,7 @@ export const ResponseFormatMembers = {
 }
 
 /** `none` and `xhigh` (newer OpenAI values) are mapped onto the canonical four levels. */
-export const ReasoningEffortWire = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh"])
+const ReasoningEffortWire = Schema.Literals(["none", "minimal", "low", "medium", "high", "xhigh"])
 
 export const ChatRequestWire = Schema.Struct({
   model: Schema.NonEmptyString,

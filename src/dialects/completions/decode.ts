@@ -12,7 +12,7 @@ import type { Decoded } from "../dialect.ts"
 import { decodeRequest, decoderAt, definedFields, given, opt, refuse, whole } from "../staged-decode.ts"
 
 /** OpenAI's default output ceiling for legacy completions. */
-export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16
+const COMPLETIONS_DEFAULT_MAX_TOKENS = 16
 
 export interface CompletionsEcho {
   readonly includeUsage: boolean

@@ -12,7 +12,7 @@ import type { EncodeContext, StreamEncoder } from "../dialect.ts"
 import type { CompletionsEcho } from "./decode.ts"
 
 /** Legacy completions report the three totals only. */
-export const completionsUsage = (usage: Usage) => ({
+const completionsUsage = (usage: Usage) => ({
   prompt_tokens: usage.inputTokens,
   completion_tokens: usage.outputTokens,
   total_tokens: totalTokens(usage)

@@ -6,7 +6,6 @@ import { decodeCompletionsRequest } from "./decode.ts"
 import { encodeCompletionsBody, makeCompletionsStreamEncoder } from "./encode.ts"
 
 export type { CompletionsEcho } from "./decode.ts"
-export { COMPLETIONS_DEFAULT_MAX_TOKENS } from "./decode.ts"
 
 export const completionsDialect: ChatDialect<CompletionsEcho> = {
   surface: "completions",

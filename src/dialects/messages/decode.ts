@@ -11,7 +11,8 @@
  *   `output_config.effort` sets the effort; `disable_parallel_tool_use` is `parallelToolCalls`
  *   inverted; `metadata.user_id` is the cache-affinity hint.
  */
-import type { ContentBlock, DocumentBlock, ImageBlock, JsonObject, Message, TextBlock } from "../../model/content.ts"
+import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
+import type { JsonObject } from "../../util/json.ts"
 import type { CanonicalRequest, ReasoningEffort, ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
 import { decoderAt, discriminated, refuse, type Sliced, slicedMap } from "../staged-decode.ts"

@@ -29,7 +29,7 @@ export const messagesUsage = (usage: Usage): WireUsage => ({
   ...(usage.reasoningTokens > 0 ? { output_tokens_details: { thinking_tokens: usage.reasoningTokens } } : {})
 })
 
-export const wireBlock = (block: OutputBlock) => {
+const wireBlock = (block: OutputBlock) => {
   switch (block.type) {
     case "text":
       return { type: "text", text: block.text }

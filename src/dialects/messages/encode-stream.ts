@@ -29,7 +29,7 @@ const emptyBlock = (block: BlockStart) => {
 const anthropicErrorTypes = new Set(["invalid_request_error", "rate_limit_error", "api_error", "overloaded_error"])
 
 /** The SDK's error types: the backend's own when it is one of them, else derived from the status. */
-export const streamErrorType = (failure: StreamFailure): string =>
+const streamErrorType = (failure: StreamFailure): string =>
   anthropicErrorTypes.has(failure.type)
     ? failure.type
     : failure.status === 429

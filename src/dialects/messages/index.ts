@@ -9,13 +9,11 @@ import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
 import { makeMessagesStreamEncoder } from "./encode-stream.ts"
 
-export { encodeMessage, messagesUsage } from "./encode-body.ts"
-export { makeMessagesStreamEncoder, streamErrorType } from "./encode-stream.ts"
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 /** `msg_` and 24 random base-62 characters, the shape Messages ids have. */
-export const newMessageId = (): string => {
+const newMessageId = (): string => {
   const bytes = crypto.getRandomValues(new Uint8Array(24))
   let id = "msg_"
   for (const byte of bytes) id += BASE62[byte % 62]

@@ -8,7 +8,7 @@
  */
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound } from "../../errors.ts"
-import type { JsonValue } from "../../model/content.ts"
+import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
@@ -46,15 +46,15 @@ type Body = typeof Body.Type
 /** What the envelope repeats back: the request's own values, as sent or with their defaults. */
 export interface ResponsesEcho {
   readonly instructions: string | null
-  readonly tools: ReadonlyArray<JsonValue>
-  readonly toolChoice: JsonValue
+  readonly tools: ReadonlyArray<Json>
+  readonly toolChoice: Json
   readonly parallelToolCalls: boolean
   readonly temperature: number | null
   readonly topP: number | null
   readonly maxOutputTokens: number | null
   readonly previousResponseId: string | null
   readonly store: boolean
-  readonly text: JsonValue
+  readonly text: Json
   readonly reasoning: { readonly effort: string | null; readonly summary: string | null } | null
   readonly promptCacheKey: string | null
   readonly safetyIdentifier: string | null
@@ -117,8 +117,8 @@ function* translate(body: Body, resolve: ItemResolver): Sliced<Decoded<Responses
   })
   const echo: ResponsesEcho = {
     instructions,
-    tools: (body.tools ?? []) as ReadonlyArray<JsonValue>,
-    toolChoice: (body.tool_choice ?? "auto") as JsonValue,
+    tools: (body.tools ?? []) as ReadonlyArray<Json>,
+    toolChoice: (body.tool_choice ?? "auto") as Json,
     parallelToolCalls: body.parallel_tool_calls ?? true,
     temperature: body.temperature ?? null,
     topP: body.top_p ?? null,
@@ -127,7 +127,7 @@ function* translate(body: Body, resolve: ItemResolver): Sliced<Decoded<Responses
     // OpenAI's default, which clients rely on (the AI SDK omits `store` and refers to earlier
     // items by id); `store: false` keeps nothing (spec rule 2).
     store: body.store ?? true,
-    text: { format: (body.text?.format ?? { type: "text" }) as JsonValue, ...(body.text?.verbosity ? { verbosity: body.text.verbosity } : {}) },
+    text: { format: (body.text?.format ?? { type: "text" }) as Json, ...(body.text?.verbosity ? { verbosity: body.text.verbosity } : {}) },
     reasoning: body.reasoning == null ? null : { effort: body.reasoning.effort ?? null, summary: body.reasoning.summary ?? null },
     promptCacheKey: body.prompt_cache_key ?? null,
     safetyIdentifier: body.safety_identifier ?? null,
@@ -138,11 +138,11 @@ function* translate(body: Body, resolve: ItemResolver): Sliced<Decoded<Responses
 }
 
 /** A canonical choice as the wire's `tool_choice`. */
-const wireToolChoice = (choice: CanonicalRequest["toolChoice"]): JsonValue =>
+const wireToolChoice = (choice: CanonicalRequest["toolChoice"]): Json =>
   choice.type === "any" ? "required" : choice.type === "tool" ? { type: "function", name: choice.name } : choice.type
 
 /** A canonical format as the wire's `text.format`. */
-const wireFormat = (format: CanonicalRequest["responseFormat"]): JsonValue =>
+const wireFormat = (format: CanonicalRequest["responseFormat"]): Json =>
   format.type === "json_schema"
     ? { type: "json_schema", name: format.name, schema: format.schema, strict: format.strict, ...(format.description === undefined ? {} : { description: format.description }) }
     : { type: format.type }
@@ -153,7 +153,7 @@ const wireFormat = (format: CanonicalRequest["responseFormat"]): JsonValue =>
  */
 export const defaultEcho = (request: CanonicalRequest): ResponsesEcho => ({
   instructions: null,
-  tools: request.tools.map((tool): JsonValue => ({
+  tools: request.tools.map((tool): Json => ({
     type: "function",
     name: tool.name,
     parameters: tool.inputSchema,

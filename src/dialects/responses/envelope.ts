@@ -49,7 +49,7 @@ export const outputItem = (block: OutputBlock, responseId: string, index: number
   }
 }
 
-export const responsesUsage = (usage: Usage) => ({
+const responsesUsage = (usage: Usage) => ({
   input_tokens: usage.inputTokens,
   input_tokens_details: { cached_tokens: usage.cachedInputTokens },
   output_tokens: usage.outputTokens,
@@ -58,7 +58,7 @@ export const responsesUsage = (usage: Usage) => ({
 })
 
 /** `max_tokens` and `refusal` leave the response incomplete, with the reason OpenAI names. */
-export const incompleteReason = (stopReason: StopReason): string | undefined =>
+const incompleteReason = (stopReason: StopReason): string | undefined =>
   stopReason === "max_tokens" ? "max_output_tokens" : stopReason === "refusal" ? "content_filter" : undefined
 
 export interface EnvelopeState {

@@ -17,7 +17,8 @@
  */
 import { Schema } from "effect"
 import { InvalidRequest, NotFound } from "../../errors.ts"
-import type { ContentBlock, DocumentBlock, ImageBlock, JsonValue, Message, TextBlock } from "../../model/content.ts"
+import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
+import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import { decoderAt, discriminated, given, opt, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
 import { isObject, type Obj } from "./wire-object.ts"
@@ -224,10 +225,10 @@ const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): 
   return refuse(`${path}.file_data`, "is required")
 }
 
-const parseArguments = (json: string, path: string): JsonValue => {
+const parseArguments = (json: string, path: string): Json => {
   if (json.trim() === "") return {}
   try {
-    return JSON.parse(json) as JsonValue
+    return JSON.parse(json) as Json
   } catch {
     return refuse(path, "is not valid JSON")
   }

@@ -5,7 +5,7 @@
  * silently, so a client never believes a tool was available when it was not.
  */
 import { Schema } from "effect"
-import type { JsonObject } from "../../model/content.ts"
+import type { JsonObject } from "../../util/json.ts"
 import type { ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { decoderAt, definedFields, discriminated, given, opt, refuse } from "../staged-decode.ts"
 
