@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import type { JsonObject } from "../../src/model/content.ts"
+import type { JsonObject } from "../../src/util/json.ts"
 import { sampleJsonSchema } from "../../src/backends/simulator/json-schema-sample.ts"
 import { makePrng } from "../../src/backends/simulator/prng.ts"
 import { validateJsonSchema } from "./validate-json-schema.ts"

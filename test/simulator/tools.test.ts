@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { JsonObject, OutputBlock } from "../../src/model/content.ts"
+import type { OutputBlock } from "../../src/model/content.ts"
+import type { JsonObject } from "../../src/util/json.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import type { ToolDefinition } from "../../src/model/request.ts"
 import { makeRequest } from "../../src/model/request.ts"
