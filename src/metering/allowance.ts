@@ -113,6 +113,11 @@ export class Allowance extends Context.Service<Allowance, {
   prepareReserve(request: ReserveRequest, now: number): {
     readonly command: BudgetReserveRequest
     decide(answer: BudgetAnswer): Reservation | LimitExceeded | undefined
+    /**
+     * For a command whose answer never came (a timeout: it may still have run): lets its hold go,
+     * so a retry under a new hold does not leave this one counted until it lapses. Never fails.
+     */
+    readonly abandon: Effect.Effect<void>
   }
   readonly now?: {
     reserve(request: ReserveRequest, now: number): Reservation | LimitExceeded | undefined
@@ -322,6 +327,15 @@ function make(options: AllowanceOptions) {
       return reservation
     }
 
+    /**
+     * A reserve that failed may still have run (its answer timed out, not its command): the hold is
+     * let go, so it is not counted beside the next attempt's until it lapses (`holdTtlMs`). The
+     * release goes out on the same connection after the reserve, so it runs after it; a hold that
+     * never existed is only marked done (a late reserve of its id then takes nothing). Best effort.
+     */
+    const abandon = (budget: string, id: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => store.budgetRelease({ budget, id }, now)).pipe(Effect.ignore)
+
     const reserve = Effect.fnUntraced(function*(request: ReserveRequest) {
       const id = newId("res")
       const amount = Math.max(0, Math.ceil(request.maxCostMicros))
@@ -329,7 +343,7 @@ function make(options: AllowanceOptions) {
         const now = yield* Clock.currentTimeMillis
         const t = target(request.keyId, request.plan, now)
         const answer = yield* store.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })
-          .pipe(Effect.mapError(unavailable("reserve")))
+          .pipe(Effect.tapError(() => abandon(t.budget, id)), Effect.mapError(unavailable("reserve")))
         if (answer._tag === "Unseeded") {
           yield* recover(request.keyId, t)
           continue
@@ -395,7 +409,8 @@ function make(options: AllowanceOptions) {
       return {
         command: { budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt },
         decide: (answer: BudgetAnswer) =>
-          answer._tag === "Unseeded" ? undefined : reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused")
+          answer._tag === "Unseeded" ? undefined : reserved(request, t, id, amount, now, answer.state, answer._tag === "Refused"),
+        abandon: abandon(t.budget, id)
       }
     }
     const now = local === undefined ? undefined : {

@@ -252,8 +252,11 @@ export class Meter extends Context.Service<Meter, {
           return store.gateAndReserve(gate.gate, hold.command, request.ticket).pipe(
             Effect.matchEffect({
               // The store failed: the step-by-step path applies each policy (rate limits fail
-              // open, the allowance fails closed).
-              onFailure: () => Effect.flatMap(rateLimits.admit(admit), reserveEffect),
+              // open, the allowance fails closed). A failure may be a late answer (the command
+              // timed out but ran): what it took is let go first, so the retry's lease and hold
+              // are not counted beside it until they lapse.
+              onFailure: () =>
+                Effect.andThen(Effect.all([gate.abandon, hold.abandon], { concurrency: 2, discard: true }), Effect.flatMap(rateLimits.admit(admit), reserveEffect)),
               onSuccess: ([gateAnswer, holdAnswer]) => {
                 const admission = gate.decide(gateAnswer)
                 const reservation = hold.decide(holdAnswer)

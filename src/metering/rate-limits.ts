@@ -83,7 +83,12 @@ export class RateLimits extends Context.Service<RateLimits, {
    * The store command `admit` sends, and how its answer becomes the admission: for a caller that
    * sends it together with other commands (one round trip to a remote store).
    */
-  prepare(request: AdmitRequest, now: number): { readonly gate: GateRequest; decide(answer: GateResult): Admission | LimitExceeded }
+  prepare(request: AdmitRequest, now: number): {
+    readonly gate: GateRequest
+    decide(answer: GateResult): Admission | LimitExceeded
+    /** For a gate whose answer never came (it may still have run): lets its concurrency lease go. Never fails. */
+    readonly abandon: Effect.Effect<void>
+  }
   headers(state: RateState | undefined): Record<string, string>
 }>()("gateway/metering/RateLimits") {
   static readonly layerWith = (options: RateLimitOptions) => Layer.effect(RateLimits, make(options))
@@ -159,10 +164,20 @@ function make(options: RateLimitOptions) {
       }
     }
 
+    /**
+     * A gate that failed may still have run (its answer timed out): its lease is released, so a
+     * retry's lease is not counted beside it until it lapses. (What it added to the rpm and tpm
+     * buckets stays: they drain by themselves, and counting a request twice errs on the safe side.)
+     */
+    const abandon = (gate: GateRequest) =>
+      gate.lease === undefined ? Effect.void : store.releaseLease({ scope: gate.scope, id: gate.lease.id }).pipe(Effect.ignore)
+
     const admit = Effect.fnUntraced(function*(request: AdmitRequest) {
       const now = yield* Clock.currentTimeMillis
       const gate = gateOf(request, now)
       const answer = yield* store.gate(gate).pipe(Effect.catchTag("CoordinationError", (error) => {
+        // Admitted without limits; the gate may still have run: its lease must not stay counted.
+        runInBackground(abandon(gate))
         if (now - lastOutageLog > 10_000) {
           lastOutageLog = now
           return Effect.as(Effect.logWarning(`rate limits: store unavailable, admitting without limits (${error.message})`), undefined)
@@ -193,7 +208,7 @@ function make(options: RateLimitOptions) {
 
     const prepare = (request: AdmitRequest, now: number) => {
       const gate = gateOf(request, now)
-      return { gate, decide: (answer: GateResult) => decide(request, gate, answer) }
+      return { gate, decide: (answer: GateResult) => decide(request, gate, answer), abandon: abandon(gate) }
     }
 
     return RateLimits.of({ admit, admitNow, prepare, headers })

@@ -1,5 +1,7 @@
 /** The Meter façade as the request path will use it, over the real services on both stores. */
 import { describe, expect, layer } from "@effect/vitest"
+import { Redis } from "ioredis"
+import { afterAll, beforeAll, inject } from "vitest"
 import { Context, Effect, Layer, Schedule } from "effect"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
@@ -14,7 +16,9 @@ import { RateLimits } from "../../src/metering/rate-limits.ts"
 import { UsageLedger } from "../../src/metering/usage-ledger.ts"
 import { makeTelemetry, Telemetry } from "../../src/observability/telemetry.ts"
 import { makeUsage } from "../../src/model/usage.ts"
-import { uniquePrefix } from "../coordination/support.ts"
+import { redisLayer, uniquePrefix } from "../coordination/support.ts"
+import { type PrivateRedis, startPrivateRedis } from "../support/private-redis.ts"
+import { formatUsd } from "../../src/model/money.ts"
 import { embeddedDatabasePerFile, storeKinds } from "./support.ts"
 
 const config: GatewayConfig = {
@@ -199,5 +203,61 @@ describe("meter when the store is unreachable", () => {
         const failure = yield* Effect.flip((yield* Meter).begin({ key: keyOn("free"), model: pico, inputTokens: 1 }))
         expect(failure).toMatchObject({ _tag: "ServiceUnavailable", status: 503, retryAfterSeconds: 1 })
       }).pipe(Effect.provide(services(Coordination.layerRedis("redis://127.0.0.1:1", { connectTimeoutMs: 200, prefix: uniquePrefix() })))))
+  })
+})
+
+/**
+ * Blocks the Redis at `url` for `ms` with a busy script of its own connection (commands of other
+ * connections wait behind it, as behind a stalled server); resolves when it ends.
+ */
+const stallRedis = async (url: string, ms: number) => {
+  const client = new Redis(url, { maxRetriesPerRequest: 0 })
+  try {
+    await client.eval(
+      `local t = redis.call('TIME')
+      local start = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      while true do
+        local n = redis.call('TIME')
+        if tonumber(n[1]) * 1000 + math.floor(tonumber(n[2]) / 1000) - start >= tonumber(ARGV[1]) then return 1 end
+      end`,
+      0,
+      String(ms)
+    )
+  } finally {
+    client.disconnect()
+  }
+}
+
+// A Redis of its own: the stall would hold every other suite's commands too.
+describe.skipIf(inject("services").redisUrl === null)("meter when Redis answers after the command timeout", () => {
+  let redis: PrivateRedis | undefined
+  beforeAll(async () => {
+    redis = await startPrivateRedis()
+  })
+  afterAll(() => redis?.stop())
+
+  layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
+    it.effect("the admission that timed out (but ran) lets its lease and hold go: the retry's alone are counted", () =>
+      Effect.gen(function*() {
+        const meter = yield* Meter
+        const key = keyOn("single") // $1, one call at a time: a leaked lease would refuse the retry
+        yield* meter.begin({ key, model: pico, inputTokens: 10, maxOutputTokens: 10 }).pipe(Effect.flatMap((call) => call.fail())) // seeds the budget
+        // The admission script reaches Redis behind a 2 s stall: its answer comes after the client's
+        // 1 s command timeout, and then it runs. The meter takes its step-by-step path.
+        const stalled = stallRedis(redis!.url, 2_000)
+        yield* Effect.sleep(50)
+        const startedAt = Date.now()
+        const call = yield* meter.begin({ key, model: pico, inputTokens: 100, maxOutputTokens: 1_000 })
+        expect(Date.now() - startedAt, "the first answer timed out").toBeGreaterThanOrEqual(1_000)
+        yield* Effect.promise(() => stalled)
+        const cap = config.plans.single.allowanceUsd * 1e6
+        // One hold counted: the retry's.
+        expect(yield* (yield* Allowance).remaining(key.id, config.plans.single)).toBe(cap - call.reservedMicros)
+        const { chargedMicros } = yield* call.settle(makeUsage({ inputTokens: 100, outputTokens: 20 }))
+        expect(call.headers()["xsvc-allowance-remaining"]).toBe(formatUsd(cap - chargedMicros))
+        // And one lease: the next call (concurrency 1) is admitted.
+        const next = yield* meter.begin({ key, model: pico, inputTokens: 10, maxOutputTokens: 10 })
+        yield* next.fail()
+      }).pipe(Effect.provide(services(redisLayer(redis!.url)))), 30_000)
   })
 })
