@@ -6,13 +6,14 @@
  * And the other way round: a graceful stop mid-step closes its call with a `node.retry`, so the
  * step's next call is metered as the new call it is.
  */
+import { execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
 import { afterAll, describe, inject, it } from "vitest"
 import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
-import { twoInstances } from "../support/two-instances.ts"
+import { type TwoInstances, twoInstances } from "../support/two-instances.ts"
 import { client } from "./support.ts"
 
 const { postgresUrl, redisUrl } = inject("services")
@@ -74,6 +75,23 @@ describe.concurrent("a graceful stop in the middle of a step (embedded)", () => 
   })
 })
 
+/** The key's ledger rows and its budget's keys on Redis, for a failure's message. */
+const explain = (pair: TwoInstances, keyId: string) => {
+  try {
+    return explained(pair, keyId)
+  } catch (error) {
+    return `(could not read the ledger or the store: ${String(error)})`
+  }
+}
+const explained = (pair: TwoInstances, keyId: string) => {
+  const sql = `SELECT request_id, model, input_tokens, output_tokens, cost_micros, at FROM usage_ledger WHERE key_id = '${keyId}' ORDER BY at`
+  const rows = execFileSync("psql", [pair.databaseUrl, "-Atc", sql], { encoding: "utf8" })
+  const redis = (...args: Array<string>) => execFileSync("redis-cli", ["-u", redisUrl!, ...args], { encoding: "utf8" })
+  const keys = redis("--scan", "--pattern", `${pair.redisPrefix}*${keyId}*`).split("\n").filter(Boolean)
+  const held = keys.map((key) => `${key} (${redis("TYPE", key).trim()}): ${redis("TYPE", key).trim() === "hash" ? redis("HGETALL", key).split("\n").join(" ") : redis("ZRANGE", key, "0", "-1", "WITHSCORES").split("\n").join(" ")}`)
+  return `ledger rows:\n${rows}\nstore:\n${held.join("\n")}\nA's output:\n${pair.a.output().slice(-4000)}\nB's output:\n${pair.b.output().slice(-4000)}`
+}
+
 /** pico answers slowly (~1 s to the first token, then ~25 tokens/s): a step streams for seconds. */
 const slowEnv = (dir: string) => ({
   ...fastConfigEnv(dir, (config) => {
@@ -122,9 +140,12 @@ describe.runIf(postgresUrl !== null && redisUrl !== null).concurrent("a step re-
     })
     expect(chat.status).toBe(200)
     const remaining = Number(chat.headers.get("xsvc-allowance-remaining"))
+    // On Redis the answer goes out before its settle lands and its ledger row is recorded (both
+    // off the request's path): wait for the row, as a client of the usage report would.
+    await expect.poll(async () => (await usage(b)).data.find((m) => m.model === "svc-nova-mini")?.requests ?? 0, { timeout: 10_000 }).toBe(1)
     const after = await usage(b)
     expect(after.data.find((m) => m.model === "svc-pico-1")!.requests).toBe(1)
-    // both are whole micro-dollars: they must agree exactly
-    expect(Math.round((100 - remaining) * 1e6)).toBe(Math.round(Number(after.totalCostUsd) * 1e6))
+    // both are whole micro-dollars: they must agree exactly (a failure says what each side held)
+    expect(Math.round((100 - remaining) * 1e6), explain(pair, created.id)).toBe(Math.round(Number(after.totalCostUsd) * 1e6))
   })
 })

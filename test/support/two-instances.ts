@@ -13,6 +13,10 @@ import { type GatewayProcess, startGateway } from "./gateway-process.ts"
 export interface TwoInstances {
   readonly a: GatewayProcess
   readonly b: GatewayProcess
+  /** The database both use (for a test that explains a failure with what SQL holds). */
+  readonly databaseUrl: string
+  /** Their Redis key prefix. */
+  readonly redisPrefix: string
 }
 
 export const twoInstances = (
@@ -23,14 +27,17 @@ export const twoInstances = (
   let a: GatewayProcess | undefined
   let b: GatewayProcess | undefined
   let drop: (() => void) | undefined
+  let databaseUrl: string | undefined
+  const redisPrefix = `${name}-${randomBytes(4).toString("hex")}:`
   const dirs = [freshDataDir(), freshDataDir()]
   beforeAll(async () => {
     const db = migratedPostgresDatabase(services.postgresUrl)
     drop = db.drop
+    databaseUrl = db.url
     const shared = {
       DATABASE_URL: db.url,
       REDIS_URL: services.redisUrl,
-      GATEWAY_REDIS_PREFIX: `${name}-${randomBytes(4).toString("hex")}:`,
+      GATEWAY_REDIS_PREFIX: redisPrefix,
       GATEWAY_ADMIN_TOKEN: `svcadm_${name.replaceAll("-", "_")}_test_token`
     }
     // Started together (each checks the migrations; the migrator locks its table).
@@ -59,6 +66,11 @@ export const twoInstances = (
     get b() {
       if (b === undefined) throw new Error("instance B has not started")
       return b
-    }
+    },
+    get databaseUrl() {
+      if (databaseUrl === undefined) throw new Error("the instances have not started")
+      return databaseUrl
+    },
+    redisPrefix
   }
 }
