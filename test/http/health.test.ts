@@ -4,38 +4,12 @@
  * `redis-server` is killed, and PostgreSQL is reached through a TCP proxy in this process that is
  * then shut.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { createServer, connect, type Server, type Socket } from "node:net"
 import { afterAll, describe, expect, inject, it } from "vitest"
 import { engines, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { startPrivateRedis } from "../support/private-redis.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port
-      server.close(() => resolve(port))
-    })
-  })
-
-const startRedis = async () => {
-  const port = await freePort()
-  const child = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"], { stdio: "ignore" })
-  for (let i = 0; i < 50; i++) {
-    const up = await new Promise<boolean>((resolve) => {
-      const socket = connect(port, "127.0.0.1", () => {
-        socket.destroy()
-        resolve(true)
-      })
-      socket.once("error", () => resolve(false))
-    })
-    if (up) break
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  return { url: `redis://127.0.0.1:${port}`, child }
-}
 
 /** A TCP proxy to PostgreSQL that can be shut, cutting every connection through it. */
 const startProxy = async (target: URL) => {
@@ -97,10 +71,8 @@ describe("readiness names what is unreachable", () => {
   })
 
   it("503 naming redis when Redis is down, and both when the database is down too", async () => {
-    const redis = await startRedis()
-    cleanups.push(() => {
-      redis.child.kill("SIGKILL")
-    })
+    const redis = await startPrivateRedis()
+    cleanups.push(() => redis.stop())
     const dataDir = freshDataDir()
     let env: Record<string, string> = { GATEWAY_DATA_DIR: dataDir, REDIS_URL: redis.url, GATEWAY_REDIS_PREFIX: `gw-health-${process.pid}:` }
     let proxy: Awaited<ReturnType<typeof startProxy>> | undefined
@@ -118,8 +90,7 @@ describe("readiness names what is unreachable", () => {
     const ready = await get(gw, "/readyz")
     expect(ready).toMatchObject({ status: 200, body: { status: "ready", checks: { database: { status: "ok" }, redis: { status: "ok" } } } })
 
-    redis.child.kill("SIGKILL")
-    await new Promise((r) => (redis.child as ChildProcess).once("exit", r))
+    await redis.stop()
     const noRedis = await get(gw, "/readyz")
     expect(noRedis.status).toBe(503)
     expect(noRedis.headers.get("retry-after")).toBe("1")

@@ -10,7 +10,7 @@ import { engines, inOrder } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
-import { type PrivateRedis, privateRedis } from "./private-redis.ts"
+import { type PrivateRedis, startPrivateRedis } from "../support/private-redis.ts"
 import { checkLog, client, type RunsClient } from "./support.ts"
 
 describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engine) => {
@@ -19,8 +19,7 @@ describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engi
   let cleanup: () => void
   let runs: RunsClient
   beforeAll(async () => {
-    redis = await privateRedis()
-    await redis.start()
+    redis = await startPrivateRedis()
     const setup = engine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({

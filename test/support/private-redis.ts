@@ -13,7 +13,10 @@ export interface PrivateRedis {
   flushAll(): Promise<void>
   /** SIGKILL, then a new empty server on the same port (no persistence: nothing comes back). */
   restart(downMs?: number): Promise<void>
+  /** SIGKILL; resolves once it is gone (an outage, until `start`). */
   stop(): Promise<void>
+  /** A new empty server on the same port, after `stop`; resolves once it accepts connections. */
+  start(): Promise<void>
 }
 
 const freePort = () =>
@@ -76,6 +79,10 @@ export const startPrivateRedis = async (): Promise<PrivateRedis> => {
       if (downMs > 0) await new Promise((r) => setTimeout(r, downMs))
       child = await launch(port)
     },
-    stop: () => kill(child)
+    stop: () => kill(child),
+    start: async () => {
+      await kill(child)
+      child = await launch(port)
+    }
   }
 }
