@@ -5,20 +5,11 @@
  * admin token (or served without one on `GATEWAY_METRICS_PORT`).
  */
 import Anthropic from "@anthropic-ai/sdk"
-import { createServer } from "node:net"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createKey, gatewayWith, placeModel, type TestGateway } from "../runtime-http/support.ts"
 import { type Exposition, histogramOf, parsePrometheus, sumOf, valueOf } from "./prometheus-text.ts"
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as { port: number }).port
-      server.close(() => resolve(port))
-    })
-  })
+import { freePort } from "../support/free-port.ts"
 
 describe("Prometheus metrics", () => {
   let gw: TestGateway

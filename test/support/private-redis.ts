@@ -3,8 +3,8 @@
  * or restarts Redis does it to this one, never to the shared server other suites use.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { createServer } from "node:net"
 import { Redis } from "ioredis"
+import { freePort } from "./free-port.ts"
 
 export interface PrivateRedis {
   readonly url: string
@@ -18,17 +18,6 @@ export interface PrivateRedis {
   /** A new empty server on the same port, after `stop`; resolves once it accepts connections. */
   start(): Promise<void>
 }
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 const launch = (port: number) =>
   new Promise<ChildProcess>((resolve, reject) => {
