@@ -26,6 +26,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
+import { answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
@@ -210,6 +211,10 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
           return Effect.succeed(renderDefect(shape, requestId))
         })
       )
-      return yield* finished(HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId }), record)
+      // An answer the handler wrote itself carries these already (and the platform writes nothing more).
+      return yield* finished(
+        answeredDirectly(request) ? response : HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId }),
+        record
+      )
     })
   })

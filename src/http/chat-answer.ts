@@ -169,6 +169,25 @@ const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<stri
 }
 
 /**
+ * A whole JSON answer (200). Over node:http it is written here, as a started stream is
+ * (`writeSse`): the head and the body in one `end`, the JSON text as it is (node encodes it and
+ * sets its length), with no platform response in between — no `Headers` object built from the
+ * record and merged again with the request-id headers, no body encoded to bytes first, no second
+ * pass that turns them back into node's. The platform then finds the response ended and writes
+ * nothing. Elsewhere (the embedding API's web handler) the platform's response.
+ */
+const respondJson = (ctx: RequestContext, body: string, headers: Record<string, string>) => {
+  const response = nodeResponseOf(ctx.request)
+  if (response === undefined) return HttpServerResponse.text(body, { contentType: "application/json", headers })
+  // A client already gone gets nothing (as the platform does); the log line still says 200.
+  if (!response.destroyed) {
+    response.writeHead(200, { ...headers, "content-type": "application/json", "x-request-id": ctx.requestId, "request-id": ctx.requestId })
+    response.end(body)
+  }
+  return HttpServerResponse.empty({ status: 200 })
+}
+
+/**
  * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an
  * interruptible region lets a client that disconnects (while waiting for a slot, or during a
  * non-streaming answer) interrupt it, so its waiter leaves the queue and its slot comes back.
@@ -223,8 +242,7 @@ const answer = Effect.fnUntraced(function*(
     const response = hooks.events === undefined
       ? call.response
       : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(answerFailureToApiError))
-    const body = JSON.stringify(dialect.encodeResponse(response, context))
-    return HttpServerResponse.text(body, { contentType: "application/json", headers: { "xsvc-model": call.servedModel, ...call.headers } })
+    return respondJson(ctx, JSON.stringify(dialect.encodeResponse(response, context)), { "xsvc-model": call.servedModel, ...call.headers })
   }
 
   const settings = yield* Settings

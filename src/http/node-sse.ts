@@ -27,6 +27,10 @@ export const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): Se
   return response !== undefined && typeof response.writeHead === "function" && response.headersSent === false ? response as ServerResponse : undefined
 }
 
+/** Whether the handler already wrote the answer to node:http itself (`writeSse`, `respondJson`). */
+export const answeredDirectly = (request: HttpServerRequest.HttpServerRequest): boolean =>
+  "resolvedResponse" in request && (request as { readonly resolvedResponse?: { readonly headersSent?: unknown } }).resolvedResponse?.headersSent === true
+
 /** Resumes once the response can take more (or is gone: the client's close interrupts the fiber). */
 const writable = (response: ServerResponse): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
