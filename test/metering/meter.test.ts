@@ -208,24 +208,29 @@ describe("meter when the store is unreachable", () => {
 
 /**
  * Blocks the Redis at `url` for `ms` with a busy script of its own connection (commands of other
- * connections wait behind it, as behind a stalled server); resolves when it ends.
+ * connections wait behind it, as behind a stalled server). Resolves once the script is running (a
+ * PING from a third connection goes unanswered), with the promise of its end.
  */
 const stallRedis = async (url: string, ms: number) => {
   const client = new Redis(url, { maxRetriesPerRequest: 0 })
-  try {
-    await client.eval(
-      `local t = redis.call('TIME')
-      local start = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      while true do
-        local n = redis.call('TIME')
-        if tonumber(n[1]) * 1000 + math.floor(tonumber(n[2]) / 1000) - start >= tonumber(ARGV[1]) then return 1 end
-      end`,
-      0,
-      String(ms)
-    )
-  } finally {
+  const probe = new Redis(url, { maxRetriesPerRequest: 0 })
+  await Promise.all([client.ping(), probe.ping()]) // both connected: the script leaves at once
+  const ended = client.eval(
+    `local t = redis.call('TIME')
+    local start = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    while true do
+      local n = redis.call('TIME')
+      if tonumber(n[1]) * 1000 + math.floor(tonumber(n[2]) / 1000) - start >= tonumber(ARGV[1]) then return 1 end
+    end`,
+    0,
+    String(ms)
+  ).finally(() => {
     client.disconnect()
-  }
+    probe.disconnect()
+  })
+  const answered = (ping: Promise<unknown>) => Promise.race([ping.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 100))])
+  while (await answered(probe.ping())) { /* not running yet */ }
+  return { ended }
 }
 
 // A Redis of its own: the stall would hold every other suite's commands too.
@@ -242,14 +247,13 @@ describe.skipIf(inject("services").redisUrl === null)("meter when Redis answers 
         const meter = yield* Meter
         const key = keyOn("single") // $1, one call at a time: a leaked lease would refuse the retry
         yield* meter.begin({ key, model: pico, inputTokens: 10, maxOutputTokens: 10 }).pipe(Effect.flatMap((call) => call.fail())) // seeds the budget
-        // The admission script reaches Redis behind a 2 s stall: its answer comes after the client's
-        // 1 s command timeout, and then it runs. The meter takes its step-by-step path.
-        const stalled = stallRedis(redis!.url, 2_000)
-        yield* Effect.sleep(50)
+        // The admission script reaches Redis behind a 2.5 s stall: its answer comes after the
+        // client's 1 s command timeout, and then it runs. The meter takes its step-by-step path.
+        const stalled = yield* Effect.promise(() => stallRedis(redis!.url, 2_500))
         const startedAt = Date.now()
         const call = yield* meter.begin({ key, model: pico, inputTokens: 100, maxOutputTokens: 1_000 })
         expect(Date.now() - startedAt, "the first answer timed out").toBeGreaterThanOrEqual(1_000)
-        yield* Effect.promise(() => stalled)
+        yield* Effect.promise(() => stalled.ended)
         const cap = config.plans.single.allowanceUsd * 1e6
         // One hold counted: the retry's.
         expect(yield* (yield* Allowance).remaining(key.id, config.plans.single)).toBe(cap - call.reservedMicros)

@@ -14,6 +14,8 @@ describe("capacity queues over HTTP", () => {
     gw = await gatewayWith((config) => {
       placeModel(config, "svc-pico-1", [{ id: "pico-a", capacity: 2, ttftMs: 120 }])
       placeModel(config, "svc-lyra-3", [{ id: "lyra-a", capacity: 1, ttftMs: 600 }])
+      // A holder that outlasts anything a loaded machine does meanwhile (the disconnect test).
+      placeModel(config, "svc-nova-mini", [{ id: "nova-hold", capacity: 1, ttftMs: 4_000 }])
       // Waiting streams commit at once here (no header hold): these tests are about what follows.
     }, { GATEWAY_KEEPALIVE_MS: "50", GATEWAY_STREAM_HOLD_MS: "0" })
   })
@@ -93,25 +95,27 @@ describe("capacity queues over HTTP", () => {
   })
 
   it("drops a waiter at once when its client disconnects (streaming or not)", async () => {
-    const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-lyra-3", messages: [{ role: "user", content: "hold" }] })
-    await untilQueue(gw, "lyra-a", (q) => q.inUse === 1) // the holder has the only slot
+    // The holder answers after 4 s: the slot is still its own when the waiters have gone, however
+    // slowly this runs (with 600 ms a loaded machine saw it end first, and the slot free).
+    const holder = post(gw, "/v1/chat/completions", gw.apiKey!, { model: "svc-nova-mini", messages: [{ role: "user", content: "hold" }] })
+    await untilQueue(gw, "nova-hold", (q) => q.inUse === 1) // the holder has the only slot
     const aborts = [new AbortController(), new AbortController()]
     const waiting = aborts.map((abort, i) =>
       fetch(`${gw.baseUrl}/v1/chat/completions`, {
         method: "POST",
         signal: abort.signal,
         headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "svc-lyra-3", stream: i === 1, messages: [{ role: "user", content: "wait" }] })
+        body: JSON.stringify({ model: "svc-nova-mini", stream: i === 1, messages: [{ role: "user", content: "wait" }] })
       }).then((r) => r.text()).catch((e: Error) => e.name))
-    await untilQueue(gw, "lyra-a", (q) => q.waiting === 2)
+    await untilQueue(gw, "nova-hold", (q) => q.waiting === 2)
     for (const abort of aborts) abort.abort()
     expect(await Promise.all(waiting)).toEqual(["AbortError", "AbortError"])
-    await untilQueue(gw, "lyra-a", (q) => q.waiting === 0)
-    const after = await queueOf(gw, "lyra-a")
+    await untilQueue(gw, "nova-hold", (q) => q.waiting === 0)
+    const after = await queueOf(gw, "nova-hold")
     expect(after.waiting).toBe(0)
     expect(after.inUse).toBe(1) // only the holder: the slot was not given to a gone client
     expect((await holder).status).toBe(200)
-    expect((await queueOf(gw, "lyra-a")).inUse).toBe(0)
+    expect((await queueOf(gw, "nova-hold")).inUse).toBe(0)
   })
 
   it("a waiting Messages stream gets ping events and the SDK reads the whole message", async () => {
