@@ -343,7 +343,7 @@ function make(options: AllowanceOptions) {
         const now = yield* Clock.currentTimeMillis
         const t = target(request.keyId, request.plan, now)
         const answer = yield* store.budgetReserve({ budget: t.budget, cap: t.cap, amount, id, ttlMs: holdTtlMs, now, expireAt: t.expireAt })
-          .pipe(Effect.tapError(() => abandon(t.budget, id)), Effect.mapError(unavailable("reserve")))
+          .pipe(Effect.tapError(() => Effect.sync(() => runInBackground(abandon(t.budget, id)))), Effect.mapError(unavailable("reserve")))
         if (answer._tag === "Unseeded") {
           yield* recover(request.keyId, t)
           continue
