@@ -6,6 +6,7 @@
 import { type Column, Limits } from "./model.ts"
 import { booleanFromText, isWellFormed, nestedDeeperThan, numberFromText, serializedBytes } from "./values.ts"
 import type { Json } from "../util/json.ts"
+import { isPlainObject } from "../util/json.ts"
 
 const FilterOps = ["eq", "ne", "lt", "lte", "gt", "gte", "contains", "in", "exists"] as const
 type FilterOp = typeof FilterOps[number]
@@ -49,7 +50,6 @@ export type QueryCheck<A> = { readonly ok: true; readonly value: A } | { readonl
 const bad = (param: string, message: string): QueryCheck<never> => ({ ok: false, param, message: `${param}: ${message}` })
 const good = <A>(value: A): QueryCheck<A> => ({ ok: true, value })
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 const describe = (v: unknown) => (v === undefined ? "nothing" : v === null ? "null" : Array.isArray(v) ? "an array" : `a ${typeof v}`)
 
 const nonNegativeInt = (param: string, v: unknown, max?: number): QueryCheck<number | undefined> => {
@@ -82,7 +82,7 @@ const checkField = (param: string, v: unknown): QueryCheck<string> => {
 
 /** The version a body pins, checked before the artifact is read (its existence is checked after). */
 export const readVersion = (body: unknown): QueryCheck<number | undefined> => {
-  if (!isObject(body) || body.version === undefined || body.version === null) return good(undefined)
+  if (!isPlainObject(body) || body.version === undefined || body.version === null) return good(undefined)
   const v = body.version
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) return bad("version", `expected a positive integer, got ${typeof v === "number" ? v : describe(v)}`)
   // Versions are 32-bit in storage; a larger one cannot exist.
@@ -103,7 +103,7 @@ const coerce = (value: Json, column: Column | undefined): Json => {
 
 const checkPredicate = (i: number, v: unknown, columns: ReadonlyMap<string, Column>): QueryCheck<Predicate> => {
   const at = `filter[${i}]`
-  if (!isObject(v)) return bad(at, `expected an object {field, op, value}, got ${describe(v)}`)
+  if (!isPlainObject(v)) return bad(at, `expected an object {field, op, value}, got ${describe(v)}`)
   const field = checkField(`${at}.field`, v.field)
   if (!field.ok) return field
   if (typeof v.op !== "string" || !(FilterOps as ReadonlyArray<string>).includes(v.op)) {
@@ -163,7 +163,7 @@ const checkSort = (v: unknown): QueryCheck<ReadonlyArray<SortKey>> => {
   const out: Array<SortKey> = []
   for (let i = 0; i < v.length; i++) {
     const key = v[i]
-    if (!isObject(key)) return bad(`sort[${i}]`, `expected an object {field, dir}, got ${describe(key)}`)
+    if (!isPlainObject(key)) return bad(`sort[${i}]`, `expected an object {field, dir}, got ${describe(key)}`)
     const field = checkField(`sort[${i}].field`, key.field)
     if (!field.ok) return field
     const dir = key.dir ?? "asc"
@@ -194,10 +194,10 @@ const ROW_FIELDS = ["filter", "sort", "search", "select", "offset", "limit", "or
  */
 export const checkQuery = (body: unknown, target: { readonly structured: boolean; readonly columns: ReadonlyArray<Column> }): QueryCheck<RowQuery | TextQuery> => {
   if (body === undefined || body === null) body = {}
-  if (!isObject(body)) return { ok: false, param: "", message: `The query body must be a JSON object, got ${describe(body)}` }
+  if (!isPlainObject(body)) return { ok: false, param: "", message: `The query body must be a JSON object, got ${describe(body)}` }
   const range = body.range ?? undefined
-  if (range !== undefined && range !== null && !isObject(range)) return bad("range", `expected an object, got ${describe(range)}`)
-  const r = isObject(range) ? range : {}
+  if (range !== undefined && range !== null && !isPlainObject(range)) return bad("range", `expected an object, got ${describe(range)}`)
+  const r = isPlainObject(range) ? range : {}
 
   if (!target.structured) {
     for (const name of ROW_FIELDS) {

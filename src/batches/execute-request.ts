@@ -22,6 +22,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import type { BatchClaim, RequestOutcome } from "./batches-repo.ts"
+import { isPlainObject } from "../util/json.ts"
 
 type Answer = { readonly status: number; readonly body: unknown } | ApiError
 
@@ -36,14 +37,13 @@ const openaiDialects: Record<string, ChatDialect<any>> = {
 
 export const OPENAI_BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"] as const
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
 const chatAnswer = <Echo>(dialect: ChatDialect<Echo>, body: unknown, key: KeyRecord, requestId: string) =>
   Effect.gen(function*() {
-    if (isObject(body) && body.stream === true) {
+    if (isPlainObject(body) && body.stream === true) {
       return yield* new InvalidRequest({ message: "stream: batch requests are answered whole; stream must be false or absent", param: "stream" })
     }
-    if (dialect === responsesDialect && isObject(body) && body.previous_response_id != null) {
+    if (dialect === responsesDialect && isPlainObject(body) && body.previous_response_id != null) {
       return yield* new InvalidRequest({ message: "previous_response_id: batch requests cannot continue a stored response", param: "previous_response_id" })
     }
     const decoded = yield* dialect.decode(body)
@@ -64,7 +64,7 @@ const chatAnswer = <Echo>(dialect: ChatDialect<Echo>, body: unknown, key: KeyRec
 
 const embeddingAnswer = (body: unknown, key: KeyRecord, requestId: string) =>
   Effect.gen(function*() {
-    if (!isObject(body) || typeof body.model !== "string") return yield* new InvalidRequest({ message: "model: expected a string", param: "model" })
+    if (!isPlainObject(body) || typeof body.model !== "string") return yield* new InvalidRequest({ message: "model: expected a string", param: "model" })
     const input = body.input
     const texts = typeof input === "string" ? [input] : input
     if (!Array.isArray(texts) || texts.length === 0 || texts.some((t) => typeof t !== "string" || t === "")) {

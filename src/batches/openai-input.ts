@@ -8,6 +8,7 @@
  * loop.
  */
 import { Effect } from "effect"
+import { isPlainObject } from "../util/json.ts"
 
 export const MAX_BATCH_REQUESTS = 1_000
 const MAX_CUSTOM_ID = 512
@@ -27,7 +28,6 @@ export type ParsedInput =
   /** Not a batch at all: no line, or more than the limit (a 400 at create). */
   | { readonly _tag: "WrongSize"; readonly lines: number }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
 export const parseOpenAiInput = (content: Uint8Array, endpoint: string): Effect.Effect<ParsedInput> =>
   Effect.gen(function*() {
@@ -54,7 +54,7 @@ export const parseOpenAiInput = (content: Uint8Array, endpoint: string): Effect.
         fail("invalid_json_line", `Line ${line} is not valid JSON.`, line)
         continue
       }
-      if (!isObject(value)) {
+      if (!isPlainObject(value)) {
         fail("invalid_json_line", `Line ${line} is not a JSON object.`, line)
         continue
       }
@@ -81,7 +81,7 @@ export const parseOpenAiInput = (content: Uint8Array, endpoint: string): Effect.
         )
         continue
       }
-      if (!isObject(value.body)) {
+      if (!isPlainObject(value.body)) {
         fail("invalid_request", `Line ${line}: body must be a JSON object.`, line, "body")
         continue
       }

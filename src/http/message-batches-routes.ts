@@ -16,6 +16,7 @@ import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
+import { isPlainObject } from "../util/json.ts"
 
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
 const LIST_LIMIT = { default: 20, max: 1_000 }
@@ -29,17 +30,16 @@ const originOf = (ctx: RequestContext) => {
   return `${proto}://${host}`
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
 const validRequests = (body: unknown) => {
-  const requests = isObject(body) ? body.requests : undefined
+  const requests = isPlainObject(body) ? body.requests : undefined
   if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
     return Effect.fail(new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" }))
   }
   const seen = new Set<string>()
   const out: Array<{ customId: string; params: string }> = []
   for (const [i, request] of requests.entries()) {
-    if (!isObject(request)) return Effect.fail(new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` }))
+    if (!isPlainObject(request)) return Effect.fail(new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` }))
     const customId = request.custom_id
     if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
       return Effect.fail(new InvalidRequest({
@@ -51,7 +51,7 @@ const validRequests = (body: unknown) => {
       return Effect.fail(new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` }))
     }
     seen.add(customId)
-    if (!isObject(request.params)) {
+    if (!isPlainObject(request.params)) {
       return Effect.fail(new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` }))
     }
     if (request.params.stream === true) {

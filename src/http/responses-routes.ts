@@ -15,7 +15,6 @@ import { HttpServerResponse } from "effect/http"
 import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
 import { decodeWithItems } from "../dialects/responses/decode.ts"
-import { isObject } from "../dialects/responses/wire-object.ts"
 import { responsesDialect } from "../dialects/responses/index.ts"
 import { referencedItemIds } from "../dialects/responses/input.ts"
 import { type ReplayRecord, replayFrames } from "../dialects/responses/replay.ts"
@@ -30,6 +29,7 @@ import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
+import { isPlainObject } from "../util/json.ts"
 
 /** Spec rule 1: an unknown, unstored or foreign id is a 404 `invalid_request_error` naming only that id. */
 const loadPrevious = Effect.fnUntraced(function*(repo: ResponsesRepo["Service"], keyId: string, id: string | null) {
@@ -53,7 +53,7 @@ const createResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
   const key = yield* requireKey(ctx)
   const raw = yield* readJson(ctx)
   const repo = yield* ResponsesRepo
-  const items = yield* repo.findItems(key.id, referencedItemIds(isObject(raw) ? raw.input : undefined))
+  const items = yield* repo.findItems(key.id, referencedItemIds(isPlainObject(raw) ? raw.input : undefined))
   const resolve = (id: string) => items.get(id)
   const decoded = yield* decodeWithItems(raw, resolve)
   const previous = yield* loadPrevious(repo, key.id, decoded.echo.previousResponseId)

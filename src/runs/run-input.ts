@@ -16,15 +16,14 @@ import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatModel } from "../config/schema.ts"
 import type { ContentBlock, Message, OutputBlock, TextBlock, ToolResultBlock } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
-import type { Json } from "../util/json.ts"
+import { isPlainObject, type Json } from "../util/json.ts"
 import type { LogEvent } from "./run-record.ts"
 
 /** True when `input` can start an execution (a non-empty string or list). */
 export const isUsableInput = (input: unknown) =>
   (typeof input === "string" && input.trim() !== "") || (Array.isArray(input) && input.length > 0)
 
-const asObject = (value: unknown): Record<string, unknown> | undefined =>
-  typeof value === "object" && value !== null && !Array.isArray(value) ? value as Record<string, unknown> : undefined
+const asObject = (value: unknown) => (isPlainObject(value) ? value : undefined)
 
 /** A tool in any chat endpoint's shape → the Messages shape the decoder reads. */
 const messagesTool = (tool: Json): Json => {

@@ -16,7 +16,6 @@ import { Effect, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import type { EncodeContext } from "../dialects/dialect.ts"
 import { outputItem } from "../dialects/responses/envelope.ts"
-import type { Obj } from "../dialects/responses/wire-object.ts"
 import { type ItemResolver } from "../dialects/responses/input.ts"
 import { listInputItems } from "../dialects/responses/input-items.ts"
 import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
@@ -27,6 +26,7 @@ import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
+import type { JsonObject } from "../util/json.ts"
 
 /** How a call can fail (as `http/chat-answer.ts` names it). */
 type CallFailure = BackendError | QueueTimeout
@@ -46,7 +46,7 @@ export interface StorePlan {
   /** JSON of every input item the response lists: the previous response's, its output, this input. */
   readonly inputItemsJson: string
   /** This input's items with minted ids: they become referable. */
-  readonly minted: ReadonlyArray<Obj>
+  readonly minted: ReadonlyArray<JsonObject>
 }
 
 const outputOf = (body: string): ReadonlyArray<unknown> => {

@@ -16,5 +16,9 @@ export const jsonType = (value: Json): JsonType =>
     ? "object"
     : (typeof value as "boolean" | "number" | "string")
 
+/**
+ * A JSON object (not null, not an array): a parsed body's field before it is checked, or a `Json`
+ * value. The one test of it; values come from `JSON.parse`, so its fields are `Json`.
+ */
 export const isPlainObject = (value: unknown): value is JsonObject =>
   typeof value === "object" && value !== null && !Array.isArray(value)

@@ -17,7 +17,7 @@
  * - JSON response formats become a system instruction (the upstream has no non-beta equivalent).
  */
 import type { ContentBlock, DocumentBlock, ImageBlock, TextBlock } from "../../model/content.ts"
-import type { Json } from "../../util/json.ts"
+import { isPlainObject } from "../../util/json.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
 import { isToolCallForced } from "../../model/request.ts"
 import type { PlacementRuntime } from "../backend.ts"
@@ -58,8 +58,6 @@ const part = (block: TextBlock | ImageBlock | DocumentBlock): Wire =>
     ? { type: "image", source: imageSource(block) }
     : documentBlock(block)
 
-const isObject = (value: Json): boolean => typeof value === "object" && value !== null && !Array.isArray(value)
-
 /** One block as the upstream takes it, or undefined for a block it would reject. */
 const wireBlock = (block: ContentBlock): Wire | undefined => {
   switch (block.type) {
@@ -69,7 +67,7 @@ const wireBlock = (block: ContentBlock): Wire | undefined => {
     case "document":
       return part(block)
     case "tool_use":
-      return { type: "tool_use", id: block.id, name: block.name, input: isObject(block.input) ? block.input : {} }
+      return { type: "tool_use", id: block.id, name: block.name, input: isPlainObject(block.input) ? block.input : {} }
     case "tool_result":
       return {
         type: "tool_result",

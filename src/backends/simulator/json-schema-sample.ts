@@ -16,7 +16,7 @@
  * `minItems` above MAX_SAMPLE_LENGTH / MAX_SAMPLE_ITEMS are sampled at those (the value is then
  * shorter than asked), and a `$ref` cycle or nesting deeper than MAX_NESTING gives `null` there.
  */
-import type { Json, JsonObject } from "../../util/json.ts"
+import { isPlainObject, type Json, type JsonObject } from "../../util/json.ts"
 import type { Prng } from "./prng.ts"
 import { SIMULATOR_VOCABULARY } from "./words.ts"
 
@@ -24,9 +24,6 @@ const MAX_DEPTH = 6
 const MAX_NESTING = 64
 const MAX_SAMPLE_LENGTH = 4_096
 const MAX_SAMPLE_ITEMS = 64
-
-const isObject = (value: Json | undefined): value is JsonObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 const num = (value: Json | undefined): number | undefined => (typeof value === "number" ? value : undefined)
 
@@ -37,20 +34,20 @@ const resolveRef = (root: Json, ref: string): Json => {
   let node: Json | undefined = root
   for (const raw of ref.slice(1).split("/").filter((part) => part !== "")) {
     const key = decodeURIComponent(raw).replaceAll("~1", "/").replaceAll("~0", "~")
-    node = isObject(node) ? node[key] : undefined
+    node = isPlainObject(node) ? node[key] : undefined
   }
   return node ?? {}
 }
 
-const propertiesOf = (schema: JsonObject): JsonObject => (isObject(schema.properties) ? schema.properties : {})
+const propertiesOf = (schema: JsonObject): JsonObject => (isPlainObject(schema.properties) ? schema.properties : {})
 const requiredOf = (schema: JsonObject): ReadonlyArray<Json> => (Array.isArray(schema.required) ? schema.required : [])
 
 /** `allOf` branches merged into one schema: properties and `required` unioned, the rest last-wins. */
 const mergeAll = (schemas: ReadonlyArray<Json>, root: Json): JsonObject => {
   let merged: Record<string, Json> = {}
   for (const branch of schemas) {
-    const resolved = isObject(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch
-    if (!isObject(resolved)) continue
+    const resolved = isPlainObject(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch
+    if (!isPlainObject(resolved)) continue
     const properties = { ...propertiesOf(merged), ...propertiesOf(resolved) }
     const required = [...requiredOf(merged), ...requiredOf(resolved)]
     merged = { ...merged, ...resolved, properties, required }
@@ -70,7 +67,7 @@ const typeOf = (schema: JsonObject): string => {
 
 const sample = (schema: Json, root: Json, prng: Prng, depth: number): Json => {
   if (depth > MAX_NESTING) return null
-  if (!isObject(schema)) return schema === false ? null : "value"
+  if (!isPlainObject(schema)) return schema === false ? null : "value"
   if (typeof schema.$ref === "string") return sample(resolveRef(root, schema.$ref), root, prng, depth + 1)
   if ("const" in schema) return schema.const
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return prng.pick(schema.enum)
@@ -78,7 +75,7 @@ const sample = (schema: Json, root: Json, prng: Prng, depth: number): Json => {
   if (Array.isArray(schema.examples) && schema.examples.length > 0) return schema.examples[0]
   const alternatives = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : undefined
   if (alternatives !== undefined && alternatives.length > 0) {
-    const branch = alternatives.find((b) => !(isObject(b) && b.type === "null")) ?? alternatives[0]
+    const branch = alternatives.find((b) => !(isPlainObject(b) && b.type === "null")) ?? alternatives[0]
     return sample(branch, root, prng, depth + 1)
   }
   if (Array.isArray(schema.allOf)) {
@@ -117,7 +114,7 @@ const sampleObject = (schema: JsonObject, root: Json, prng: Prng, depth: number)
   }
   for (const key of required) {
     if (!(key in out)) {
-      const extra = isObject(schema.additionalProperties) ? schema.additionalProperties : { type: "string" }
+      const extra = isPlainObject(schema.additionalProperties) ? schema.additionalProperties : { type: "string" }
       out[key] = sample(extra, root, prng, depth + 1)
     }
   }
@@ -126,7 +123,7 @@ const sampleObject = (schema: JsonObject, root: Json, prng: Prng, depth: number)
 
 const sampleArray = (schema: JsonObject, root: Json, prng: Prng, depth: number): Json => {
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : Array.isArray(schema.items) ? schema.items : []
-  const itemSchema: Json = isObject(schema.items) ? schema.items : {}
+  const itemSchema: Json = isPlainObject(schema.items) ? schema.items : {}
   const min = Math.min(num(schema.minItems) ?? 0, MAX_SAMPLE_ITEMS)
   const max = num(schema.maxItems) ?? Math.max(min, 3)
   const wanted = Math.min(MAX_SAMPLE_ITEMS, depth >= MAX_DEPTH ? min : Math.min(max, Math.max(min, prng.int(1, 2), prefix.length)))

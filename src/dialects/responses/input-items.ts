@@ -10,14 +10,14 @@
  * kept as sent and not indexed again (it already names an item, or names nothing of ours).
  */
 import { randomBytes } from "node:crypto"
-import { isObject, type Obj } from "./wire-object.ts"
 import { type ItemResolver, isItemReference } from "./input.ts"
+import { isPlainObject, type Json, type JsonObject } from "../../util/json.ts"
 
 export interface ListedInput {
   /** Every input item of this request, in order, as listed. */
-  readonly items: ReadonlyArray<Obj>
+  readonly items: ReadonlyArray<JsonObject>
   /** The items whose ids were minted here: they join the caller's referable items. */
-  readonly minted: ReadonlyArray<Obj>
+  readonly minted: ReadonlyArray<JsonObject>
 }
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -31,12 +31,12 @@ const newItemId = (prefix: string) => {
 const PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", reasoning: "rs" }
 
 /** An easy message's string content as the typed part list. */
-const contentParts = (role: unknown, content: unknown) =>
+const contentParts = (role: Json | undefined, content: Json | undefined): Json =>
   typeof content === "string"
     ? [role === "assistant" ? { type: "output_text", text: content, annotations: [] } : { type: "input_text", text: content }]
-    : content
+    : content as Json // a decoded message always has its content
 
-const typed = (item: Obj): Obj => {
+const typed = (item: JsonObject): JsonObject => {
   const type = typeof item.type === "string" ? item.type : "message"
   if (type !== "message") return { ...item, status: item.status ?? "completed" }
   return { ...item, type, content: contentParts(item.role, item.content), status: item.status ?? "completed" }
@@ -51,13 +51,13 @@ export const listInputItems = (input: string | ReadonlyArray<unknown>, resolve: 
     const item = { id: newItemId("msg"), type: "message", role: "user", content: [{ type: "input_text", text: input }], status: "completed" }
     return { items: [item], minted: [item] }
   }
-  const items: Array<Obj> = []
-  const minted: Array<Obj> = []
+  const items: Array<JsonObject> = []
+  const minted: Array<JsonObject> = []
   for (const raw of input) {
-    if (!isObject(raw)) continue
+    if (!isPlainObject(raw)) continue
     if (isItemReference(raw)) {
       const stored = resolve(raw.id as string)
-      if (isObject(stored)) items.push(stored)
+      if (isPlainObject(stored)) items.push(stored)
       continue
     }
     const item = typed(raw)

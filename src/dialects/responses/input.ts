@@ -21,7 +21,7 @@ import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from
 import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import { decoderAt, discriminated, given, opt, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
-import { isObject, type Obj } from "./wire-object.ts"
+import { isPlainObject, type JsonObject } from "../../util/json.ts"
 
 /** The stored wire item with this id, among the caller's items; undefined when there is none. */
 export type ItemResolver = (id: string) => unknown
@@ -30,8 +30,8 @@ export type ItemResolver = (id: string) => unknown
 export const noStoredItems: ItemResolver = () => undefined
 
 /** An input item that only names a stored item: `{type: "item_reference", id}` or a bare `{id}`. */
-export const isItemReference = (raw: unknown): raw is Obj =>
-  isObject(raw) && (raw.type === "item_reference" || (raw.type === undefined && raw.role === undefined && raw.id !== undefined))
+export const isItemReference = (raw: unknown): raw is JsonObject =>
+  isPlainObject(raw) && (raw.type === "item_reference" || (raw.type === undefined && raw.role === undefined && raw.id !== undefined))
 
 /** The ids an `input` refers to, for the route to look up before decoding. */
 export const referencedItemIds = (input: unknown): ReadonlyArray<string> =>
@@ -46,7 +46,7 @@ const decodeReference = decoderAt(Schema.Struct({ id: Schema.String }))
  * answers it) when there are stored items to look in; without storage (`noStoredItems`, the
  * embedding API) it is a 400: references need the HTTP API.
  */
-const resolveReference = (item: Obj, path: string, resolve: ItemResolver): unknown => {
+const resolveReference = (item: JsonObject, path: string, resolve: ItemResolver): unknown => {
   const { id } = decodeReference(item, path)
   const stored = resolve(id)
   if (stored !== undefined) return stored
@@ -137,7 +137,7 @@ export function* decodeInput(input: string | ReadonlyArray<unknown>, resolve: It
 }
 
 const decodeItem = (raw: unknown, path: string): Piece | undefined => {
-  if (isObject(raw) && raw.type == null) return messagePiece(decodeEasyMessage(raw, path), path)
+  if (isPlainObject(raw) && raw.type == null) return messagePiece(decodeEasyMessage(raw, path), path)
   const item = decodeItemMember(raw, path)
   switch (item.type) {
     case "message":
