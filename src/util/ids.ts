@@ -69,9 +69,12 @@ const take = (): string => {
  * As many base62 characters as carry `bytes` random bytes (no `-`/`_`, so a double-click selects
  * the whole key).
  */
-export const randomBase62 = (bytes: number): string => {
+export const randomBase62 = (bytes: number): string => randomBase62Chars(Math.ceil((bytes * 8) / Math.log2(62)))
+
+/** `count` random base62 characters (ids whose shape is fixed by an API: `msg_` + 24). */
+export const randomBase62Chars = (count: number): string => {
   length = 0
-  appendBase62(Math.ceil((bytes * 8) / Math.log2(62)))
+  appendBase62(count)
   return take()
 }
 

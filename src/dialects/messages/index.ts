@@ -8,17 +8,11 @@ import { decodeRequest, type Sliced } from "../staged-decode.ts"
 import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
 import { makeMessagesStreamEncoder } from "./encode-stream.ts"
+import { randomBase62Chars } from "../../util/ids.ts"
 
-
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 /** `msg_` and 24 random base-62 characters, the shape Messages ids have. */
-const newMessageId = (): string => {
-  const bytes = crypto.getRandomValues(new Uint8Array(24))
-  let id = "msg_"
-  for (const byte of bytes) id += BASE62[byte % 62]
-  return id
-}
+const newMessageId = (): string => `msg_${randomBase62Chars(24)}`
 
 /** Decodes a count_tokens body (no `max_tokens`) to the canonical request it would make. */
 export const decodeCountTokens = decodeRequest(countTokensRequestOf)

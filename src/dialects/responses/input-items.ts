@@ -9,9 +9,9 @@
  * `rs_…`) and is indexed, so it can be referred to like an output item; an id the client sent is
  * kept as sent and not indexed again (it already names an item, or names nothing of ours).
  */
-import { randomBytes } from "node:crypto"
 import { type ItemResolver, isItemReference } from "./input.ts"
 import { isPlainObject, type Json, type JsonObject } from "../../util/json.ts"
+import { randomBase62Chars } from "../../util/ids.ts"
 
 export interface ListedInput {
   /** Every input item of this request, in order, as listed. */
@@ -20,13 +20,8 @@ export interface ListedInput {
   readonly minted: ReadonlyArray<JsonObject>
 }
 
-const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-const newItemId = (prefix: string) => {
-  let id = `${prefix}_`
-  for (const byte of randomBytes(24)) id += BASE62[byte % 62]
-  return id
-}
+/** `msg_`, `fc_`… and 24 random base-62 characters, as the Responses API's item ids. */
+const newItemId = (prefix: string) => `${prefix}_${randomBase62Chars(24)}`
 
 const PREFIX: Record<string, string> = { message: "msg", function_call: "fc", function_call_output: "fco", reasoning: "rs" }
 
