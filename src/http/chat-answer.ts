@@ -170,8 +170,8 @@ const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<stri
 
 /**
  * A whole JSON answer (200). Over node:http it is written here, as a started stream is
- * (`writeSse`): the head and the body in one `end`, the JSON text as it is (node encodes it and
- * sets its length), with no platform response in between — no `Headers` object built from the
+ * (`writeSse`): the head (with the body's length) and the JSON text as it is (node encodes it),
+ * with no platform response in between — no `Headers` object built from the
  * record and merged again with the request-id headers, no body encoded to bytes first, no second
  * pass that turns them back into node's. The platform then finds the response ended and writes
  * nothing. Elsewhere (the embedding API's web handler) the platform's response.
@@ -181,7 +181,14 @@ const respondJson = (ctx: RequestContext, body: string, headers: Record<string, 
   if (response === undefined) return HttpServerResponse.text(body, { contentType: "application/json", headers })
   // A client already gone gets nothing (as the platform does); the log line still says 200.
   if (!response.destroyed) {
-    response.writeHead(200, { ...headers, "content-type": "application/json", "x-request-id": ctx.requestId, "request-id": ctx.requestId })
+    // Its length, as the platform sends it (an explicit head would otherwise make node chunk the body).
+    response.writeHead(200, {
+      ...headers,
+      "content-type": "application/json",
+      "content-length": String(Buffer.byteLength(body)),
+      "x-request-id": ctx.requestId,
+      "request-id": ctx.requestId
+    })
     response.end(body)
   }
   return HttpServerResponse.empty({ status: 200 })

@@ -52,6 +52,20 @@ describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)
       body: JSON.stringify(body)
     })
 
+  it("a whole answer: JSON with its length (not chunked), the request id, the serving model and the limits", inOrder, async () => {
+    const res = await post({ model: "svc-nova-mini", max_tokens: 8, messages: [{ role: "user", content: "hi ✓" }] })
+    expect(res.status).toBe(200)
+    const bytes = new Uint8Array(await res.arrayBuffer())
+    expect(res.headers.get("content-type")).toBe("application/json")
+    expect(res.headers.get("content-length")).toBe(String(bytes.length))
+    expect(res.headers.get("transfer-encoding")).toBeNull()
+    expect(res.headers.get("x-request-id")).toMatch(/^req_/)
+    expect(res.headers.get("request-id")).toBe(res.headers.get("x-request-id"))
+    expect(res.headers.get("xsvc-model")).toBe("svc-nova-mini")
+    expect(res.headers.get("x-ratelimit-limit-requests")).not.toBeNull()
+    expect(JSON.parse(new TextDecoder().decode(bytes))).toMatchObject({ object: "chat.completion", model: "svc-nova-mini" })
+  })
+
   it("422 for a strict json_schema on a model whose only placement cannot guarantee it", inOrder, async () => {
     const error = await rejection(client.chat.completions.create({
       model: "svc-atlas-2-preview",
