@@ -30,7 +30,7 @@ import { answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, shapeForUnknownPath } from "./route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, shapeForUnknownPath, withRequestId } from "./route.ts"
 
 const bearerToken = (header: string | undefined) => {
   if (header === undefined) return undefined
@@ -213,7 +213,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       )
       // An answer the handler wrote itself carries these already (and the platform writes nothing more).
       return yield* finished(
-        answeredDirectly(request) ? response : HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId }),
+        answeredDirectly(request) ? response : HttpServerResponse.setHeaders(response, withRequestId({}, requestId)),
         record
       )
     })

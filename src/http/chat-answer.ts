@@ -28,7 +28,7 @@ import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
-import { type RequestContext, requireKey } from "./route.ts"
+import { type RequestContext, requireKey, withRequestId } from "./route.ts"
 import { nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
@@ -165,7 +165,7 @@ const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<stri
   if (response === undefined) return Effect.sync(() => sseResponse(frames(call.events, call.sse), headers))
   // Committed: a client that leaves from here on is logged with the status it was sent.
   ctx.record.status = 200
-  return writeSse(response, { ...headers, "x-request-id": ctx.requestId, "request-id": ctx.requestId }, call.events, call.sse)
+  return writeSse(response, withRequestId(headers, ctx.requestId), call.events, call.sse)
 }
 
 /**
@@ -181,14 +181,11 @@ const respondJson = (ctx: RequestContext, body: string, headers: Record<string, 
   if (response === undefined) return HttpServerResponse.text(body, { contentType: "application/json", headers })
   // A client already gone gets nothing (as the platform does); the log line still says 200.
   if (!response.destroyed) {
-    // Its length, as the platform sends it (an explicit head would otherwise make node chunk the body).
-    response.writeHead(200, {
-      ...headers,
-      "content-type": "application/json",
-      "content-length": String(Buffer.byteLength(body)),
-      "x-request-id": ctx.requestId,
-      "request-id": ctx.requestId
-    })
+    // Added to the caller's own record (made for this answer). The body's length, as the platform
+    // sends it: an explicit head would otherwise make node chunk the body.
+    headers["content-type"] = "application/json"
+    headers["content-length"] = String(Buffer.byteLength(body))
+    response.writeHead(200, withRequestId(headers, ctx.requestId))
     response.end(body)
   }
   return HttpServerResponse.empty({ status: 200 })

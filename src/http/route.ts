@@ -11,6 +11,16 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import type { Surface } from "../keys/permissions.ts"
 
+/**
+ * `headers` with the request's id in the two headers the SDKs read it from (OpenAI's
+ * `x-request-id`, Anthropic's `request-id`): on every answer, whoever writes it.
+ */
+export const withRequestId = (headers: Record<string, string>, requestId: string): Record<string, string> => ({
+  ...headers,
+  "x-request-id": requestId,
+  "request-id": requestId
+})
+
 /** Which error body a route answers with (spec: dialect shapes vs the flat shape). */
 export type ErrorShape = "messages" | "openai" | "flat"
 

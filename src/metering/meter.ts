@@ -112,8 +112,10 @@ export class Meter extends Context.Service<Meter, {
      * A metered call over its admission and reservation. Settling goes to the store first, then the
      * ledger: a rebuild that runs in between reads SQL without this entry and the settle (finding
      * no hold) still charges it, so it is counted exactly once. Only the settle that charged writes
-     * the ledger row and counts the charge metrics (`gateway_tokens_total`, `gateway_cost_usd_total`): a call settled twice under one request id (a run step re-run on another
-     * instance) is charged and recorded at the usage of whichever settle reached the store first.
+     * the ledger row and counts the charge metrics (`gateway_tokens_total`,
+     * `gateway_cost_usd_total`): a call settled twice under one request id (a run step re-run on
+     * another instance) is charged and recorded at the usage of whichever settle reached the store
+     * first.
      */
     const meteredCall = (request: BeginRequest, maxOutputTokens: number, requestId: string, admission: Admission, reservation: Reservation): MeteredCall => {
       const { key, model } = request

@@ -19,7 +19,7 @@ import { decodeWith, readJson } from "../http/body.ts"
 import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
 import { renderDefect, renderError } from "../http/render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath } from "../http/route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath, withRequestId } from "../http/route.ts"
 import { newRequestRecord } from "../observability/request-record.ts"
 import { newId } from "../util/ids.ts"
 
@@ -136,7 +136,7 @@ export const makeSimulateApp = (options: SimulateOptions) => {
         Effect.logError("simulator request failed", defect).pipe(Effect.as(renderDefect(shape, requestId)))
       )
     )
-    return HttpServerResponse.setHeaders(response, { "x-request-id": requestId, "request-id": requestId })
+    return HttpServerResponse.setHeaders(response, withRequestId({}, requestId))
   })
 }
 
