@@ -30,7 +30,7 @@ import { answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, shapeForUnknownPath, withRequestId } from "./route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, withRequestId } from "./route.ts"
 
 const bearerToken = (header: string | undefined) => {
   if (header === undefined) return undefined
@@ -142,7 +142,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
     const respond = (request: HttpServerRequest.HttpServerRequest, requestId: string, url: RequestTarget, record: RequestRecord) => {
       const found = match(request.method, url.pathname)
       if (found._tag === "NoRoute") {
-        return { shape: shapeForUnknownPath(url.pathname), effect: Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` })) }
+        return { shape: found.shape, effect: Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` })) }
       }
       if (found._tag === "WrongMethod") {
         return { shape: found.shape, effect: Effect.fail(new MethodNotAllowed({ method: request.method, allow: found.allow })) }

@@ -81,7 +81,7 @@ interface CompiledPath<R> {
 export type Match<R> =
   | { readonly _tag: "Found"; readonly route: RouteDef<R>; readonly params: Record<string, string> }
   | { readonly _tag: "WrongMethod"; readonly allow: ReadonlyArray<string>; readonly shape: ErrorShape }
-  | { readonly _tag: "NoRoute" }
+  | { readonly _tag: "NoRoute"; readonly shape: ErrorShape }
 
 /** A malformed escape (`%zz`) stays as sent: such an id simply matches nothing. */
 const safeDecode = (segment: string) => {
@@ -108,9 +108,34 @@ const compile = (path: string) => {
   return { pattern: new RegExp(`^${source}$`), names }
 }
 
+/** A path's family: its first segment, or its first two under `/v1` (`/v1/messages`, `/admin`). */
+const familyOf = (path: string): string => {
+  const [, first = "", second = ""] = path.split("/", 3)
+  return first === "v1" ? `/v1/${second}` : `/${first}`
+}
+
+/**
+ * The error shape of paths no route matches, by family: that of the routes of the path's family
+ * when they all share one (`/v1/messages/nope` answers as Messages, `/metrics/x` and `/admin/x`
+ * flat), else OpenAI's. Read from the route table itself, so a new family needs no second list.
+ */
+const unknownPathShapes = (routes: ReadonlyArray<RouteDef<unknown>>) => {
+  const byFamily = new Map<string, ErrorShape | "mixed">()
+  for (const route of routes) {
+    const family = familyOf(route.path)
+    const seen = byFamily.get(family)
+    byFamily.set(family, seen === undefined || seen === route.shape ? route.shape : "mixed")
+  }
+  return (path: string): ErrorShape => {
+    const shape = byFamily.get(familyOf(path))
+    return shape === undefined || shape === "mixed" ? "openai" : shape
+  }
+}
+
 export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
   const paths: Array<CompiledPath<R>> = []
   const byPath = new Map<string, CompiledPath<R>>()
+  const shapeOfUnknown = unknownPathShapes(routes as ReadonlyArray<RouteDef<unknown>>)
   for (const route of routes) {
     let compiled = byPath.get(route.path)
     if (compiled === undefined) {
@@ -137,7 +162,7 @@ export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
       })
       return { _tag: "Found", route, params }
     }
-    return { _tag: "NoRoute" }
+    return { _tag: "NoRoute", shape: shapeOfUnknown(path) }
   }
 }
 
@@ -184,10 +209,3 @@ export const requestTarget = (target: string): RequestTarget => {
 export const requireKey = (ctx: RequestContext): Effect.Effect<KeyRecord, Unauthenticated> =>
   ctx.key === undefined ? Effect.fail(new Unauthenticated({ message: "Missing API key" })) : Effect.succeed(ctx.key)
 
-/** The error shape of a path no route matched: by the family it looks like it belongs to. */
-export const shapeForUnknownPath = (path: string): ErrorShape =>
-  path.startsWith("/v1/messages")
-    ? "messages"
-    : /^\/(v1\/(agent-runs|states|artifacts)|admin|dashboard)(\/|$)/.test(path)
-    ? "flat"
-    : "openai"

@@ -19,7 +19,7 @@ import { decodeWith, readJson } from "../http/body.ts"
 import { encodeDirect } from "../http/chat-answer.ts"
 import { jsonResponse } from "../http/json.ts"
 import { renderDefect, renderError } from "../http/render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, shapeForUnknownPath, withRequestId } from "../http/route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, type RouteDef, withRequestId } from "../http/route.ts"
 import { newRequestRecord } from "../observability/request-record.ts"
 import { newId } from "../util/ids.ts"
 
@@ -113,9 +113,10 @@ export const makeSimulateApp = (options: SimulateOptions) => {
     const requestId = newId("req")
     const url = new URL(request.url, "http://simulator")
     const found = match(request.method, url.pathname)
-    let shape: ErrorShape = shapeForUnknownPath(url.pathname)
+    let shape: ErrorShape
     let effect: Effect.Effect<HttpServerResponse.HttpServerResponse, ApiError | { readonly _tag: "SqlError" }, never>
     if (found._tag === "NoRoute") {
+      shape = found.shape
       effect = Effect.fail(new NotFound({ kind: "route", message: `Unknown route: ${request.method} ${url.pathname}` }))
     } else if (found._tag === "WrongMethod") {
       shape = found.shape

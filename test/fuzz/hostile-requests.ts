@@ -17,7 +17,7 @@
  */
 import fc from "fast-check"
 import { allRoutes } from "../../src/http/routes.ts"
-import { type ErrorShape, shapeForUnknownPath } from "../../src/http/route.ts"
+import { type ErrorShape, makeMatcher } from "../../src/http/route.ts"
 import type { GatewayProcess } from "../support/gateway-process.ts"
 
 type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
@@ -312,6 +312,13 @@ const choicesArbitrary = fc.record({
 
 export type Choices = typeof choicesArbitrary extends fc.Arbitrary<infer T> ? T : never
 
+const matchRoute = makeMatcher(allRoutes)
+/** The error shape the server answers a path in: its route's, or (unmatched) its family's. */
+const shapeOfPath = (method: string, path: string): ErrorShape => {
+  const found = matchRoute(method, path)
+  return found._tag === "Found" ? found.route.shape : found.shape
+}
+
 /** The request a set of choices describes. */
 export const buildCase = (target: FuzzTarget, options: FuzzOptions, c: Choices): FuzzCase => {
   const route = allRoutes[c.routeIndex]
@@ -369,10 +376,11 @@ export const buildCase = (target: FuzzTarget, options: FuzzOptions, c: Choices):
     case "none":
       break
   }
-  // A mangled path (or one a client normalizes, like `..`) may match nothing: its errors take the
-  // shape of the family the path the server sees looks like.
+  // A mangled path (or one a client normalizes, like `..`) may match another route or none: its
+  // errors take the shape of what the server matches for the path it sees (for no route, that of
+  // the path's family).
   const sent = new URL(path, "http://gateway").pathname
-  const shape = c.pathMangle === undefined && sent === path.split("?")[0] ? route.shape : shapeForUnknownPath(sent)
+  const shape = c.pathMangle === undefined && sent === path.split("?")[0] ? route.shape : shapeOfPath(method, sent)
   const huge = label.includes("HUGE") || label.includes("huge-body") ? ` huge=${c.hugeKind}×${hugeBytes}` : ""
   return { method, path, shape, headers, body, label: `${method} ${path.slice(0, 120)} [${label}]${huge} auth=${c.auth} ct=${c.contentType}` }
 }

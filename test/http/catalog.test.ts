@@ -92,4 +92,21 @@ describe.each(engines())("catalog endpoints ($name)", (engine) => {
     expect(flat.status).toBe(404)
     expect(await flat.json()).toEqual({ error: { type: "not_found", message: "Unknown route: GET /admin/v1/keys/x/y" } })
   })
+
+  it("answers an unknown path in its family's error shape, read from the routes (operational endpoints flat)", async () => {
+    const bodyOf = async (path: string) => {
+      const response = await fetch(`${gw.baseUrl}${path}`)
+      expect(response.status, path).toBe(404)
+      return response.json()
+    }
+    for (const path of ["/metrics/x", "/healthz/x", "/readyz/x", "/v1/states/a/b/c"]) {
+      expect(await bodyOf(path), path).toEqual({ error: { type: "not_found", message: `Unknown route: GET ${path}` } })
+    }
+    expect(await bodyOf("/v1/messages/nope")).toMatchObject({ type: "error", error: { type: "not_found" } })
+    expect(await bodyOf("/v1/chat/nope")).toMatchObject({ error: { type: "not_found", param: null, code: null } })
+    // The router reads a trailing slash as none: the route answers, in its own shape.
+    const slashed = await fetch(`${gw.baseUrl}/metrics/?limit=%00`)
+    expect(slashed.status).toBe(401)
+    expect(Object.keys((await slashed.json() as { error: object }).error).sort()).toEqual(["message", "type"])
+  })
 })
