@@ -6,7 +6,7 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
- *                          [--env NAME=VALUE]… [--otlp] [--bare] [--ttft-ms 0]
+ *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2). `--ttft-ms` holds a stream's
@@ -19,7 +19,10 @@
  * reported. `node bench/observability.ts` compares these arms.
  *
  * `--bare` runs `bench/bare-proxy.ts` (node:http in, undici out, nothing else) in the gateway's
- * place: the floor any Node proxy pays per request at this rate on this machine.
+ * place: the floor any Node proxy pays per request at this rate on this machine. `--floor` runs
+ * `bench/floor-proxy.ts`: the bare proxy plus the least work a translating, metering gateway must do
+ * (auth lookup, body checks, a hold, both bodies parsed and re-encoded, a log line), in plain code —
+ * what the gateway spends beyond it is its own structure.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops). `--perf DIR` samples its main thread with Linux perf over the measured window instead
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     c1: { type: "string", default: "500" },
     portkey: { type: "boolean", default: false },
     bare: { type: "boolean", default: false },
+    floor: { type: "boolean", default: false },
     env: { type: "string", multiple: true, default: [] },
     otlp: { type: "boolean", default: false },
     deltas: { type: "string", default: "16" },
@@ -76,7 +80,7 @@ const nodeArgs = [
   ...(values.perf !== undefined ? perfNodeArgs(values.perf) : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
-const gateway = values.bare ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs)), createKey: async () => "sk-bench" }
+const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare")), createKey: async () => "sk-bench" }
   : values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
   name: "gateway",
   config,

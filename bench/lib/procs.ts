@@ -273,13 +273,17 @@ export const startPortkey = async (logDir: string, cpu: number, stockResponse: "
   })
 }
 
-/** `bench/bare-proxy.ts`: the floor of a Node proxy (node:http in, undici out, nothing else). */
-export const startBareProxy = async (logDir: string, cpu: number, upstreamUrl: string, nodeArgs: ReadonlyArray<string> = []) => {
+/**
+ * `bench/bare-proxy.ts`: the floor of a Node proxy (node:http in, undici out, nothing else); or, as
+ * `kind: "floor"`, `bench/floor-proxy.ts`: that plus the least per-request work of a translating,
+ * metering gateway, in plain code.
+ */
+export const startBareProxy = async (logDir: string, cpu: number, upstreamUrl: string, nodeArgs: ReadonlyArray<string> = [], kind: "bare" | "floor" = "bare") => {
   const port = await freePort()
   return spawnPinned({
-    name: "bare-proxy",
-    args: [...nodeArgs, join(ROOT, "bench", "bare-proxy.ts"), String(port), upstreamUrl],
-    ready: /bare proxy listening/,
+    name: `${kind}-proxy`,
+    args: [...nodeArgs, join(ROOT, "bench", `${kind}-proxy.ts`), String(port), upstreamUrl],
+    ready: /(?:bare|floor) proxy listening/,
     url: `http://127.0.0.1:${port}`,
     cpu,
     logDir
