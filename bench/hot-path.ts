@@ -181,4 +181,6 @@ function printPerf(perf: PerfBreakdown, usPerRequest: number) {
   for (const [name, share] of perf.inclusive) console.log(`${us(share)} µs  ${name}`)
   console.log("packages' files (innermost named frame):")
   for (const [name, share] of perf.packageFiles) console.log(`${us(share)} µs  ${name}`)
+  console.log("node's own JS, by its caller:")
+  for (const [name, share] of perf.nodeCallers) console.log(`${us(share)} µs  ${name}`)
 }

@@ -51,6 +51,8 @@ export interface PerfBreakdown {
   readonly inclusive: ReadonlyArray<readonly [string, number]>
   /** The file of the innermost named JS frame, for the packages' areas (which of Effect's modules: its runtime, Schema, HTTP…). */
   readonly packageFiles: ReadonlyArray<readonly [string, number]>
+  /** Node's own JS by who called it: the nearest frame above it of the gateway, a package, or none. */
+  readonly nodeCallers: ReadonlyArray<readonly [string, number]>
 }
 
 const areaOf = (frame: string): string | undefined => {
@@ -89,6 +91,7 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   const self = new Map<string, number>()
   const inclusive = new Map<string, number>()
   const packageFiles = new Map<string, number>()
+  const nodeCallers = new Map<string, number>()
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
   let samples = 0
   for (const block of script.stdout.split("\n\n")) {
@@ -101,6 +104,10 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
     bump(self, frameName(named === undefined || area === "kernel" ? frames[0] : named))
     const file = named === undefined ? null : /node_modules\/(\S+?):\d+:\d+/.exec(frameName(named))
     if (file !== null) bump(packageFiles, file[1]!)
+    if (area === "node (JS)") {
+      const caller = frames.find((f) => { const a = areaOf(f); return a !== undefined && a !== "node (JS)" && a !== "kernel" })
+      bump(nodeCallers, `${frameName(named!)} ← ${caller === undefined ? "(node only)" : frameName(caller)}`)
+    }
     const seen = new Set<string>()
     for (const frame of frames) {
       if (areaOf(frame) !== "gateway src") continue
@@ -113,5 +120,5 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   }
   const share = (map: Map<string, number>, n: number) =>
     [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => [k, v / samples] as const)
-  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top) }
+  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top), nodeCallers: share(nodeCallers, top) }
 }
