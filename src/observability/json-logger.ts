@@ -47,6 +47,28 @@ const partText = (part: unknown): string => {
   }
 }
 
+const isEmpty = (record: Readonly<Record<string, unknown>>) => {
+  for (const _ in record) return false
+  return true
+}
+
+/**
+ * `{"time":…,"level":…,"msg":…,<fields>}` from the fields' own JSON; undefined when they cannot be
+ * serialized (the general path then says so). A field named `time`, `level` or `msg` comes after
+ * the line's own and wins in a JSON reader, as the general path's spread does.
+ */
+const fieldsLine = (date: Date, level: string, log: LogFields): string | undefined => {
+  let fields: string | undefined
+  try {
+    fields = JSON.stringify(log.fields)
+  } catch {
+    return undefined
+  }
+  if (fields === undefined || !fields.startsWith("{")) return undefined
+  const head = `{"time":"${date.toISOString()}","level":${JSON.stringify(level)},"msg":${JSON.stringify(log.msg)}`
+  return fields === "{}" ? `${head}}` : `${head},${fields.slice(1)}`
+}
+
 /** Where lines go: stdout by default (tests pass a sink). */
 export type LineSink = (text: string) => void
 
@@ -77,15 +99,29 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
       buffer = ""
     })
   }
+  const append = (text: string) => {
+    buffer += text + "\n"
+    if (buffer.length >= FLUSH_BYTES) flush()
+    else if (!scheduled) {
+      scheduled = true
+      setTimeout(flush, FLUSH_MS).unref()
+    }
+  }
   return Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
     const parts = Array.isArray(message) ? message : [message]
+    const annotations = fiber.getRef(References.CurrentLogAnnotations)
+    // The request log (fields, no annotations, no cause), once per request: the fields are
+    // serialized as they are behind the line's own three, not first copied into a new object.
+    if (parts.length === 1 && parts[0] instanceof LogFields && cause.reasons.length === 0 && isEmpty(annotations)) {
+      const text = fieldsLine(date, LEVELS[logLevel] ?? logLevel, parts[0])
+      if (text !== undefined && text.length <= MAX_LINE) return append(text)
+    }
     let line: Record<string, unknown>
     if (parts.length === 1 && parts[0] instanceof LogFields) {
       line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts[0].msg, ...parts[0].fields }
     } else {
       line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts.map(partText).join(" ") }
     }
-    const annotations = fiber.getRef(References.CurrentLogAnnotations)
     for (const key in annotations) line[key] = annotations[key]
     if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
     else {
@@ -103,11 +139,6 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
       // A message that quotes a huge input: keep the line's start, say how long it was.
       text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg).slice(0, 2_000), truncated: text.length, head: text.slice(0, MAX_LINE / 2) })
     }
-    buffer += text + "\n"
-    if (buffer.length >= FLUSH_BYTES) flush()
-    else if (!scheduled) {
-      scheduled = true
-      setTimeout(flush, FLUSH_MS).unref()
-    }
+    append(text)
   })
 }

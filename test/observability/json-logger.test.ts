@@ -29,6 +29,20 @@ describe("JSON logger", () => {
     expect(lines[2]).toMatchObject({ level: "info", msg: "annotated", run_id: "run_1" })
   })
 
+  it("writes request fields as they are, escaped; unserializable or annotated ones through the general path", async () => {
+    const { lines } = await logged(Effect.gen(function*() {
+      yield* Effect.logInfo(new LogFields("request", {}))
+      yield* Effect.logInfo(new LogFields("req \"q\"", { path: "/v1/x?\"\n\u2028", n: 1, nested: { a: [1, null] } }))
+      yield* Effect.logInfo(new LogFields("request", { big: 1n }))
+      yield* Effect.logInfo(new LogFields("request", { status: 200 })).pipe(Effect.annotateLogs("run_id", "run_1"))
+    }))
+    expect(Object.keys(lines[0])).toEqual(["time", "level", "msg"])
+    expect(lines[1]).toEqual({ time: lines[1].time, level: "info", msg: "req \"q\"", path: "/v1/x?\"\n\u2028", n: 1, nested: { a: [1, null] } })
+    expect(Object.keys(lines[1]).slice(0, 3)).toEqual(["time", "level", "msg"])
+    expect(lines[2]).toMatchObject({ level: "info", msg: "request", note: "fields not serializable" })
+    expect(lines[3]).toMatchObject({ level: "info", msg: "request", status: 200, run_id: "run_1" })
+  })
+
   it("logs an error with its cause, and a defect with its stack", async () => {
     const { lines } = await logged(Effect.gen(function*() {
       yield* Effect.logError("storage failure", new StorageDown({ message: "connection refused" }))
