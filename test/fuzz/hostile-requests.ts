@@ -532,7 +532,8 @@ export const runCase = async (target: FuzzTarget, c: FuzzCase, options: FuzzOpti
     } catch {
       problems.push(`error body is not JSON: ${text.slice(0, 200)}`)
     }
-    if (parsed !== undefined) problems.push(...shapeProblems(c.shape, parsed))
+    // With what was answered, so a soak's summary shows the body, not only the rule it broke.
+    if (parsed !== undefined) problems.push(...shapeProblems(c.shape, parsed).map((problem) => `${problem} (${status}: ${text.slice(0, 160)})`))
   } else if (isSse && complete) {
     const end = SSE_END[c.path.split("?")[0]]
     if (end !== undefined && !end.test(text)) problems.push(`stream ended without its terminal event: …${text.slice(-200)}`)
