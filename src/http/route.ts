@@ -119,7 +119,7 @@ const familyOf = (path: string): string => {
  * when they all share one (`/v1/messages/nope` answers as Messages, `/metrics/x` and `/admin/x`
  * flat), else OpenAI's. Read from the route table itself, so a new family needs no second list.
  */
-const unknownPathShapes = (routes: ReadonlyArray<RouteDef<unknown>>) => {
+const unknownPathShapes = (routes: ReadonlyArray<{ readonly path: string; readonly shape: ErrorShape }>) => {
   const byFamily = new Map<string, ErrorShape | "mixed">()
   for (const route of routes) {
     const family = familyOf(route.path)
@@ -135,7 +135,7 @@ const unknownPathShapes = (routes: ReadonlyArray<RouteDef<unknown>>) => {
 export const makeMatcher = <R>(routes: ReadonlyArray<RouteDef<R>>) => {
   const paths: Array<CompiledPath<R>> = []
   const byPath = new Map<string, CompiledPath<R>>()
-  const shapeOfUnknown = unknownPathShapes(routes as ReadonlyArray<RouteDef<unknown>>)
+  const shapeOfUnknown = unknownPathShapes(routes)
   for (const route of routes) {
     let compiled = byPath.get(route.path)
     if (compiled === undefined) {
