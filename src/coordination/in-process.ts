@@ -34,26 +34,37 @@ interface Budget {
   /**
    * Settled or released hold ids and applied charge ids, remembered for `SETTLED_MEMORY_MS`: at
    * 200 calls a second ~240,000 ids, kept compactly (an object per id plus a boxed time cost ~3×
-   * as much: most of the heap at sustained load). The ids are in Sets of at most
-   * `DONE_GENERATION`, oldest first: one Set of them all would, once ids expire as fast as they
-   * come, rebuild its whole table every few tens of thousands of ids (tens of ms on the event loop
-   * each time); a small Set's rebuild is cheap. In finishing order (which is their expiry order,
-   * the memory being constant) the ids and their expiry times are also in two parallel arrays
-   * (unboxed doubles), popped from the front, never searched.
+   * as much: most of the heap at sustained load). The ids are in Maps of at most
+   * `DONE_GENERATION`, oldest first, each id to what its charge charged (`HOLD_DONE` for a
+   * finished hold): one Map of them all would, once ids expire as fast as they come, rebuild its
+   * whole table every few tens of thousands of ids (tens of ms on the event loop each time); a
+   * small Map's rebuild is cheap. In finishing order (which is their expiry order, the memory
+   * being constant) the ids and their expiry times are also in two parallel arrays (unboxed
+   * doubles), popped from the front, never searched.
    */
-  readonly done: Array<Set<string>>
+  readonly done: Array<Map<string, number>>
   readonly doneIds: Array<string>
   readonly doneExpiries: Array<number>
   doneHead: number
 }
 
-/** Ids per Set of `Budget.done`: a rebuild of one stays well under a millisecond. */
+/** Ids per Map of `Budget.done`: a rebuild of one stays well under a millisecond. */
 const DONE_GENERATION = 16_384
 
+/** `Budget.done`'s value for a finished hold (an applied charge's is what it charged, ≥ 0). */
+const HOLD_DONE = -1
+
+/** The generation that remembers `id` as settled, released or charged, if any. */
+const doneIn = (budget: Budget, id: string) => {
+  for (const generation of budget.done) if (generation.has(id)) return generation
+  return undefined
+}
 /** Whether `id` was settled, released or charged (and is still remembered). */
-const isDone = (budget: Budget, id: string) => {
-  for (const generation of budget.done) if (generation.has(id)) return true
-  return false
+const isDone = (budget: Budget, id: string) => doneIn(budget, id) !== undefined
+/** What the charge id `id` charged, if it is remembered as applied. */
+const chargeOf = (budget: Budget, id: string): number | undefined => {
+  const amount = doneIn(budget, id)?.get(id)
+  return amount === undefined || amount === HOLD_DONE ? undefined : amount
 }
 
 /**
@@ -125,13 +136,21 @@ export const makeInProcess = (): InProcessStore => {
     budget.holds.set(id, { amount, expiresAt })
     budget.nextLapse = Math.min(budget.nextLapse, expiresAt)
   }
-  /** Remembers a settled or released hold id or an applied charge id (no longer active). */
-  const finish = (budget: Budget, id: string, now: number) => {
+  /**
+   * Remembers a settled or released hold id, or an applied charge id with what it charged (no
+   * longer active). A charge id that is also its hold's id was remembered as the hold a moment
+   * before: it gains its amount in place.
+   */
+  const finish = (budget: Budget, id: string, now: number, charge = HOLD_DONE) => {
     budget.holds.delete(id)
-    if (isDone(budget, id)) return
+    const remembered = doneIn(budget, id)
+    if (remembered !== undefined) {
+      if (charge !== HOLD_DONE) remembered.set(id, charge)
+      return
+    }
     let last = budget.done[budget.done.length - 1]!
-    if (last.size >= DONE_GENERATION) budget.done.push(last = new Set())
-    last.add(id)
+    if (last.size >= DONE_GENERATION) budget.done.push(last = new Map())
+    last.set(id, charge)
     budget.doneIds.push(id)
     budget.doneExpiries.push(now + SETTLED_MEMORY_MS)
   }
@@ -149,7 +168,7 @@ export const makeInProcess = (): InProcessStore => {
     if (budget === undefined) {
       budget = {
         spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0,
-        nextLapse: Infinity, done: [new Set()], doneIds: [], doneExpiries: [], doneHead: 0
+        nextLapse: Infinity, done: [new Map()], doneIds: [], doneExpiries: [], doneHead: 0
       }
       budgets.set(name, budget)
     }
@@ -159,20 +178,22 @@ export const makeInProcess = (): InProcessStore => {
   const stateOf = (b: Budget & { spent: number }): BudgetState => ({ spent: b.spent, reserved: b.reserved, granted: b.granted })
   /**
    * Settle or release: the hold leaves `reserved`; a settle charges once per charge id. Answers
-   * whether this call applied the charge.
+   * whether this call applied the charge, and what the charge id was charged (by this call or the
+   * one before it).
    */
-  const close = (budget: Budget, holdId: string, now: number, charge?: { id: string; amount: number }): boolean => {
-    if (isDone(budget, holdId)) return false
+  const close = (budget: Budget, holdId: string, now: number, charge?: { id: string; amount: number }) => {
     // Read before the hold is marked: the two ids may be one.
-    const charged = charge !== undefined && isDone(budget, charge.id)
+    const chargedBefore = charge !== undefined && isDone(budget, charge.id)
+    const before = { charged: false, chargedMicros: chargedBefore ? chargeOf(budget, charge.id) : undefined }
+    if (isDone(budget, holdId)) return before
     const held = budget.holds.get(holdId)
     if (held !== undefined) budget.reserved -= held.amount
     finish(budget, holdId, now)
-    if (charge === undefined || charged) return false
+    if (charge === undefined || chargedBefore) return before
     if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
     else budget.spent += charge.amount
-    finish(budget, charge.id, now)
-    return true
+    finish(budget, charge.id, now, charge.amount)
+    return { charged: true, chargedMicros: charge.amount }
   }
   const stateAfter = (budget: Budget) => budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
 
@@ -237,8 +258,8 @@ export const makeInProcess = (): InProcessStore => {
     // Charge at most what was reserved; a missing hold (lapsed, or the store was rebuilt) still charges.
     budgetSettle: (request) => {
       const budget = record(request.budget, request.now)
-      const charged = close(budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) })
-      return { state: stateAfter(budget), charged }
+      const { charged, chargedMicros } = close(budget, request.id, request.now, { id: request.chargeId, amount: Math.max(0, Math.min(request.actual, request.amount)) })
+      return { state: stateAfter(budget), charged, chargedMicros }
     },
 
     budgetRelease: (hold, now) => {
@@ -285,7 +306,7 @@ export const makeInProcess = (): InProcessStore => {
         const budget = record(charge.budget, now)
         if (isDone(budget, charge.id)) continue
         budget.pending.set(charge.id, charge.amount)
-        finish(budget, charge.id, now)
+        finish(budget, charge.id, now, charge.amount)
       }
     }),
 

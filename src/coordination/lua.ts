@@ -3,7 +3,8 @@
  * "check and take" safe across instances. The arithmetic mirrors `in-process.ts`.
  *
  * Budget keys (one hash slot per budget, via the `{…}` tag): B = hash {spent, reserved, granted},
- * H = hash id → amount | "d" (done: a finished hold or an applied charge), E = zset id → expiry,
+ * H = hash id → amount | "d" (done: a finished hold) | "d<micros>" (done: an applied charge, and
+ * what it charged), E = zset id → expiry,
  * P = hash charge id → micros (pending charges that landed while unseeded), G = set of applied
  * credit grant ids. Amounts are integer micros (HINCRBY); `spent` absent on B means unseeded. An
  * unseeded budget's keys live `memoryMs` after their last write; a seed gives them the budget's.
@@ -13,11 +14,15 @@
 
 /** Reclaims lapsed holds (an active one returns its amount to the pool) and forgets old "done" ids. */
 const SWEEP = `
+-- A done id's value: 'd' (a finished hold), or 'd' and the micros an applied charge charged.
+local function isDone(v)
+  return v ~= false and v ~= nil and string.byte(v, 1) == 100
+end
 local function sweep(b, h, e, now)
   local lapsed = redis.call('ZRANGEBYSCORE', e, '-inf', now)
   for _, id in ipairs(lapsed) do
     local v = redis.call('HGET', h, id)
-    if v and v ~= 'd' then redis.call('HINCRBY', b, 'reserved', 0 - tonumber(v)) end
+    if v and not isDone(v) then redis.call('HINCRBY', b, 'reserved', 0 - tonumber(v)) end
     redis.call('HDEL', h, id)
   end
   if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
@@ -33,8 +38,8 @@ end
 local function seeded(b)
   return redis.call('HEXISTS', b, 'spent') == 1
 end
-local function done(h, e, id, forgetAt)
-  redis.call('HSET', h, id, 'd')
+local function done(h, e, id, forgetAt, charge)
+  if charge == nil then redis.call('HSET', h, id, 'd') else redis.call('HSET', h, id, 'd' .. charge) end
   redis.call('ZADD', e, forgetAt, id)
 end
 -- After a write: H and E follow B's expiry when seeded; an unseeded budget's keys live memoryMs.
@@ -175,9 +180,10 @@ return { gated, reserved }
 
 /**
  * KEYS: B, H, E, P. ARGV: holdId, chargeId, amount, actual, now, memoryMs, mode ("settle" | "release").
- * A settle charges once per charge id: to `spent`, or to P while unseeded. The last element says
- * whether this call applied the charge (1) or found it applied (0).
- * {0, applied} unseeded | {1, spent, reserved, granted, applied}
+ * A settle charges once per charge id: to `spent`, or to P while unseeded. The last two elements
+ * say whether this call applied the charge (1) or found it applied (0), and what the charge id was
+ * charged (-1: not known, or a release).
+ * {0, applied, charge} unseeded | {1, spent, reserved, granted, applied, charge}
  */
 export const FINISH = SWEEP + `
 local now = tonumber(ARGV[5])
@@ -188,25 +194,28 @@ local spent, reserved, granted = state(KEYS[1])
 local isSeeded = spent ~= nil
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 local applied = 0
-if v ~= 'd' then
-  -- Read before the hold is marked: the two ids may be one.
-  local charged = redis.call('HGET', KEYS[2], ARGV[2]) == 'd'
+local charge = -1
+-- Read before the hold is marked: the two ids may be one.
+local c = redis.call('HGET', KEYS[2], ARGV[2])
+if isDone(c) then charge = tonumber(string.sub(c, 2)) or -1 end
+if not isDone(v) then
   if v then reserved = redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
   done(KEYS[2], KEYS[3], ARGV[1], now + memory)
-  if ARGV[7] == 'settle' and not charged then
-    local charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
+  if ARGV[7] == 'settle' and not isDone(c) then
+    charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
     if isSeeded then
       spent = redis.call('HINCRBY', KEYS[1], 'spent', charge)
     else
       redis.call('HSET', KEYS[4], ARGV[2], charge)
     end
-    done(KEYS[2], KEYS[3], ARGV[2], now + memory)
+    done(KEYS[2], KEYS[3], ARGV[2], now + memory, charge)
     applied = 1
   end
   keep(KEYS, memory, isSeeded)
 end
-if not isSeeded then return { 0, applied } end
-return { 1, spent, reserved, granted, applied }
+if ARGV[7] ~= 'settle' then charge = -1 end
+if not isSeeded then return { 0, applied, charge } end
+return { 1, spent, reserved, granted, applied, charge }
 `
 
 /**
@@ -215,7 +224,7 @@ return { 1, spent, reserved, granted, applied }
  */
 export const RENEW_HOLD = SWEEP + `
 local v = redis.call('HGET', KEYS[2], ARGV[1])
-if v == 'd' then return 0 end
+if isDone(v) then return 0 end
 if not v then
   redis.call('HINCRBY', KEYS[1], 'reserved', tonumber(ARGV[2]))
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -228,9 +237,9 @@ return 1
 /** KEYS: B, H, E, P. ARGV: charge id, amount, now, memoryMs. A pending charge, on an unseeded budget only. */
 export const CHARGE = SWEEP + `
 if seeded(KEYS[1]) then return 0 end
-if redis.call('HGET', KEYS[2], ARGV[1]) == 'd' then return 0 end
+if isDone(redis.call('HGET', KEYS[2], ARGV[1])) then return 0 end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
-done(KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
+done(KEYS[2], KEYS[3], ARGV[1], tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[2])
 keep(KEYS, tonumber(ARGV[4]), false)
 return 1
 `
@@ -261,7 +270,7 @@ end
 -- Holds registered while unseeded stay; 'reserved' is recounted from them.
 local reserved = 0
 local holds = redis.call('HVALS', KEYS[2])
-for _, v in ipairs(holds) do if v ~= 'd' then reserved = reserved + tonumber(v) end end
+for _, v in ipairs(holds) do if not isDone(v) then reserved = reserved + tonumber(v) end end
 redis.call('HSET', KEYS[1], 'spent', string.format('%d', spent), 'reserved', string.format('%d', reserved), 'granted', ARGV[3])
 redis.call('DEL', KEYS[4], KEYS[5])
 for j = i, #ARGV do redis.call('SADD', KEYS[5], ARGV[j]) end

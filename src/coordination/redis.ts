@@ -11,7 +11,7 @@ import { Effect } from "effect"
 import type { CoordinationShape } from "./coordination.ts"
 import * as Lua from "./lua.ts"
 import { ADMISSION_TICKET_TTL_MS, admissionTicketKey, RedisClient } from "./redis-client.ts"
-import { type BudgetAnswer, type BudgetReserveRequest, type BudgetState, CoordinationError, type Epoch, type GateRequest, type GateResult, SETTLED_MEMORY_MS } from "./types.ts"
+import { type BudgetAnswer, type BudgetReserveRequest, type BudgetState, CoordinationError, type Epoch, type GateRequest, type GateResult, SETTLED_MEMORY_MS, type SettleAnswer } from "./types.ts"
 
 type Reply = ReadonlyArray<number>
 interface Scripts {
@@ -148,7 +148,10 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
     budgetSettle: (request) =>
       call("budgetSettle", () =>
         scripts.gwFinish(4, ...writeKeys(request.budget), request.id, request.chargeId, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
-      ).pipe(Effect.map((reply) => reply[0] === 0 ? { state: undefined, charged: reply[1] === 1 } : { state: toState(reply), charged: reply[4] === 1 })),
+      ).pipe(Effect.map((reply): SettleAnswer => {
+        const [applied, charge] = reply[0] === 0 ? [reply[1], reply[2]] : [reply[4], reply[5]]
+        return { state: reply[0] === 0 ? undefined : toState(reply), charged: applied === 1, chargedMicros: typeof charge === "number" && charge >= 0 ? charge : undefined }
+      })),
 
     budgetRelease: (hold, now) =>
       call("budgetRelease", () =>

@@ -118,6 +118,13 @@ export interface BudgetReserveRequest {
 export interface SettleAnswer {
   readonly state: BudgetState | undefined
   readonly charged: boolean
+  /**
+   * What the charge id was charged, by this settle or by the one that reached the store first:
+   * so a step re-run after a takeover reports the charge the key really bore, whichever settle
+   * made it. `undefined` when the store does not know the amount (the id was marked by an older
+   * version that kept no amount).
+   */
+  readonly chargedMicros: number | undefined
 }
 
 export interface BudgetSettleRequest {

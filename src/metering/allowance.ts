@@ -96,15 +96,16 @@ export interface ReserveRequest {
 export interface Settled {
   readonly remaining: Micros | undefined
   readonly charged: boolean
+  /**
+   * What the key was charged under the call's charge id: by this settle, or by the one of the same
+   * id that reached the store first. `undefined` when not known (the settle's answer was lost, or
+   * the store kept no amount): the caller's own cost is the best estimate then.
+   */
+  readonly chargedMicros: Micros | undefined
 }
 
 export class Allowance extends Context.Service<Allowance, {
   reserve(request: ReserveRequest): Effect.Effect<Reservation, LimitExceeded | ServiceUnavailable>
-  /**
-   * The hot path's shortcut where the coordination store is in process: `reserve`, `settle` and
-   * `release` answered synchronously. `reserve` answers `undefined` when it cannot (an unseeded
-   * budget to rebuild): the caller then takes `reserve`. Absent on Redis.
-   */
   /**
    * The store command `reserve` sends, and how its answer becomes the reservation (`undefined`: an
    * unseeded budget — take `reserve`, which rebuilds it): for a caller that sends it together with
@@ -119,6 +120,11 @@ export class Allowance extends Context.Service<Allowance, {
      */
     readonly abandon: Effect.Effect<void>
   }
+  /**
+   * The hot path's shortcut where the coordination store is in process: `reserve`, `settle` and
+   * `release` answered synchronously. `reserve` answers `undefined` when it cannot (an unseeded
+   * budget to rebuild): the caller then takes `reserve`. Absent on Redis.
+   */
   readonly now?: {
     reserve(request: ReserveRequest, now: number): Reservation | LimitExceeded | undefined
     settle(reservation: Reservation, actualCostMicros: Micros, now: number): Settled
@@ -372,11 +378,14 @@ function make(options: AllowanceOptions) {
         }))
       const attemptedIn = epoch?.id
       const first = yield* Effect.result(write)
-      if (first._tag === "Success") return { remaining: remainingAfter(reservation, first.success.state), charged: first.success.charged }
+      if (first._tag === "Success") {
+        const answer = first.success
+        return { remaining: remainingAfter(reservation, answer.state), charged: answer.charged, chargedMicros: answer.chargedMicros }
+      }
       yield* eventually(`settle ${reservation.id}`, Effect.suspend(() => (epoch?.id === attemptedIn ? Effect.asVoid(write) : Effect.void)))
       // Whether the retry will be the one that charges is not known: the call keeps its ledger row
       // (which a rebuild may need, see above).
-      return { remaining: undefined, charged: true }
+      return { remaining: undefined, charged: true, chargedMicros: undefined }
     })
 
     const release = Effect.fnUntraced(function*(reservation: Reservation) {
@@ -425,7 +434,7 @@ function make(options: AllowanceOptions) {
           budget: reservation.budget, id: reservation.id, chargeId: reservation.chargeId,
           amount: reservation.amountMicros, actual: actualCostMicros, now
         })
-        return { remaining: remainingAfter(reservation, answer.state), charged: answer.charged }
+        return { remaining: remainingAfter(reservation, answer.state), charged: answer.charged, chargedMicros: answer.chargedMicros }
       },
       release: (reservation: Reservation, now: number) => {
         live.delete(reservation.id)

@@ -11,7 +11,7 @@
  * `beginScoped` where a Scope is at hand: a call neither settled nor failed when the scope closes
  * (interruption, defect) is failed then, so its slot and reservation are never leaked.
  */
-import { Context, Effect, FiberSet, Layer, type Scope } from "effect"
+import { Context, Deferred, Effect, FiberSet, Layer, Option, type Scope } from "effect"
 import { ConfigFile } from "../config/config-file.ts"
 import { Settings } from "../config/settings.ts"
 import { Coordination } from "../coordination/coordination.ts"
@@ -56,6 +56,24 @@ export interface BeginRequest {
 export const reservedOutputCeiling = (request: Pick<BeginRequest, "model" | "inputTokens" | "maxOutputTokens">): number =>
   outputCeiling(request.model, Math.max(0, Math.ceil(request.inputTokens)), request.maxOutputTokens)
 
+/** How long `keyCharge` waits for a remote store's answer before it takes the call's own charge. */
+const KEY_CHARGE_WAIT = "3 seconds"
+
+/** What a settle charged. */
+export interface MeterSettlement {
+  /** The call's cost at the serving model's rates. */
+  readonly costMicros: Micros
+  /** This call's charge: its cost, at most what was reserved. */
+  readonly chargedMicros: Micros
+  /**
+   * What the key bore under the call's id once the store has answered: `chargedMicros`, or —
+   * when a settle of the same id reached the store first (a run step re-run after a takeover) —
+   * that settle's charge, so a run reports what its key was charged. At once in process; on Redis
+   * when the settle, sent after the answer, lands (`chargedMicros` if its answer never comes).
+   */
+  readonly keyCharge: Effect.Effect<Micros>
+}
+
 export interface MeteredCall {
   readonly requestId: string
   /** The output ceiling the reservation covers: send it upstream as the output limit. */
@@ -65,7 +83,7 @@ export interface MeteredCall {
    * Charges the real cost at the rates of the model that served (default: the requested one), at
    * most the reservation; records it, frees the slot. First call wins.
    */
-  settle(usage: Usage, servedBy?: Pick<ChatModel, "id" | "pricing">): Effect.Effect<{ readonly costMicros: Micros; readonly chargedMicros: Micros }>
+  settle(usage: Usage, servedBy?: Pick<ChatModel, "id" | "pricing">): Effect.Effect<MeterSettlement>
   /** For a call that produced no output: returns the reservation. A no-op after settle. */
   fail(): Effect.Effect<void>
   /** x-ratelimit-* and `xsvc-allowance-remaining` (decimal USD), as of the latest step. */
@@ -136,7 +154,7 @@ export class Meter extends Context.Service<Meter, {
       const settleNow = fast === undefined || releaseNow === undefined ? undefined : (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing">, now: number) => {
         const costMicros = callCostMicros(usage, servedBy)
         const chargedMicros = Math.min(costMicros, reservation.amountMicros)
-        if (finished) return { costMicros, chargedMicros }
+        if (finished) return { costMicros, chargedMicros, keyCharge: Effect.succeed(chargedMicros) }
         finished = true
         const after = fast.settle(reservation, costMicros, now)
         if (after.remaining !== undefined) remaining = after.remaining
@@ -145,7 +163,7 @@ export class Meter extends Context.Service<Meter, {
           metrics?.charged(servedBy.id, usage, chargedMicros)
         }
         releaseNow()
-        return { costMicros, chargedMicros }
+        return { costMicros, chargedMicros, keyCharge: Effect.succeed(after.chargedMicros ?? chargedMicros) }
       }
       const settle = settleNow !== undefined
         ? (usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = model) =>
@@ -154,8 +172,9 @@ export class Meter extends Context.Service<Meter, {
           Effect.suspend(() => {
             const costMicros = callCostMicros(usage, servedBy)
             const chargedMicros = Math.min(costMicros, reservation.amountMicros)
-            if (finished) return Effect.succeed({ costMicros, chargedMicros })
+            if (finished) return Effect.succeed({ costMicros, chargedMicros, keyCharge: Effect.succeed(chargedMicros) })
             finished = true
+            const keyCharge = Deferred.makeUnsafe<Micros>()
             // A remote store: the settle is a round trip the answer need not wait for. The hold
             // stays counted until it lands (later calls see more spent, never less), and the
             // store's connection sends it before any later command of this instance. What is
@@ -168,14 +187,20 @@ export class Meter extends Context.Service<Meter, {
                 settleInBackground(
                   // Store first, then the ledger and the charge metrics, by the settle that charged.
                   Effect.flatMap(allowance.settle(reservation, costMicros), (settled) => {
+                    Deferred.doneUnsafe(keyCharge, Effect.succeed(settled.chargedMicros ?? chargedMicros))
                     if (!settled.charged) return Effect.void
                     metrics?.charged(servedBy.id, usage, chargedMicros)
                     return ledger.record(entry(usage, servedBy, chargedMicros))
-                  })
+                  }).pipe(Effect.onInterrupt(() => Effect.sync(() => Deferred.doneUnsafe(keyCharge, Effect.succeed(chargedMicros)))))
                 ),
                 settleInBackground(admission.release)
               ),
-              { costMicros, chargedMicros }
+              {
+                costMicros,
+                chargedMicros,
+                // Bounded: a store that is down has the settle retried for as long as it takes.
+                keyCharge: Deferred.await(keyCharge).pipe(Effect.timeoutOption(KEY_CHARGE_WAIT), Effect.map(Option.getOrElse(() => chargedMicros)))
+              }
             )
           })
       const fail = fast !== undefined && releaseNow !== undefined
@@ -291,11 +316,12 @@ export class Meter extends Context.Service<Meter, {
         settle: (usage, servedBy = request.model) =>
           Effect.suspend(() => {
             const costMicros = callCostMicros(usage, servedBy)
-            if (finished) return Effect.succeed({ costMicros, chargedMicros: costMicros })
+            const settled = { costMicros, chargedMicros: costMicros, keyCharge: Effect.succeed(costMicros) }
+            if (finished) return Effect.succeed(settled)
             finished = true
             return Effect.map(ledger.record({ keyId: request.key.id, model: servedBy.id, requestId, usage, costMicros, at }), () => {
               metrics?.charged(servedBy.id, usage, costMicros)
-              return { costMicros, chargedMicros: costMicros }
+              return settled
             })
           }),
         fail: () => Effect.sync(() => void (finished = true)),

@@ -67,6 +67,10 @@ export interface ModelCallOptions extends DispatchHooks {
 export interface Settlement {
   readonly model: string
   readonly usage: Usage
+  /**
+   * What the key bore under the call's id: this call's charge, or — for a run step re-run after a
+   * takeover, whose earlier attempt settled the same id first — that attempt's (`MeterSettlement`).
+   */
   readonly costMicros: Micros
 }
 
@@ -89,7 +93,6 @@ export interface CompletedCall {
   readonly response: CanonicalResponse
   /** `x-ratelimit-*` and `xsvc-allowance-remaining` after the settle. */
   readonly headers: Record<string, string>
-  readonly settlement: Settlement
 }
 
 export interface PreparedCall {
@@ -288,9 +291,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
           }))
         }
         return Effect.flatMap(usage.usage(), (used) =>
-          Effect.map(metered.settle(used, servingModel), ({ chargedMicros }) => {
+          Effect.map(metered.settle(used, servingModel), ({ chargedMicros, keyCharge }) => {
             noteCharge(options.record, used, chargedMicros)
-            Deferred.doneUnsafe(settledSignal, Exit.succeed({ model: servingModel.id, usage: used, costMicros: chargedMicros }))
+            // Whoever awaits the settlement (a run step) gets what the key bore under the call's id,
+            // once the store says; the stream's end does not wait for it.
+            const model = servingModel.id
+            Deferred.doneUnsafe(settledSignal, Effect.map(keyCharge, (costMicros) => ({ model, usage: used, costMicros })))
           }))
       }
 
@@ -366,11 +372,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       const { chargedMicros } = yield* metered.settle(usage, servedBy)
       if (options.record !== undefined) options.record.servedModel = servedBy.id
       noteCharge(options.record, usage, chargedMicros)
-      return {
-        ...completed,
-        headers: metered.headers(),
-        settlement: { model: servedBy.id, usage, costMicros: chargedMicros }
-      } satisfies CompletedCall
+      return { ...completed, headers: metered.headers() } satisfies CompletedCall
     })
 
     const embed = Effect.fnUntraced(function*(model: EmbeddingModel, texts: ReadonlyArray<string>, options: ModelCallOptions) {

@@ -82,10 +82,10 @@ for (const store of stores()) {
         expect((yield* reserve("r2", 301))._tag).toBe("Refused")
         expect((yield* reserve("r1", 500))._tag).toBe("Reserved") // idempotent per id
         // Settle charges the actual cost, clamped to the reservation, and only once.
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ state: { spent: 320, reserved: 0, granted: 0 }, charged: true })
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ state: { spent: 320, reserved: 0, granted: 0 }, charged: false })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ state: { spent: 320, reserved: 0, granted: 0 }, charged: true, chargedMicros: 120 })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r1", chargeId: "call-r1", amount: 500, actual: 120, now: T0 })).toEqual({ state: { spent: 320, reserved: 0, granted: 0 }, charged: false, chargedMicros: 120 })
         yield* reserve("r3", 100)
-        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r3", chargeId: "call-r3", amount: 100, actual: 10_000, now: T0 })).toMatchObject({ state: { spent: 420 }, charged: true })
+        expect(yield* c.budgetSettle({ budget: "a:k5", id: "r3", chargeId: "call-r3", amount: 100, actual: 10_000, now: T0 })).toMatchObject({ state: { spent: 420 }, charged: true, chargedMicros: 100 })
         yield* reserve("r4", 580)
         expect((yield* reserve("r5", 1))._tag).toBe("Refused") // at the cap: even the smallest call
         expect(yield* c.budgetRelease({ budget: "a:k5", id: "r4" }, T0)).toEqual({ spent: 420, reserved: 0, granted: 0 })
@@ -102,7 +102,7 @@ for (const store of stores()) {
         yield* reserve("free2")
         yield* reserve("free3")
         // Redis once sent these decrements as "-0", which HINCRBY refuses.
-        expect(yield* c.budgetSettle({ budget: B, id: "free1", chargeId: "call-free1", amount: 0, actual: 0, now: T0 })).toEqual({ state: { spent: 10, reserved: 0, granted: 0 }, charged: true })
+        expect(yield* c.budgetSettle({ budget: B, id: "free1", chargeId: "call-free1", amount: 0, actual: 0, now: T0 })).toEqual({ state: { spent: 10, reserved: 0, granted: 0 }, charged: true, chargedMicros: 0 })
         expect(yield* c.budgetRelease({ budget: B, id: "free2" }, T0)).toEqual({ spent: 10, reserved: 0, granted: 0 })
         expect(yield* c.budgetState(B, T0 + 11_000)).toEqual({ spent: 10, reserved: 0, granted: 0 }) // free3 lapsed
       })))
@@ -122,7 +122,7 @@ for (const store of stores()) {
         yield* c.budgetRenew([{ budget: "a:k6", id: "live", amount: 400 }], 10_000, T0 + 30_000)
         expect(yield* c.budgetState("a:k6", T0 + 30_001)).toMatchObject({ reserved: 400 })
         // A settle of a hold that is gone still charges (the call did run).
-        expect(yield* c.budgetSettle({ budget: "a:k6", id: "dead", chargeId: "call-dead", amount: 400, actual: 50, now: T0 + 30_002 })).toEqual({ state: { spent: 50, reserved: 400, granted: 0 }, charged: true })
+        expect(yield* c.budgetSettle({ budget: "a:k6", id: "dead", chargeId: "call-dead", amount: 400, actual: 50, now: T0 + 30_002 })).toEqual({ state: { spent: 50, reserved: 400, granted: 0 }, charged: true, chargedMicros: 50 })
         // A renewal after the settle never resurrects it.
         yield* c.budgetRenew([{ budget: "a:k6", id: "dead", amount: 400 }], 10_000, T0 + 30_003)
         expect(yield* c.budgetState("a:k6", T0 + 30_004)).toEqual({ spent: 50, reserved: 400, granted: 0 })
@@ -182,8 +182,8 @@ for (const store of stores()) {
         // The running calls' instance re-registers their holds on the unseeded budget.
         yield* c.budgetRenew([{ budget: B, id: "r1", amount: 2_000 }, { budget: B, id: "r2", amount: 3_000 }], 30_000, T0 + 1)
         // r1 settles while unseeded: a pending charge; settling again (a retry) changes nothing.
-        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toEqual({ state: undefined, charged: true })
-        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toEqual({ state: undefined, charged: false })
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toEqual({ state: undefined, charged: true, chargedMicros: 1_500 })
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 2 })).toEqual({ state: undefined, charged: false, chargedMicros: 1_500 })
         // Unwritten ledger rows of calls settled before the loss; call-1 is applied already.
         yield* c.budgetCharge([{ budget: B, id: "call-0", amount: 700 }, { budget: B, id: "call-1", amount: 1_500 }, { budget: B, id: "call-x", amount: 50 }], T0 + 3)
         expect([...(yield* c.budgetPendingCharges(B))].sort()).toEqual(["call-0", "call-1", "call-x"])
@@ -198,11 +198,13 @@ for (const store of stores()) {
         expect(yield* c.budgetState(B, T0 + 6)).toEqual({ spent: 1_700 + 1_500 + 50 + 10, reserved: 3_000, granted: 0 })
         expect(yield* c.budgetPendingCharges(B)).toEqual([])
         // After the seed: a retried settle of r1 and a late re-registration of its charge are no-ops.
-        expect((yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 7 })).charged).toBe(false)
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 2_000, actual: 1_500, now: T0 + 7 })).toMatchObject({ charged: false, chargedMicros: 1_500 })
         yield* c.budgetCharge([{ budget: B, id: "call-2", amount: 999 }], T0 + 7)
+        // A charge re-registered while unseeded is remembered with its amount too.
+        expect(yield* c.budgetSettle({ budget: B, id: "r9", chargeId: "call-x", amount: 100, actual: 90, now: T0 + 7 })).toMatchObject({ charged: false, chargedMicros: 50 })
         expect(yield* c.budgetState(B, T0 + 7)).toEqual({ spent: 3_260, reserved: 3_000, granted: 0 })
         // r2 settles normally; the cap now counts everything.
-        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-2", amount: 3_000, actual: 3_000, now: T0 + 8 })).toEqual({ state: { spent: 6_260, reserved: 0, granted: 0 }, charged: true })
+        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-2", amount: 3_000, actual: 3_000, now: T0 + 8 })).toEqual({ state: { spent: 6_260, reserved: 0, granted: 0 }, charged: true, chargedMicros: 3_000 })
         expect((yield* reserve("r4", 3_741, T0 + 9))._tag).toBe("Refused")
         expect((yield* reserve("r4", 3_740, T0 + 9))._tag).toBe("Reserved")
       }).pipe(Effect.provide(layer))
@@ -216,13 +218,14 @@ for (const store of stores()) {
         yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r1", ttlMs: 30_000, now: T0, expireAt: 0 })
         // Two holds, one charge id (a call re-run under the same ledger id): charged once.
         yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r2", ttlMs: 30_000, now: T0, expireAt: 0 })
-        // The second settle says it did not charge: its usage must not reach the ledger.
-        expect((yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 500, actual: 400, now: T0 })).charged).toBe(true)
-        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-1", amount: 500, actual: 300, now: T0 })).toEqual({ state: { spent: 400, reserved: 0, granted: 0 }, charged: false })
+        // The second settle says it did not charge (its usage must not reach the ledger) and what the
+        // first one charged (what the key bore for the id, which a run step reports).
+        expect(yield* c.budgetSettle({ budget: B, id: "r1", chargeId: "call-1", amount: 500, actual: 400, now: T0 })).toMatchObject({ charged: true, chargedMicros: 400 })
+        expect(yield* c.budgetSettle({ budget: B, id: "r2", chargeId: "call-1", amount: 500, actual: 300, now: T0 })).toEqual({ state: { spent: 400, reserved: 0, granted: 0 }, charged: false, chargedMicros: 400 })
         // A released hold is final: a settle after it charges nothing.
         yield* c.budgetReserve({ budget: B, cap: 10_000, amount: 500, id: "r3", ttlMs: 30_000, now: T0, expireAt: 0 })
         yield* c.budgetRelease({ budget: B, id: "r3" }, T0)
-        expect(yield* c.budgetSettle({ budget: B, id: "r3", chargeId: "call-3", amount: 500, actual: 400, now: T0 })).toEqual({ state: { spent: 400, reserved: 0, granted: 0 }, charged: false })
+        expect(yield* c.budgetSettle({ budget: B, id: "r3", chargeId: "call-3", amount: 500, actual: 400, now: T0 })).toEqual({ state: { spent: 400, reserved: 0, granted: 0 }, charged: false, chargedMicros: undefined })
         // A renewal never brings a finished hold back, on a lost budget either.
         yield* c.budgetRenew([{ budget: B, id: "r3", amount: 500 }], 30_000, T0 + 1)
         expect(yield* c.budgetState(B, T0 + 1)).toEqual({ spent: 400, reserved: 0, granted: 0 })
@@ -233,6 +236,11 @@ for (const store of stores()) {
         yield* c.budgetSettle({ budget: "a:k11", id: "r1", chargeId: "call-y", amount: 100, actual: 100, now: T0 })
         expect(yield* c.budgetSeed({ budget: "a:k11", spent: 5, granted: 0, grantIds: [], expireAt: 0, now: T0, counted: [], uncounted: [], final: true })).toBe("Seeded")
         expect(yield* c.budgetState("a:k11", T0)).toEqual({ spent: 105, reserved: 0, granted: 0 })
+        // A hold whose id is its charge id: the amount is remembered under the one id.
+        yield* c.budgetSeed({ budget: "a:k14", spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        yield* c.budgetReserve({ budget: "a:k14", cap: 10_000, amount: 500, id: "same", ttlMs: 30_000, now: T0, expireAt: 0 })
+        expect(yield* c.budgetSettle({ budget: "a:k14", id: "same", chargeId: "same", amount: 500, actual: 250, now: T0 })).toMatchObject({ charged: true, chargedMicros: 250 })
+        expect(yield* c.budgetSettle({ budget: "a:k14", id: "same", chargeId: "same", amount: 500, actual: 300, now: T0 })).toEqual({ state: { spent: 250, reserved: 0, granted: 0 }, charged: false, chargedMicros: 250 })
       })))
 
     it.live("the epoch: none in a new or lost store; the first one created stays", () => {

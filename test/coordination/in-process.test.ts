@@ -28,15 +28,15 @@ describe("in-process store: finished ids over a long run", () => {
       settle(i, at(i))
     }
     const end = at(N - 1)
-    expect(local.budgetSettle({ budget: BUDGET, id: "res_none", chargeId: "req_none", amount: 0, actual: 0, now: end })).toEqual({ state: { spent: N, reserved: 0, granted: 0 }, charged: true })
+    expect(local.budgetSettle({ budget: BUDGET, id: "res_none", chargeId: "req_none", amount: 0, actual: 0, now: end })).toEqual({ state: { spent: N, reserved: 0, granted: 0 }, charged: true, chargedMicros: 0 })
     // Settled within the memory: the newest, one in a middle generation, the oldest still remembered.
     const oldestRemembered = Math.ceil((end - T0 - SETTLED_MEMORY_MS + 1) / STEP_MS)
-    for (const i of [N - 1, 25_000, oldestRemembered]) expect(settle(i, end)).toEqual({ state: { spent: N, reserved: 0, granted: 0 }, charged: false })
+    for (const i of [N - 1, 25_000, oldestRemembered]) expect(settle(i, end)).toEqual({ state: { spent: N, reserved: 0, granted: 0 }, charged: false, chargedMicros: 1 })
     // A reserve under a remembered id is answered as already held, without counting it again.
     expect(local.budgetReserve({ budget: BUDGET, cap: 1_000_000_000, amount: 5, id: "res_30000", ttlMs: 60_000, now: end, expireAt: 0 }))
       .toEqual({ _tag: "Reserved", state: { spent: N, reserved: 0, granted: 0 } })
     // Settled exactly SETTLED_MEMORY_MS ago or earlier: forgotten, so a late retry charges again.
-    expect(settle(oldestRemembered - 1, end)).toEqual({ state: { spent: N + 1, reserved: 0, granted: 0 }, charged: true })
+    expect(settle(oldestRemembered - 1, end)).toEqual({ state: { spent: N + 1, reserved: 0, granted: 0 }, charged: true, chargedMicros: 1 })
     expect(settle(0, end).state?.spent).toBe(N + 2)
   })
 })

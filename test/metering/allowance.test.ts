@@ -71,13 +71,14 @@ for (const store of storeKinds()) {
           const dollar = plan(1)
           const r1 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 300_000 })
           expect(r1.remainingMicros).toBe(700_000)
-          expect(yield* allowance.settle(r1, 100_000)).toEqual({ remaining: 900_000, charged: true })
-          expect(yield* allowance.settle(r1, 100_000)).toEqual({ remaining: 900_000, charged: false }) // a repeated settle charges nothing
+          expect(yield* allowance.settle(r1, 100_000)).toEqual({ remaining: 900_000, charged: true, chargedMicros: 100_000 })
+          // A repeated settle charges nothing, and answers what the first one charged.
+          expect(yield* allowance.settle(r1, 60_000)).toEqual({ remaining: 900_000, charged: false, chargedMicros: 100_000 })
           const r2 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 500_000 })
           expect(yield* allowance.remaining(keyId, dollar)).toBe(400_000)
           expect(yield* allowance.release(r2)).toBe(900_000)
           const r3 = yield* allowance.reserve({ keyId, plan: dollar, maxCostMicros: 50_000 })
-          expect(yield* allowance.settle(r3, 80_000)).toEqual({ remaining: 850_000, charged: true }) // never more than reserved
+          expect(yield* allowance.settle(r3, 80_000)).toEqual({ remaining: 850_000, charged: true, chargedMicros: 50_000 }) // never more than reserved
         }).pipe(Effect.provide(services()))))
 
       it.effect("exhaustion lasts until the first instant of next month (UTC), then lifts", () =>

@@ -77,8 +77,10 @@ for (const store of storeKinds()) {
             "xsvc-allowance-remaining": "4.967000"
           })
           const usage = makeUsage({ inputTokens: 1_000, outputTokens: 100 })
-          expect(yield* call.settle(usage)).toEqual({ costMicros: 4_500, chargedMicros: 4_500 })
-          expect(yield* call.settle(usage)).toEqual({ costMicros: 4_500, chargedMicros: 4_500 }) // once only
+          const settled = yield* call.settle(usage)
+          expect(settled).toMatchObject({ costMicros: 4_500, chargedMicros: 4_500 })
+          expect(yield* settled.keyCharge).toBe(4_500)
+          expect(yield* call.settle(usage)).toMatchObject({ costMicros: 4_500, chargedMicros: 4_500 }) // once only
           expect(call.headers()["xsvc-allowance-remaining"]).toBe("4.995500")
           const ledger = yield* UsageLedger
           const now = Date.now()
@@ -142,6 +144,10 @@ for (const store of storeKinds()) {
           const first = yield* onA.settle(makeUsage({ inputTokens: 100, outputTokens: 10 }))
           const second = yield* onB.settle(makeUsage({ inputTokens: 100, outputTokens: 500 }))
           expect(second.chargedMicros).toBeGreaterThan(first.chargedMicros)
+          // Both report what the key bore for the id: the first settle's charge (a run step re-run
+          // after a takeover reports that, whichever attempt it records).
+          expect(yield* first.keyCharge).toBe(first.chargedMicros)
+          expect(yield* second.keyCharge).toBe(first.chargedMicros)
           // Both holds are back (on Redis the settles land off the callers' path)…
           const plan = config.plans.pro
           const allowance = Context.get(b, Allowance)

@@ -130,6 +130,10 @@ describe.runIf(postgresUrl !== null && redisUrl !== null).concurrent("a step re-
     await usage(a)
     const ledger = await usage(b)
     expect(ledger.data).toEqual([expect.objectContaining({ model: "svc-pico-1", requests: 1 })])
+    // The run reports what its key was charged for the step, whichever attempt's settle charged it
+    // and whichever attempt's record the run kept (A's and B's calls delivered different amounts).
+    const reported = (await onB.get(run.id)).body.run.usage.costUsd as number
+    expect(Math.round(reported * 1e6), explain(pair, created.id)).toBe(Math.round(Number(ledger.totalCostUsd) * 1e6))
 
     // the live allowance counts what the ledger counts: a non-streaming call's header, after its
     // settle, is the cap minus everything settled on the key
