@@ -61,11 +61,6 @@ const doneIn = (budget: Budget, id: string) => {
 }
 /** Whether `id` was settled, released or charged (and is still remembered). */
 const isDone = (budget: Budget, id: string) => doneIn(budget, id) !== undefined
-/** What the charge id `id` charged, if it is remembered as applied. */
-const chargeOf = (budget: Budget, id: string): number | undefined => {
-  const amount = doneIn(budget, id)?.get(id)
-  return amount === undefined || amount === HOLD_DONE ? undefined : amount
-}
 
 /**
  * Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002); never
@@ -183,13 +178,13 @@ export const makeInProcess = (): InProcessStore => {
    */
   const close = (budget: Budget, holdId: string, now: number, charge?: { id: string; amount: number }) => {
     // Read before the hold is marked: the two ids may be one.
-    const chargedBefore = charge !== undefined && isDone(budget, charge.id)
-    const before = { charged: false, chargedMicros: chargedBefore ? chargeOf(budget, charge.id) : undefined }
-    if (isDone(budget, holdId)) return before
+    const prior = charge === undefined ? undefined : doneIn(budget, charge.id)?.get(charge.id)
+    const chargedBefore = prior === undefined || prior === HOLD_DONE ? undefined : prior
+    if (isDone(budget, holdId)) return { charged: false, chargedMicros: chargedBefore }
     const held = budget.holds.get(holdId)
     if (held !== undefined) budget.reserved -= held.amount
     finish(budget, holdId, now)
-    if (charge === undefined || chargedBefore) return before
+    if (charge === undefined || prior !== undefined) return { charged: false, chargedMicros: chargedBefore }
     if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
     else budget.spent += charge.amount
     finish(budget, charge.id, now, charge.amount)
