@@ -13,7 +13,7 @@ import { InvalidRequest, NotFound } from "../errors.ts"
 import { FilesRepo } from "../files/files-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 
 const Metadata = Schema.Record(Schema.String.check(Schema.isMaxLength(64)), Schema.String.check(Schema.isMaxLength(512)))
@@ -30,11 +30,9 @@ const decodeCreate = decodeWith(CreateBody)
 
 const LIST_LIMIT = { default: 20, max: 100 }
 
-const keyOf = (ctx: RequestContext) => ctx.key!
-
 const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const body = yield* decodeCreate(yield* readJson(ctx, { storable: true }))
-  const key = keyOf(ctx)
+  const key = yield* requireKey(ctx)
   const file = yield* (yield* FilesRepo).content(key.id, body.input_file_id).pipe(
     Effect.catchTag("NotFound", () =>
       Effect.fail(new NotFound({ kind: "resource", message: `input_file_id: no file with id ${body.input_file_id}`, param: "input_file_id" })))
@@ -65,19 +63,19 @@ const create = Effect.fnUntraced(function*(ctx: RequestContext) {
 })
 
 const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
-  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "openai", ctx.params.id)))
+  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).get((yield* requireKey(ctx)).id, "openai", ctx.params.id)))
 })
 
 const list = Effect.fnUntraced(function*(ctx: RequestContext) {
   const limit = yield* limitParam(ctx, LIST_LIMIT)
   const after = ctx.query.get("after") ?? undefined
-  const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "openai", { limit, ...(after === undefined ? {} : { after }) })
+  const page = yield* (yield* BatchesRepo).list((yield* requireKey(ctx)).id, "openai", { limit, ...(after === undefined ? {} : { after }) })
   const data = page.data.map(openaiBatchView)
   return jsonResponse({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data[data.length - 1]?.id ?? null, has_more: page.hasMore })
 })
 
 const cancel = Effect.fnUntraced(function*(ctx: RequestContext) {
-  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "openai", ctx.params.id)))
+  return jsonResponse(openaiBatchView(yield* (yield* BatchesRepo).cancel((yield* requireKey(ctx)).id, "openai", ctx.params.id)))
 })
 
 type Services = BatchesRepo | BatchWorkers | FilesRepo

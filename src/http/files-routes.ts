@@ -11,7 +11,7 @@ import { FilesRepo } from "../files/files-repo.ts"
 import { bodyLimit } from "./body.ts"
 import { findBodyStalled } from "./body-idle.ts"
 import { jsonResponse } from "./json.ts"
-import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 
 /** The purposes OpenAI accepts on upload. */
@@ -19,8 +19,6 @@ const PURPOSES = ["assistants", "batch", "fine-tune", "vision", "user_data", "ev
 /** Multipart framing and the other fields, on top of the file itself. */
 const FORM_OVERHEAD_BYTES = 64 * 1024
 const MAX_FILENAME = 512
-
-const keyOf = (ctx: RequestContext) => ctx.key!
 
 interface Upload {
   purpose?: string
@@ -107,7 +105,7 @@ const upload = Effect.fnUntraced(function*(ctx: RequestContext) {
     content.set(chunk, at)
     at += chunk.byteLength
   }
-  const file = yield* files.create(keyOf(ctx).id, { filename, purpose: form.purpose, content, expiresAt })
+  const file = yield* files.create((yield* requireKey(ctx)).id, { filename, purpose: form.purpose, content, expiresAt })
   return jsonResponse(file)
 })
 
@@ -119,7 +117,7 @@ const list = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (order !== "asc" && order !== "desc") return yield* new InvalidRequest({ message: "order: expected asc or desc", param: "order" })
   const after = ctx.query.get("after") ?? undefined
   const purpose = ctx.query.get("purpose") ?? undefined
-  const page = yield* (yield* FilesRepo).list(keyOf(ctx).id, {
+  const page = yield* (yield* FilesRepo).list((yield* requireKey(ctx)).id, {
     limit,
     order,
     ...(after === undefined ? {} : { after }),
@@ -129,16 +127,16 @@ const list = Effect.fnUntraced(function*(ctx: RequestContext) {
 })
 
 const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
-  return jsonResponse(yield* (yield* FilesRepo).get(keyOf(ctx).id, ctx.params.id))
+  return jsonResponse(yield* (yield* FilesRepo).get((yield* requireKey(ctx)).id, ctx.params.id))
 })
 
 const content = Effect.fnUntraced(function*(ctx: RequestContext) {
-  const { content } = yield* (yield* FilesRepo).content(keyOf(ctx).id, ctx.params.id)
+  const { content } = yield* (yield* FilesRepo).content((yield* requireKey(ctx)).id, ctx.params.id)
   return HttpServerResponse.uint8Array(content, { contentType: "application/octet-stream" })
 })
 
 const remove = Effect.fnUntraced(function*(ctx: RequestContext) {
-  yield* (yield* FilesRepo).remove(keyOf(ctx).id, ctx.params.id)
+  yield* (yield* FilesRepo).remove((yield* requireKey(ctx)).id, ctx.params.id)
   return jsonResponse({ id: ctx.params.id, object: "file", deleted: true })
 })
 

@@ -14,14 +14,12 @@ import { MAX_BATCH_REQUESTS } from "../batches/openai-input.ts"
 import { InvalidRequest } from "../errors.ts"
 import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
-import { routeFamily, type RequestContext, type RouteDef } from "./route.ts"
+import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 import { isPlainObject } from "../util/json.ts"
 
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
 const LIST_LIMIT = { default: 20, max: 1_000 }
-
-const keyOf = (ctx: RequestContext) => ctx.key!
 
 /** The origin the client reached us at, for the absolute `results_url`. */
 const originOf = (ctx: RequestContext) => {
@@ -29,7 +27,6 @@ const originOf = (ctx: RequestContext) => {
   const proto = ctx.headers["x-forwarded-proto"] === "https" ? "https" : "http"
   return `${proto}://${host}`
 }
-
 
 const validRequests = (body: unknown) => {
   const requests = isPlainObject(body) ? body.requests : undefined
@@ -65,13 +62,13 @@ const validRequests = (body: unknown) => {
 const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
   const workers = yield* BatchWorkers
-  const batch = yield* (yield* BatchesRepo).create(keyOf(ctx).id, { kind: "messages", endpoint: "/v1/messages", windowMs: workers.windowMs, requests })
+  const batch = yield* (yield* BatchesRepo).create((yield* requireKey(ctx)).id, { kind: "messages", endpoint: "/v1/messages", windowMs: workers.windowMs, requests })
   yield* workers.wake()
   return jsonResponse(messageBatchView(batch, originOf(ctx)))
 })
 
 const retrieve = Effect.fnUntraced(function*(ctx: RequestContext) {
-  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).get(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).get((yield* requireKey(ctx)).id, "messages", ctx.params.id), originOf(ctx)))
 })
 
 const list = Effect.fnUntraced(function*(ctx: RequestContext) {
@@ -81,7 +78,7 @@ const list = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (after !== undefined && before !== undefined) {
     return yield* new InvalidRequest({ message: "before_id: give before_id or after_id, not both", param: "before_id" })
   }
-  const page = yield* (yield* BatchesRepo).list(keyOf(ctx).id, "messages", {
+  const page = yield* (yield* BatchesRepo).list((yield* requireKey(ctx)).id, "messages", {
     limit,
     ...(after === undefined ? {} : { after }),
     ...(before === undefined ? {} : { before })
@@ -92,17 +89,17 @@ const list = Effect.fnUntraced(function*(ctx: RequestContext) {
 })
 
 const cancel = Effect.fnUntraced(function*(ctx: RequestContext) {
-  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).cancel(keyOf(ctx).id, "messages", ctx.params.id), originOf(ctx)))
+  return jsonResponse(messageBatchView(yield* (yield* BatchesRepo).cancel((yield* requireKey(ctx)).id, "messages", ctx.params.id), originOf(ctx)))
 })
 
 const remove = Effect.fnUntraced(function*(ctx: RequestContext) {
-  yield* (yield* BatchesRepo).remove(keyOf(ctx).id, "messages", ctx.params.id)
+  yield* (yield* BatchesRepo).remove((yield* requireKey(ctx)).id, "messages", ctx.params.id)
   return jsonResponse({ id: ctx.params.id, type: "message_batch_deleted" })
 })
 
 const results = Effect.fnUntraced(function*(ctx: RequestContext) {
   const repo = yield* BatchesRepo
-  const batch = yield* repo.get(keyOf(ctx).id, "messages", ctx.params.id)
+  const batch = yield* repo.get((yield* requireKey(ctx)).id, "messages", ctx.params.id)
   if (batch.state.phase !== "ended") {
     return yield* new InvalidRequest({ message: `The results of ${batch.id} are available once it has ended (it is ${messageBatchView(batch, "").processing_status})` })
   }
