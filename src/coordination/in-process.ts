@@ -12,6 +12,7 @@ import {
   type Epoch,
   SETTLED_MEMORY_MS
 } from "./types.ts"
+import { makeRememberedIds, type RememberedIds } from "./remembered-ids.ts"
 
 interface Bucket { used: number; ts: number }
 interface Scope { readonly buckets: Map<string, Bucket>; readonly leases: Map<string, number> }
@@ -32,35 +33,17 @@ interface Budget {
   /** The earliest `expiresAt` among the active holds (or earlier): none lapses before it. */
   nextLapse: number
   /**
-   * Settled or released hold ids and applied charge ids, remembered for `SETTLED_MEMORY_MS`: at
-   * 200 calls a second ~240,000 ids, kept compactly (an object per id plus a boxed time cost ~3×
-   * as much: most of the heap at sustained load). The ids are in Maps of at most
-   * `DONE_GENERATION`, oldest first, each id to what its charge charged (`HOLD_DONE` for a
-   * finished hold): one Map of them all would, once ids expire as fast as they come, rebuild its
-   * whole table every few tens of thousands of ids (tens of ms on the event loop each time); a
-   * small Map's rebuild is cheap. In finishing order (which is their expiry order, the memory
-   * being constant) the ids and their expiry times are also in two parallel arrays (unboxed
-   * doubles), popped from the front, never searched.
+   * Settled or released hold ids (`HOLD_DONE`) and applied charge ids (what each charged),
+   * remembered for `SETTLED_MEMORY_MS`: ~240,000 at 200 calls a second (`remembered-ids.ts`).
    */
-  readonly done: Array<Map<string, number>>
-  readonly doneIds: Array<string>
-  readonly doneExpiries: Array<number>
-  doneHead: number
+  readonly done: RememberedIds
 }
-
-/** Ids per Map of `Budget.done`: a rebuild of one stays well under a millisecond. */
-const DONE_GENERATION = 16_384
 
 /** `Budget.done`'s value for a finished hold (an applied charge's is what it charged, ≥ 0). */
 const HOLD_DONE = -1
 
-/** The generation that remembers `id` as settled, released or charged, if any. */
-const doneIn = (budget: Budget, id: string) => {
-  for (const generation of budget.done) if (generation.has(id)) return generation
-  return undefined
-}
 /** Whether `id` was settled, released or charged (and is still remembered). */
-const isDone = (budget: Budget, id: string) => doneIn(budget, id) !== undefined
+const isDone = (budget: Budget, id: string) => budget.done.get(id) !== undefined
 
 /**
  * Up to the next whole ms, forgiving float noise (2.95 + 1 - 3 is 0.9500000000000002); never
@@ -98,21 +81,9 @@ export const makeInProcess = (): InProcessStore => {
       budgets.delete(name)
       return undefined
     }
-    // Settled ids are remembered for minutes (hundreds of thousands at a high rate): pop only the
-    // expired ones off the front of their queue, so a long-lived budget costs O(1) per operation.
-    const { doneIds, doneExpiries } = budget
-    const { done } = budget
-    while (budget.doneHead < doneIds.length && doneExpiries[budget.doneHead] <= now) {
-      // The oldest id is in the oldest Set (ids go into the last one, each once).
-      done[0]!.delete(doneIds[budget.doneHead]!)
-      if (done[0]!.size === 0 && done.length > 1) done.shift()
-      budget.doneHead++
-    }
-    if (budget.doneHead > 1024 && budget.doneHead * 2 > doneIds.length) {
-      doneIds.splice(0, budget.doneHead)
-      doneExpiries.splice(0, budget.doneHead)
-      budget.doneHead = 0
-    }
+    // Settled ids are remembered for minutes (hundreds of thousands at a high rate): only the
+    // expired ones are popped, so a long-lived budget costs O(1) per operation.
+    budget.done.expire(now)
     if (now < budget.nextLapse) return budget
     let nextLapse = Infinity
     for (const [id, hold] of budget.holds) {
@@ -132,22 +103,12 @@ export const makeInProcess = (): InProcessStore => {
     budget.nextLapse = Math.min(budget.nextLapse, expiresAt)
   }
   /**
-   * Remembers a settled or released hold id, or an applied charge id with what it charged (no
-   * longer active). A charge id that is also its hold's id was remembered as the hold a moment
-   * before: it gains its amount in place.
+   * Remembers a settled or released hold id (`HOLD_DONE`), or an applied charge id with what it
+   * charged; no longer active. The caller has looked it up and knows it is not remembered yet.
    */
-  const finish = (budget: Budget, id: string, now: number, charge = HOLD_DONE) => {
+  const remember = (budget: Budget, id: string, now: number, charge: number) => {
     budget.holds.delete(id)
-    const remembered = doneIn(budget, id)
-    if (remembered !== undefined) {
-      if (charge !== HOLD_DONE) remembered.set(id, charge)
-      return
-    }
-    let last = budget.done[budget.done.length - 1]!
-    if (last.size >= DONE_GENERATION) budget.done.push(last = new Map())
-    last.set(id, charge)
-    budget.doneIds.push(id)
-    budget.doneExpiries.push(now + SETTLED_MEMORY_MS)
+    budget.done.add(id, charge, now + SETTLED_MEMORY_MS)
   }
   /** A seeded budget, or undefined (absent, expired or unseeded). */
   const seeded = (name: string, now: number): (Budget & { spent: number }) | undefined => {
@@ -163,7 +124,7 @@ export const makeInProcess = (): InProcessStore => {
     if (budget === undefined) {
       budget = {
         spent: undefined, reserved: 0, granted: 0, grants: new Set(), holds: new Map(), pending: new Map(), expireAt: 0,
-        nextLapse: Infinity, done: [new Map()], doneIds: [], doneExpiries: [], doneHead: 0
+        nextLapse: Infinity, done: makeRememberedIds()
       }
       budgets.set(name, budget)
     }
@@ -178,16 +139,18 @@ export const makeInProcess = (): InProcessStore => {
    */
   const close = (budget: Budget, holdId: string, now: number, charge?: { id: string; amount: number }) => {
     // Read before the hold is marked: the two ids may be one.
-    const prior = charge === undefined ? undefined : doneIn(budget, charge.id)?.get(charge.id)
+    const prior = charge === undefined ? undefined : budget.done.get(charge.id)
     const chargedBefore = prior === undefined || prior === HOLD_DONE ? undefined : prior
     if (isDone(budget, holdId)) return { charged: false, chargedMicros: chargedBefore }
     const held = budget.holds.get(holdId)
     if (held !== undefined) budget.reserved -= held.amount
-    finish(budget, holdId, now)
-    if (charge === undefined || prior !== undefined) return { charged: false, chargedMicros: chargedBefore }
+    const charges = charge !== undefined && prior === undefined
+    // A hold whose id is its charge's id is remembered once, as the charge (with its amount).
+    if (!charges || charge.id !== holdId) remember(budget, holdId, now, HOLD_DONE)
+    if (!charges) return { charged: false, chargedMicros: chargedBefore }
     if (budget.spent === undefined) budget.pending.set(charge.id, charge.amount)
     else budget.spent += charge.amount
-    finish(budget, charge.id, now, charge.amount)
+    remember(budget, charge.id, now, charge.amount)
     return { charged: true, chargedMicros: charge.amount }
   }
   const stateAfter = (budget: Budget) => budget.spent === undefined ? undefined : stateOf(budget as Budget & { spent: number })
@@ -301,7 +264,7 @@ export const makeInProcess = (): InProcessStore => {
         const budget = record(charge.budget, now)
         if (isDone(budget, charge.id)) continue
         budget.pending.set(charge.id, charge.amount)
-        finish(budget, charge.id, now, charge.amount)
+        remember(budget, charge.id, now, charge.amount)
       }
     }),
 
