@@ -14,7 +14,8 @@ import {
 } from "./types.ts"
 import { makeRememberedIds, type RememberedIds } from "./remembered-ids.ts"
 
-interface Bucket { used: number; ts: number }
+/** A rate window's level: `used` at `ts`, draining to nothing by `emptyAt`. */
+interface Bucket { used: number; ts: number; emptyAt: number }
 interface Scope { readonly buckets: Map<string, Bucket>; readonly leases: Map<string, number> }
 
 /** An active reservation: `amount` counted in `reserved` until it is settled, released or lapses. */
@@ -39,6 +40,9 @@ interface Budget {
   readonly done: RememberedIds
 }
 
+/** Scopes `gate` looks at for having gone idle (`dropIdleScopes`). */
+const IDLE_SCOPES_PER_GATE = 2
+
 /** `Budget.done`'s value for a finished hold (an applied charge's is what it charged, ≥ 0). */
 const HOLD_DONE = -1
 
@@ -51,9 +55,10 @@ const isDone = (budget: Budget, id: string) => budget.done.get(id) !== undefined
  */
 const ceilMs = (ms: number) => Math.max(0, Math.ceil(ms - 1e-6))
 
-/** The in-process store, plus `wipe` for tests: what FLUSHALL does to Redis. */
+/** The in-process store, plus for tests `wipe` (what FLUSHALL does to Redis) and its count of keys' scopes. */
 export interface InProcessStore extends CoordinationShape {
   wipe(): void
+  scopeCount(): number
 }
 
 export const makeInProcess = (): InProcessStore => {
@@ -71,6 +76,28 @@ export const makeInProcess = (): InProcessStore => {
   }
   const purgeLeases = (scope: Scope, now: number) => {
     for (const [id, expiresAt] of scope.leases) if (expiresAt <= now) scope.leases.delete(id)
+  }
+  /**
+   * Drops the scopes (one per key) whose windows have drained and that hold no lease — the same as
+   * absent to every gate — a few per gate, in turn: a gateway that has served many keys keeps only
+   * the recently active ones (Redis lets such keys expire).
+   */
+  let sweeping: Iterator<[string, Scope]> | undefined
+  const dropIdleScopes = (now: number) => {
+    for (let looked = 0; looked < IDLE_SCOPES_PER_GATE; looked++) {
+      sweeping ??= scopes.entries()
+      const next = sweeping.next()
+      if (next.done === true) {
+        sweeping = undefined
+        return
+      }
+      const [name, scope] = next.value
+      purgeLeases(scope, now)
+      if (scope.leases.size > 0) continue
+      let drained = true
+      for (const bucket of scope.buckets.values()) drained &&= bucket.emptyAt <= now
+      if (drained) scopes.delete(name)
+    }
   }
 
   /** The budget's record, swept of lapsed holds; undefined when absent (or past its expiry). */
@@ -157,8 +184,9 @@ export const makeInProcess = (): InProcessStore => {
 
   const local: LocalCounters = {
     gate: (request) => {
-      const scope = scopeOf(request.scope)
       const { now } = request
+      dropIdleScopes(now)
+      const scope = scopeOf(request.scope)
       // A bucket stores what was used (draining at capacity/period), not what is left, so a plan
       // change applies at once: a larger limit gives its extra room immediately.
       const levels = request.buckets.map((spec) => {
@@ -181,7 +209,7 @@ export const makeInProcess = (): InProcessStore => {
       }
       const buckets = levels.map(({ spec, cost, used }): BucketState => {
         const after = admitted ? used + cost : used
-        if (admitted) scope.buckets.set(spec.name, { used: after, ts: now })
+        if (admitted) scope.buckets.set(spec.name, { used: after, ts: now, emptyAt: now + after * spec.periodMs / spec.capacity })
         const over = used + cost - spec.capacity
         return {
           name: spec.name,
@@ -317,8 +345,10 @@ export const makeInProcess = (): InProcessStore => {
       return epoch
     }),
 
+    scopeCount: () => scopes.size,
     wipe: () => {
       scopes.clear()
+      sweeping = undefined
       budgets.clear()
       epoch = undefined
     }

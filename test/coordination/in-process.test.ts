@@ -40,3 +40,30 @@ describe("in-process store: finished ids over a long run", () => {
     expect(settle(0, end).state?.spent).toBe(N + 2)
   })
 })
+
+describe("in-process store: the rate windows of keys that went quiet", () => {
+  it("drops a key's scope once its windows drained and it holds no lease; every answer stays what it was", () => {
+    const store = makeInProcess()
+    const local = store.local!
+    const rpm = (scope: string, now: number, lease?: { id: string }) =>
+      local.gate({
+        scope,
+        now,
+        buckets: [{ name: "rpm", capacity: 10, periodMs: 60_000, cost: 1 }],
+        ...(lease === undefined ? {} : { lease: { id: lease.id, limit: 1, ttlMs: 600_000 } })
+      })
+    // 500 keys make a request each (drained 6 s later); one holds a concurrency lease for 10 minutes.
+    for (let i = 0; i < 500; i++) rpm(`key_${i}`, T0)
+    expect(rpm("holder", T0, { id: "lease-1" }).admitted).toBe(true)
+    expect(store.scopeCount()).toBe(501)
+    // "busy" uses 5 of its 10 a minute (drained 30 s later); then gates of another key drop the rest.
+    for (let i = 0; i < 5; i++) rpm("busy", T0 + 58_000)
+    for (let i = 0; i < 400; i++) rpm("other", T0 + 61_000)
+    expect(store.scopeCount()).toBe(3) // other, busy, holder
+    // What was dropped answers as it would have: a drained window is an empty one.
+    expect(rpm("key_7", T0 + 61_000).buckets[0]).toMatchObject({ remaining: 9 })
+    // The lease holder was kept: its lease still refuses a second one.
+    expect(rpm("holder", T0 + 61_000, { id: "lease-2" })).toMatchObject({ admitted: false, leaseRefused: true })
+    expect(rpm("busy", T0 + 61_000).buckets[0]!.remaining).toBeLessThan(9)
+  })
+})
