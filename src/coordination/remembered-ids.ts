@@ -4,8 +4,8 @@
  * ~240,000 ids per busy budget, and nearly every look-up is of a new id, which is not there.
  *
  * - Expiry: every id is remembered for the same time, so ids expire in the order they came. They
- *   and their expiry times are kept in two arrays in that order (the times unboxed); expiring pops
- *   from the front and never searches.
+ *   and their expiry times are kept in that order, in chunks of 4,096; expiring reads from the
+ *   front, never searches, and drops each chunk once read.
  * - Look-up: the ids are spread by a hash over maps of ~16,384 ids each, by linear hashing: each
  *   time the average passes that, one more map is split off an existing one, so a look-up reads
  *   one map (two while a split is under way). A split moves its ids a few dozen per `add`, never
@@ -25,8 +25,17 @@ const BUCKET_IDS = 16_384
 /** Ids of a map under way of being split that each `add` looks at (and moves, if theirs to move). */
 const MOVES_PER_ADD = 32
 
-/** `expire` drops the popped front of its arrays once it is over this many ids and half of them. */
-const COMPACT_AFTER = 1_024
+/**
+ * Ids per chunk of the arrival-ordered queue: `expire` drops a whole chunk once it is read, so no
+ * array of hundreds of thousands is ever spliced (one such splice held the event loop for 4–6 ms).
+ */
+const CHUNK_IDS = 4_096
+
+/** A run of ids in arrival order, with their expiry times (an array of numbers only: unboxed). */
+interface Chunk {
+  readonly ids: Array<string>
+  readonly expiries: Array<number>
+}
 
 /**
  * A hash of the id's last 12 characters: ids end in random characters (`newId`: 10 random after
@@ -63,7 +72,16 @@ interface Split {
   readonly pending: Iterator<[string, number]>
 }
 
-export const makeRememberedIds = (bucketIds = BUCKET_IDS, movesPerAdd = MOVES_PER_ADD): RememberedIds => {
+/** Sizes: the defaults above; tests make them small, so splits and chunks turn over within a few ids. */
+export interface RememberedIdsSizes {
+  readonly bucketIds?: number
+  readonly movesPerAdd?: number
+  readonly chunkIds?: number
+}
+
+export const makeRememberedIds = (
+  { bucketIds = BUCKET_IDS, chunkIds = CHUNK_IDS, movesPerAdd = MOVES_PER_ADD }: RememberedIdsSizes = {}
+): RememberedIds => {
   const buckets: Array<Map<string, number>> = [new Map()]
   // Linear hashing: `round` maps at the start of a round (a power of two); maps below `next` are
   // split already, and their ids are addressed by one more bit of the hash.
@@ -102,9 +120,10 @@ export const makeRememberedIds = (bucketIds = BUCKET_IDS, movesPerAdd = MOVES_PE
     }
   }
 
-  const ids: Array<string> = []
-  const expiries: Array<number> = []
+  // The ids in arrival order: chunks, the first read from `head`, the last filled up to its length.
+  const chunks: Array<Chunk> = []
   let head = 0
+  let size = 0
 
   return {
     get: (id) => {
@@ -115,26 +134,32 @@ export const makeRememberedIds = (bucketIds = BUCKET_IDS, movesPerAdd = MOVES_PE
     },
     add: (id, value, expiresAt) => {
       buckets[indexOf(hashOf(id))]!.set(id, value)
-      ids.push(id)
-      expiries.push(expiresAt)
+      let last = chunks[chunks.length - 1]
+      if (last === undefined || last.ids.length === chunkIds) chunks.push(last = { ids: [], expiries: [] })
+      last.ids.push(id)
+      last.expiries.push(expiresAt)
+      size++
       if (split !== undefined) moveSome(split)
-      else if (ids.length - head > buckets.length * bucketIds) startSplit()
+      else if (size > buckets.length * bucketIds) startSplit()
     },
     expire: (now) => {
-      while (head < ids.length && expiries[head]! <= now) {
-        const id = ids[head]!
-        const index = indexOf(hashOf(id))
-        if (!buckets[index]!.delete(id) && split !== undefined && index === split.toIndex) split.from.delete(id)
-        head++
-      }
-      if (head > COMPACT_AFTER && head * 2 > ids.length) {
-        ids.splice(0, head)
-        expiries.splice(0, head)
+      for (let first = chunks[0]; first !== undefined; first = chunks[0]) {
+        while (head < first.ids.length && first.expiries[head]! <= now) {
+          const id = first.ids[head]!
+          first.ids[head] = "" // not kept alive by its chunk until the chunk goes
+          const index = indexOf(hashOf(id))
+          if (!buckets[index]!.delete(id) && split !== undefined && index === split.toIndex) split.from.delete(id)
+          head++
+          size--
+        }
+        // A chunk read to its end goes (a partly filled last one too: the next add starts another).
+        if (head < first.ids.length) return
+        chunks.shift()
         head = 0
       }
     },
     get size() {
-      return ids.length - head
+      return size
     }
   }
 }

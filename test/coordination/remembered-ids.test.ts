@@ -1,8 +1,9 @@
 /**
  * The in-process store's memory of finished ids (`coordination/remembered-ids.ts`) against the
- * plainest model of it: a Map of id → (value, expiry). Small maps (1–8 ids each) make every run
+ * plainest model of it: a Map of id → (value, expiry). Small maps (1–16 ids each) make every run
  * split maps many times over, so the linear hashing's addressing is exercised across rounds; moving
- * 1–3 ids per add keeps splits under way while ids are looked up, added and forgotten.
+ * 1–3 ids per add keeps splits under way while ids are looked up, added and forgotten; chunks of 1–8
+ * ids make the arrival-ordered queue drop and start chunks all the time.
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -23,8 +24,8 @@ describe("remembered ids", () => {
   it("answers every look-up as a Map with expiry does, across splits and expiries", () => {
     fc.assert(
       // Memory short enough that ids expire while the split of their map is under way.
-      fc.property(fc.array(step, { minLength: 1, maxLength: 600 }), fc.integer({ min: 1, max: 16 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 5, max: 100 }), (steps, bucketIds, moves, MEMORY_MS) => {
-        const remembered = makeRememberedIds(bucketIds, moves)
+      fc.property(fc.array(step, { minLength: 1, maxLength: 600 }), fc.integer({ min: 1, max: 16 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 8 }), fc.integer({ min: 5, max: 100 }), (steps, bucketIds, movesPerAdd, chunkIds, MEMORY_MS) => {
+        const remembered = makeRememberedIds({ bucketIds, movesPerAdd, chunkIds })
         const model = new Map<string, { value: number; expiresAt: number }>()
         const everAdded: Array<string> = []
         let now = 0
