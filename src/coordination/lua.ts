@@ -195,13 +195,14 @@ local isSeeded = spent ~= nil
 local v = redis.call('HGET', KEYS[2], ARGV[1])
 local applied = 0
 local charge = -1
--- Read before the hold is marked: the two ids may be one.
-local c = redis.call('HGET', KEYS[2], ARGV[2])
+local settle = ARGV[7] == 'settle'
+-- Read before the hold is marked: the two ids may be one. A release charges nothing: no read.
+local c = settle and redis.call('HGET', KEYS[2], ARGV[2])
 if isDone(c) then charge = tonumber(string.sub(c, 2)) or -1 end
 if not isDone(v) then
   if v then reserved = redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
   done(KEYS[2], KEYS[3], ARGV[1], now + memory)
-  if ARGV[7] == 'settle' and not isDone(c) then
+  if settle and not isDone(c) then
     charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
     if isSeeded then
       spent = redis.call('HINCRBY', KEYS[1], 'spent', charge)
@@ -213,7 +214,6 @@ if not isDone(v) then
   end
   keep(KEYS, memory, isSeeded)
 end
-if ARGV[7] ~= 'settle' then charge = -1 end
 if not isSeeded then return { 0, applied, charge } end
 return { 1, spent, reserved, granted, applied, charge }
 `
