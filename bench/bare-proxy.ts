@@ -12,7 +12,8 @@ import { Pool } from "undici"
 
 const [port, origin] = process.argv.slice(2)
 if (port === undefined || origin === undefined) throw new Error("usage: bare-proxy.ts <port> <upstream origin>")
-const pool = new Pool(origin, { connections: 64, pipelining: 1 })
+/** Upstream connections: 64, or `BARE_PROXY_CONNECTIONS` (the stream-memory bench holds one per open stream). */
+const pool = new Pool(origin, { connections: Number(process.env.BARE_PROXY_CONNECTIONS ?? 64), pipelining: 1 })
 
 const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
   const chunks: Array<Buffer> = []

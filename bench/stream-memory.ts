@@ -12,13 +12,15 @@
  * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`). `--prompt-kib N`
  * sends a user message of N KiB instead of one sentence: what a stream holds of its request shows.
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
- * holds while it waits.
+ * holds while it waits. `--bare` measures `bench/bare-proxy.ts` (node:http in, undici out, nothing
+ * else) in the gateway's place: the floor every Node proxy pays per open stream (two sockets, their
+ * parsers, an upstream connection).
  *
  * The RSS moves with V8's young generation as much as with what the streams hold: opening the
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -26,10 +28,10 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
 import { makePool, openLoop, type Tracker } from "./lib/load.ts"
-import { ROOT, randomToken, rssBytes, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
+import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -74,18 +76,19 @@ const main = async () => {
   }
   try {
     for (let run = 1; run <= Number(values.runs); run++) {
-      const gateway = await startGateway({
-        name: `gateway-${run}`, config, adminToken: randomToken(), logDir, cpu: 0,
-        nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts"), ...values["node-args"].split(" ").filter((a) => a !== "")],
-        env: values.snapshot === undefined ? {} : { BENCH_HEAP_SNAPSHOT_DIR: values.snapshot }
-      })
+      const nodeArgs = ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts"), ...values["node-args"].split(" ").filter((a) => a !== "")]
+      const snapshotEnv: Record<string, string> = values.snapshot === undefined ? {} : { BENCH_HEAP_SNAPSHOT_DIR: values.snapshot }
+      const gateway = values.bare
+        ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, "bare", { ...snapshotEnv, BARE_PROXY_CONNECTIONS: String(count * 2) })), createKey: async () => "sk-bench" }
+        : await startGateway({ name: `gateway-${run}`, config, adminToken: randomToken(), logDir, cpu: 0, nodeArgs, env: snapshotEnv })
+      const logFile = join(logDir, `${values.bare ? "bare-proxy" : `gateway-${run}`}.log`)
       // The gateway logs a line per request: read its log file (its captured output is capped).
       const probe = async (): Promise<Probe> => {
-        const seen = (readFileSync(join(logDir, `gateway-${run}.log`), "utf8").match(/heap-probe \{.*\}/g) ?? []).length
+        const seen = (readFileSync(logFile, "utf8").match(/heap-probe \{.*\}/g) ?? []).length
         gateway.child.kill("SIGUSR2")
         for (let i = 0; i < 240; i++) {
           await sleep(250)
-          const lines = readFileSync(join(logDir, `gateway-${run}.log`), "utf8").match(/heap-probe \{.*\}/g) ?? []
+          const lines = readFileSync(logFile, "utf8").match(/heap-probe \{.*\}/g) ?? []
           if (lines.length > seen) {
             const report = JSON.parse(lines[lines.length - 1]!.slice("heap-probe ".length)) as Probe & { collected: boolean }
             if (!report.collected) throw new Error("heap-probe could not collect garbage (no --expose-gc?)")

@@ -278,11 +278,12 @@ export const startPortkey = async (logDir: string, cpu: number, stockResponse: "
  * `kind: "floor"`, `bench/floor-proxy.ts`: that plus the least per-request work of a translating,
  * metering gateway, in plain code.
  */
-export const startBareProxy = async (logDir: string, cpu: number, upstreamUrl: string, nodeArgs: ReadonlyArray<string> = [], kind: "bare" | "floor" = "bare") => {
+export const startBareProxy = async (logDir: string, cpu: number, upstreamUrl: string, nodeArgs: ReadonlyArray<string> = [], kind: "bare" | "floor" = "bare", env: Record<string, string> = {}) => {
   const port = await freePort()
   return spawnPinned({
     name: `${kind}-proxy`,
     args: [...nodeArgs, join(ROOT, "bench", `${kind}-proxy.ts`), String(port), upstreamUrl],
+    env,
     ready: /(?:bare|floor) proxy listening/,
     url: `http://127.0.0.1:${port}`,
     cpu,
