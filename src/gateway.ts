@@ -39,6 +39,7 @@ import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/p
 import { TelemetryLive } from "./observability/telemetry.ts"
 import { stopTokenizerIfIdle } from "./model/tokenizer.ts"
 import { type ServerActivity, trimWhenQuiet } from "./util/heap-trim.ts"
+import { OpenStreamsLive } from "./http/open-streams.ts"
 
 /**
  * The actor runtime: placements and their backends, one capacity queue per placement (in process,
@@ -164,7 +165,10 @@ const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
     Layer.provide(NodeHttpServer.layer(
       makeNodeServer(settings, activity),
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
-    ))
+    )),
+    // Built before the server and released after its graceful stop: streams still open then are
+    // interrupted (settled, logged) before the services below close.
+    Layer.provide(OpenStreamsLive)
   )
 }))
 

@@ -3,7 +3,7 @@
  * permissions, runs the handler and renders any error in the route's shape. Every response carries
  * `x-request-id` (read by the OpenAI SDK) and `request-id` (read by the Anthropic SDK).
  */
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Exit, Scope } from "effect"
 import type { SqlError } from "effect/sql"
 import { HttpBody, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { Settings } from "../config/settings.ts"
@@ -26,7 +26,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
-import { answeredDirectly } from "./node-sse.ts"
+import { answerContinues, answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
@@ -177,14 +177,26 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
      * (its tokens and cost are known only then). A client that leaves before any response is 499,
      * as nginx logs it.
      */
-    const finished = (response: HttpServerResponse.HttpServerResponse, record: RequestRecord) => {
+    const finished = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse, record: RequestRecord) => {
       record.status = response.status
+      // A stream whose writer goes on after the handler (http/node-sse.ts) closes the request's
+      // scope when it ends: the log line is written then, with the writer's defect if it had one.
+      if (answerContinues(request)) return Effect.as(Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, (exit) => finishStream(record, exit))), response)
       const body = response.body
       if (body._tag !== "Stream") return Effect.as(telemetry.finish(record), response)
       return Effect.succeed(HttpServerResponse.setBody(
         response,
         HttpBody.stream(onExitPlain(body.stream, () => telemetry.finish(record)), body.contentType, body.contentLength)
       ))
+    }
+
+    /** The log line of a stream written past its handler, once its writer has ended. */
+    const finishStream = (record: RequestRecord, exit: Exit.Exit<unknown, unknown>) => {
+      if (Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)) {
+        record.error = { type: "api_error", message: "request failed with a defect" }
+        record.cause = Cause.pretty(exit.cause)
+      }
+      return telemetry.finish(record)
     }
 
     return Effect.gen(function*() {
@@ -213,6 +225,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       )
       // An answer the handler wrote itself carries these already (and the platform writes nothing more).
       return yield* finished(
+        request,
         answeredDirectly(request) ? response : HttpServerResponse.setHeaders(response, withRequestId({}, requestId)),
         record
       )

@@ -1,11 +1,12 @@
 /**
- * The SSE writer the request's fiber runs over node:http (src/http/node-sse.ts), on a real server
- * and client: every chunk's frames arrive in order, a client that stops reading stops the pulling
- * (the body is not buffered in memory behind a slow reader), and a stream that fails ends with its
- * failure's frame.
+ * The SSE writer over node:http (src/http/node-sse.ts), on a real server and client: every chunk's
+ * frames arrive in order, a client that stops reading stops the pulling (the body is not buffered in
+ * memory behind a slow reader), a stream that fails ends with its failure's frame, and the scope the
+ * events are pulled in is closed by the writer when it ends — not when `writeSse` returns, which it
+ * does at once — and at once when the client leaves.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Scope, Stream } from "effect"
 import { createServer, get, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
 import { type SseFrames, writeSse } from "../../src/http/node-sse.ts"
@@ -25,7 +26,7 @@ describe("node-sse writeSse", () => {
       })))
       const frames: SseFrames<number, never> = { chunk: (chunk) => letterOf(chunk[0]).repeat(CHUNK_BYTES), failure: () => "" }
       const server = createServer((_request, response) => {
-        Effect.runFork(Effect.scoped(writeSse(response, { "x-test": "yes" }, events, frames)))
+        Effect.runFork(writeSse(response, { "x-test": "yes" }, events, frames).pipe(Scope.provide(Scope.makeUnsafe())))
       })
       yield* Effect.acquireRelease(
         Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
@@ -70,8 +71,12 @@ describe("node-sse writeSse", () => {
         chunk: (chunk) => chunk.map((n) => "data: x\n\n".repeat(n)).join(""),
         failure: (error) => `event: error\ndata: ${error}\n\n`
       }
+      // The writer closes the scope when the stream has ended: the finalizer sees the failure's frame sent.
+      const closed = Deferred.makeUnsafe<boolean>()
       const server = createServer((_request, response) => {
-        Effect.runFork(Effect.scoped(writeSse(response, {}, Stream.rechunk(1)(events), frames)))
+        const scope = Scope.makeUnsafe()
+        Effect.runSync(Scope.addFinalizer(scope, Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(response.writableEnded)))))
+        Effect.runFork(writeSse(response, {}, Stream.rechunk(1)(events), frames).pipe(Scope.provide(scope)))
       })
       yield* Effect.acquireRelease(
         Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
@@ -87,6 +92,35 @@ describe("node-sse writeSse", () => {
         })
       })
       expect(text).toBe("data: x\n\ndata: x\n\ndata: x\n\nevent: error\ndata: upstream broke\n\n")
+      expect(yield* Deferred.await(closed)).toBe(true)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a client that leaves interrupts the writer, which closes the scope as interrupted and stops pulling", () =>
+    Effect.gen(function*() {
+      let pulled = 0
+      // A chunk now, then nothing more: the stream stays open until the client leaves.
+      const events = Stream.fromPull(Effect.succeed(Effect.suspend(() => (pulled++ === 0 ? Effect.succeed([1] as const) : Effect.never))))
+      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "" }
+      const closed = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
+      const server = createServer((_request, response) => {
+        const scope = Scope.makeUnsafe()
+        Effect.runSync(Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(exit)))))
+        Effect.runFork(writeSse(response, {}, events, frames).pipe(Scope.provide(scope)))
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const port = (server.address() as AddressInfo).port
+      yield* Effect.callback<void>((resume) => {
+        const request = get(`http://127.0.0.1:${port}/`, (res) => res.once("data", () => {
+          request.destroy()
+          resume(Effect.void)
+        }))
+      })
+      const exit = yield* Deferred.await(closed)
+      expect(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)).toBe(true)
+      expect(pulled).toBe(2)
     }).pipe(Effect.scoped), 30_000)
 })
 
