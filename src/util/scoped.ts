@@ -79,3 +79,29 @@ export const onExitPlain = <A, E, R>(
       Effect.map((pull) => Effect.onError(pull, onCause))
     )
   })) as Stream.Stream<A, E, R>
+
+/**
+ * `Stream.unwrap` whose pull lets go of the opening effect once it has opened the stream. Effect's
+ * keeps it for as long as the stream is pulled (its pull closes over the channel it opened): for
+ * an upstream call, the request, the wire body and every step that sent it, held for as long as
+ * the answer streams. Opened at the first pull, in the stream's scope, as Effect's; an opening
+ * that fails is tried again by a later pull, as Effect's.
+ */
+export const unwrapPlain = <A, E, E2, R>(open: Effect.Effect<Stream.Stream<A, E>, E2, R>): Stream.Stream<A, E | E2, Exclude<R, Scope.Scope>> =>
+  Stream.fromChannel(Channel.fromTransform((upstream: Pull.Pull<unknown, unknown, unknown>, scope: Scope.Scope) =>
+    Effect.succeed(pullOnceOpened(open as Effect.Effect<Stream.Stream<A, E>, E2>, upstream, scope)))) as Stream.Stream<A, E | E2, Exclude<R, Scope.Scope>>
+
+const pullOnceOpened = <A, E, E2>(open: Effect.Effect<Stream.Stream<A, E>, E2>, upstream: Pull.Pull<unknown, unknown, unknown>, scope: Scope.Scope) => {
+  const state: { open: Effect.Effect<Stream.Stream<A, E>, E2> | undefined; pull: Pull.Pull<NonEmptyReadonlyArray<A>, E | E2> | undefined } = { open, pull: undefined }
+  const opening = Effect.suspend(() =>
+    state.open!.pipe(
+      Scope.provide(scope),
+      Effect.flatMap((stream) => Channel.toTransform(Stream.toChannel(stream))(upstream, scope)),
+      Effect.flatMap((pull) => {
+        state.pull = pull
+        state.open = undefined
+        return pull
+      })
+    ))
+  return Effect.suspend(() => state.pull ?? opening)
+}

@@ -25,7 +25,7 @@ import { toWireRequest } from "./wire-request.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
-import { addFinalizerPlain } from "../../util/scoped.ts"
+import { addFinalizerPlain, unwrapPlain } from "../../util/scoped.ts"
 
 const ANTHROPIC_VERSION = "2023-06-01"
 
@@ -177,7 +177,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
 
   return {
     kind: "anthropic",
-    stream: (request, placement) => Stream.unwrap(open(request, placement)),
+    stream: (request, placement) => unwrapPlain(open(request, placement)),
     complete,
     close: () => pools.close()
   }

@@ -25,6 +25,7 @@ import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
+import { unwrapPlain } from "../../util/scoped.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
 
@@ -104,7 +105,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   // Every failure names the catalog's model, never the upstream's: the call's own (scrubbed once
   // here) and the stream's (an error event's message, scrubbed as it is decoded).
   const stream = (request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError> =>
-    Stream.unwrap(Effect.flatMap(prepare(request, placement), (call) => Effect.map(postForStream(pools, call), (body) => {
+    unwrapPlain(Effect.flatMap(prepare(request, placement), (call) => Effect.map(postForStream(pools, call), (body) => {
       const scrub = scrubError(placement)
       const sse = makeSseDecoder()
       const text = new TextDecoder()

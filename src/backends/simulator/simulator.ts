@@ -32,6 +32,7 @@ import { makePromptCache, type PromptJson, promptJson, promptPrefixes } from "./
 import { splitPrefill } from "./reply.ts"
 import type { ScriptStep } from "./script.ts"
 import { writeScript } from "./script.ts"
+import { unwrapPlain } from "../../util/scoped.ts"
 
 export interface SimulatorBackendOptions {
   /** Prompt-cache prefixes remembered across all placements (least recently used dropped). */
@@ -164,7 +165,7 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
 
   return {
     kind: "simulator",
-    stream: (request, placement) => Stream.unwrap(openStream(request, placement)),
+    stream: (request, placement) => unwrapPlain(openStream(request, placement)),
     embed
   }
 }
