@@ -5,7 +5,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Console, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
-import { createServer, type ServerResponse } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { Socket } from "node:net"
 import { Artifacts } from "./artifacts/artifacts.ts"
 import { Catalog } from "./catalog/catalog.ts"
@@ -123,13 +123,18 @@ const makeNodeServer = (
     inFlight.set(socket, 0)
     socket.once("close", () => inFlight.delete(socket))
   })
+  // The listeners below are added per request and held for as long as it is open (a stream: for
+  // minutes): one closure for the response's end, shared functions for the rest, and `on` rather
+  // than `once` (a response closes once; `once` wraps each listener in two more objects).
   const countInFlight = (socket: Socket, response: ServerResponse) => {
     inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1)
     activity.started++
     activity.open++
-    response.once("close", () => {
+    response.on("close", () => {
       activity.open--
       if (inFlight.has(socket)) inFlight.set(socket, Math.max(0, inFlight.get(socket)! - 1))
+      // Stopping: the connection this answer leaves idle is closed now.
+      if (closing) setImmediate(() => server.closeIdleConnections())
     })
   }
   // A request with `Expect: 100-continue` arrives as `checkContinue` instead of `request`.
@@ -137,15 +142,20 @@ const makeNodeServer = (
   server.on("request", (request, response) => {
     countInFlight(request.socket, response)
     request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
-    request.on("timeout", () => request.socket.destroy())
-    response.on("timeout", () => {}) // the body is in: the response may take its time
+    request.on("timeout", destroySocket)
+    response.on("timeout", ignoreTimeout) // the body is in: the response may take its time
     if (closing) response.setHeader("connection", "close")
-    response.once("finish", () => {
-      if (closing) setImmediate(() => server.closeIdleConnections())
-    })
   })
   return server
 }
+
+/** A request whose body stalled past the idle timeout: its connection is closed. */
+function destroySocket(this: IncomingMessage) {
+  this.socket.destroy()
+}
+
+/** A response's socket timeout, once the body is in: nothing to do (an answer may take its time). */
+const ignoreTimeout = () => {}
 
 /** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
 const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {

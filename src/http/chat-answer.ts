@@ -26,6 +26,7 @@ import { type CanonicalEvent, collectStream, responseEvents } from "../model/eve
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
+import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey, withRequestId } from "./route.ts"
@@ -225,10 +226,8 @@ const answer = Effect.fnUntraced(function*(
   // The request's GenAI span, only when traces are exported; the dispatch's spans go under it.
   const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, request.model, requestAttributes(request)) : undefined
   const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => (span === undefined ? effect : Effect.withParentSpan(effect, span))
-  /** A stream that already answered 200 and ends with the dialect's error event: logged as such. */
-  const noteStreamFailure = (failure: StreamFailure) => {
-    ctx.record.error = { type: failure.type, message: failure.message }
-  }
+  const notes: StreamNotes = { record: ctx.record, switchNote: undefined }
+  const noteStreamFailure = noteFailureOf(notes)
   const id = dialect.newId()
   const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
   const contextFor = (servedModel: string): EncodeContext<unknown> => ({ id, model: servedModel, createdAt, request, echo })
@@ -253,26 +252,18 @@ const answer = Effect.fnUntraced(function*(
   // What comes first: the call starting (a slot was free, or granted) or the queue's notice that
   // the request waits. One Deferred both complete (the first wins), not a race of two fibers.
   const first = Deferred.makeUnsafe<"started" | "queued">()
-  let switchNote: string | undefined
   // Traced like `start`: on Redis the dispatch begins inside `prepare` (ModelCaller.prepare).
   const prepared = yield* traced(caller.prepare(request, {
     key,
     record: ctx.record,
-    onQueued: Effect.sync(() => void Deferred.doneUnsafe(first, Effect.succeed("queued"))),
-    onContinue: (to) => Effect.sync(() => (switchNote = `continuing on ${to.modelId} from the text already sent`))
+    onQueued: signalQueued(first),
+    onContinue: noteSwitchOf(notes)
   }))
 
   // One started call's events and frames; the dialect's error event ends a failure.
   const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }): EncodedCall => {
     const context = contextFor(call.servedModel)
-    const encoder = dialect.streamEncoder(context)
-    // A continuation's switch-over comment goes just before its first event.
-    const sse = sseFramesOf(encoder, () => {
-      const note = switchNote
-      switchNote = undefined
-      return note === undefined ? "" : encoder.switchover(note)
-    }, noteStreamFailure)
-    return { events: eventsOf(call, context), sse }
+    return { events: eventsOf(call, context), sse: callFramesOf(dialect.streamEncoder(context), notes) }
   }
 
   // Started at once, not on the scheduler's next turn (a setImmediate hop before the dispatch).
@@ -311,6 +302,39 @@ const answer = Effect.fnUntraced(function*(
   )
   return sseResponse(Stream.concat(keepalives, rest), prepared.headers())
 })
+
+/**
+ * What a stream's frames and the dispatch's hooks keep of the request, apart from `answer`'s own
+ * variables. V8 keeps every variable a closure made in `answer` uses in one shared context, so a
+ * closure made there and held by the stream (the dispatch's hooks, the frames' switch-over and
+ * failure notes) kept all of them — the prepared call, its fiber, the hooks — for as long as the
+ * stream stayed open. These closures are made here, over this object only.
+ */
+interface StreamNotes {
+  readonly record: RequestRecord
+  /** A continuation's switch-over comment, sent just before its first event. */
+  switchNote: string | undefined
+}
+
+/** A stream that already answered 200 and ends with the dialect's error event: logged as such. */
+const noteFailureOf = (notes: StreamNotes) => (failure: StreamFailure) => {
+  notes.record.error = { type: failure.type, message: failure.message }
+}
+
+const noteSwitchOf = (notes: StreamNotes) => (to: { readonly modelId: string }) =>
+  Effect.sync(() => {
+    notes.switchNote = `continuing on ${to.modelId} from the text already sent`
+  })
+
+const signalQueued = (first: Deferred.Deferred<"started" | "queued">) => Effect.sync(() => void Deferred.doneUnsafe(first, Effect.succeed("queued")))
+
+/** A started call's frames: its events, after a pending switch-over comment; a failure's error event. */
+const callFramesOf = (encoder: StreamEncoder, notes: StreamNotes) =>
+  sseFramesOf(encoder, () => {
+    const note = notes.switchNote
+    notes.switchNote = undefined
+    return note === undefined ? "" : encoder.switchover(note)
+  }, noteFailureOf(notes))
 
 /**
  * Waits for the first chunk of a stream and returns a stream that replays it and continues, so the

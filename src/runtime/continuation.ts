@@ -29,37 +29,39 @@ export interface SentTracker {
 /**
  * Per event only what changed is updated, and the text is kept as its deltas, joined when a break
  * asks for it: appending to a string per delta left a rope of 32-byte nodes (and a new state
- * object) per token, held for as long as the stream is open.
+ * object) per token, held for as long as the stream is open. A class, not an object of closures:
+ * one small object per open stream (see `makeUsageTracker`).
  */
-export const makeSentTracker = (): SentTracker => {
-  const text: Array<string> = []
-  let open: SentState["open"]
-  let nextIndex = 0
-  let sawToolUse = false
-  const add1 = (event: CanonicalEvent) => {
-    switch (event.type) {
-      case "block_start":
-        open = { index: event.index, type: event.block.type }
-        nextIndex = Math.max(nextIndex, event.index + 1)
-        sawToolUse ||= event.block.type === "tool_use"
-        return
-      case "block_stop":
-        open = undefined
-        return
-      case "text_delta":
-        text.push(event.text)
-        return
-      default:
-        return
+export const makeSentTracker = (): SentTracker => new SentSoFar()
+
+class SentSoFar implements SentTracker {
+  readonly #text: Array<string> = []
+  #open: SentState["open"] = undefined
+  #nextIndex = 0
+  #sawToolUse = false
+
+  add(events: ReadonlyArray<CanonicalEvent>): void {
+    for (const event of events) {
+      switch (event.type) {
+        case "block_start":
+          this.#open = { index: event.index, type: event.block.type }
+          this.#nextIndex = Math.max(this.#nextIndex, event.index + 1)
+          this.#sawToolUse ||= event.block.type === "tool_use"
+          break
+        case "block_stop":
+          this.#open = undefined
+          break
+        case "text_delta":
+          this.#text.push(event.text)
+          break
+        default:
+          break
+      }
     }
   }
-  return {
-    add: (events) => {
-      for (const event of events) add1(event)
-    },
-    get state() {
-      return { text: text.join(""), open, nextIndex, sawToolUse }
-    }
+
+  get state(): SentState {
+    return { text: this.#text.join(""), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
   }
 }
 

@@ -166,13 +166,18 @@ interface DispatchSession {
   /** The admission the first acquire rides behind; taken by it. */
   admission: PendingAdmission | undefined
   readonly options: DispatchOptions
-  readonly byId: ReadonlyMap<string, DispatchCandidate>
+  /** The candidates, by placement id (`candidateById`): a handful, so a scan rather than a Map each open stream holds. */
+  readonly candidates: ReadonlyArray<DispatchCandidate>
   readonly sent: ReturnType<typeof makeSentTracker>
   readonly counter: AttemptCounter
   readonly trace: DispatchTrace | undefined
   readonly dispatchedAt: number
   readonly onQueued: Effect.Effect<void>
 }
+
+/** A candidate by its placement id: one the dispatch's own rules named, so it is there. */
+const candidateById = (candidates: ReadonlyArray<DispatchCandidate>, placementId: string): DispatchCandidate =>
+  candidates.find((candidate) => candidate.placementId === placementId)!
 
 /** Steps a streamed dispatch's rules (the non-streamed `completeWith` keeps its own state). */
 const advance = (d: DispatchSession, event: DispatchEvent) => {
@@ -214,7 +219,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
         advance(d, { type: "CIRCUITS", open })
         if (phase(d) === "failed") return yield* Effect.fail(d.lastError)
       }
-      const eligible = eligibleCandidates(d.state).map((c) => d.byId.get(c.placementId)!)
+      const eligible = eligibleCandidates(d.state).map((c) => candidateById(d.candidates, c.placementId))
       if (eligible.length === 0) return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
       const scope = yield* Scope.make()
       let outcome: LeaseOutcome = "cancelled"
@@ -248,7 +253,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
         )
       )
       advance(d, { type: "GRANTED", placementId: lease.placementId })
-      const candidate = d.byId.get(lease.placementId)!
+      const candidate = candidateById(d.candidates, lease.placementId)
       grantedAt = performance.now()
       attemptOn = candidate
       d.counter.granted(lease.placementId, grantedAt - askedAt)
@@ -291,7 +296,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
       pendingEnd: undefined,
       admission: options.admission,
       options,
-      byId: new Map(options.candidates.map((candidate) => [candidate.placementId, candidate])),
+      candidates: options.candidates,
       sent: makeSentTracker(),
       counter: new AttemptCounter(dispatcherOptions.metrics, options.record),
       trace: dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined,
@@ -374,7 +379,6 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
 
   const completeWith = (options: DispatchOptions, trace: DispatchTrace | undefined): Effect.Effect<Completed, BackendError | QueueTimeout> =>
     Effect.suspend(() => {
-      const byId = new Map(options.candidates.map((candidate) => [candidate.placementId, candidate]))
       let state = startDispatch({ candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) })
       const send = (event: DispatchEvent) => {
         state = stepDispatch(state, event)
@@ -403,7 +407,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
             })),
             Effect.flatMap((lease) => {
               send({ type: "GRANTED", placementId: lease.placementId })
-              const candidate = byId.get(lease.placementId)!
+              const candidate = candidateById(options.candidates, lease.placementId)
               const grantedAt = performance.now()
               counter.granted(lease.placementId, grantedAt - askedAt)
               const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
@@ -444,7 +448,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
             break
         }
         const next = (): Effect.Effect<Completed, BackendError | QueueTimeout> => {
-          const eligible = eligibleCandidates(state).map((c) => byId.get(c.placementId)!)
+          const eligible = eligibleCandidates(state).map((c) => candidateById(options.candidates, c.placementId))
           if (eligible.length === 0) return Effect.fail(lastError ?? emptyStream("dispatch"))
           return Effect.matchEffect(attempt(eligible), {
             onSuccess: (completed) => {

@@ -241,7 +241,6 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         models,
         sent,
         upstream: candidatesFor(sent, models),
-        modelById: new Map(models.map((m) => [m.id, m])),
         settledSignal: Deferred.makeUnsafe<Settlement>()
       }
       if (!meter.admitsInOneTrip) {
@@ -275,11 +274,12 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       readonly metered: CallMetering
       readonly sent: CanonicalRequest
       readonly upstream: ReadonlyArray<DispatchCandidate>
-      readonly modelById: ReadonlyMap<string, ChatModel>
       readonly settledSignal: Deferred.Deferred<Settlement>
       readonly admission: PendingAdmission | undefined
     }) {
-      const { models, metered, sent, upstream, modelById, settledSignal, admission } = prepared
+      const { models, metered, sent, upstream, settledSignal, admission } = prepared
+      // The models that may serve are a handful: a scan, not a Map each open stream holds.
+      const modelById = (id: string) => models.find((m) => m.id === id)
       let servingModel = models[0]
       const usage = makeUsageTracker(sent)
 
@@ -309,7 +309,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         record: options.record,
         onContinue: (to) =>
           Effect.suspend(() => {
-            servingModel = modelById.get(to.modelId) ?? servingModel
+            servingModel = modelById(to.modelId) ?? servingModel
             return options.onContinue === undefined ? Effect.void : options.onContinue(to)
           }),
         // Per chunk, in the dispatcher's own stage (no mapArray + onExit stages of our own).
@@ -319,7 +319,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         onEnd: finish,
         admission
       }).pipe(Effect.tapError(() => metered.fail()))
-      servingModel = modelById.get(dispatched.servedModel) ?? servingModel
+      servingModel = modelById(dispatched.servedModel) ?? servingModel
       if (options.record !== undefined) options.record.servedModel = dispatched.servedModel
       const events = dispatched.events
 

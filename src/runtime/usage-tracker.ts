@@ -21,47 +21,59 @@ export interface UsageTracker {
   usage(): Effect.Effect<Usage>
 }
 
-/** `request`: what was sent upstream, counted only when no `message_start` reported its input. */
-export const makeUsageTracker = (request: CanonicalRequest): UsageTracker => {
-  let input: number | undefined
+/**
+ * `request`: what was sent upstream, counted only when no `message_start` reported its input. A
+ * class, not an object of closures: an open stream holds one small object (an object literal with
+ * a getter was kept as a hash table, with a closure per method, ~0.7 KiB per stream).
+ */
+export const makeUsageTracker = (request: CanonicalRequest): UsageTracker => new StreamUsage(request)
+
+class StreamUsage implements UsageTracker {
+  readonly #request: CanonicalRequest
+  #input: number | undefined = undefined
   // The output is only tokenized if the stream ends without exact usage: keep the pieces until then.
-  const pieces: Array<string> = []
-  let exact: Usage | undefined
-  let produced = false
-  return {
-    add(event) {
-      switch (event.type) {
-        case "message_start":
-          if (event.usage !== undefined && event.usage.inputTokens > 0) input = event.usage.inputTokens
-          return
-        case "block_start":
-          produced = true
-          return
-        case "text_delta":
-          if (exact === undefined) pieces.push(event.text)
-          return
-        case "thinking_delta":
-          if (exact === undefined) pieces.push(event.thinking)
-          return
-        case "tool_input_delta":
-          if (exact === undefined) pieces.push(event.partialJson)
-          return
-        case "message_stop":
-          exact = event.usage
-          pieces.length = 0
-          return
-        default:
-          return
-      }
-    },
-    get produced() {
-      return produced
-    },
-    usage: () =>
-      exact !== undefined
-        ? Effect.succeed(exact)
-        : Effect.all([input === undefined ? countRequestTokens(request) : Effect.succeed(input), countTexts(pieces)]).pipe(
-          Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
-        )
+  readonly #pieces: Array<string> = []
+  #exact: Usage | undefined = undefined
+  #produced = false
+
+  constructor(request: CanonicalRequest) {
+    this.#request = request
+  }
+
+  add(event: CanonicalEvent): void {
+    switch (event.type) {
+      case "message_start":
+        if (event.usage !== undefined && event.usage.inputTokens > 0) this.#input = event.usage.inputTokens
+        return
+      case "block_start":
+        this.#produced = true
+        return
+      case "text_delta":
+        if (this.#exact === undefined) this.#pieces.push(event.text)
+        return
+      case "thinking_delta":
+        if (this.#exact === undefined) this.#pieces.push(event.thinking)
+        return
+      case "tool_input_delta":
+        if (this.#exact === undefined) this.#pieces.push(event.partialJson)
+        return
+      case "message_stop":
+        this.#exact = event.usage
+        this.#pieces.length = 0
+        return
+      default:
+        return
+    }
+  }
+
+  get produced(): boolean {
+    return this.#produced
+  }
+
+  usage(): Effect.Effect<Usage> {
+    if (this.#exact !== undefined) return Effect.succeed(this.#exact)
+    return Effect.all([this.#input === undefined ? countRequestTokens(this.#request) : Effect.succeed(this.#input), countTexts(this.#pieces)]).pipe(
+      Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
+    )
   }
 }

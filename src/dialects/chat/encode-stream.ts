@@ -31,8 +31,8 @@ const TEXT_MARK = "\u0000svc-text\u0000"
 
 export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => {
   const includeUsage = context.echo.includeUsage
-  /** Tool-call position by block index; absent for text and thinking blocks. */
-  const toolIndexOf = new Map<number, number>()
+  /** Tool-call position by block index; absent for text and thinking blocks. Made at the first tool call (most answers have none). */
+  let toolIndexOf: Map<number, number> | undefined
 
   const chunk = (delta: object, finish: string | null = null) =>
     dataFrame({
@@ -60,6 +60,7 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
         return chunk({ role: "assistant", content: "", refusal: null })
       case "block_start":
         if (event.block.type !== "tool_use") return ""
+        toolIndexOf ??= new Map()
         toolIndexOf.set(event.index, toolIndexOf.size)
         return chunk({
           tool_calls: [{
@@ -72,7 +73,7 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
       case "text_delta":
         return event.text === "" ? "" : textChunk(event.text)
       case "tool_input_delta": {
-        const index = toolIndexOf.get(event.index)
+        const index = toolIndexOf?.get(event.index)
         if (index === undefined || event.partialJson === "") return ""
         return chunk({ tool_calls: [{ index, function: { arguments: event.partialJson } }] })
       }
