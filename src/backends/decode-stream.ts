@@ -38,40 +38,68 @@ type EventsPull = Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, BackendError>
 const isNonEmpty = <A>(as: ReadonlyArray<A>): as is NonEmptyReadonlyArray<A> => as.length > 0
 
 export const decodeBody = (body: StreamedBody, decoder: BodyDecoder): Stream.Stream<CanonicalEvent, BackendError> =>
-  Stream.fromPull(Effect.sync(() => {
-    let failure: BackendError | undefined
-    let ended = false
-    /** The read's events, completed by `finish` when they end the answer. */
-    const emit = (events: NonEmptyReadonlyArray<CanonicalEvent>): EventsPull =>
-      decoder.finish === undefined || events[events.length - 1].type !== "message_stop"
-        ? Effect.succeed(events)
-        : Effect.map(decoder.finish(events), (done) => (isNonEmpty(done) ? done : events))
-    /** After a step: its events, else its error, else undefined (read on). */
-    const settle = (step: DecodeStep): EventsPull | undefined => {
-      if (step.error !== undefined) failure = step.error
-      if (isNonEmpty(step.events)) return emit(step.events)
-      if (failure !== undefined) return Effect.fail(failure)
-      return undefined
+  Stream.fromPull(Effect.sync(() => new BodyEvents(body, decoder).pull))
+
+/**
+ * One body's decoding, as one object with its steps as methods: an open stream holds it for as
+ * long as it lasts (closures per step, and one per pull waiting for a read, held ~1 KiB each).
+ */
+class BodyEvents {
+  readonly #body: StreamedBody
+  readonly #decoder: BodyDecoder
+  #failure: BackendError | undefined = undefined
+  #ended = false
+  /** The pull waiting for a read to complete events. */
+  #resume: ((effect: EventsPull) => void) | undefined = undefined
+  readonly #onRead = (result: BodyRead) => this.onRead(result)
+  readonly #waitForRead = (resume: (effect: EventsPull) => void) => {
+    this.#resume = resume
+    this.#body.read(this.#onRead)
+  }
+  readonly pull: EventsPull = Effect.suspend(() => {
+    if (this.#failure !== undefined) return Effect.fail(this.#failure)
+    if (this.#ended) return Cause.done()
+    return Effect.callback<NonEmptyReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>(this.#waitForRead)
+  })
+
+  constructor(body: StreamedBody, decoder: BodyDecoder) {
+    this.#body = body
+    this.#decoder = decoder
+  }
+
+  private onRead(result: BodyRead): void {
+    if (result._tag === "Chunk") {
+      const settled = this.settle(this.#decoder.feed(result.chunk))
+      // A read that completed nothing (half an event): wait for the next one, no step.
+      return settled === undefined ? this.#body.read(this.#onRead) : this.resume(settled)
     }
-    const pull: EventsPull = Effect.suspend(() => {
-      if (failure !== undefined) return Effect.fail(failure)
-      if (ended) return Cause.done()
-      return Effect.callback<NonEmptyReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>((resume) => {
-        const onRead = (result: BodyRead): void => {
-          if (result._tag === "Chunk") {
-            const settled = settle(decoder.feed(result.chunk))
-            // A read that completed nothing (half an event): wait for the next one, no step.
-            return settled === undefined ? body.read(onRead) : resume(settled)
-          }
-          if (result._tag === "End") {
-            ended = true
-            return resume(settle(decoder.end()) ?? Cause.done())
-          }
-          failure = connectionError(result.error)
-          resume(Effect.fail(failure))
-        }
-        body.read(onRead)
-      })
-    })
-    return pull
-  }))
+    if (result._tag === "End") {
+      this.#ended = true
+      return this.resume(this.settle(this.#decoder.end()) ?? Cause.done())
+    }
+    this.#failure = connectionError(result.error)
+    this.resume(Effect.fail(this.#failure))
+  }
+
+  private resume(effect: EventsPull) {
+    const resume = this.#resume!
+    this.#resume = undefined
+    resume(effect)
+  }
+
+  /** After a step: its events, else its error, else undefined (read on). */
+  private settle(step: DecodeStep): EventsPull | undefined {
+    if (step.error !== undefined) this.#failure = step.error
+    if (isNonEmpty(step.events)) return this.emit(step.events)
+    if (this.#failure !== undefined) return Effect.fail(this.#failure)
+    return undefined
+  }
+
+  /** The read's events, completed by `finish` when they end the answer. */
+  private emit(events: NonEmptyReadonlyArray<CanonicalEvent>): EventsPull {
+    const finish = this.#decoder.finish
+    return finish === undefined || events[events.length - 1].type !== "message_stop"
+      ? Effect.succeed(events)
+      : Effect.map(finish(events), (done) => (isNonEmpty(done) ? done : events))
+  }
+}

@@ -23,9 +23,9 @@ import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole, type StreamedBody } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
-import { addFinalizerPlain, unwrapPlain } from "../../util/scoped.ts"
+import { acquireInterruptible, unwrapPlain } from "../../util/scoped.ts"
 
 const ANTHROPIC_VERSION = "2023-06-01"
 
@@ -85,12 +85,6 @@ const canonicalEvents = (body: StreamedBody, modelId: string) =>
       }
     })
   })
-
-/**
- * A stream's finalizer that aborts its upstream call. At module level: a closure written in `open`
- * would hold that call's scope (its request body among it) for as long as the stream stays open.
- */
-const abortOnClose = (abort: AbortController) => Effect.sync(() => abort.abort())
 
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))
 
@@ -152,13 +146,16 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
 
   const open = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime) {
     const { url, body, headers } = yield* target(request, placement, true, yield* Effect.withFiber((fiber) => Effect.succeed(traceHeadersOf(fiber))))
-    // Aborts the upstream call when the stream ends early (client gone, failover); a no-op after a full read.
-    const abort = new AbortController()
-    yield* addFinalizerPlain(abortOnClose(abort))
-    const response = yield* Effect.tryPromise({
-      try: () => callStreamed(poolFor(url.origin), { method: "POST", path: url.pathname + url.search, headers, body }, abort.signal),
-      catch: connectionError
-    })
+    // Interrupted before the headers, the call is aborted at once; after, the body is released
+    // when the stream's scope closes: a stream that ends early (client gone, failover) aborts the
+    // call, a no-op after a full read.
+    const response = yield* acquireInterruptible(
+      Effect.tryPromise({
+        try: (signal) => callStreamed(poolFor(url.origin), { method: "POST", path: url.pathname + url.search, headers, body }, signal),
+        catch: connectionError
+      }),
+      destroyBody
+    )
     if (response.statusCode < 200 || response.statusCode >= 300) {
       return yield* errorFromResponse(response.statusCode, response.headers, yield* readText(response.body), placement)
     }

@@ -18,7 +18,7 @@ import { type CanonicalEvent, type CanonicalResponse, collect } from "../../mode
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import { decodeBody, type DecodeStep } from "../decode-stream.ts"
+import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { makeSseDecoder } from "./sse-decoder.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
@@ -105,30 +105,52 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   // Every failure names the catalog's model, never the upstream's: the call's own (scrubbed once
   // here) and the stream's (an error event's message, scrubbed as it is decoded).
   const stream = (request: CanonicalRequest, placement: PlacementRuntime): Stream.Stream<CanonicalEvent, BackendError> =>
-    unwrapPlain(Effect.flatMap(prepare(request, placement), (call) => Effect.map(postForStream(pools, call), (body) => {
-      const scrub = scrubError(placement)
-      const sse = makeSseDecoder()
-      const text = new TextDecoder()
-      const parser = parserFor(request, placement)
-      const parse = (chunk: string, last: boolean): DecodeStep => {
-        const events: Array<CanonicalEvent> = []
-        try {
-          for (const data of sse.feed(chunk)) events.push(...parser.push(data))
-          if (last) {
-            for (const data of sse.end()) events.push(...parser.push(data))
-            events.push(...parser.end())
-          }
-        } catch (error) {
-          return { events, error: scrub(asBackendError(error)) }
-        }
-        return { events }
-      }
-      return decodeBody(body, {
-        feed: (bytes) => parse(text.decode(bytes, { stream: true }), false),
-        end: () => parse(text.decode(), true),
-        finish: withUsage(request, parser)
-      })
-    })).pipe(Effect.mapError(scrubError(placement))))
+    unwrapPlain(Effect.flatMap(prepare(request, placement), (call) =>
+      Effect.map(postForStream(pools, call), (body) => {
+        const parser = parserFor(request, placement)
+        return decodeBody(body, new ChunksDecoder(parser, placement, withUsage(request, parser)))
+      })).pipe(Effect.mapError(scrubError(placement))))
 
   return { kind: "openai-compatible", stream, complete, close: () => pools.close() }
+}
+
+/**
+ * One streamed answer's decoding (SSE text → chunks → canonical events; an error event's message
+ * scrubbed as it is decoded). Fields and methods: an open stream holds this one object, not a
+ * closure per step over a shared scope.
+ */
+class ChunksDecoder implements BodyDecoder {
+  readonly #sse = makeSseDecoder()
+  readonly #text = new TextDecoder()
+  readonly #parser: ChunkParser
+  readonly #placement: PlacementRuntime
+  readonly finish: (events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>
+
+  constructor(parser: ChunkParser, placement: PlacementRuntime, finish: (events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>) {
+    this.#parser = parser
+    this.#placement = placement
+    this.finish = finish
+  }
+
+  feed(bytes: Uint8Array): DecodeStep {
+    return this.parse(this.#text.decode(bytes, { stream: true }), false)
+  }
+
+  end(): DecodeStep {
+    return this.parse(this.#text.decode(), true)
+  }
+
+  private parse(chunk: string, last: boolean): DecodeStep {
+    const events: Array<CanonicalEvent> = []
+    try {
+      for (const data of this.#sse.feed(chunk)) events.push(...this.#parser.push(data))
+      if (last) {
+        for (const data of this.#sse.end()) events.push(...this.#parser.push(data))
+        events.push(...this.#parser.end())
+      }
+    } catch (error) {
+      return { events, error: scrubError(this.#placement)(asBackendError(error)) }
+    }
+    return { events }
+  }
 }

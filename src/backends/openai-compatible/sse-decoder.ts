@@ -10,17 +10,22 @@ export interface SseDecoder {
   end(): Array<string>
 }
 
-export const makeSseDecoder = (): SseDecoder => {
-  let buffer = ""
+export const makeSseDecoder = (): SseDecoder => new SseLines()
+
+/** The decoder's state as fields, its steps as methods: an open stream holds one (not a closure per step). */
+class SseLines implements SseDecoder {
+  #buffer = ""
   // One event's data lines; reused, and a single line (every chunk an OpenAI-compatible upstream
   // sends) is handed on as it is, not joined: this runs once per streamed token.
-  const data: Array<string> = []
+  readonly #data: Array<string> = []
 
   /** The line `buffer[start, end)` (without its `\n`). */
-  const line = (start: number, end: number, out: Array<string>) => {
+  private line(start: number, end: number, out: Array<string>) {
+    const buffer = this.#buffer
+    const data = this.#data
     if (end > start && buffer.charCodeAt(end - 1) === 13) end-- // "\r\n"
     if (end === start) {
-      if (data.length > 0) out.push(data.length === 1 ? data[0] : data.join("\n"))
+      if (data.length > 0) out.push(data.length === 1 ? data[0]! : data.join("\n"))
       data.length = 0
       return
     }
@@ -33,24 +38,24 @@ export const makeSseDecoder = (): SseDecoder => {
     // Anything else is a comment (":") or another field (event, id, retry): skipped.
   }
 
-  return {
-    feed(text) {
-      buffer += text
-      const out: Array<string> = []
-      let start = 0
-      for (let newline = buffer.indexOf("\n"); newline !== -1; newline = buffer.indexOf("\n", start)) {
-        line(start, newline, out)
-        start = newline + 1
-      }
-      buffer = start === buffer.length ? "" : buffer.slice(start)
-      return out
-    },
-    end() {
-      const out: Array<string> = []
-      if (buffer !== "") line(0, buffer.length, out)
-      buffer = ""
-      line(0, 0, out)
-      return out
+  feed(text: string): Array<string> {
+    this.#buffer += text
+    const buffer = this.#buffer
+    const out: Array<string> = []
+    let start = 0
+    for (let newline = buffer.indexOf("\n"); newline !== -1; newline = buffer.indexOf("\n", start)) {
+      this.line(start, newline, out)
+      start = newline + 1
     }
+    this.#buffer = start === buffer.length ? "" : buffer.slice(start)
+    return out
+  }
+
+  end(): Array<string> {
+    const out: Array<string> = []
+    if (this.#buffer !== "") this.line(0, this.#buffer.length, out)
+    this.#buffer = ""
+    this.line(0, 0, out)
+    return out
   }
 }

@@ -11,7 +11,7 @@ import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireInterruptible } from "../../util/scoped.ts"
 import { requestBody, type SendableBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole, type StreamedBody, type StreamedResponse } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -58,12 +58,6 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
       return Effect.fail(backendErrorFromStatus(502, "the upstream answered with a body that is not JSON"))
     }
   })))
-
-/**
- * A streamed call's release. At module level: a closure written in `postForStream` would hold that
- * call's scope (the call, with its request body) for as long as the stream stays open.
- */
-const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.body.destroy())
 
 /**
  * POSTs the body and hands back the streamed response body once a 2xx answer's headers arrive. The

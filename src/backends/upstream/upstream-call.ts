@@ -14,8 +14,10 @@
  * - `callStreamed` hands back the status and headers once they arrive, and the body as an async
  *   iterable of chunks that pauses the socket while the reader is behind (backpressure);
  *   `destroy()` aborts the call if the body is not fully read.
- * - An abort signal (an interrupted Effect) aborts the call at any point.
+ * - An abort signal (an interrupted Effect) aborts the call until the body is first read; from
+ *   then on whoever reads the body ends the call with `destroy()` (`destroyBody`, on its scope).
  */
+import { Effect } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Readable } from "node:stream"
 import type { Dispatcher } from "undici"
@@ -144,7 +146,8 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
   private waiting: ((result: BodyRead) => void) | undefined
   private resolve: ((response: StreamedResponse) => void) | undefined
   private reject: ((error: Error) => void) | undefined
-  private readonly signal: AbortSignal | undefined
+  /** Until the body's first read (see `read`). */
+  private signal: AbortSignal | undefined
   private onAbort: (() => void) | undefined
 
   constructor(signal: AbortSignal | undefined, resolve: (response: StreamedResponse) => void, reject: (error: Error) => void) {
@@ -165,6 +168,7 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
   private unlisten() {
     if (this.onAbort !== undefined) this.signal!.removeEventListener("abort", this.onAbort)
     this.onAbort = undefined
+    this.signal = undefined
   }
 
   private fail(error: Error) {
@@ -204,6 +208,10 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
   }
 
   read(onRead: (result: BodyRead) => void): void {
+    // The signal is the caller's wait for the answer (an interrupted Effect.tryPromise aborts it).
+    // A read means the body was taken — whoever reads now ends the call with `destroy` — so an
+    // open stream need not keep the signal and its listener (~0.4 KiB).
+    if (this.onAbort !== undefined) this.unlisten()
     const now = this.take()
     if (now !== undefined) return onRead(now)
     this.waiting = onRead
@@ -285,6 +293,13 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
     this.fail(error)
   }
 }
+
+/**
+ * A streamed call's release (with `acquireInterruptible`): a body not read to its end aborts the
+ * call. At module level: a closure written beside the call would hold that call's scope (the call,
+ * with its request body) for as long as the stream stays open.
+ */
+export const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.body.destroy())
 
 /** Starts one call; resolves once the status and headers are in, with the body to read. */
 export const callStreamed = (dispatcher: Dispatcher, request: UpstreamRequest, signal?: AbortSignal): Promise<StreamedResponse> =>
