@@ -18,6 +18,7 @@
  */
 import { Cause, Clock, Context, Deferred, Effect, Fiber, Option, Pull, Scope, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
+import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
 import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from "../dialects/dialect.ts"
@@ -85,26 +86,37 @@ export interface AnswerHooks<Echo> {
 const utf8 = new TextEncoder()
 
 /**
- * How a chunk of events and a failure become SSE text: the chunk's frames (after `before`, e.g. a
- * continuation's switch-over comment) and, for a failure, the dialect's error event — never a cut.
- * node:http answers write them as they encode (`writeSse`); other answers go through `frames`.
+ * How a chunk of events and a failure become SSE text: the chunk's frames (after a continuation's
+ * pending switch-over comment) and, for a failure, the dialect's error event — never a cut — noted
+ * on the request's record. node:http answers write them as they encode (`writeSse`); other answers
+ * go through `frames`. An object with methods: an open stream holds it (not closures over a scope).
  */
-const sseFramesOf = (
-  encoder: StreamEncoder,
-  before: () => string = () => "",
-  onFailure: (failure: StreamFailure) => void = () => {}
-): SseFrames<CanonicalEvent, AnswerFailure> => ({
-  chunk: (chunk) => {
-    let text = before()
-    for (const event of chunk) text += encoder.event(event)
-    return text
-  },
-  failure: (error) => {
-    const failure = callFailureToStreamFailure(error)
-    onFailure(failure)
-    return encoder.error(failure)
+class EncoderFrames implements SseFrames<CanonicalEvent, AnswerFailure> {
+  readonly #encoder: StreamEncoder
+  readonly #notes: StreamNotes | undefined
+
+  constructor(encoder: StreamEncoder, notes?: StreamNotes) {
+    this.#encoder = encoder
+    this.#notes = notes
   }
-})
+
+  chunk(chunk: NonEmptyReadonlyArray<CanonicalEvent>): string {
+    let text = ""
+    const notes = this.#notes
+    if (notes?.switchNote !== undefined) {
+      text = this.#encoder.switchover(notes.switchNote)
+      notes.switchNote = undefined
+    }
+    for (const event of chunk) text += this.#encoder.event(event)
+    return text
+  }
+
+  failure(error: AnswerFailure): string {
+    const failure = callFailureToStreamFailure(error)
+    if (this.#notes !== undefined) noteFailure(this.#notes, failure)
+    return this.#encoder.error(failure)
+  }
+}
 
 /**
  * SSE frames for a stream of events, as bytes, for the platform's stream response (the embedding
@@ -227,7 +239,6 @@ const answer = Effect.fnUntraced(function*(
   const span = (yield* Telemetry).tracing ? yield* startRequestSpan(ctx.record, request.model, requestAttributes(request)) : undefined
   const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => (span === undefined ? effect : Effect.withParentSpan(effect, span))
   const notes: StreamNotes = { record: ctx.record, switchNote: undefined }
-  const noteStreamFailure = noteFailureOf(notes)
   const id = dialect.newId()
   const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
   const contextFor = (servedModel: string): EncodeContext<unknown> => ({ id, model: servedModel, createdAt, request, echo })
@@ -263,7 +274,7 @@ const answer = Effect.fnUntraced(function*(
   // One started call's events and frames; the dialect's error event ends a failure.
   const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }): EncodedCall => {
     const context = contextFor(call.servedModel)
-    return { events: eventsOf(call, context), sse: callFramesOf(dialect.streamEncoder(context), notes) }
+    return { events: eventsOf(call, context), sse: new EncoderFrames(dialect.streamEncoder(context), notes) }
   }
 
   // Started at once, not on the scheduler's next turn (a setImmediate hop before the dispatch).
@@ -295,7 +306,7 @@ const answer = Effect.fnUntraced(function*(
       }),
       Effect.catch((error: CallFailure) => {
         const failure = callFailureToStreamFailure(error)
-        noteStreamFailure(failure)
+        noteFailure(notes, failure)
         return Effect.succeed(Stream.succeed(utf8.encode(waiting.error(failure))))
       })
     )
@@ -317,7 +328,7 @@ interface StreamNotes {
 }
 
 /** A stream that already answered 200 and ends with the dialect's error event: logged as such. */
-const noteFailureOf = (notes: StreamNotes) => (failure: StreamFailure) => {
+const noteFailure = (notes: StreamNotes, failure: StreamFailure) => {
   notes.record.error = { type: failure.type, message: failure.message }
 }
 
@@ -327,14 +338,6 @@ const noteSwitchOf = (notes: StreamNotes) => (to: { readonly modelId: string }) 
   })
 
 const signalQueued = (first: Deferred.Deferred<"started" | "queued">) => Effect.sync(() => void Deferred.doneUnsafe(first, Effect.succeed("queued")))
-
-/** A started call's frames: its events, after a pending switch-over comment; a failure's error event. */
-const callFramesOf = (encoder: StreamEncoder, notes: StreamNotes) =>
-  sseFramesOf(encoder, () => {
-    const note = notes.switchNote
-    notes.switchNote = undefined
-    return note === undefined ? "" : encoder.switchover(note)
-  }, noteFailureOf(notes))
 
 /**
  * Waits for the first chunk of a stream and returns a stream that replays it and continues, so the
@@ -362,5 +365,5 @@ export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeCo
       return HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
     }
     const started = yield* startStream(events).pipe(Effect.mapError(callFailureToApiError))
-    return sseResponse(frames(started, sseFramesOf(dialect.streamEncoder(context))), {})
+    return sseResponse(frames(started, new EncoderFrames(dialect.streamEncoder(context))), {})
   })

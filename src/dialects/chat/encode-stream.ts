@@ -29,40 +29,60 @@ export const errorFrame = (failure: StreamFailure) =>
 /** Stands for a delta's text in the frame cut into a prefix and suffix (an id or model holding it gets the generic chunk). */
 const TEXT_MARK = "\u0000svc-text\u0000"
 
-export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => {
-  const includeUsage = context.echo.includeUsage
-  /** Tool-call position by block index; absent for text and thinking blocks. Made at the first tool call (most answers have none). */
-  let toolIndexOf: Map<number, number> | undefined
+export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamEncoder => new ChatStreamEncoder(context)
 
-  const chunk = (delta: object, finish: string | null = null) =>
-    dataFrame({
+/**
+ * One stream's encoder: its state as fields and its steps as methods shared by every stream (an
+ * open stream holds this one object, not a closure per step over a shared scope).
+ */
+class ChatStreamEncoder implements StreamEncoder {
+  readonly #context: EncodeContext<ChatEcho>
+  readonly #includeUsage: boolean
+  /** Tool-call position by block index; absent for text and thinking blocks. Made at the first tool call (most answers have none). */
+  #toolIndexOf: Map<number, number> | undefined = undefined
+  // A text delta is most of a stream's frames: its chunk is `chunk({content})` cut around the
+  // text, made once per stream, so a delta costs one JSON.stringify of its text instead of a
+  // seven-field object tree (~585 → ~100 bytes allocated per frame). Cut from `chunk` itself, so
+  // the bytes are the same by construction; undefined when the cut is not clean (an id or model
+  // holding the mark), and the delta gets the generic chunk.
+  readonly #textPrefix: string | undefined
+  readonly #textSuffix: string | undefined
+
+  constructor(context: EncodeContext<ChatEcho>) {
+    this.#context = context
+    this.#includeUsage = context.echo.includeUsage
+    const [prefix, suffix, ...rest] = this.chunk({ content: TEXT_MARK }).split(JSON.stringify(TEXT_MARK))
+    const clean = rest.length === 0 && suffix !== undefined
+    this.#textPrefix = clean ? prefix : undefined
+    this.#textSuffix = clean ? suffix : undefined
+  }
+
+  private chunk(delta: object, finish: string | null = null): string {
+    const context = this.#context
+    return dataFrame({
       id: context.id,
       object: "chat.completion.chunk",
       created: context.createdAt,
       model: context.model,
       system_fingerprint: null,
       choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
-      ...(includeUsage ? { usage: null } : {})
+      ...(this.#includeUsage ? { usage: null } : {})
     })
+  }
 
-  // A text delta is most of a stream's frames: its chunk is `chunk({content})` cut around the
-  // text, made once per stream, so a delta costs one JSON.stringify of its text instead of a
-  // seven-field object tree (~585 → ~100 bytes allocated per frame). Cut from `chunk` itself, so
-  // the bytes are the same by construction.
-  const [textPrefix, textSuffix, ...rest] = chunk({ content: TEXT_MARK }).split(JSON.stringify(TEXT_MARK))
-  const textChunk = rest.length === 0 && textSuffix !== undefined
-    ? (text: string) => textPrefix + JSON.stringify(text) + textSuffix
-    : (text: string) => chunk({ content: text })
+  private textChunk(text: string): string {
+    return this.#textSuffix === undefined ? this.chunk({ content: text }) : this.#textPrefix + JSON.stringify(text) + this.#textSuffix
+  }
 
-  const event = (event: CanonicalEvent): string => {
+  event(event: CanonicalEvent): string {
     switch (event.type) {
       case "message_start":
-        return chunk({ role: "assistant", content: "", refusal: null })
-      case "block_start":
+        return this.chunk({ role: "assistant", content: "", refusal: null })
+      case "block_start": {
         if (event.block.type !== "tool_use") return ""
-        toolIndexOf ??= new Map()
+        const toolIndexOf = (this.#toolIndexOf ??= new Map())
         toolIndexOf.set(event.index, toolIndexOf.size)
-        return chunk({
+        return this.chunk({
           tool_calls: [{
             index: toolIndexOf.get(event.index),
             id: event.block.id,
@@ -70,16 +90,18 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
             function: { name: event.block.name, arguments: "" }
           }]
         })
+      }
       case "text_delta":
-        return event.text === "" ? "" : textChunk(event.text)
+        return event.text === "" ? "" : this.textChunk(event.text)
       case "tool_input_delta": {
-        const index = toolIndexOf?.get(event.index)
+        const index = this.#toolIndexOf?.get(event.index)
         if (index === undefined || event.partialJson === "") return ""
-        return chunk({ tool_calls: [{ index, function: { arguments: event.partialJson } }] })
+        return this.chunk({ tool_calls: [{ index, function: { arguments: event.partialJson } }] })
       }
       case "message_stop": {
-        const last = chunk({}, finishReason(event.stopReason))
-        if (!includeUsage) return last + CHAT_DONE_FRAME
+        const last = this.chunk({}, finishReason(event.stopReason))
+        if (!this.#includeUsage) return last + CHAT_DONE_FRAME
+        const context = this.#context
         const usage = dataFrame({
           id: context.id,
           object: "chat.completion.chunk",
@@ -98,9 +120,15 @@ export const makeChatStreamEncoder = (context: EncodeContext<ChatEcho>): StreamE
     }
   }
 
-  return {
-    event,
-    error: errorFrame,
-    ...commentSignals
+  error(failure: StreamFailure): string {
+    return errorFrame(failure)
+  }
+
+  keepalive(): string {
+    return commentSignals.keepalive()
+  }
+
+  switchover(note: string): string {
+    return commentSignals.switchover(note)
   }
 }
