@@ -11,6 +11,11 @@
  * `--smaps` also reports the resident growth by kind of mapping (`/proc/PID/smaps`), and
  * `--node-args` passes flags to the gateway (e.g. `--max-semi-space-size=16`). `--prompt-kib N`
  * sends a user message of N KiB instead of one sentence: what a stream holds of its request shows.
+ * `--tokens-per-second N` (default 2) and `--max-tokens N` (default 300) pace the streams: at 2 a
+ * second they have a few tokens each when measured; faster, what a stream holds of the answer it
+ * has sent so far shows. The simulator's answers are ~80 tokens long; `--deltas N` streams from the
+ * fixed-answer upstream instead (this process, core 1): N content chunks at that pace, e.g.
+ * `--deltas=3000 --tokens-per-second=50`: 200–450 chunks each by the time they are measured.
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
  * holds while it waits. `--bare` measures `bench/bare-proxy.ts` (node:http in, undici out, nothing
  * else) in the gateway's place: the floor every Node proxy pays per open stream (two sockets, their
@@ -20,18 +25,19 @@
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
+import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -66,7 +72,10 @@ const residentByMapping = (pid: number): Map<string, number> => {
 const main = async () => {
   const logDir = mkdtempSync(join(tmpdir(), "bench-stream-memory-"))
   console.log(`logs in ${logDir}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
-  const upstream = await startSimulate(logDir, "upstream", 300, 2, 1)
+  const tokensPerSecond = Number(values["tokens-per-second"])
+  const upstream = values.deltas === undefined
+    ? await startSimulate(logDir, "upstream", 300, tokensPerSecond, 1)
+    : await startFixedUpstream({ deltas: Number(values.deltas), ttftMs: 300, gapMs: Math.round(1000 / tokensPerSecond) }).then((fixed) => ({ url: fixed.url, stop: fixed.close }))
   const config = {
     models: [benchChatModel("svc-stream", "Stream memory", [
       { id: "stream-up", backend: "openai-compatible", capacity: count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
@@ -112,7 +121,7 @@ const main = async () => {
         const before = await probe()
         const mappingsBefore = values.smaps ? residentByMapping(gateway.pid) : undefined
         const tracker: Tracker = { inFlight: 0, openStreams: 0 }
-        void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(300), stream: !values.whole, tracker })
+        void openLoop({ rate: count / 3, durationMs: 3_000, pick: spec(Number(values["max-tokens"])), stream: !values.whole, tracker })
         // A non-streamed request is open from when it is sent; give the last ones time to reach the upstream.
         const opened = () => (values.whole ? tracker.inFlight : tracker.openStreams)
         for (let i = 0; i < 150 && opened() < count; i++) await sleep(200)

@@ -58,6 +58,7 @@ const stream = async (res: ServerResponse, model: string, options: FixedUpstream
   res.write(chunk(model, { role: "assistant", content: "" }, null))
   for (let i = 0; i < deltas; i++) {
     if (i > 0 && (options.gapMs ?? 0) > 0) await sleep(options.gapMs!)
+    if (res.destroyed) return // the caller hung up: a long paced stream stops here
     res.write(chunk(model, { content: `${WORDS[i % WORDS.length]} ` }, null))
   }
   res.write(chunk(model, {}, "stop"))

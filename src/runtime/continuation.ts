@@ -10,6 +10,7 @@
  * the continuation's: usage of the broken attempt is not known (it never sent `message_stop`).
  */
 import type { BlockStart, CanonicalEvent } from "../model/events.ts"
+import { TextPieces } from "../util/text-pieces.ts"
 
 export interface SentState {
   /** Every text delta sent so far, concatenated. */
@@ -35,7 +36,7 @@ export interface SentTracker {
 export const makeSentTracker = (): SentTracker => new SentSoFar()
 
 class SentSoFar implements SentTracker {
-  readonly #text: Array<string> = []
+  readonly #text = new TextPieces()
   #open: SentState["open"] = undefined
   #nextIndex = 0
   #sawToolUse = false
@@ -52,7 +53,7 @@ class SentSoFar implements SentTracker {
           this.#open = undefined
           break
         case "text_delta":
-          this.#text.push(event.text)
+          this.#text.add(event.text)
           break
         default:
           break
@@ -61,7 +62,7 @@ class SentSoFar implements SentTracker {
   }
 
   get state(): SentState {
-    return { text: this.#text.join(""), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
+    return { text: this.#text.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
   }
 }
 

@@ -2,7 +2,8 @@
  * What a call used, as its events pass by. A stream that finishes reports exact usage in
  * `message_stop`; one that breaks (or whose client leaves) never does, so the tracker estimates:
  * the input from `message_start` (else the request's exact count) and the output from the exact
- * tokens of every delta sent, both counted in the tokenizer thread only then. That estimate is
+ * tokens of the text sent (counted in parts of 64 deltas joined: `TextPieces`), both counted in
+ * the tokenizer thread only then. That estimate is
  * what a broken call is charged: the client received that output, and the reservation (an upper
  * bound of the same) already covers it.
  */
@@ -12,6 +13,7 @@ import type { CanonicalRequest } from "../model/request.ts"
 import { countTexts } from "../model/tokenizer.ts"
 import { countRequestTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
+import { TextPieces } from "../util/text-pieces.ts"
 
 export interface UsageTracker {
   add(event: CanonicalEvent): void
@@ -31,8 +33,8 @@ export const makeUsageTracker = (request: CanonicalRequest): UsageTracker => new
 class StreamUsage implements UsageTracker {
   readonly #request: CanonicalRequest
   #input: number | undefined = undefined
-  // The output is only tokenized if the stream ends without exact usage: keep the pieces until then.
-  readonly #pieces: Array<string> = []
+  // The output is only tokenized if the stream ends without exact usage: keep its text until then.
+  readonly #pieces = new TextPieces()
   #exact: Usage | undefined = undefined
   #produced = false
 
@@ -49,17 +51,17 @@ class StreamUsage implements UsageTracker {
         this.#produced = true
         return
       case "text_delta":
-        if (this.#exact === undefined) this.#pieces.push(event.text)
+        if (this.#exact === undefined) this.#pieces.add(event.text)
         return
       case "thinking_delta":
-        if (this.#exact === undefined) this.#pieces.push(event.thinking)
+        if (this.#exact === undefined) this.#pieces.add(event.thinking)
         return
       case "tool_input_delta":
-        if (this.#exact === undefined) this.#pieces.push(event.partialJson)
+        if (this.#exact === undefined) this.#pieces.add(event.partialJson)
         return
       case "message_stop":
         this.#exact = event.usage
-        this.#pieces.length = 0
+        this.#pieces.clear()
         return
       default:
         return
@@ -72,7 +74,7 @@ class StreamUsage implements UsageTracker {
 
   usage(): Effect.Effect<Usage> {
     if (this.#exact !== undefined) return Effect.succeed(this.#exact)
-    return Effect.all([this.#input === undefined ? countRequestTokens(this.#request) : Effect.succeed(this.#input), countTexts(this.#pieces)]).pipe(
+    return Effect.all([this.#input === undefined ? countRequestTokens(this.#request) : Effect.succeed(this.#input), countTexts(this.#pieces.parts())]).pipe(
       Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
     )
   }

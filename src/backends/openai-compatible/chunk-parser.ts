@@ -21,6 +21,7 @@ import type { Usage } from "../../model/usage.ts"
 import { makeUsage } from "../../model/usage.ts"
 import type { BackendError } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
+import { TextPieces } from "../../util/text-pieces.ts"
 
 export interface ChunkParserOptions {
   /** Catalog id reported in `message_start`. */
@@ -108,9 +109,9 @@ class ChunkParserImpl implements ChunkParser {
   private finish: string | undefined
   private usage: Usage | undefined
   private refused = false
-  // The generated text's pieces, joined only if the upstream reports no usage (see `unreported`):
-  // a string appended to per delta is a rope of one 32-byte node per token for the whole stream.
-  private readonly generated: Array<string> = []
+  // The generated text, read only if the upstream reports no usage (see `unreported`): a string
+  // appended to per delta is a rope of one 32-byte node per token for the whole stream.
+  private readonly generated = new TextPieces()
   unreported: { readonly generated: string } | undefined
 
   constructor(options: ChunkParserOptions) {
@@ -137,7 +138,7 @@ class ChunkParserImpl implements ChunkParser {
       events.push({ type: "block_start", index: block, block: { type: kind } })
     }
     const index = this.nextBlock - 1
-    this.generated.push(text)
+    this.generated.add(text)
     events.push(kind === "text" ? { type: "text_delta", index, text } : { type: "thinking_delta", index, thinking: text })
   }
 
@@ -162,7 +163,7 @@ class ChunkParserImpl implements ChunkParser {
     const name = text(fn.name)
     if (name !== undefined && name !== "") call.name ??= name
     const args = text(fn.arguments) ?? ""
-    if (args !== "") this.generated.push(args)
+    if (args !== "") this.generated.add(args)
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
@@ -181,8 +182,8 @@ class ChunkParserImpl implements ChunkParser {
     }
     this.close(events)
     this.finished = true
-    if (this.usage === undefined) this.unreported = { generated: this.generated.join("") }
-    this.generated.length = 0
+    if (this.usage === undefined) this.unreported = { generated: this.generated.text() }
+    this.generated.clear()
     const sawTools = this.calls !== undefined && this.calls.size > 0
     events.push({ type: "message_stop", stopReason: stopReasonOf(this.finish, sawTools, this.refused), usage: this.usage ?? makeUsage({}) })
     return events
