@@ -119,11 +119,17 @@ export const writeSse = <A, E>(response: ServerResponse, headers: Record<string,
         if (!response.writableEnded) response.destroy()
         return Scope.close(scope, exit)
       }))
+      // Started at once, not on the scheduler's next turn: its exit handler is in place before
+      // anything can interrupt it (a fiber interrupted before it starts runs none of its effect),
+      // and the first frame goes out without a hop.
       const openStreams = Context.get(fiber.context, OpenStreams)
-      return Effect.map(openStreams === undefined ? Effect.forkDetach(writer) : Effect.forkIn(writer, openStreams), (writing) => {
+      const options = { startImmediately: true } as const
+      return Effect.map(openStreams === undefined ? Effect.forkDetach(writer, options) : Effect.forkIn(writer, openStreams, options), (writing) => {
         response.on("close", () => {
           if (!response.writableEnded) writing.interruptUnsafe()
         })
+        // Gone before the listener was there: its close has been emitted already.
+        if (response.destroyed && !response.writableEnded) writing.interruptUnsafe()
         return WRITTEN
       })
     }))

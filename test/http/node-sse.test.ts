@@ -122,6 +122,30 @@ describe("node-sse writeSse", () => {
       expect(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)).toBe(true)
       expect(pulled).toBe(2)
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("a client already gone when the stream starts: the writer is interrupted at once and closes the scope", () =>
+    Effect.gen(function*() {
+      const events: Stream.Stream<number> = Stream.fromPull(Effect.succeed(Effect.never))
+      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "" }
+      const closed = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
+      const server = createServer((_request, response) => {
+        response.once("close", () => {
+          // Its close has been emitted: the writer starts after it.
+          const scope = Scope.makeUnsafe()
+          Effect.runSync(Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(exit)))))
+          Effect.runFork(writeSse(response, {}, events, frames).pipe(Scope.provide(scope)))
+        })
+        response.destroy()
+      })
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+        () => Effect.sync(() => server.close())
+      )
+      const port = (server.address() as AddressInfo).port
+      get(`http://127.0.0.1:${port}/`).on("error", () => {})
+      const exit = yield* Deferred.await(closed)
+      expect(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)).toBe(true)
+    }).pipe(Effect.scoped), 30_000)
 })
 
 const letterOf = (i: number) => String.fromCharCode(65 + (i % 26))
