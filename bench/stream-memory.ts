@@ -16,6 +16,7 @@
  * has sent so far shows. The simulator's answers are ~80 tokens long; `--deltas N` streams from the
  * fixed-answer upstream instead (this process, core 1): N content chunks at that pace, e.g.
  * `--deltas=3000 --tokens-per-second=50`: 200–450 chunks each by the time they are measured.
+ * `--messages` opens Anthropic Messages streams (`/v1/messages`) instead of Chat Completions.
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
  * holds while it waits. `--bare` measures `bench/bare-proxy.ts` (node:http in, undici out, nothing
  * else) in the gateway's place: the floor every Node proxy pays per open stream (two sockets, their
@@ -25,7 +26,7 @@
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N] [--messages]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -37,7 +38,7 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, messages: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -111,8 +112,8 @@ const main = async () => {
         const pool = makePool(gateway.url, count + 50)
         const spec = (maxTokens: number) => () => ({
           pool,
-          path: "/v1/chat/completions",
-          headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+          path: values.messages ? "/v1/messages" : "/v1/chat/completions",
+          headers: { "content-type": "application/json", authorization: `Bearer ${key}`, ...(values.messages ? { "anthropic-version": "2023-06-01" } : {}) },
           body: JSON.stringify({ model: "svc-stream", max_tokens: maxTokens, stream: !values.whole, messages: [{ role: "user", content: prompt }] })
         })
         // Warm-up: short streams, so every code path has run (and been compiled) once.
