@@ -31,6 +31,7 @@ describe("request log", () => {
   beforeAll(async () => {
     gw = await gatewayWith((config) => {
       placeModel(config, "svc-lyra-3", [{ id: "lyra-a", capacity: 2 }]) // no equivalents: a fault there is a 5xx
+      placeModel(config, "svc-nova-mini", [{ id: "nova-slow", capacity: 4, tokensPerSecond: 20 }]) // a stream that stays open
     }, { GATEWAY_RETRY_BASE_MS: "5", GATEWAY_CIRCUIT_COOLDOWN_MS: "50" }) // the failures below open lyra-a's circuit
     key = await createKey(gw)
     openai = new OpenAI({ apiKey: key.secret, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
@@ -120,6 +121,27 @@ describe("request log", () => {
     const line = await lineOf(gw, res.headers.get("x-request-id")!)
     expect(line).toMatchObject({ status: 200, stream: true, model: "svc-lyra-3", error_type: expect.any(String) })
     expect(line.output_tokens as number).toBeGreaterThan(0) // charged what it delivered
+  })
+
+  it("logs a stream whose client left midway when it ends: status 200, charged what it delivered", async () => {
+    const abort = new AbortController()
+    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key.secret}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "svc-nova-mini", stream: true, max_tokens: 400, messages: [{ role: "user", content: "Tell me a long story about the harbor." }] }),
+      signal: abort.signal
+    })
+    expect(res.status).toBe(200)
+    const reader = res.body!.getReader()
+    // A few frames in (20 tokens a second: the answer has ~20 seconds to go), the client leaves.
+    let text = ""
+    while ((text.match(/"content":"[^"]/g) ?? []).length < 3) text += new TextDecoder().decode((await reader.read()).value)
+    abort.abort()
+    const line = await lineOf(gw, res.headers.get("x-request-id")!)
+    expect(line).toMatchObject({ status: 200, stream: true, model: "svc-nova-mini" })
+    expect(line.output_tokens as number).toBeGreaterThan(0)
+    expect(line.cost_usd as number).toBeGreaterThan(0)
+    expect(line.duration_ms as number).toBeLessThan(10_000)
   })
 
   it("never logs a secret: not the caller's key, a refused key or the admin token", async () => {
