@@ -53,6 +53,7 @@ const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length
 for (const a of arms) {
   const keys = Object.keys(a.res[0]!)
   console.log(a.root, JSON.stringify(Object.fromEntries(keys.map((k) => [k, Math.round(med(a.res.map((r) => r[k]!)))]))))
+  console.log(`  rounds: cpu ${a.res.map((r) => Math.round(r.cpu!)).join(", ")}; c1p50 ${a.res.map((r) => Math.round(r.c1p50!)).join(", ")}`)
 }
 await stopAll()
 for (const a of arms) { try { const p = await import(join(a.root, "bench/lib/procs.ts")); await p.stopAll() } catch {} }
