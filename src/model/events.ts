@@ -20,6 +20,7 @@ import { Effect, Stream } from "effect"
 import type { OutputBlock } from "./content.ts"
 import type { Json } from "../util/json.ts"
 import type { Usage } from "./usage.ts"
+import { TextPieces } from "../util/text-pieces.ts"
 
 export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use" | "refusal"
 
@@ -105,22 +106,27 @@ export interface CanonicalResponse {
 }
 
 /** A block being assembled from its deltas. */
+/**
+ * A block as its deltas arrive. Its texts are `TextPieces`, not strings appended to per delta: an
+ * appended string is a rope of one 32-byte node per delta, held for as long as the stream is open
+ * (a Responses stream's encoder builds its answer as it goes).
+ */
 type OpenBlock =
-  | { type: "text"; text: string }
-  | { type: "thinking"; thinking: string; signature: string }
+  | { type: "text"; text: TextPieces }
+  | { type: "thinking"; thinking: TextPieces; signature: TextPieces }
   | { type: "redacted_thinking"; data: string }
-  | { type: "tool_use"; id: string; name: string; json: string }
+  | { type: "tool_use"; id: string; name: string; json: TextPieces }
 
 const openBlock = (start: BlockStart): OpenBlock => {
   switch (start.type) {
     case "text":
-      return { type: "text", text: "" }
+      return { type: "text", text: new TextPieces() }
     case "thinking":
-      return { type: "thinking", thinking: "", signature: "" }
+      return { type: "thinking", thinking: new TextPieces(), signature: new TextPieces() }
     case "redacted_thinking":
       return { type: "redacted_thinking", data: start.data }
     case "tool_use":
-      return { type: "tool_use", id: start.id, name: start.name, json: "" }
+      return { type: "tool_use", id: start.id, name: start.name, json: new TextPieces() }
   }
 }
 
@@ -137,13 +143,13 @@ const parseToolInput = (json: string): Json => {
 const closeBlock = (block: OpenBlock): OutputBlock => {
   switch (block.type) {
     case "text":
-      return { type: "text", text: block.text }
+      return { type: "text", text: block.text.text() }
     case "thinking":
-      return { type: "thinking", thinking: block.thinking, signature: block.signature }
+      return { type: "thinking", thinking: block.thinking.text(), signature: block.signature.text() }
     case "redacted_thinking":
       return { type: "redacted_thinking", data: block.data }
     case "tool_use":
-      return { type: "tool_use", id: block.id, name: block.name, input: parseToolInput(block.json) }
+      return { type: "tool_use", id: block.id, name: block.name, input: parseToolInput(block.json.text()) }
   }
 }
 
@@ -176,22 +182,22 @@ export const makeResponseBuilder = (): ResponseBuilder => {
           return
         case "text_delta": {
           const block = blocks[event.index]
-          if (block?.type === "text") block.text += event.text
+          if (block?.type === "text") block.text.add(event.text)
           return
         }
         case "thinking_delta": {
           const block = blocks[event.index]
-          if (block?.type === "thinking") block.thinking += event.thinking
+          if (block?.type === "thinking") block.thinking.add(event.thinking)
           return
         }
         case "signature_delta": {
           const block = blocks[event.index]
-          if (block?.type === "thinking") block.signature += event.signature
+          if (block?.type === "thinking") block.signature.add(event.signature)
           return
         }
         case "tool_input_delta": {
           const block = blocks[event.index]
-          if (block?.type === "tool_use") block.json += event.partialJson
+          if (block?.type === "tool_use") block.json.add(event.partialJson)
           return
         }
         case "block_stop":
@@ -204,7 +210,7 @@ export const makeResponseBuilder = (): ResponseBuilder => {
     block: (index) => (blocks[index] === undefined ? undefined : closeBlock(blocks[index])),
     toolInputJson: (index) => {
       const block = blocks[index]
-      return block?.type === "tool_use" ? block.json : undefined
+      return block?.type === "tool_use" ? block.json.text() : undefined
     },
     finish() {
       if (stop === undefined) throw new Error("event stream ended without message_stop")

@@ -28,126 +28,153 @@ import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } fro
 /** OpenAI's `ResponseError.code` for a failure type of ours. */
 const failedCode = (failure: StreamFailure) => (failure.type === "rate_limit_error" ? "rate_limit_exceeded" : "server_error")
 
-export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => {
-  const builder = makeResponseBuilder()
-  let sequence = 0
-  let started = false
-  let finished = false
+export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => new ResponsesStreamEncoder(context)
+
+/**
+ * One stream's encoder: its state as fields, its steps as methods shared by every stream (an open
+ * stream holds this one object, not a closure per step over a shared scope).
+ */
+class ResponsesStreamEncoder implements StreamEncoder {
+  readonly #context: EncodeContext<ResponsesEcho>
+  readonly #builder = makeResponseBuilder()
+  #sequence = 0
+  #started = false
+  #finished = false
   /** Blocks started so far, and whether each is closed (for the partial output of a failure). */
-  const closed: Array<boolean> = []
+  readonly #closed: Array<boolean> = []
   /** Item ids by block index, fixed at block start (deltas must not re-assemble the block). */
-  const ids: Array<string> = []
+  readonly #ids: Array<string> = []
 
-  const frame = (type: string, fields: Record<string, unknown>) =>
-    namedFrame(type, { type, sequence_number: sequence++, ...fields })
+  constructor(context: EncodeContext<ResponsesEcho>) {
+    this.#context = context
+  }
 
-  const block = (index: number): OutputBlock => builder.block(index)!
-  const item = (index: number) => outputItem(block(index), context.id, index)
-  const itemIdAt = (index: number) => ids[index]
-  const scope = (index: number) => ({ item_id: itemIdAt(index), output_index: index })
+  private frame(type: string, fields: Record<string, unknown>): string {
+    return namedFrame(type, { type, sequence_number: this.#sequence++, ...fields })
+  }
+
+  private block(index: number): OutputBlock {
+    return this.#builder.block(index)!
+  }
+
+  private item(index: number) {
+    return outputItem(this.block(index), this.#context.id, index)
+  }
+
+  private scope(index: number) {
+    return { item_id: this.#ids[index], output_index: index }
+  }
 
   /**
    * A text delta, most of a stream's frames: the same bytes as `frame("response.output_text.delta",
    * {...scope(index), content_index: 0, delta, logprobs: []})` (integers are written alike by
    * JSON.stringify and a template), without building and serializing its object for every token.
    */
-  const textDelta = (index: number, text: string): string => {
-    const itemId = itemIdAt(index)
+  private textDelta(index: number, text: string): string {
+    const itemId = this.#ids[index]
     if (typeof itemId !== "string" || !Number.isSafeInteger(index)) {
-      return frame("response.output_text.delta", { ...scope(index), content_index: 0, delta: text, logprobs: [] })
+      return this.frame("response.output_text.delta", { ...this.scope(index), content_index: 0, delta: text, logprobs: [] })
     }
-    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${sequence++},` +
+    return `event: response.output_text.delta\ndata: {"type":"response.output_text.delta","sequence_number":${this.#sequence++},` +
       `"item_id":${JSON.stringify(itemId)},"output_index":${index},"content_index":0,"delta":${JSON.stringify(text)},"logprobs":[]}\n\n`
   }
 
-  const inProgress = () => envelope(context, { status: "in_progress", output: [], usage: null })
+  private inProgress() {
+    return envelope(this.#context, { status: "in_progress", output: [], usage: null })
+  }
 
-  const onStart = (index: number): string => {
-    closed[index] = false
-    const current = block(index)
-    ids[index] = item(index).id
+  private onStart(index: number): string {
+    this.#closed[index] = false
+    const current = this.block(index)
+    this.#ids[index] = this.item(index).id
     switch (current.type) {
       case "text":
-        return frame("response.output_item.added", { output_index: index, item: { ...item(index), status: "in_progress", content: [] } }) +
-          frame("response.content_part.added", { ...scope(index), content_index: 0, part: outputTextPart("") })
+        return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", content: [] } }) +
+          this.frame("response.content_part.added", { ...this.scope(index), content_index: 0, part: outputTextPart("") })
       case "thinking":
-        return frame("response.output_item.added", { output_index: index, item: { id: itemIdAt(index), type: "reasoning", summary: [] } }) +
-          frame("response.reasoning_summary_part.added", { ...scope(index), summary_index: 0, part: summaryPart("") })
+        return this.frame("response.output_item.added", { output_index: index, item: { id: this.#ids[index], type: "reasoning", summary: [] } }) +
+          this.frame("response.reasoning_summary_part.added", { ...this.scope(index), summary_index: 0, part: summaryPart("") })
       case "redacted_thinking":
-        return frame("response.output_item.added", { output_index: index, item: { id: itemIdAt(index), type: "reasoning", summary: [] } })
+        return this.frame("response.output_item.added", { output_index: index, item: { id: this.#ids[index], type: "reasoning", summary: [] } })
       case "tool_use":
-        return frame("response.output_item.added", { output_index: index, item: { ...item(index), status: "in_progress", arguments: "" } })
+        return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", arguments: "" } })
     }
   }
 
-  const onStop = (index: number): string => {
-    closed[index] = true
-    const current = block(index)
+  private onStop(index: number): string {
+    this.#closed[index] = true
+    const current = this.block(index)
     // A function, not a value: frames take their sequence number when built, and this one is last.
-    const done = () => frame("response.output_item.done", { output_index: index, item: item(index) })
+    const done = () => this.frame("response.output_item.done", { output_index: index, item: this.item(index) })
     switch (current.type) {
       case "text":
-        return frame("response.output_text.done", { ...scope(index), content_index: 0, text: current.text, logprobs: [] }) +
-          frame("response.content_part.done", { ...scope(index), content_index: 0, part: outputTextPart(current.text) }) + done()
+        return this.frame("response.output_text.done", { ...this.scope(index), content_index: 0, text: current.text, logprobs: [] }) +
+          this.frame("response.content_part.done", { ...this.scope(index), content_index: 0, part: outputTextPart(current.text) }) + done()
       case "thinking":
-        return frame("response.reasoning_summary_text.done", { ...scope(index), summary_index: 0, text: current.thinking }) +
-          frame("response.reasoning_summary_part.done", { ...scope(index), summary_index: 0, part: summaryPart(current.thinking) }) + done()
+        return this.frame("response.reasoning_summary_text.done", { ...this.scope(index), summary_index: 0, text: current.thinking }) +
+          this.frame("response.reasoning_summary_part.done", { ...this.scope(index), summary_index: 0, part: summaryPart(current.thinking) }) + done()
       case "redacted_thinking":
         return done()
       case "tool_use": {
-        const args = (item(index) as { arguments: string }).arguments
-        return frame("response.function_call_arguments.done", { ...scope(index), name: current.name, arguments: args }) + done()
+        const args = (this.item(index) as { arguments: string }).arguments
+        return this.frame("response.function_call_arguments.done", { ...this.scope(index), name: current.name, arguments: args }) + done()
       }
     }
   }
 
-  const encode = (event: CanonicalEvent): string => {
+  private encode(event: CanonicalEvent): string {
     switch (event.type) {
       case "message_start":
-        started = true
-        return frame("response.created", { response: inProgress() }) + frame("response.in_progress", { response: inProgress() })
+        this.#started = true
+        return this.frame("response.created", { response: this.inProgress() }) + this.frame("response.in_progress", { response: this.inProgress() })
       case "block_start":
-        return onStart(event.index)
+        return this.onStart(event.index)
       case "text_delta":
-        return textDelta(event.index, event.text)
+        return this.textDelta(event.index, event.text)
       case "thinking_delta":
-        return frame("response.reasoning_summary_text.delta", { ...scope(event.index), summary_index: 0, delta: event.thinking })
+        return this.frame("response.reasoning_summary_text.delta", { ...this.scope(event.index), summary_index: 0, delta: event.thinking })
       case "signature_delta":
         // The signature only appears whole, in the item's `encrypted_content` at output_item.done.
         return ""
       case "tool_input_delta":
-        return frame("response.function_call_arguments.delta", { ...scope(event.index), delta: event.partialJson })
+        return this.frame("response.function_call_arguments.delta", { ...this.scope(event.index), delta: event.partialJson })
       case "block_stop":
-        return onStop(event.index)
+        return this.onStop(event.index)
       case "message_stop": {
-        finished = true
-        const response = encodeResponse(builder.finish(), context)
-        return frame(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response })
+        this.#finished = true
+        const response = encodeResponse(this.#builder.finish(), this.#context)
+        return this.frame(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response })
       }
     }
   }
 
-  return {
-    event(event) {
-      builder.add(event)
-      return encode(event)
-    },
-    error(failure) {
-      const error = { code: failedCode(failure), message: failure.message }
-      const failed = started && !finished
-        ? frame("response.failed", {
-          response: envelope(context, {
-            status: "failed",
-            output: closed.map((done, index) => outputItem(block(index), context.id, index, done ? "completed" : "incomplete")),
-            usage: null,
-            error
-          })
+  event(event: CanonicalEvent): string {
+    this.#builder.add(event)
+    return this.encode(event)
+  }
+
+  error(failure: StreamFailure): string {
+    const error = { code: failedCode(failure), message: failure.message }
+    const context = this.#context
+    const failed = this.#started && !this.#finished
+      ? this.frame("response.failed", {
+        response: envelope(context, {
+          status: "failed",
+          output: this.#closed.map((done, index) => outputItem(this.block(index), context.id, index, done ? "completed" : "incomplete")),
+          usage: null,
+          error
         })
-        : ""
-      finished = true
-      return failed + frame("error", { code: failure.type, message: failure.message, param: null })
-    },
-    keepalive: () => commentFrame("keepalive"),
-    switchover: (note) => commentFrame(note)
+      })
+      : ""
+    this.#finished = true
+    return failed + this.frame("error", { code: failure.type, message: failure.message, param: null })
+  }
+
+  keepalive(): string {
+    return commentFrame("keepalive")
+  }
+
+  switchover(note: string): string {
+    return commentFrame(note)
   }
 }
