@@ -167,61 +167,72 @@ export interface ResponseBuilder {
   finish(): CanonicalResponse
 }
 
-export const makeResponseBuilder = (): ResponseBuilder => {
-  const blocks: Array<OpenBlock> = []
-  let start: MessageStartEvent | undefined
-  let stop: MessageStopEvent | undefined
-  return {
-    add(event) {
-      switch (event.type) {
-        case "message_start":
-          start = event
-          return
-        case "block_start":
-          blocks[event.index] = openBlock(event.block)
-          return
-        case "text_delta": {
-          const block = blocks[event.index]
-          if (block?.type === "text") block.text.add(event.text)
-          return
-        }
-        case "thinking_delta": {
-          const block = blocks[event.index]
-          if (block?.type === "thinking") block.thinking.add(event.thinking)
-          return
-        }
-        case "signature_delta": {
-          const block = blocks[event.index]
-          if (block?.type === "thinking") block.signature.add(event.signature)
-          return
-        }
-        case "tool_input_delta": {
-          const block = blocks[event.index]
-          if (block?.type === "tool_use") block.json.add(event.partialJson)
-          return
-        }
-        case "block_stop":
-          return
-        case "message_stop":
-          stop = event
-          return
+export const makeResponseBuilder = (): ResponseBuilder => new ResponseAssembly()
+
+/** The builder's state as fields, its steps as methods: a Responses stream holds one for as long as it is open. */
+class ResponseAssembly implements ResponseBuilder {
+  readonly #blocks: Array<OpenBlock> = []
+  #start: MessageStartEvent | undefined = undefined
+  #stop: MessageStopEvent | undefined = undefined
+
+  add(event: CanonicalEvent): void {
+    const blocks = this.#blocks
+    switch (event.type) {
+      case "message_start":
+        this.#start = event
+        return
+      case "block_start":
+        blocks[event.index] = openBlock(event.block)
+        return
+      case "text_delta": {
+        const block = blocks[event.index]
+        if (block?.type === "text") block.text.add(event.text)
+        return
       }
-    },
-    block: (index) => (blocks[index] === undefined ? undefined : closeBlock(blocks[index])),
-    toolInputJson: (index) => {
-      const block = blocks[index]
-      return block?.type === "tool_use" ? block.json.text() : undefined
-    },
-    finish() {
-      if (stop === undefined) throw new Error("event stream ended without message_stop")
-      return {
-        ...(start?.id === undefined ? {} : { id: start.id }),
-        model: start?.model ?? "",
-        content: blocks.filter((block) => block !== undefined).map(closeBlock),
-        stopReason: stop.stopReason,
-        ...(stop.stopSequence === undefined ? {} : { stopSequence: stop.stopSequence }),
-        usage: stop.usage
+      case "thinking_delta": {
+        const block = blocks[event.index]
+        if (block?.type === "thinking") block.thinking.add(event.thinking)
+        return
       }
+      case "signature_delta": {
+        const block = blocks[event.index]
+        if (block?.type === "thinking") block.signature.add(event.signature)
+        return
+      }
+      case "tool_input_delta": {
+        const block = blocks[event.index]
+        if (block?.type === "tool_use") block.json.add(event.partialJson)
+        return
+      }
+      case "block_stop":
+        return
+      case "message_stop":
+        this.#stop = event
+        return
+    }
+  }
+
+  block(index: number): OutputBlock | undefined {
+    const block = this.#blocks[index]
+    return block === undefined ? undefined : closeBlock(block)
+  }
+
+  toolInputJson(index: number): string | undefined {
+    const block = this.#blocks[index]
+    return block?.type === "tool_use" ? block.json.text() : undefined
+  }
+
+  finish(): CanonicalResponse {
+    const start = this.#start
+    const stop = this.#stop
+    if (stop === undefined) throw new Error("event stream ended without message_stop")
+    return {
+      ...(start?.id === undefined ? {} : { id: start.id }),
+      model: start?.model ?? "",
+      content: this.#blocks.filter((block) => block !== undefined).map(closeBlock),
+      stopReason: stop.stopReason,
+      ...(stop.stopSequence === undefined ? {} : { stopSequence: stop.stopSequence }),
+      usage: stop.usage
     }
   }
 }

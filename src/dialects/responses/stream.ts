@@ -40,10 +40,11 @@ class ResponsesStreamEncoder implements StreamEncoder {
   #sequence = 0
   #started = false
   #finished = false
-  /** Blocks started so far, and whether each is closed (for the partial output of a failure). */
-  readonly #closed: Array<boolean> = []
-  /** Item ids by block index, fixed at block start (deltas must not re-assemble the block). */
-  readonly #ids: Array<string> = []
+  /**
+   * The output items started so far, by block index: the item id, fixed at block start (deltas
+   * must not re-assemble the block), and whether the block is closed (for a failure's partial output).
+   */
+  readonly #items: Array<{ readonly id: string; closed: boolean }> = []
 
   constructor(context: EncodeContext<ResponsesEcho>) {
     this.#context = context
@@ -62,7 +63,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private scope(index: number) {
-    return { item_id: this.#ids[index], output_index: index }
+    return { item_id: this.#items[index]?.id, output_index: index }
   }
 
   /**
@@ -71,7 +72,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
    * JSON.stringify and a template), without building and serializing its object for every token.
    */
   private textDelta(index: number, text: string): string {
-    const itemId = this.#ids[index]
+    const itemId = this.#items[index]?.id
     if (typeof itemId !== "string" || !Number.isSafeInteger(index)) {
       return this.frame("response.output_text.delta", { ...this.scope(index), content_index: 0, delta: text, logprobs: [] })
     }
@@ -84,25 +85,26 @@ class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private onStart(index: number): string {
-    this.#closed[index] = false
     const current = this.block(index)
-    this.#ids[index] = this.item(index).id
+    const id = this.item(index).id
+    this.#items[index] = { id, closed: false }
     switch (current.type) {
       case "text":
         return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", content: [] } }) +
           this.frame("response.content_part.added", { ...this.scope(index), content_index: 0, part: outputTextPart("") })
       case "thinking":
-        return this.frame("response.output_item.added", { output_index: index, item: { id: this.#ids[index], type: "reasoning", summary: [] } }) +
+        return this.frame("response.output_item.added", { output_index: index, item: { id, type: "reasoning", summary: [] } }) +
           this.frame("response.reasoning_summary_part.added", { ...this.scope(index), summary_index: 0, part: summaryPart("") })
       case "redacted_thinking":
-        return this.frame("response.output_item.added", { output_index: index, item: { id: this.#ids[index], type: "reasoning", summary: [] } })
+        return this.frame("response.output_item.added", { output_index: index, item: { id, type: "reasoning", summary: [] } })
       case "tool_use":
         return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", arguments: "" } })
     }
   }
 
   private onStop(index: number): string {
-    this.#closed[index] = true
+    const started = this.#items[index]
+    if (started !== undefined) started.closed = true
     const current = this.block(index)
     // A function, not a value: frames take their sequence number when built, and this one is last.
     const done = () => this.frame("response.output_item.done", { output_index: index, item: this.item(index) })
@@ -160,7 +162,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
       ? this.frame("response.failed", {
         response: envelope(context, {
           status: "failed",
-          output: this.#closed.map((done, index) => outputItem(this.block(index), context.id, index, done ? "completed" : "incomplete")),
+          output: this.#items.map((item, index) => outputItem(this.block(index), context.id, index, item.closed ? "completed" : "incomplete")),
           usage: null,
           error
         })
