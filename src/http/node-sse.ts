@@ -23,23 +23,29 @@ import { toPullPlain } from "../util/scoped.ts"
 import { OpenStreams } from "./open-streams.ts"
 import { SSE_HEADERS } from "./sse.ts"
 
-/** node:http's response under an Effect request, when there is one. */
+/**
+ * node:http's response under an Effect request (platform-node keeps it as `resolvedResponse`), when
+ * there is one: the one place this adapter detail is read.
+ */
+const resolvedResponseOf = (request: HttpServerRequest.HttpServerRequest): Partial<ServerResponse> | undefined =>
+  "resolvedResponse" in request ? (request as { readonly resolvedResponse?: Partial<ServerResponse> }).resolvedResponse : undefined
+
+/** node:http's response under an Effect request, when there is one and nothing was written to it yet. */
 export const nodeResponseOf = (request: HttpServerRequest.HttpServerRequest): ServerResponse | undefined => {
-  if (!("resolvedResponse" in request)) return undefined
-  const response = (request as { readonly resolvedResponse: unknown }).resolvedResponse as Partial<ServerResponse> | undefined
+  const response = resolvedResponseOf(request)
   return response !== undefined && typeof response.writeHead === "function" && response.headersSent === false ? response as ServerResponse : undefined
 }
 
 /** Whether the handler already wrote the answer to node:http itself (`writeSse`, `respondJson`). */
-export const answeredDirectly = (request: HttpServerRequest.HttpServerRequest): boolean =>
-  "resolvedResponse" in request && (request as { readonly resolvedResponse?: { readonly headersSent?: unknown } }).resolvedResponse?.headersSent === true
+export const answeredDirectly = (request: HttpServerRequest.HttpServerRequest): boolean => resolvedResponseOf(request)?.headersSent === true
 
 /**
  * Whether the answer goes on after the handler: a stream whose writer (`writeSse`) has not ended
- * the response yet — nor seen the client leave, as the request's scope closes then.
+ * the response. (A writer that already stopped because the client left has closed the request's
+ * scope: a finalizer added to it then runs at once.)
  */
 export const answerContinues = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const response = "resolvedResponse" in request ? (request as { readonly resolvedResponse?: Partial<ServerResponse> }).resolvedResponse : undefined
+  const response = resolvedResponseOf(request)
   return response?.headersSent === true && response.writableEnded === false
 }
 
