@@ -16,6 +16,10 @@
  * has sent so far shows. The simulator's answers are ~80 tokens long; `--deltas N` streams from the
  * fixed-answer upstream instead (this process, core 1): N content chunks at that pace, e.g.
  * `--deltas=3000 --tokens-per-second=50`: 200–450 chunks each by the time they are measured.
+ * `--pause-after N` (with `--deltas`) has each stream stop after N content chunks and stay open, and
+ * measures once the gateway's CPU is idle: what a stream holds once it has sent N chunks, without the
+ * backlog of frames still being forwarded that a paced run measures beside it (1,000 streams at 50
+ * tokens a second are more than two cores can forward).
  * `--messages` opens Anthropic Messages streams (`/v1/messages`) instead of Chat Completions,
  * `--responses` OpenAI Responses streams (`/v1/responses`, `store: false`).
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
@@ -27,7 +31,7 @@
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N] [--messages | --responses]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N [--pause-after=N]] [--messages | --responses]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -39,7 +43,7 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, "pause-after": { type: "string" }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -71,13 +75,30 @@ const residentByMapping = (pid: number): Map<string, number> => {
   return out
 }
 
+/** CPU seconds (user + system) a process has used so far. */
+const cpuSeconds = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** Waits (up to two minutes) until a process used under 5% of a core over half a second. */
+const cpuIdle = async (pid: number) => {
+  let last = cpuSeconds(pid)
+  for (let i = 0; i < 240; i++) {
+    await sleep(500)
+    const now = cpuSeconds(pid)
+    if (now - last < 0.025) return
+    last = now
+  }
+}
+
 const main = async () => {
   const logDir = mkdtempSync(join(tmpdir(), "bench-stream-memory-"))
   console.log(`logs in ${logDir}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`)
   const tokensPerSecond = Number(values["tokens-per-second"])
   const upstream = values.deltas === undefined
     ? await startSimulate(logDir, "upstream", 300, tokensPerSecond, 1)
-    : await startFixedUpstream({ deltas: Number(values.deltas), ttftMs: 300, gapMs: Math.round(1000 / tokensPerSecond) }).then((fixed) => ({ url: fixed.url, stop: fixed.close }))
+    : await startFixedUpstream({ deltas: Number(values.deltas), ttftMs: 300, gapMs: Math.round(1000 / tokensPerSecond), ...(values["pause-after"] === undefined ? {} : { pauseAfter: Number(values["pause-after"]) }) }).then((fixed) => ({ url: fixed.url, stop: fixed.close }))
   const config = {
     models: [benchChatModel("svc-stream", "Stream memory", [
       { id: "stream-up", backend: "openai-compatible", capacity: count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
@@ -130,6 +151,7 @@ const main = async () => {
         const opened = () => (values.whole ? tracker.inFlight : tracker.openStreams)
         for (let i = 0; i < 150 && opened() < count; i++) await sleep(200)
         await sleep(values.whole ? 2_000 : 500)
+        if (values["pause-after"] !== undefined) await cpuIdle(gateway.pid)
         const open = opened()
         const during = await probe()
         if (mappingsBefore !== undefined) {

@@ -15,6 +15,8 @@ export interface FixedUpstreamOptions {
   /** Streams: delay before the first chunk and between chunks, ms (default 0: all at once). */
   readonly ttftMs?: number
   readonly gapMs?: number
+  /** Streams: after this many content chunks, send nothing more until the caller hangs up (an open stream that has sent that much). */
+  readonly pauseAfter?: number
 }
 
 const WORDS = "The harbor is quiet at dawn and the boats rest on still water while gulls wait".split(" ")
@@ -34,13 +36,15 @@ const completion = (model: string) =>
     usage: { prompt_tokens: 24, completion_tokens: 16, total_tokens: 40 }
   })
 
-const chunk = (model: string, delta: Record<string, unknown>, finish: string | null) =>
+/** A content chunk; with `include_usage` asked, OpenAI puts `usage: null` on every chunk before the usage chunk. */
+const chunk = (model: string, delta: Record<string, unknown>, finish: string | null, includeUsage: boolean) =>
   `data: ${JSON.stringify({
     id: "chatcmpl-fixed",
     object: "chat.completion.chunk",
     created: 1767225600,
     model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }]
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    ...(includeUsage ? { usage: null } : {})
   })}\n\n`
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -51,17 +55,18 @@ const modelOf = (body: string) => /"model"\s*:\s*"([^"]*)"/.exec(body)?.[1] ?? "
 /** How many times more content chunks a `…-long` model's stream has. */
 export const LONG_FACTOR = 4
 
-const stream = async (res: ServerResponse, model: string, options: FixedUpstreamOptions) => {
+const stream = async (res: ServerResponse, model: string, includeUsage: boolean, options: FixedUpstreamOptions) => {
   const deltas = (options.deltas ?? 16) * (model.endsWith("-long") ? LONG_FACTOR : 1)
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
   if ((options.ttftMs ?? 0) > 0) await sleep(options.ttftMs!)
-  res.write(chunk(model, { role: "assistant", content: "" }, null))
+  res.write(chunk(model, { role: "assistant", content: "" }, null, includeUsage))
   for (let i = 0; i < deltas; i++) {
     if (i > 0 && (options.gapMs ?? 0) > 0) await sleep(options.gapMs!)
     if (res.destroyed) return // the caller hung up: a long paced stream stops here
-    res.write(chunk(model, { content: `${WORDS[i % WORDS.length]} ` }, null))
+    if (i === options.pauseAfter) return // left open: the caller's hang-up closes it
+    res.write(chunk(model, { content: `${WORDS[i % WORDS.length]} ` }, null, includeUsage))
   }
-  res.write(chunk(model, {}, "stop"))
+  res.write(chunk(model, {}, "stop", includeUsage))
   res.write(`data: ${JSON.stringify({ id: "chatcmpl-fixed", object: "chat.completion.chunk", created: 1767225600, model, choices: [], usage: { prompt_tokens: 24, completion_tokens: deltas, total_tokens: 24 + deltas } })}\n\n`)
   res.end("data: [DONE]\n\n")
 }
@@ -78,7 +83,7 @@ const handle = (options: FixedUpstreamOptions) => (req: IncomingMessage, res: Se
     }
     const model = modelOf(body)
     if (/"stream"\s*:\s*true/.test(body)) {
-      void stream(res, model, options)
+      void stream(res, model, /"include_usage"\s*:\s*true/.test(body), options)
       return
     }
     const answer = completion(model)

@@ -10,7 +10,6 @@
  * the continuation's: usage of the broken attempt is not known (it never sent `message_stop`).
  */
 import type { BlockStart, CanonicalEvent } from "../model/events.ts"
-import { TextPieces } from "../util/text-pieces.ts"
 
 export interface SentState {
   /** Every text delta sent so far, concatenated. */
@@ -20,50 +19,6 @@ export interface SentState {
   /** The index the next new block gets on the client's side. */
   readonly nextIndex: number
   readonly sawToolUse: boolean
-}
-
-export interface SentTracker {
-  add(events: ReadonlyArray<CanonicalEvent>): void
-  readonly state: SentState
-}
-
-/**
- * Per event only what changed is updated, and the text is kept as its deltas, joined when a break
- * asks for it: appending to a string per delta left a rope of 32-byte nodes (and a new state
- * object) per token, held for as long as the stream is open. A class, not an object of closures:
- * one small object per open stream (see `makeUsageTracker`).
- */
-export const makeSentTracker = (): SentTracker => new SentSoFar()
-
-class SentSoFar implements SentTracker {
-  readonly #text = new TextPieces()
-  #open: SentState["open"] = undefined
-  #nextIndex = 0
-  #sawToolUse = false
-
-  add(events: ReadonlyArray<CanonicalEvent>): void {
-    for (const event of events) {
-      switch (event.type) {
-        case "block_start":
-          this.#open = { index: event.index, type: event.block.type }
-          this.#nextIndex = Math.max(this.#nextIndex, event.index + 1)
-          this.#sawToolUse ||= event.block.type === "tool_use"
-          break
-        case "block_stop":
-          this.#open = undefined
-          break
-        case "text_delta":
-          this.#text.add(event.text)
-          break
-        default:
-          break
-      }
-    }
-  }
-
-  get state(): SentState {
-    return { text: this.#text.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
-  }
 }
 
 /** Plain text so far, and nothing but text open: another model may carry on from here. */

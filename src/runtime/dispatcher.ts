@@ -21,7 +21,8 @@ import { BackendError } from "../backends/backend.ts"
 import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../model/events.ts"
 import type { LeaseOutcome, PendingAdmission, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
-import { canContinueText, makeSentTracker, makeSplicer } from "./continuation.ts"
+import { canContinueText, makeSplicer } from "./continuation.ts"
+import { Delivered } from "./delivered.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
 import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
@@ -60,11 +61,12 @@ export interface DispatchOptions extends DispatchHooks {
   readonly candidates: ReadonlyArray<DispatchCandidate>
   readonly keyId: string
   /**
-   * Sees every chunk of events as the stream delivers it, and the stream's end (after the slot is
-   * released), e.g. to count usage and settle: inside the dispatcher's own stage, not as two more
-   * stages every chunk passes through and an open stream holds.
+   * The record of what the client was delivered, fed every chunk, and the stream's end (after the
+   * slot is released): for a caller that reads them too, e.g. to count usage and settle. Inside the
+   * dispatcher's own stage, not as two more stages every chunk passes through and an open stream
+   * holds. Without one, the dispatcher keeps its own (the continuation reads it).
    */
-  readonly onChunk?: ((events: ReadonlyArray<CanonicalEvent>) => void) | undefined
+  readonly delivered?: Delivered | undefined
   readonly onEnd?: ((exit: Exit.Exit<unknown, BackendError | QueueTimeout>) => Effect.Effect<unknown>) | undefined
   /** The call's admission still on its way: the first acquire rides behind it (see `PendingAdmission`). */
   readonly admission?: PendingAdmission | undefined
@@ -86,7 +88,8 @@ export interface Dispatched {
 /** A call that has produced its first chunk; it owns the slot through `scope`. */
 interface Attempt {
   readonly candidate: DispatchCandidate
-  readonly first: ReadonlyArray<CanonicalEvent>
+  /** Its first chunk, until the stream's pull takes it (then dropped: an open stream does not keep it). */
+  first: ReadonlyArray<CanonicalEvent> | undefined
   readonly pull: Effect.Effect<ReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>
   /** Ends the attempt: releases the slot with `outcome` and closes the upstream stream. */
   readonly end: (outcome: LeaseOutcome) => Effect.Effect<void>
@@ -168,7 +171,7 @@ interface DispatchSession {
   readonly options: DispatchOptions
   /** The candidates, by placement id (`candidateById`): a handful, so a scan rather than a Map each open stream holds. */
   readonly candidates: ReadonlyArray<DispatchCandidate>
-  readonly sent: ReturnType<typeof makeSentTracker>
+  readonly sent: Delivered
   readonly counter: AttemptCounter
   readonly trace: DispatchTrace | undefined
   readonly dispatchedAt: number
@@ -297,7 +300,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
       admission: options.admission,
       options,
       candidates: options.candidates,
-      sent: makeSentTracker(),
+      sent: options.delivered ?? new Delivered(),
       counter: new AttemptCounter(dispatcherOptions.metrics, options.record),
       trace: dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined,
       dispatchedAt: performance.now(),
@@ -311,13 +314,10 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
     d.current = first
     const served = first.candidate
 
-    let pending: ReadonlyArray<CanonicalEvent> | undefined = first.first
     let splice: ((event: CanonicalEvent) => ReadonlyArray<CanonicalEvent>) | undefined
-    const onChunk = options.onChunk
     const deliver = (events: ReadonlyArray<CanonicalEvent>) => {
       const out = splice === undefined ? events : events.flatMap(splice)
       d.sent.add(out)
-      if (onChunk !== undefined) onChunk(out)
       return out
     }
 
@@ -331,7 +331,6 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
           splice = makeSplicer(d.sent.state)
           return Effect.flatMap(connect(d), (next) => {
             d.current = next
-            pending = next.first
             return options.onContinue === undefined ? Effect.void : options.onContinue(next.candidate)
           })
         }))
@@ -339,9 +338,10 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
 
     type Chunk = NonEmptyReadonlyArray<CanonicalEvent>
     const pull: Effect.Effect<Chunk, BackendError | QueueTimeout | Cause.Done> = Effect.suspend(() => {
-      if (pending !== undefined) {
-        const out = deliver(pending)
-        pending = undefined
+      const taken = d.current!.first
+      if (taken !== undefined) {
+        d.current!.first = undefined
+        const out = deliver(taken)
         return isReadonlyArrayNonEmpty(out) ? Effect.succeed(out) : pull
       }
       return Effect.matchEffect(d.current!.pull, {

@@ -39,7 +39,7 @@ import type { PendingAdmission, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { type DispatchCandidate, Dispatcher, type DispatchHooks } from "./dispatcher.ts"
 import { canResumeFromPrefix, Placements } from "./placements.ts"
-import { makeUsageTracker } from "./usage-tracker.ts"
+import { Delivered } from "./delivered.ts"
 import { newId } from "../util/ids.ts"
 
 /** "auto": equivalents may serve when the named model cannot (the default); "exact": never. */
@@ -281,7 +281,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
       // The models that may serve are a handful: a scan, not a Map each open stream holds.
       const modelById = (id: string) => models.find((m) => m.id === id)
       let servingModel = models[0]
-      const usage = makeUsageTracker(sent)
+      const usage = new Delivered(sent)
 
       /** Settles exactly once, whatever ended the stream. */
       const finish = (exit: Exit.Exit<unknown, BackendError | QueueTimeout>): Effect.Effect<void> => {
@@ -312,10 +312,8 @@ export class ModelCaller extends Context.Service<ModelCaller, {
             servingModel = modelById(to.modelId) ?? servingModel
             return options.onContinue === undefined ? Effect.void : options.onContinue(to)
           }),
-        // Per chunk, in the dispatcher's own stage (no mapArray + onExit stages of our own).
-        onChunk: (chunk) => {
-          for (const event of chunk) usage.add(event)
-        },
+        // Fed per chunk in the dispatcher's own stage (no mapArray + onExit stages of our own).
+        delivered: usage,
         onEnd: finish,
         admission
       }).pipe(Effect.tapError(() => metered.fail()))

@@ -10,8 +10,13 @@
  *   a thinking block when the request asked for visible reasoning, else it is dropped;
  * - `message_stop` at `[DONE]` (or at the end of the body after a `finish_reason`) with the usage
  *   chunk's totals; when the upstream sent no usage, its usage is zero and `unreported` holds the
- *   generated text, for the backend to estimate with the tokenizer (so metering never settles a
- *   call at zero) — the parser stays synchronous and never tokenizes.
+ *   generated text, for the backend to count with the tokenizer (so metering never settles a call
+ *   at zero) — the parser stays synchronous and never tokenizes. The text is kept only until the
+ *   upstream shows it will send usage: with `include_usage` (which the backend always asks for),
+ *   OpenAI puts `usage: null` on every chunk before the usage chunk. From then on only the text's
+ *   UTF-8 size is kept, an upper bound on its tokens, for an upstream that then sends none after
+ *   all (`unreported.atMostTokens`): charged at most that, never zero, and no text held per open
+ *   stream for the upstreams that keep their word.
  * Failures are thrown as `BackendError`: an `{"error":…}` chunk, invalid JSON, a body that ends
  * before `finish_reason` or `[DONE]`.
  */
@@ -37,9 +42,16 @@ export interface ChunkParser {
   pushChunk(chunk: unknown): Array<CanonicalEvent>
   /** The body ended. Throws `BackendError` when the answer was cut short. */
   end(): Array<CanonicalEvent>
-  /** Once `message_stop` went out without upstream usage: the text generated, to estimate it from. */
-  readonly unreported: { readonly generated: string } | undefined
+  /** Once `message_stop` went out without upstream usage: what to count its output from. */
+  readonly unreported: Unreported | undefined
 }
+
+/**
+ * What the parser kept of an answer whose upstream sent no usage: the text generated (to count with
+ * the tokenizer), or, where the upstream had promised usage (`usage: null` on its chunks) and the
+ * text was not kept, its UTF-8 size — no tokenizer counts more tokens than a text has bytes.
+ */
+export type Unreported = { readonly generated: string } | { readonly atMostTokens: number }
 
 interface ToolCallState {
   id: string | undefined
@@ -112,7 +124,10 @@ class ChunkParserImpl implements ChunkParser {
   // The generated text, read only if the upstream reports no usage (see `unreported`): a string
   // appended to per delta is a rope of one 32-byte node per token for the whole stream.
   private readonly generated = new TextPieces()
-  unreported: { readonly generated: string } | undefined
+  // Set once the upstream showed it will report usage: from then on only the text's UTF-8 size is kept.
+  private usagePromised = false
+  private generatedBytes = 0
+  unreported: Unreported | undefined
 
   constructor(options: ChunkParserOptions) {
     this.options = options
@@ -138,8 +153,21 @@ class ChunkParserImpl implements ChunkParser {
       events.push({ type: "block_start", index: block, block: { type: kind } })
     }
     const index = this.nextBlock - 1
-    this.generated.add(text)
+    this.keep(text)
     events.push(kind === "text" ? { type: "text_delta", index, text } : { type: "thinking_delta", index, thinking: text })
+  }
+
+  /** Keeps generated text for an upstream that may send no usage (see `unreported`). */
+  private keep(text: string) {
+    if (this.usagePromised) this.generatedBytes += Buffer.byteLength(text)
+    else this.generated.add(text)
+  }
+
+  /** The upstream showed it will send usage: the text kept so far becomes its size. */
+  private promiseUsage() {
+    this.usagePromised = true
+    for (const part of this.generated.parts()) this.generatedBytes += Buffer.byteLength(part)
+    this.generated.clear()
   }
 
   private openCall(call: ToolCallState, events: Array<CanonicalEvent>) {
@@ -163,7 +191,7 @@ class ChunkParserImpl implements ChunkParser {
     const name = text(fn.name)
     if (name !== undefined && name !== "") call.name ??= name
     const args = text(fn.arguments) ?? ""
-    if (args !== "") this.generated.add(args)
+    if (args !== "") this.keep(args)
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
@@ -182,7 +210,7 @@ class ChunkParserImpl implements ChunkParser {
     }
     this.close(events)
     this.finished = true
-    if (this.usage === undefined) this.unreported = { generated: this.generated.text() }
+    if (this.usage === undefined) this.unreported = this.usagePromised ? { atMostTokens: this.generatedBytes } : { generated: this.generated.text() }
     this.generated.clear()
     const sawTools = this.calls !== undefined && this.calls.size > 0
     events.push({ type: "message_stop", stopReason: stopReasonOf(this.finish, sawTools, this.refused), usage: this.usage ?? makeUsage({}) })
@@ -214,7 +242,9 @@ class ChunkParserImpl implements ChunkParser {
       this.started = true
       events.push({ type: "message_start", model: this.options.modelId })
     }
-    if (chunk.usage !== undefined && chunk.usage !== null) this.usage = usageOf(wire(chunk.usage))
+    if (chunk.usage === null) {
+      if (!this.usagePromised) this.promiseUsage()
+    } else if (chunk.usage !== undefined) this.usage = usageOf(wire(chunk.usage))
     const found: unknown = Array.isArray(chunk.choices) ? chunk.choices.find((c: unknown) => (wire(c).index ?? 0) === 0) : undefined
     if (found === undefined) return events
     const choice = wire(found)

@@ -65,14 +65,18 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
 
   /**
    * The events that end the answer, with its usage counted exactly (in the tokenizer thread) when
-   * the upstream reported none, so metering never settles a call at zero.
+   * the upstream reported none, so metering never settles a call at zero — or, where the upstream
+   * had promised usage and the text was not kept, its output at the parser's upper bound.
    */
-  const withUsage = (request: CanonicalRequest, parser: ChunkParser) => (events: ReadonlyArray<CanonicalEvent>): Effect.Effect<ReadonlyArray<CanonicalEvent>> => {
+  const withUsage = (request: CanonicalRequest, parser: ChunkParser, placement: PlacementRuntime) => (events: ReadonlyArray<CanonicalEvent>): Effect.Effect<ReadonlyArray<CanonicalEvent>> => {
     const stop = events.at(-1)
     const unreported = parser.unreported
     if (stop?.type !== "message_stop" || unreported === undefined) return Effect.succeed(events)
+    const output = "generated" in unreported
+      ? countText(unreported.generated)
+      : Effect.as(Effect.logWarning(`placement ${placement.id}: the upstream put usage: null on its chunks but sent no usage; output charged at its upper bound (${unreported.atMostTokens} tokens, the text's UTF-8 size)`), unreported.atMostTokens)
     return Effect.map(
-      Effect.all([countRequestTokens(request), countText(unreported.generated)]),
+      Effect.all([countRequestTokens(request), output]),
       ([inputTokens, outputTokens]) => [...events.slice(0, -1), { ...stop, usage: makeUsage({ inputTokens, outputTokens }) }]
     )
   }
@@ -96,7 +100,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
             catch: asBackendError
           })
         ),
-        Effect.flatMap(withUsage(request, parser)),
+        Effect.flatMap(withUsage(request, parser, placement)),
         Effect.map((events) => collect(events)),
         Effect.mapError(scrubError(placement))
       )
@@ -108,7 +112,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     unwrapPlain(Effect.flatMap(prepare(request, placement), (call) =>
       Effect.map(postForStream(pools, call), (body) => {
         const parser = parserFor(request, placement)
-        return decodeBody(body, new ChunksDecoder(parser, placement, withUsage(request, parser)))
+        return decodeBody(body, new ChunksDecoder(parser, placement, withUsage(request, parser, placement)))
       })).pipe(Effect.mapError(scrubError(placement))))
 
   return { kind: "openai-compatible", stream, complete, close: () => pools.close() }

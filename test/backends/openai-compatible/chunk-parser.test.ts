@@ -178,6 +178,28 @@ describe("chunk parser", () => {
     expect(reported.unreported).toBeUndefined()
   })
 
+  it("keeps no text once the upstream shows it will report usage, and bounds the output by its UTF-8 size if it then sends none", () => {
+    // OpenAI with include_usage: `usage: null` on every chunk before the usage chunk.
+    const promised = (chunk: Record<string, unknown>) => ({ ...chunk, usage: null })
+    const kept = makeChunkParser(parserOptions)
+    kept.push(JSON.stringify(upstreamChunk({ content: "héllo " })))
+    kept.push(JSON.stringify(promised(upstreamChunk({ content: "wörld" }))))
+    kept.push(JSON.stringify(promised(upstreamChunk({}, "stop"))))
+    kept.push("[DONE]")
+    // Counted from the first chunk's text too, kept until the promise: "héllo wörld" is 13 bytes.
+    expect(kept.unreported).toEqual({ atMostTokens: 13 })
+    const tool = makeChunkParser(parserOptions)
+    tool.push(JSON.stringify(promised(upstreamChunk({ tool_calls: [{ index: 0, id: "call_1", function: { name: "f", arguments: "{\"a\":1}" } }] }))))
+    tool.push(JSON.stringify(promised(upstreamChunk({}, "tool_calls"))))
+    expect(tool.end().at(-1)).toMatchObject({ type: "message_stop", stopReason: "tool_use" })
+    expect(tool.unreported).toEqual({ atMostTokens: 7 })
+    const kept2 = makeChunkParser(parserOptions)
+    kept2.push(JSON.stringify(promised(upstreamChunk({ content: "x" }, "stop"))))
+    kept2.push(JSON.stringify({ ...upstreamChunk({}), choices: [], usage: { prompt_tokens: 5, completion_tokens: 1 } }))
+    kept2.push("[DONE]")
+    expect(kept2.unreported).toBeUndefined()
+  })
+
   it("fails on an error chunk, invalid JSON, a body cut short, or nothing at all", () => {
     const midStream = failure(() => parse(sse(upstreamChunk({ content: "par" }), { error: { message: "overloaded right now", type: "overloaded_error" } })))
     expect(midStream).toMatchObject({ status: 503, type: "overloaded_error", message: "overloaded right now", retryable: true })

@@ -138,6 +138,18 @@ describe("openai-compatible backend", () => {
     }))
   })
 
+  it("charges at most the text's UTF-8 size, never zero, when the upstream promised usage (usage: null) and sent none", async () => {
+    const promised = (chunk: Record<string, unknown>) => ({ ...chunk, usage: null })
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(promised(upstreamChunk({ role: "assistant", content: "" })), promised(upstreamChunk({ content: "Bonjour, " })), promised(upstreamChunk({ content: "le monde." }, "stop")), "[DONE]"))
+    }
+    const request = ask("Say hello in French, please.")
+    const usage = collect(await run(request)).usage
+    expect(usage).toEqual(makeUsage({ inputTokens: await Effect.runPromise(countRequestTokens(request)), outputTokens: Buffer.byteLength("Bonjour, le monde.") }))
+    expect(usage.outputTokens).toBeGreaterThanOrEqual(countTextTokensExact("Bonjour, le monde."))
+  })
+
   it("fails the stream on a mid-stream error chunk, after the events already sent", async () => {
     upstream.handler = (_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" })

@@ -1,0 +1,97 @@
+/**
+ * What a streamed call has delivered to its client, kept once for the two rules that read it:
+ * - where a broken stream may carry on (continuation.ts): the text so far, the block the client
+ *   has open, the index its next block gets, whether a tool call started;
+ * - what the call used (metering). A stream that finishes reports exact usage in `message_stop`;
+ *   one that breaks (or whose client leaves) never does, so the output is estimated from the
+ *   exact tokens of what was delivered (text, thinking and tool-call arguments) and the input
+ *   from `message_start`, else the request's exact count — both counted in the tokenizer thread
+ *   only then. That estimate is what a broken call is charged: the client received that output,
+ *   and the reservation (an upper bound of the same) already covers it.
+ *
+ * The dispatcher feeds it every chunk it delivers, once. An open stream holds it for as long as it
+ * lasts, so the text is kept as `TextPieces` (joined every 64 deltas), and as one copy: the
+ * continuation and the usage estimate each kept their own until both read this one.
+ */
+import { Effect } from "effect"
+import type { CanonicalEvent } from "../model/events.ts"
+import type { CanonicalRequest } from "../model/request.ts"
+import { countTexts } from "../model/tokenizer.ts"
+import { countRequestTokens } from "../model/tokens.ts"
+import { makeUsage, type Usage } from "../model/usage.ts"
+import { TextPieces } from "../util/text-pieces.ts"
+import type { SentState } from "./continuation.ts"
+
+export class Delivered {
+  /** What was sent upstream: counted only when no `message_start` reported its input. */
+  readonly #request: CanonicalRequest | undefined
+  readonly #text = new TextPieces()
+  /** Thinking and tool-call arguments: counted with the text for a broken stream's output. */
+  #other: TextPieces | undefined = undefined
+  #open: SentState["open"] = undefined
+  #nextIndex = 0
+  #sawToolUse = false
+  #input: number | undefined = undefined
+  #exact: Usage | undefined = undefined
+
+  /** `request`: left out where only the continuation reads this (no usage is asked). */
+  constructor(request?: CanonicalRequest) {
+    this.#request = request
+  }
+
+  add(events: ReadonlyArray<CanonicalEvent>): void {
+    for (const event of events) {
+      switch (event.type) {
+        case "message_start":
+          if (event.usage !== undefined && event.usage.inputTokens > 0) this.#input = event.usage.inputTokens
+          break
+        case "block_start":
+          this.#open = { index: event.index, type: event.block.type }
+          this.#nextIndex = Math.max(this.#nextIndex, event.index + 1)
+          this.#sawToolUse ||= event.block.type === "tool_use"
+          break
+        case "block_stop":
+          this.#open = undefined
+          break
+        case "text_delta":
+          this.#text.add(event.text)
+          break
+        case "thinking_delta":
+          this.other().add(event.thinking)
+          break
+        case "tool_input_delta":
+          this.other().add(event.partialJson)
+          break
+        case "message_stop":
+          this.#exact = event.usage
+          break
+        default:
+          break
+      }
+    }
+  }
+
+  private other(): TextPieces {
+    return (this.#other ??= new TextPieces())
+  }
+
+  /** For the continuation: what the client has been sent. */
+  get state(): SentState {
+    return { text: this.#text.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
+  }
+
+  /** True once any content (a block) was delivered. */
+  get produced(): boolean {
+    return this.#nextIndex > 0
+  }
+
+  /** Exact usage after `message_stop`, else the estimate from what was delivered. */
+  usage(): Effect.Effect<Usage> {
+    if (this.#exact !== undefined) return Effect.succeed(this.#exact)
+    const request = this.#request
+    const parts = this.#other === undefined ? this.#text.parts() : [...this.#text.parts(), ...this.#other.parts()]
+    return Effect.all([this.#input !== undefined || request === undefined ? Effect.succeed(this.#input ?? 0) : countRequestTokens(request), countTexts(parts)]).pipe(
+      Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
+    )
+  }
+}
