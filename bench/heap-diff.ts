@@ -8,7 +8,7 @@
  * open streams).
  *
  *   node bench/heap-diff.ts BEFORE.heapsnapshot AFTER.heapsnapshot [--per 500] [--top 30]
- *        [--tree LABEL [--depth 6] [--min-bytes 100]]
+ *        [--tree LABEL [--depth 6] [--min-bytes 100] [--samples N]]
  *
  * Without `--tree`: the new objects that no other new object dominates (the roots of what the
  * requests hold), grouped by label, by retained bytes per unit. With `--tree LABEL` (a label from
@@ -27,7 +27,8 @@ const { values, positionals } = parseArgs({
     top: { type: "string", default: "30" },
     tree: { type: "string" },
     depth: { type: "string", default: "6" },
-    "min-bytes": { type: "string", default: "100" }
+    "min-bytes": { type: "string", default: "100" },
+    samples: { type: "string", default: "1" }
   }
 })
 const [beforePath, afterPath] = positionals
@@ -211,6 +212,15 @@ if (values.tree === undefined) {
     const kids = (children.get(n) ?? []).filter((k) => retained[k]! >= Number(values["min-bytes"])).sort((a, b) => retained[b]! - retained[a]!)
     for (const kid of kids) show(kid, depth + 1, `${indent}  `, `.${edgeTo(n, kid)} `)
   }
-  console.log(`${samples.length} samples; the middle one (bytes retained):`)
-  show(samples[Math.floor(samples.length / 2)]!, 0, "", "")
+  // `--samples N`: N of them, evenly spaced from the smallest to the largest (owners that share a
+  // label but not a shape, e.g. a request's several scopes); else the middle one.
+  const wanted = Number(values.samples)
+  if (wanted > 1) {
+    const bySize = [...samples].sort((a, b) => retained[a]! - retained[b]!)
+    console.log(`${samples.length} samples; ${wanted} from the smallest to the largest (bytes retained):`)
+    for (let i = 0; i < wanted; i++) show(bySize[Math.round((i * (bySize.length - 1)) / (wanted - 1))]!, 0, "", "")
+  } else {
+    console.log(`${samples.length} samples; the middle one (bytes retained):`)
+    show(samples[Math.floor(samples.length / 2)]!, 0, "", "")
+  }
 }

@@ -24,13 +24,17 @@ export const acquireReleasePlain = <A, E, R>(
  * when interrupted: waiting for it stays interruptible, so a client that leaves before the upstream
  * has answered ends the call at once rather than when the headers come (or the upstream times
  * out); once acquired, the release is registered before anything can interrupt.
+ *
+ * `release` is called as soon as the resource is acquired, and the effect it returns runs when the
+ * scope closes: the scope keeps only what that effect holds (an upstream response's body, not its
+ * headers), for as long as a stream stays open. So `release` must only describe the release.
  */
 export const acquireInterruptible = <A, E, R>(
   acquire: Effect.Effect<A, E, R>,
   release: (resource: A) => Effect.Effect<unknown>
 ): Effect.Effect<A, E, R | Scope.Scope> =>
   Effect.flatMap(Effect.scope, (scope) =>
-    Effect.uninterruptibleMask((restore) => Effect.tap(restore(acquire), (resource) => Scope.addFinalizer(scope, finalizer(release, resource)))))
+    Effect.uninterruptibleMask((restore) => Effect.tap(restore(acquire), (resource) => Scope.addFinalizer(scope, release(resource)))))
 
 /**
  * The finalizer, made outside `acquireReleasePlain`'s own closures: one made there shares their

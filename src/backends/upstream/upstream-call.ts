@@ -295,11 +295,16 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
 }
 
 /**
- * A streamed call's release (with `acquireInterruptible`): a body not read to its end aborts the
- * call. At module level: a closure written beside the call would hold that call's scope (the call,
- * with its request body) for as long as the stream stays open.
+ * A streamed call's release (with `acquireInterruptible`, which calls this once the headers are in):
+ * a body not read to its end aborts the call. It closes over the body alone, not the response
+ * (whose headers an open stream would keep), and is made at module level: a closure written beside
+ * the call would hold that call's scope (the call, with its request body) for as long as the
+ * stream stays open.
  */
-export const destroyBody = (response: StreamedResponse) => Effect.sync(() => response.body.destroy())
+export const destroyBody = (response: StreamedResponse) => {
+  const body = response.body
+  return Effect.sync(() => body.destroy())
+}
 
 /** Starts one call; resolves once the status and headers are in, with the body to read. */
 export const callStreamed = (dispatcher: Dispatcher, request: UpstreamRequest, signal?: AbortSignal): Promise<StreamedResponse> =>
