@@ -229,6 +229,8 @@ class ChunkParserImpl implements ChunkParser {
     } catch {
       throw broken("the upstream sent a stream chunk that is not JSON")
     }
+    // A streamed chunk's `usage: null` is the promise (a whole answer's would only mean "none").
+    if (!this.usagePromised && chunk !== null && typeof chunk === "object" && (chunk as { readonly usage?: unknown }).usage === null) this.promiseUsage()
     return this.pushChunk(chunk)
   }
 
@@ -242,9 +244,7 @@ class ChunkParserImpl implements ChunkParser {
       this.started = true
       events.push({ type: "message_start", model: this.options.modelId })
     }
-    if (chunk.usage === null) {
-      if (!this.usagePromised) this.promiseUsage()
-    } else if (chunk.usage !== undefined) this.usage = usageOf(wire(chunk.usage))
+    if (chunk.usage !== undefined && chunk.usage !== null) this.usage = usageOf(wire(chunk.usage))
     const found: unknown = Array.isArray(chunk.choices) ? chunk.choices.find((c: unknown) => (wire(c).index ?? 0) === 0) : undefined
     if (found === undefined) return events
     const choice = wire(found)

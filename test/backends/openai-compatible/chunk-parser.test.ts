@@ -6,7 +6,7 @@
 import { Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { BackendError } from "../../../src/backends/backend.ts"
-import { makeChunkParser } from "../../../src/backends/openai-compatible/chunk-parser.ts"
+import { completionAsChunk, makeChunkParser } from "../../../src/backends/openai-compatible/chunk-parser.ts"
 import { makeSseDecoder } from "../../../src/backends/openai-compatible/sse-decoder.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
 import { chatDialect } from "../../../src/dialects/chat/index.ts"
@@ -198,6 +198,11 @@ describe("chunk parser", () => {
     kept2.push(JSON.stringify({ ...upstreamChunk({}), choices: [], usage: { prompt_tokens: 5, completion_tokens: 1 } }))
     kept2.push("[DONE]")
     expect(kept2.unreported).toBeUndefined()
+    // A whole answer's `usage: null` is no promise: its text is counted exactly.
+    const whole = makeChunkParser(parserOptions)
+    whole.pushChunk(completionAsChunk({ choices: [{ index: 0, message: { role: "assistant", content: "hello world" }, finish_reason: "stop" }], usage: null }))
+    whole.end()
+    expect(whole.unreported).toEqual({ generated: "hello world" })
   })
 
   it("fails on an error chunk, invalid JSON, a body cut short, or nothing at all", () => {
