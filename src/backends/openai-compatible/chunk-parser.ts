@@ -35,13 +35,17 @@ export interface ChunkParserOptions {
   readonly visibleReasoning: boolean
 }
 
+/**
+ * Each step appends the events it completes to `out` (a new array when none is given) and returns
+ * it: a stream's reads collect one array of events each, not one per step and another to join them.
+ */
 export interface ChunkParser {
-  /** One `data:` payload; returns the events it completes. Throws `BackendError`. */
-  push(data: string): Array<CanonicalEvent>
+  /** One `data:` payload. Throws `BackendError`. */
+  push(data: string, out?: Array<CanonicalEvent>): Array<CanonicalEvent>
   /** One chunk already parsed from JSON (a non-streamed completion, see `completionAsChunk`). */
-  pushChunk(chunk: unknown): Array<CanonicalEvent>
+  pushChunk(chunk: unknown, out?: Array<CanonicalEvent>): Array<CanonicalEvent>
   /** The body ended. Throws `BackendError` when the answer was cut short. */
-  end(): Array<CanonicalEvent>
+  end(out?: Array<CanonicalEvent>): Array<CanonicalEvent>
   /** Once `message_stop` went out without upstream usage: what to count its output from. */
   readonly unreported: Unreported | undefined
 }
@@ -201,8 +205,7 @@ class ChunkParserImpl implements ChunkParser {
     if (call.name !== undefined) this.openCall(call, events)
   }
 
-  private stop(): Array<CanonicalEvent> {
-    const events: Array<CanonicalEvent> = []
+  private stop(events: Array<CanonicalEvent>): Array<CanonicalEvent> {
     for (const call of this.calls?.values() ?? []) {
       if (call.state !== "pending") continue
       if (call.name === undefined) throw broken("the upstream sent a tool call without a name")
@@ -217,11 +220,11 @@ class ChunkParserImpl implements ChunkParser {
     return events
   }
 
-  push(data: string): Array<CanonicalEvent> {
-    if (this.finished) return []
+  push(data: string, out: Array<CanonicalEvent> = []): Array<CanonicalEvent> {
+    if (this.finished) return out
     if (data.trim() === "[DONE]") {
       if (!this.started) throw broken("the upstream ended the stream before sending anything")
-      return this.stop()
+      return this.stop(out)
     }
     let chunk: unknown
     try {
@@ -231,15 +234,14 @@ class ChunkParserImpl implements ChunkParser {
     }
     // A streamed chunk's `usage: null` is the promise (a whole answer's would only mean "none").
     if (!this.usagePromised && chunk !== null && typeof chunk === "object" && (chunk as { readonly usage?: unknown }).usage === null) this.promiseUsage()
-    return this.pushChunk(chunk)
+    return this.pushChunk(chunk, out)
   }
 
-  pushChunk(parsed: unknown): Array<CanonicalEvent> {
-    if (this.finished) return []
+  pushChunk(parsed: unknown, events: Array<CanonicalEvent> = []): Array<CanonicalEvent> {
+    if (this.finished) return events
     if (parsed === null || typeof parsed !== "object") throw broken("the upstream sent a stream chunk that is not an object")
     const chunk = wire(parsed)
     if (chunk.error !== undefined && chunk.error !== null) throw upstreamStreamError(wire(chunk.error))
-    const events: Array<CanonicalEvent> = []
     if (!this.started) {
       this.started = true
       events.push({ type: "message_start", model: this.options.modelId })
@@ -267,11 +269,11 @@ class ChunkParserImpl implements ChunkParser {
     return events
   }
 
-  end(): Array<CanonicalEvent> {
-    if (this.finished) return []
+  end(out: Array<CanonicalEvent> = []): Array<CanonicalEvent> {
+    if (this.finished) return out
     if (!this.started) throw broken("the upstream ended the stream before sending anything")
     if (this.finish === undefined) throw broken("the upstream stream ended before the answer was complete")
-    return this.stop()
+    return this.stop(out)
   }
 }
 

@@ -25,6 +25,7 @@ import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
 import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
+import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { unwrapPlain } from "../../util/scoped.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
@@ -119,6 +120,14 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
 }
 
 /**
+ * A read's SSE payloads, between the SSE decoder and the parser: one list for every stream, emptied
+ * after each read (keeping its backing store). A read is decoded synchronously, start to end, so
+ * no two reads ever share it; a list per stream would be kept by every open stream, and a new one
+ * per read allocated per streamed token.
+ */
+const PAYLOADS: Array<string> = []
+
+/**
  * One streamed answer's decoding (SSE text → chunks → canonical events; an error event's message
  * scrubbed as it is decoded). Fields and methods: an open stream holds this one object, not a
  * closure per step over a shared scope.
@@ -144,16 +153,25 @@ class ChunksDecoder implements BodyDecoder {
     return this.parse(this.#text.decode(), true)
   }
 
+  /** One array of events per read, handed on; the read's payloads go through one scratch list. */
   private parse(chunk: string, last: boolean): DecodeStep {
     const events: Array<CanonicalEvent> = []
+    const payloads = PAYLOADS
+    // The events of the payloads before a failing one go out; the failing one's own do not.
+    let whole = 0
     try {
-      for (const data of this.#sse.feed(chunk)) events.push(...this.#parser.push(data))
-      if (last) {
-        for (const data of this.#sse.end()) events.push(...this.#parser.push(data))
-        events.push(...this.#parser.end())
+      this.#sse.feed(chunk, payloads)
+      if (last) this.#sse.end(payloads)
+      for (let i = 0; i < payloads.length; i++) {
+        this.#parser.push(payloads[i]!, events)
+        whole = events.length
       }
+      if (last) this.#parser.end(events)
     } catch (error) {
+      events.length = whole
       return { events, error: scrubError(this.#placement)(asBackendError(error)) }
+    } finally {
+      emptyKeepingCapacity(payloads)
     }
     return { events }
   }

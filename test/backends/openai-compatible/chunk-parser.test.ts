@@ -53,13 +53,13 @@ const visibleToChat = (events: ReadonlyArray<CanonicalEvent>): Array<CanonicalEv
 
 describe("SSE decoder", () => {
   it("splits events on blank lines at any chunk boundary, skipping comments and other fields", () => {
-    const text = ": keepalive\n\nevent: x\ndata: {\"a\":1}\r\n\r\ndata: line one\ndata: line two\n\nid: 7\ndata:[DONE]"
+    const text = ": keepalive\n\nevent: x\ndata: {\"a\":1}\r\n\r\ndata: line one\ndata: line two\n\ndata: 1\ndata: 2\ndata: 3\n\nid: 7\ndata:[DONE]"
     for (const step of [1, 2, 5, text.length]) {
       const decoder = makeSseDecoder()
       const out: Array<string> = []
       for (let at = 0; at < text.length; at += step) out.push(...decoder.feed(text.slice(at, at + step)))
       out.push(...decoder.end())
-      expect(out, `step ${step}`).toEqual(["{\"a\":1}", "line one\nline two", "[DONE]"])
+      expect(out, `step ${step}`).toEqual(["{\"a\":1}", "line one\nline two", "1\n2\n3", "[DONE]"])
     }
   })
 
