@@ -6,7 +6,7 @@
  * path can be judged on a busy machine; fewer bytes per request means fewer scavenges (GC time on
  * the main thread and V8's helper threads, and the loop pauses they cause).
  *
- *   node bench/alloc-profile.ts [--requests 2000] [--rate R] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--survivors | --retained] [--env NAME=VALUE]…
+ *   node bench/alloc-profile.ts [--requests 2000] [--rate R] [--stream] [--deltas 16] [--top 40] [--depth 1] [--redis] [--anthropic] [--survivors | --retained] [--env NAME=VALUE]…
  *
  * `--survivors` counts only objects that outlived a young-generation collection (scavenge): each
  * is copied, so these bytes, not the total, set how long a scavenge pauses the loop.
@@ -36,6 +36,8 @@ const { values } = parseArgs({
     /** Callers shown for each entry (1: the function itself; 4: who called it, three levels up). */
     depth: { type: "string", default: "1" },
     redis: { type: "boolean", default: false },
+    /** The placement speaks Anthropic's Messages API to the fixed-answer upstream (the anthropic backend). */
+    anthropic: { type: "boolean", default: false },
     /**
      * Only what survived a young-generation collection (promoted to the old generation, dead or
      * not by now): what makes scavenges slow — each survivor is copied, twice if promoted.
@@ -91,7 +93,7 @@ const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs
 const extraEnv = Object.fromEntries(values.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))
 const gateway = await startGateway({
   name: "gateway",
-  config: fixedUpstreamConfig(upstream.url),
+  config: fixedUpstreamConfig(upstream.url, values.anthropic ? "anthropic" : "openai-compatible"),
   adminToken: randomToken(),
   logDir,
   cpu: 0,

@@ -20,6 +20,8 @@
  * measures once the gateway's CPU is idle: what a stream holds once it has sent N chunks, without the
  * backlog of frames still being forwarded that a paced run measures beside it (1,000 streams at 50
  * tokens a second are more than two cores can forward).
+ * `--anthropic` (with `--deltas`) has the gateway speak Anthropic's Messages API to the upstream (an
+ * `anthropic` placement) instead of OpenAI's Chat Completions.
  * `--messages` opens Anthropic Messages streams (`/v1/messages`) instead of Chat Completions,
  * `--responses` OpenAI Responses streams (`/v1/responses`, `store: false`).
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
@@ -31,7 +33,7 @@
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N [--pause-after=N]] [--messages | --responses]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N [--pause-after=N] [--anthropic]] [--messages | --responses]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -43,7 +45,7 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, "pause-after": { type: "string" }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, "pause-after": { type: "string" }, anthropic: { type: "boolean", default: false }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -101,7 +103,7 @@ const main = async () => {
     : await startFixedUpstream({ deltas: Number(values.deltas), ttftMs: 300, gapMs: Math.round(1000 / tokensPerSecond), ...(values["pause-after"] === undefined ? {} : { pauseAfter: Number(values["pause-after"]) }) }).then((fixed) => ({ url: fixed.url, stop: fixed.close }))
   const config = {
     models: [benchChatModel("svc-stream", "Stream memory", [
-      { id: "stream-up", backend: "openai-compatible", capacity: count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
+      { id: "stream-up", backend: values.anthropic ? "anthropic" : "openai-compatible", capacity: count * 4, baseUrl: `${upstream.url}/v1`, upstreamModel: "bench-stream" }
     ])],
     plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 1_000_000_000, tpm: 1_000_000_000, concurrency: count * 4 } },
     defaultPlan: "bench"

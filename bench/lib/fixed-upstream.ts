@@ -4,7 +4,9 @@
  * `POST …/chat/completions` answers one fixed completion as JSON, or — when the body asks for
  * `"stream": true` — a fixed SSE stream of `deltas` content chunks (optionally paced) and a usage
  * chunk; a model name ending in `-long` gets `LONG_FACTOR` times as many (the per-frame cost of a
- * proxy is the CPU difference between the two answers). Anything else is a 404. Run standalone: `node bench/lib/fixed-upstream.ts [port]`.
+ * proxy is the CPU difference between the two answers). `POST …/messages` answers the same in the
+ * Anthropic Messages API's shapes (a message, or its event stream: one `content_block_delta` per
+ * content chunk), for an `anthropic` placement. Anything else is a 404. Run standalone: `node bench/lib/fixed-upstream.ts [port]`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 
@@ -71,11 +73,50 @@ const stream = async (res: ServerResponse, model: string, includeUsage: boolean,
   res.end("data: [DONE]\n\n")
 }
 
+/** A Messages API event, as Anthropic frames it (`event:` then `data:`). */
+const messagesEvent = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+
+const messagesStream = async (res: ServerResponse, model: string, options: FixedUpstreamOptions) => {
+  const deltas = (options.deltas ?? 16) * (model.endsWith("-long") ? LONG_FACTOR : 1)
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" })
+  if ((options.ttftMs ?? 0) > 0) await sleep(options.ttftMs!)
+  res.write(messagesEvent("message_start", { message: { id: "msg_fixed", type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 24, output_tokens: 1 } } }))
+  res.write(messagesEvent("content_block_start", { index: 0, content_block: { type: "text", text: "" } }))
+  for (let i = 0; i < deltas; i++) {
+    if (i > 0 && (options.gapMs ?? 0) > 0) await sleep(options.gapMs!)
+    if (res.destroyed) return
+    if (i === options.pauseAfter) return
+    res.write(messagesEvent("content_block_delta", { index: 0, delta: { type: "text_delta", text: `${WORDS[i % WORDS.length]} ` } }))
+  }
+  res.write(messagesEvent("content_block_stop", { index: 0 }))
+  res.write(messagesEvent("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: deltas } }))
+  res.end(messagesEvent("message_stop", {}))
+}
+
+const message = (model: string) =>
+  JSON.stringify({
+    id: "msg_fixed",
+    type: "message",
+    role: "assistant",
+    model,
+    content: [{ type: "text", text: WORDS.join(" ") + "." }],
+    stop_reason: "end_turn",
+    stop_sequence: null,
+    usage: { input_tokens: 24, output_tokens: 16 }
+  })
+
 const handle = (options: FixedUpstreamOptions) => (req: IncomingMessage, res: ServerResponse) => {
   let body = ""
   req.setEncoding("utf8")
   req.on("data", (d: string) => (body += d))
   req.on("end", () => {
+    if (req.method === "POST" && (req.url ?? "").endsWith("/messages")) {
+      const model = modelOf(body)
+      if (/"stream"\s*:\s*true/.test(body)) return void messagesStream(res, model, options)
+      const answer = message(model)
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
+      return void res.end(answer)
+    }
     if (req.method !== "POST" || !(req.url ?? "").endsWith("/chat/completions")) {
       res.writeHead(404, { "content-type": "application/json" })
       res.end(JSON.stringify({ error: { message: "not found", type: "not_found" } }))

@@ -15,8 +15,7 @@ import { type CanonicalEvent, type CanonicalResponse, collect } from "../../mode
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
-import type { SseEvent } from "./sse-parser.ts"
-import { makeSseParser } from "./sse-parser.ts"
+import { makeSseParser, type SseEvent, type SseParser } from "./sse-parser.ts"
 import { decodeBody } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
@@ -25,6 +24,7 @@ import { toWireRequest } from "./wire-request.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
+import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { acquireInterruptible, unwrapPlain } from "../../util/scoped.ts"
 
 const ANTHROPIC_VERSION = "2023-06-01"
@@ -44,13 +44,32 @@ export const messagesUrl = (baseUrl: string): URL => {
 
 /** Runs parsed SSE events through the translator until the first error. */
 const translateAll = (translator: UpstreamTranslator, events: ReadonlyArray<SseEvent>): TranslateStep => {
+  // One event a read, as a model streams its tokens: its own step, with no array to join them.
+  if (events.length === 1) return translator.push(events[0]!)
   const out: Array<CanonicalEvent> = []
   for (const sse of events) {
     const step = translator.push(sse)
-    out.push(...step.events)
+    for (const event of step.events) out.push(event)
     if (step.error !== undefined) return { events: out, error: step.error }
   }
   return { events: out }
+}
+
+/**
+ * A read's SSE events, between the parser and the translator: one list for every stream, emptied
+ * after each read (keeping its backing store). A read is translated synchronously, start to end,
+ * so no two reads ever share it.
+ */
+const READ_EVENTS: Array<SseEvent> = []
+
+const translateRead = (translator: UpstreamTranslator, parser: SseParser, text: string, last: boolean): TranslateStep => {
+  try {
+    parser.feed(text, READ_EVENTS)
+    if (last) parser.end(READ_EVENTS)
+    return translateAll(translator, READ_EVENTS)
+  } finally {
+    emptyKeepingCapacity(READ_EVENTS)
+  }
 }
 
 /**
@@ -75,10 +94,10 @@ const canonicalEvents = (body: StreamedBody, modelId: string) =>
     const translator = makeUpstreamTranslator(modelId)
     return decodeBody(body, {
       finish: withThinking(translator),
-      feed: (bytes) => translateAll(translator, parser.feed(decoder.decode(bytes, { stream: true }))),
+      feed: (bytes) => translateRead(translator, parser, decoder.decode(bytes, { stream: true }), false),
       // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
       end: () => {
-        const last = translateAll(translator, [...parser.feed(decoder.decode()), ...parser.end()])
+        const last = translateRead(translator, parser, decoder.decode(), true)
         if (last.error !== undefined) return last
         const end = translator.end()
         return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }

@@ -214,8 +214,9 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
         if (sse.event === "ping") return { events: [] }
         return { events: [], error: protocolError(`event data is not JSON: ${sse.data.slice(0, 100)}`) }
       }
-      // The data's own `type` is authoritative; the SSE name covers frames that omit it.
-      return step({ ...parsed, type: parsed?.type ?? sse.event })
+      // The data's own `type` is authoritative; the SSE name covers frames that omit it (copied
+      // only then: this runs once per streamed token).
+      return step(parsed?.type !== undefined ? parsed : { ...parsed, type: sse.event })
     },
     end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") }),
     get unreportedThinking() {

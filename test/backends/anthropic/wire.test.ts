@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { messagesUrl } from "../../../src/backends/anthropic/index.ts"
-import { makeSseParser } from "../../../src/backends/anthropic/sse-parser.ts"
+import { makeSseParser, type SseEvent } from "../../../src/backends/anthropic/sse-parser.ts"
 import { errorFromResponse, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
 import { translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
 import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
@@ -20,6 +20,18 @@ describe("SSE parser", () => {
   it("parses LF, CRLF and CR line ends, comments and multi-line data", () => {
     const parser = makeSseParser()
     expect([...parser.feed(text), ...parser.end()]).toEqual(expected)
+  })
+
+  it("reads fields as the spec does: no colon, no space, one space dropped, other fields and empty events skipped", () => {
+    const fields = "event\ndata\n\nevent:x\ndata:  two\nid: 7\nretry: 10\ndata: 3\ndata\n\n\n\nid: only\n\ndata: a\ndata: b\ndata: c\r\n\r\n:done\n"
+    const want = [{ event: "", data: "" }, { event: "x", data: " two\n3\n" }, { event: undefined, data: "a\nb\nc" }]
+    for (let size = 1; size <= fields.length; size += size < 8 ? 1 : 37) {
+      const parser = makeSseParser()
+      const events: Array<SseEvent> = []
+      for (let i = 0; i < fields.length; i += size) parser.feed(fields.slice(i, i + size), events)
+      parser.end(events)
+      expect(events, `chunks of ${size}`).toEqual(want)
+    }
   })
 
   it("gives the same events however the text is cut into chunks", () => {
