@@ -16,7 +16,7 @@ import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError } from "../backend.ts"
 import { makeSseParser, type SseEvent, type SseParser } from "./sse-parser.ts"
-import { decodeBody } from "../decode-stream.ts"
+import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
@@ -86,24 +86,36 @@ const withThinking = (translator: UpstreamTranslator) => (events: ReadonlyArray<
   ])
 }
 
+/**
+ * One streamed answer's decoding (bytes → SSE events → canonical events), one step per read. A
+ * class, its steps as methods: an open stream holds this one object, not a closure per step.
+ */
+class MessagesDecoder implements BodyDecoder {
+  readonly #text = new TextDecoder()
+  readonly #parser = makeSseParser()
+  readonly #translator: UpstreamTranslator
+  readonly finish: (events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>
+
+  constructor(modelId: string) {
+    this.#translator = makeUpstreamTranslator(modelId)
+    this.finish = withThinking(this.#translator)
+  }
+
+  feed(bytes: Uint8Array): DecodeStep {
+    return translateRead(this.#translator, this.#parser, this.#text.decode(bytes, { stream: true }), false)
+  }
+
+  /** Whatever the last bytes completed, then the translator's verdict on how the stream ended. */
+  end(): DecodeStep {
+    const last = translateRead(this.#translator, this.#parser, this.#text.decode(), true)
+    if (last.error !== undefined) return last
+    const end = this.#translator.end()
+    return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }
+  }
+}
+
 /** The upstream body (bytes of Messages SSE) as canonical events, one step per read. */
-const canonicalEvents = (body: StreamedBody, modelId: string) =>
-  Stream.suspend(() => {
-    const decoder = new TextDecoder()
-    const parser = makeSseParser()
-    const translator = makeUpstreamTranslator(modelId)
-    return decodeBody(body, {
-      finish: withThinking(translator),
-      feed: (bytes) => translateRead(translator, parser, decoder.decode(bytes, { stream: true }), false),
-      // Whatever the last bytes completed, then the translator's verdict on how the stream ended.
-      end: () => {
-        const last = translateRead(translator, parser, decoder.decode(), true)
-        if (last.error !== undefined) return last
-        const end = translator.end()
-        return { events: [...last.events, ...end.events], ...(end.error === undefined ? {} : { error: end.error }) }
-      }
-    })
-  })
+const canonicalEvents = (body: StreamedBody, modelId: string) => Stream.suspend(() => decodeBody(body, new MessagesDecoder(modelId)))
 
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))
 

@@ -16,6 +16,7 @@ import { makeUsage } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import type { SseEvent } from "./sse-parser.ts"
 import { makeSseParser } from "./sse-parser.ts"
+import { TextPieces } from "../../util/text-pieces.ts"
 
 export interface TranslateStep {
   readonly events: ReadonlyArray<CanonicalEvent>
@@ -105,25 +106,37 @@ const initialDeltas = (index: number, block: NonNullable<WireEvent["content_bloc
   return out
 }
 
-export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
-  let started = false
-  let finished = false
-  let startUsage: WireUsage = {}
-  let finalUsage: WireUsage = {}
-  let stop: { reason: StopReason; sequence?: string } = { reason: "end_turn" }
+/**
+ * One upstream stream's translation. A class, its state in fields: an open stream holds one object,
+ * not a closure per step over a shared scope.
+ */
+class Translator implements UpstreamTranslator {
+  readonly #modelId: string
+  #started = false
+  #finished = false
+  #startUsage: WireUsage = {}
+  #finalUsage: WireUsage = {}
+  #stop: { reason: StopReason; sequence?: string } = { reason: "end_turn" }
   /** The open block: upstream index → canonical index and type. */
-  let open: { upstream: number; index: number; type: BlockStart["type"] } | undefined
-  let nextIndex = 0
-  const thinking: Array<string> = []
+  #open: { upstream: number; index: number; type: BlockStart["type"] } | undefined = undefined
+  #nextIndex = 0
+  /** Thinking text, kept for `unreportedThinking` (joined every 64 deltas). */
+  readonly #thinking = new TextPieces()
 
-  const closeOpen = (): Array<CanonicalEvent> => {
-    if (open === undefined) return []
-    const index = open.index
-    open = undefined
-    return [{ type: "block_stop", index }]
+  constructor(modelId: string) {
+    this.#modelId = modelId
   }
 
-  const usage = () => {
+  private closeOpen(): Array<CanonicalEvent> {
+    const open = this.#open
+    if (open === undefined) return []
+    this.#open = undefined
+    return [{ type: "block_stop", index: open.index }]
+  }
+
+  private usage() {
+    const finalUsage = this.#finalUsage
+    const startUsage = this.#startUsage
     const pick = (key: keyof WireUsage) => (finalUsage[key] ?? startUsage[key] ?? 0) as number
     const cacheRead = pick("cache_read_input_tokens")
     const outputTokens = pick("output_tokens")
@@ -136,13 +149,14 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
     })
   }
 
-  const delta = (event: WireEvent): Array<CanonicalEvent> => {
+  private delta(event: WireEvent): Array<CanonicalEvent> {
     const d = event.delta
+    const open = this.#open
     if (open === undefined || event.index !== open.upstream || d === undefined) return []
     const { index, type } = open
     if (d.type === "text_delta" && type === "text" && d.text) return [{ type: "text_delta", index, text: d.text }]
     if (d.type === "thinking_delta" && type === "thinking" && d.thinking) {
-      thinking.push(d.thinking)
+      this.#thinking.add(d.thinking)
       return [{ type: "thinking_delta", index, thinking: d.thinking }]
     }
     if (d.type === "signature_delta" && type === "thinking" && d.signature) return [{ type: "signature_delta", index, signature: d.signature }]
@@ -150,80 +164,90 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => {
     return [] // citations and other deltas have no canonical form
   }
 
-  const translate = (event: WireEvent): Array<CanonicalEvent> | BackendError => {
+  private translate(event: WireEvent): Array<CanonicalEvent> | BackendError {
     // After message_stop the answer is whole: nothing that follows can spoil it.
-    if (finished || event.type === "ping") return []
+    if (this.#finished || event.type === "ping") return []
     if (event.type === "error") {
       const status = statusOfErrorType[event.error?.type ?? ""] ?? 500
       return backendErrorFromStatus(status, event.error?.message ?? "The upstream stream failed")
     }
     if (event.type === "message_start") {
-      if (started) return protocolError("a second message_start")
-      started = true
-      startUsage = event.message?.usage ?? {}
-      return [{ type: "message_start", model: modelId, usage: usage() }]
+      if (this.#started) return protocolError("a second message_start")
+      this.#started = true
+      this.#startUsage = event.message?.usage ?? {}
+      return [{ type: "message_start", model: this.#modelId, usage: this.usage() }]
     }
-    if (!started) return protocolError(`${event.type} before message_start`)
+    if (!this.#started) return protocolError(`${event.type} before message_start`)
     switch (event.type) {
       case "content_block_start": {
-        const closed = closeOpen()
+        const closed = this.closeOpen()
         const block = event.content_block ?? {}
         const start = canonicalStart(block)
         if (start === undefined) return closed // a server tool block: skipped, not numbered
-        const index = nextIndex++
-        open = { upstream: event.index ?? -1, index, type: start.type }
+        const index = this.#nextIndex++
+        this.#open = { upstream: event.index ?? -1, index, type: start.type }
         return [...closed, { type: "block_start", index, block: start }, ...initialDeltas(index, block)]
       }
       case "content_block_delta":
-        return delta(event)
+        return this.delta(event)
       case "content_block_stop":
-        return open !== undefined && event.index === open.upstream ? closeOpen() : []
+        return this.#open !== undefined && event.index === this.#open.upstream ? this.closeOpen() : []
       case "message_delta": {
         const reason = event.delta?.stop_reason
         const sequence = event.delta?.stop_sequence
-        if (reason != null) stop = { reason: stopReasons[reason] ?? "end_turn", ...(sequence == null ? {} : { sequence }) }
-        finalUsage = { ...finalUsage, ...event.usage }
+        if (reason != null) this.#stop = { reason: stopReasons[reason] ?? "end_turn", ...(sequence == null ? {} : { sequence }) }
+        this.#finalUsage = { ...this.#finalUsage, ...event.usage }
         return []
       }
-      case "message_stop":
-        finished = true
-        return [...closeOpen(), {
+      case "message_stop": {
+        this.#finished = true
+        const stop = this.#stop
+        return [...this.closeOpen(), {
           type: "message_stop",
           stopReason: stop.reason,
           ...(stop.sequence === undefined ? {} : { stopSequence: stop.sequence }),
-          usage: usage()
+          usage: this.usage()
         }]
+      }
       default:
         return []
     }
   }
 
-  const step = (event: WireEvent): TranslateStep => {
-    const result = translate(event)
+  private step(event: WireEvent): TranslateStep {
+    const result = this.translate(event)
     return result instanceof BackendError ? { events: [], error: result } : { events: result }
   }
 
-  return {
-    pushEvent: (event) =>
-      event === null || typeof event !== "object" ? { events: [], error: protocolError("an event that is not an object") } : step(event as WireEvent),
-    push: (sse) => {
-      let parsed: WireEvent
-      try {
-        parsed = JSON.parse(sse.data) as WireEvent
-      } catch {
-        if (sse.event === "ping") return { events: [] }
-        return { events: [], error: protocolError(`event data is not JSON: ${sse.data.slice(0, 100)}`) }
-      }
-      // The data's own `type` is authoritative; the SSE name covers frames that omit it (copied
-      // only then: this runs once per streamed token).
-      return step(parsed?.type !== undefined ? parsed : { ...parsed, type: sse.event })
-    },
-    end: () => (finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") }),
-    get unreportedThinking() {
-      return finished && thinking.length > 0 && finalUsage.output_tokens_details?.thinking_tokens == null ? thinking.join("") : undefined
+  pushEvent(event: unknown): TranslateStep {
+    return event === null || typeof event !== "object" ? { events: [], error: protocolError("an event that is not an object") } : this.step(event as WireEvent)
+  }
+
+  push(sse: SseEvent): TranslateStep {
+    let parsed: WireEvent
+    try {
+      parsed = JSON.parse(sse.data) as WireEvent
+    } catch {
+      if (sse.event === "ping") return { events: [] }
+      return { events: [], error: protocolError(`event data is not JSON: ${sse.data.slice(0, 100)}`) }
     }
+    // The data's own `type` is authoritative; the SSE name covers frames that omit it (copied
+    // only then: this runs once per streamed token).
+    return this.step(parsed?.type !== undefined ? parsed : { ...parsed, type: sse.event })
+  }
+
+  end(): TranslateStep {
+    return this.#finished ? { events: [] } : { events: [], error: protocolError("the stream ended before message_stop") }
+  }
+
+  get unreportedThinking(): string | undefined {
+    if (!this.#finished || this.#finalUsage.output_tokens_details?.thinking_tokens != null) return undefined
+    const text = this.#thinking.text()
+    return text === "" ? undefined : text
   }
 }
+
+export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => new Translator(modelId)
 
 /** Translates a whole Messages SSE text at once (tests). */
 export const translateMessagesSse = (text: string, modelId: string): TranslateStep & { readonly unreportedThinking?: string | undefined } => {
