@@ -1,6 +1,7 @@
 /**
- * Continuity after the first byte: what the client has been sent, whether a broken stream may go
- * on elsewhere, and how a continuation's events are spliced into what was sent.
+ * Continuity after the first byte: whether a broken stream may go on elsewhere, and how a
+ * continuation's events are spliced into what was sent (`SentState`, which `Delivered` in
+ * delivered.ts keeps as the stream goes).
  *
  * A break may continue only in plain text: no tool call was started (its arguments cannot be
  * resumed faithfully) and no non-text block is open. The continuation is a fresh call (the
