@@ -105,9 +105,8 @@ export interface CanonicalResponse {
   readonly usage: Usage
 }
 
-/** A block being assembled from its deltas. */
 /**
- * A block as its deltas arrive. Its texts are `TextPieces`, not strings appended to per delta: an
+ * A block being assembled from its deltas. Its texts are `TextPieces`, not strings appended to per delta: an
  * appended string is a rope of one 32-byte node per delta, held for as long as the stream is open
  * (a Responses stream's encoder builds its answer as it goes).
  */

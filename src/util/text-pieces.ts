@@ -1,10 +1,10 @@
 /**
  * Text kept as it streams by (an answer's deltas), read back whole only if asked: what was
  * generated when the upstream reports no usage, what a broken stream delivered, the text a
- * continuation resumes from. Held for as long as a stream is open, so it is kept compact: every
- * `GROUP` pieces are joined into one flat string. An array of the deltas themselves cost a pointer
- * per delta in each of the three places that keep them, and kept every delta's own string object
- * alive (~50 bytes per delta against ~5 for its characters).
+ * continuation resumes from, the answer a Responses stream repeats when a block ends. Held for as
+ * long as a stream is open, so it is kept compact: every `GROUP` pieces are joined into one flat
+ * string. An array of the deltas themselves cost a pointer per delta and kept every delta's own
+ * string object alive (~50 bytes per delta against ~5 for its characters).
  */
 const GROUP = 64
 

@@ -58,10 +58,6 @@ class ResponsesStreamEncoder implements StreamEncoder {
     return this.#builder.block(index)!
   }
 
-  private item(index: number) {
-    return outputItem(this.block(index), this.#context.id, index)
-  }
-
   private scope(index: number) {
     return { item_id: this.#items[index]?.id, output_index: index }
   }
@@ -86,11 +82,12 @@ class ResponsesStreamEncoder implements StreamEncoder {
 
   private onStart(index: number): string {
     const current = this.block(index)
-    const id = this.item(index).id
+    const item = outputItem(current, this.#context.id, index)
+    const id = item.id
     this.#items[index] = { id, closed: false }
     switch (current.type) {
       case "text":
-        return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", content: [] } }) +
+        return this.frame("response.output_item.added", { output_index: index, item: { ...item, status: "in_progress", content: [] } }) +
           this.frame("response.content_part.added", { ...this.scope(index), content_index: 0, part: outputTextPart("") })
       case "thinking":
         return this.frame("response.output_item.added", { output_index: index, item: { id, type: "reasoning", summary: [] } }) +
@@ -98,7 +95,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
       case "redacted_thinking":
         return this.frame("response.output_item.added", { output_index: index, item: { id, type: "reasoning", summary: [] } })
       case "tool_use":
-        return this.frame("response.output_item.added", { output_index: index, item: { ...this.item(index), status: "in_progress", arguments: "" } })
+        return this.frame("response.output_item.added", { output_index: index, item: { ...item, status: "in_progress", arguments: "" } })
     }
   }
 
@@ -106,8 +103,10 @@ class ResponsesStreamEncoder implements StreamEncoder {
     const started = this.#items[index]
     if (started !== undefined) started.closed = true
     const current = this.block(index)
-    // A function, not a value: frames take their sequence number when built, and this one is last.
-    const done = () => this.frame("response.output_item.done", { output_index: index, item: this.item(index) })
+    // The block's item, made once (each `block` joins its text again); its frame is built last, as
+    // frames take their sequence number when built.
+    const item = outputItem(current, this.#context.id, index)
+    const done = () => this.frame("response.output_item.done", { output_index: index, item })
     switch (current.type) {
       case "text":
         return this.frame("response.output_text.done", { ...this.scope(index), content_index: 0, text: current.text, logprobs: [] }) +
@@ -118,7 +117,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
       case "redacted_thinking":
         return done()
       case "tool_use": {
-        const args = (this.item(index) as { arguments: string }).arguments
+        const args = (item as { arguments: string }).arguments
         return this.frame("response.function_call_arguments.done", { ...this.scope(index), name: current.name, arguments: args }) + done()
       }
     }
