@@ -7,15 +7,15 @@
  * that goes away aborts the upstream request.
  *
  * The pure halves live beside this file: `wire-request.ts` (canonical → Messages request),
- * `sse-parser.ts` + `wire-events.ts` (Messages SSE → canonical events); failures map as in `../upstream/upstream.ts`.
+ * `wire-events.ts` (Messages SSE, read by `../upstream/sse.ts`, → canonical events); failures map as in `../upstream/upstream.ts`.
  */
 import { Effect, Stream } from "effect"
 import { countText } from "../../model/tokenizer.ts"
 import { type CanonicalEvent, type CanonicalResponse, collect } from "../../model/events.ts"
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
-import { BackendError } from "../backend.ts"
-import { makeSseParser, type SseEvent, type SseParser } from "./sse-parser.ts"
+import { BackendError, backendErrorFromStatus } from "../backend.ts"
+import { type SseEvent, sseEvents, SseLineTooLong, type SseReader } from "../upstream/sse.ts"
 import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
@@ -62,11 +62,19 @@ const translateAll = (translator: UpstreamTranslator, events: ReadonlyArray<SseE
  */
 const READ_EVENTS: Array<SseEvent> = []
 
-const translateRead = (translator: UpstreamTranslator, parser: SseParser, text: string, last: boolean): TranslateStep => {
+const translateRead = (translator: UpstreamTranslator, parser: SseReader<SseEvent>, text: string, last: boolean): TranslateStep => {
   try {
-    parser.feed(text, READ_EVENTS)
-    if (last) parser.end(READ_EVENTS)
-    return translateAll(translator, READ_EVENTS)
+    let tooLong: SseLineTooLong | undefined
+    try {
+      parser.feed(text, READ_EVENTS)
+      if (last) parser.end(READ_EVENTS)
+    } catch (error) {
+      if (!(error instanceof SseLineTooLong)) throw error
+      tooLong = error
+    }
+    // The events the read completed go out, then the line that outgrew the limit ends the stream.
+    const step = translateAll(translator, READ_EVENTS)
+    return tooLong === undefined || step.error !== undefined ? step : { events: step.events, error: backendErrorFromStatus(502, tooLong.message) }
   } finally {
     emptyKeepingCapacity(READ_EVENTS)
   }
@@ -92,7 +100,7 @@ const withThinking = (translator: UpstreamTranslator) => (events: ReadonlyArray<
  */
 class MessagesDecoder implements BodyDecoder {
   readonly #text = new TextDecoder()
-  readonly #parser = makeSseParser()
+  readonly #parser = sseEvents()
   readonly #translator: UpstreamTranslator
   readonly finish: (events: ReadonlyArray<CanonicalEvent>) => Effect.Effect<ReadonlyArray<CanonicalEvent>>
 
@@ -155,8 +163,7 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
         const steps: Array<TranslateStep> = []
         if (String(headers["content-type"] ?? "").includes("text/event-stream")) {
           // An upstream that streams whatever `stream` says: decoded like a stream.
-          const parser = makeSseParser()
-          steps.push(translateAll(translator, [...parser.feed(text), ...parser.end()]))
+          steps.push(translateRead(translator, sseEvents(), text, true))
         } else {
           let body: unknown
           try {

@@ -14,8 +14,7 @@
 import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
 import { makeUsage } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import type { SseEvent } from "./sse-parser.ts"
-import { makeSseParser } from "./sse-parser.ts"
+import { type SseEvent, sseEvents } from "../upstream/sse.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
 
 export interface TranslateStep {
@@ -251,7 +250,7 @@ export const makeUpstreamTranslator = (modelId: string): UpstreamTranslator => n
 
 /** Translates a whole Messages SSE text at once (tests). */
 export const translateMessagesSse = (text: string, modelId: string): TranslateStep & { readonly unreportedThinking?: string | undefined } => {
-  const parser = makeSseParser()
+  const parser = sseEvents()
   const translator = makeUpstreamTranslator(modelId)
   const events: Array<CanonicalEvent> = []
   for (const sse of [...parser.feed(text), ...parser.end()]) {

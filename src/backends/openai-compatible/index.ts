@@ -3,7 +3,7 @@
  * endpoint and translating its chunks into canonical events.
  *
  *   stream:   canonical request ─wire-request.ts─▶ JSON body ─upstream-http.ts─▶ bytes
- *               ─sse-decoder.ts─▶ data payloads ─chunk-parser.ts─▶ canonical events
+ *               ─../upstream/sse.ts─▶ data payloads ─chunk-parser.ts─▶ canonical events
  *   complete: canonical request ─▶ JSON body (stream: false) ─▶ one completion
  *               ─completionAsChunk─▶ the same chunk parser ─▶ events ─▶ one canonical response
  *
@@ -20,7 +20,7 @@ import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
 import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
-import { makeSseDecoder } from "./sse-decoder.ts"
+import { ssePayloads } from "../upstream/sse.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
@@ -92,7 +92,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
               const events: Array<CanonicalEvent> = []
               if (answer.kind === "json") events.push(...parser.pushChunk(completionAsChunk(answer.body)))
               else {
-                const sse = makeSseDecoder()
+                const sse = ssePayloads()
                 for (const data of [...sse.feed(answer.text), ...sse.end()]) events.push(...parser.push(data))
               }
               events.push(...parser.end())
@@ -133,7 +133,7 @@ const PAYLOADS: Array<string> = []
  * closure per step over a shared scope.
  */
 class ChunksDecoder implements BodyDecoder {
-  readonly #sse = makeSseDecoder()
+  readonly #sse = ssePayloads()
   readonly #text = new TextDecoder()
   readonly #parser: ChunkParser
   readonly #placement: PlacementRuntime

@@ -9,6 +9,7 @@ import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
+import { writeEndlessLine } from "../../support/endless-line.ts"
 import { placementFor, runAll, SECRET_MODEL } from "./support.ts"
 import { type ScriptedUpstream, sse, startScriptedUpstream } from "./upstreams.ts"
 
@@ -123,6 +124,16 @@ describe("Anthropic backend against a scripted upstream", () => {
     expect(broken.error).toMatchObject({ status: 500, type: "api_error", retryable: true, message: "Internal" })
     answerWith(200, streamHeaders, sse(start, { type: "error", error: { type: "invalid_request_error", message: "bad" } }))
     expect((await call()).error).toMatchObject({ status: 400, retryable: false })
+  })
+
+  it("a line that never ends fails the stream after what was already translated, as a retryable 502", async () => {
+    upstream.script = async (_, res) => {
+      await writeEndlessLine(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\ndata: ")
+    }
+    const { events, error } = await call()
+    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+    expect(error?.message).toContain("Server-Sent Events line longer than")
   })
 
   it("a stream cut before message_stop, or a 200 that is not SSE, is a retryable 502", async () => {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { messagesUrl } from "../../../src/backends/anthropic/index.ts"
-import { makeSseParser, type SseEvent } from "../../../src/backends/anthropic/sse-parser.ts"
+import { type SseEvent, sseEvents } from "../../../src/backends/upstream/sse.ts"
 import { errorFromResponse, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
 import { translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
 import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
@@ -13,12 +13,12 @@ import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
 import { sse } from "./upstreams.ts"
 
-describe("SSE parser", () => {
+describe("SSE events (the Messages reader)", () => {
   const text = ": comment\r\nevent: a\r\ndata: {\"x\":1}\r\n\r\nevent: b\ndata: line1\ndata:line2\n\ndata: unnamed\r\r"
   const expected = [{ event: "a", data: "{\"x\":1}" }, { event: "b", data: "line1\nline2" }, { event: undefined, data: "unnamed" }]
 
   it("parses LF, CRLF and CR line ends, comments and multi-line data", () => {
-    const parser = makeSseParser()
+    const parser = sseEvents()
     expect([...parser.feed(text), ...parser.end()]).toEqual(expected)
   })
 
@@ -26,7 +26,7 @@ describe("SSE parser", () => {
     const fields = "event\ndata\n\nevent:x\ndata:  two\nid: 7\nretry: 10\ndata: 3\ndata\n\n\n\nid: only\n\ndata: a\ndata: b\ndata: c\r\n\r\n:done\n"
     const want = [{ event: "", data: "" }, { event: "x", data: " two\n3\n" }, { event: undefined, data: "a\nb\nc" }]
     for (let size = 1; size <= fields.length; size += size < 8 ? 1 : 37) {
-      const parser = makeSseParser()
+      const parser = sseEvents()
       const events: Array<SseEvent> = []
       for (let i = 0; i < fields.length; i += size) parser.feed(fields.slice(i, i + size), events)
       parser.end(events)
@@ -36,7 +36,7 @@ describe("SSE parser", () => {
 
   it("gives the same events however the text is cut into chunks", () => {
     for (let size = 1; size <= 7; size++) {
-      const parser = makeSseParser()
+      const parser = sseEvents()
       const events = []
       for (let i = 0; i < text.length; i += size) events.push(...parser.feed(text.slice(i, i + size)))
       events.push(...parser.end())

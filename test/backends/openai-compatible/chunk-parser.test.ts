@@ -7,7 +7,7 @@ import { Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { BackendError } from "../../../src/backends/backend.ts"
 import { completionAsChunk, makeChunkParser } from "../../../src/backends/openai-compatible/chunk-parser.ts"
-import { makeSseDecoder } from "../../../src/backends/openai-compatible/sse-decoder.ts"
+import { ssePayloads } from "../../../src/backends/upstream/sse.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
 import { chatDialect } from "../../../src/dialects/chat/index.ts"
 import { userMessage } from "../../../src/model/content.ts"
@@ -21,7 +21,7 @@ const parserOptions = { modelId: "svc-up", visibleReasoning: false }
 
 /** Runs SSE text through decoder and parser, fed in pieces of `step` characters. */
 const parse = (text: string, step = text.length, options = parserOptions): Array<CanonicalEvent> => {
-  const decoder = makeSseDecoder()
+  const decoder = ssePayloads()
   const parser = makeChunkParser(options)
   const events: Array<CanonicalEvent> = []
   for (let at = 0; at < text.length; at += step) events.push(...decoder.feed(text.slice(at, at + step)).flatMap((data) => parser.push(data)))
@@ -51,11 +51,11 @@ const visibleToChat = (events: ReadonlyArray<CanonicalEvent>): Array<CanonicalEv
   })
 }
 
-describe("SSE decoder", () => {
+describe("SSE payloads (the OpenAI-compatible reader)", () => {
   it("splits events on blank lines at any chunk boundary, skipping comments and other fields", () => {
     const text = ": keepalive\n\nevent: x\ndata: {\"a\":1}\r\n\r\ndata: line one\ndata: line two\n\ndata: 1\ndata: 2\ndata: 3\n\nid: 7\ndata:[DONE]"
     for (const step of [1, 2, 5, text.length]) {
-      const decoder = makeSseDecoder()
+      const decoder = ssePayloads()
       const out: Array<string> = []
       for (let at = 0; at < text.length; at += step) out.push(...decoder.feed(text.slice(at, at + step)))
       out.push(...decoder.end())
@@ -66,7 +66,7 @@ describe("SSE decoder", () => {
   it("reads data fields as the SSE spec does: one optional space after the colon, a bare `data`, CRLF, unknown fields skipped", () => {
     const text = "data\n\ndata:\r\n\ndata:  two spaces\n\ndataX: not data\ndata:x\r\ndata: y\n\ndata: last without a blank line"
     for (const step of [1, 3, text.length]) {
-      const decoder = makeSseDecoder()
+      const decoder = ssePayloads()
       const out: Array<string> = []
       for (let at = 0; at < text.length; at += step) out.push(...decoder.feed(text.slice(at, at + step)))
       out.push(...decoder.end())
