@@ -21,6 +21,7 @@ import type { OutputBlock } from "./content.ts"
 import type { Json } from "../util/json.ts"
 import type { Usage } from "./usage.ts"
 import { TextPieces } from "../util/text-pieces.ts"
+import { withItemAt } from "../util/arrays.ts"
 
 export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use" | "refusal"
 
@@ -170,7 +171,7 @@ export const makeResponseBuilder = (): ResponseBuilder => new ResponseAssembly()
 
 /** The builder's state as fields, its steps as methods: a Responses stream holds one for as long as it is open. */
 class ResponseAssembly implements ResponseBuilder {
-  readonly #blocks: Array<OpenBlock> = []
+  #blocks: Array<OpenBlock> = []
   #start: MessageStartEvent | undefined = undefined
   #stop: MessageStopEvent | undefined = undefined
 
@@ -181,7 +182,7 @@ class ResponseAssembly implements ResponseBuilder {
         this.#start = event
         return
       case "block_start":
-        blocks[event.index] = openBlock(event.block)
+        this.#blocks = withItemAt(blocks, event.index, openBlock(event.block))
         return
       case "text_delta": {
         const block = blocks[event.index]

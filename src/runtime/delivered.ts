@@ -10,7 +10,7 @@
  *   and the reservation (an upper bound of the same) already covers it.
  *
  * The dispatcher feeds it every chunk it delivers, once. An open stream holds it for as long as it
- * lasts, so the text is kept as `TextPieces` (joined every 64 deltas), and as one copy: the
+ * lasts, so the text is kept as `TextPieces` (joined into a few flat runs), and as one copy: the
  * continuation and the usage estimate each kept their own until both read this one.
  */
 import { Effect } from "effect"

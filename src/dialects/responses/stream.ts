@@ -21,6 +21,7 @@ import type { OutputBlock } from "../../model/content.ts"
 import type { CanonicalEvent } from "../../model/events.ts"
 import { makeResponseBuilder } from "../../model/events.ts"
 import { commentFrame, namedFrame } from "../../http/sse.ts"
+import { withItemAt } from "../../util/arrays.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ResponsesEcho } from "./decode.ts"
 import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } from "./envelope.ts"
@@ -44,7 +45,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
    * The output items started so far, by block index: the item id, fixed at block start (deltas
    * must not re-assemble the block), and whether the block is closed (for a failure's partial output).
    */
-  readonly #items: Array<{ readonly id: string; closed: boolean }> = []
+  #items: Array<{ readonly id: string; closed: boolean }> = []
 
   constructor(context: EncodeContext<ResponsesEcho>) {
     this.#context = context
@@ -84,7 +85,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
     const current = this.block(index)
     const item = outputItem(current, this.#context.id, index)
     const id = item.id
-    this.#items[index] = { id, closed: false }
+    this.#items = withItemAt(this.#items, index, { id, closed: false })
     switch (current.type) {
       case "text":
         return this.frame("response.output_item.added", { output_index: index, item: { ...item, status: "in_progress", content: [] } }) +
