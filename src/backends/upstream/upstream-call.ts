@@ -67,13 +67,28 @@ const withSignal = (signal: AbortSignal | undefined, fail: (error: Error) => voi
   }
 }
 
-/** The status, headers and whole body text of one call. */
+/**
+ * The largest whole (non-streamed) answer read, in bytes: far above any model's answer (a long
+ * completion is ~100 KB, one with base64 audio a few MB), and a bound on what a broken or hostile
+ * upstream can make the gateway hold and parse on its event loop.
+ */
+export const MAX_WHOLE_ANSWER_BYTES = 32 * 1024 * 1024
+
+/** An upstream's whole answer outgrew `MAX_WHOLE_ANSWER_BYTES`: the call is aborted. */
+export class UpstreamAnswerTooLarge extends Error {
+  constructor() {
+    super(`the upstream's answer is larger than ${MAX_WHOLE_ANSWER_BYTES} bytes`)
+  }
+}
+
+/** The status, headers and whole body text of one call (at most `MAX_WHOLE_ANSWER_BYTES`). */
 export const callWhole = (dispatcher: Dispatcher, request: UpstreamRequest, signal?: AbortSignal): Promise<WholeResponse> =>
   new Promise((resolve, reject) => {
     if (signal?.aborted === true) return reject(abortedError(signal))
     let status = 0
     let headers: UpstreamHeaders = {}
     const chunks: Array<Buffer> = []
+    let bytes = 0
     let settled = false
     const fail = (error: Error) => {
       if (settled) return
@@ -89,7 +104,16 @@ export const callWhole = (dispatcher: Dispatcher, request: UpstreamRequest, sign
         status = statusCode
         headers = responseHeaders
       },
-      onResponseData: (_controller, chunk) => {
+      onResponseData: (controller, chunk) => {
+        if (settled) return
+        bytes += chunk.length
+        if (bytes > MAX_WHOLE_ANSWER_BYTES) {
+          chunks.length = 0
+          const error = new UpstreamAnswerTooLarge()
+          fail(error)
+          controller.abort(error)
+          return
+        }
         chunks.push(chunk)
       },
       onResponseEnd: () => {

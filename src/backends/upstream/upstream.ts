@@ -22,6 +22,7 @@ import type { Pool } from "undici"
 // declared in undici-pool.d.ts. Every gateway start loads it, so a move fails every test at once.
 import UndiciPool from "undici/lib/dispatcher/pool.js"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
+import { UpstreamAnswerTooLarge } from "./upstream-call.ts"
 
 const TIMEOUT_MS = 10 * 60_000
 
@@ -114,8 +115,9 @@ export const errorFromResponse = (
   return backendErrorFromStatus(status, message, retryAfterSeconds(headers))
 }
 
-/** A request that never got an answer. */
+/** A request that never got an answer, or whose answer was too large to read. */
 export const connectionError = (cause: unknown): BackendError => {
+  if (cause instanceof UpstreamAnswerTooLarge) return backendErrorFromStatus(502, cause.message)
   const code = (cause as { code?: unknown } | null)?.code
   return backendErrorFromStatus(502, `Could not reach the upstream${typeof code === "string" ? ` (${code})` : ""}`)
 }

@@ -9,7 +9,7 @@ import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
-import { writeEndlessLine } from "../../support/endless-line.ts"
+import { writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
 import { placementFor, runAll, SECRET_MODEL } from "./support.ts"
 import { type ScriptedUpstream, sse, startScriptedUpstream } from "./upstreams.ts"
 
@@ -185,6 +185,15 @@ describe("Anthropic backend, non-streamed (complete), against a scripted upstrea
     expect(upstream.requests.at(-1)!.headers.accept).toBe("application/json")
     expect(response).toMatchObject({ content: [{ type: "text", text: "Hello world" }], stopReason: "max_tokens", model: "svc-atlas-1" })
     expect(response!.usage).toEqual(makeUsage({ inputTokens: 17, cachedInputTokens: 5, outputTokens: 3 }))
+  })
+
+  it("an answer past the size limit is not read to its end: a retryable 502 that says so", async () => {
+    upstream.script = (_req, res) => void writeHugeJson(res)
+    const exit = await complete()
+    expect(exit._tag).toBe("Failure")
+    expect(JSON.stringify(exit)).toContain("larger than")
+    expect(JSON.stringify(exit)).toContain("\"retryable\":true")
+    expect(JSON.stringify(exit)).toContain("\"status\":502")
   })
 
   it("a 429 is a retryable rate limit; an error body or a body that is not JSON is an error too", async () => {

@@ -17,7 +17,7 @@ import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { countRequestTokens } from "../../../src/model/tokens.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
-import { writeEndlessLine } from "../../support/endless-line.ts"
+import { writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
 import { type FakeUpstream, openAiLike, sse, startFakeUpstream, upstreamChunk } from "./fake-upstream.ts"
 
 const backend = makeOpenAICompatibleBackend()
@@ -309,6 +309,13 @@ describe("openai-compatible backend, non-streamed (complete)", () => {
       res.end("<html>proxy error</html>")
     }
     expect(failureOf(await completeExit(ask("hi")))).toMatchObject({ status: 502, retryable: true })
+  })
+
+  it("stops reading an answer past its size limit: a retryable 502 that says so", async () => {
+    upstream.handler = (_req, res) => writeHugeJson(res)
+    const error = failureOf(await completeExit(ask("hi")))
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+    expect(error.message).toContain("larger than")
   })
 })
 
