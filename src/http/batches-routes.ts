@@ -43,7 +43,7 @@ const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const parsed = yield* parseOpenAiInput(file.content, body.endpoint)
   if (parsed._tag === "WrongSize") {
     return yield* new InvalidRequest({
-      message: `input_file_id: a batch holds 1 to ${MAX_BATCH_REQUESTS} requests; the file has ${parsed.lines}`,
+      message: `input_file_id: a batch holds 1 to ${MAX_BATCH_REQUESTS} requests; the file has ${parsed.lines > MAX_BATCH_REQUESTS ? `more than ${MAX_BATCH_REQUESTS}` : parsed.lines}`,
       param: "input_file_id"
     })
   }

@@ -13,7 +13,7 @@
  * reading megabyte bodies never counts as the gateway's delay.
  */
 import Anthropic from "@anthropic-ai/sdk"
-import OpenAI from "openai"
+import OpenAI, { toFile } from "openai"
 import { Worker } from "node:worker_threads"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { engines } from "../support/engines.ts"
@@ -34,8 +34,8 @@ const schemaWith = (text: string) => ({ type: "object", properties: { q: { type:
 /** GET /v1/models in a loop, in its own thread; `collect` returns the slowest answer since the last call. */
 const bystanderCode = `
 const { parentPort, workerData } = require("node:worker_threads")
-let worst = 0, count = 0, failures = 0
-parentPort.on("message", () => { parentPort.postMessage({ worst, count, failures }); worst = 0; count = 0; failures = 0 })
+let worst = 0, count = 0, failures = 0, askedAt = -1
+parentPort.on("message", () => { askedAt = performance.now() })
 ;(async () => {
   for (;;) {
     const started = performance.now()
@@ -47,12 +47,18 @@ parentPort.on("message", () => { parentPort.postMessage({ worst, count, failures
     const took = performance.now() - started
     count++
     if (took > worst) worst = took
+    // Answered once a request that began after the ask is done: one in flight when the ask came
+    // (held by the hostile call that just returned) is counted in this window, not the next.
+    if (askedAt >= 0 && started >= askedAt) {
+      parentPort.postMessage({ worst, count, failures })
+      worst = 0; count = 0; failures = 0; askedAt = -1
+    }
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
 })()`
 
 interface Bystander {
-  /** The slowest answer, how many, and how many failed since the last call. */
+  /** The slowest answer, how many, and how many failed since the last call (once every request in flight now has ended). */
   collect(): Promise<{ worst: number; count: number; failures: number }>
   stop(): Promise<number>
 }
@@ -193,6 +199,27 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
       })
     })
   }
+
+  // A batch's input file is read when the batch is created: a file of millions of lines was split
+  // into that many strings at once (16 MiB of newlines held every client for ~1 s).
+  const batchOf = async (content: string) => {
+    const file = await openai.files.create({ file: await toFile(Buffer.from(content), "input.jsonl"), purpose: "batch" })
+    let refused: unknown
+    await whileBystanding(async () => {
+      refused = await openai.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }).catch((error: unknown) => error)
+    })
+    return refused
+  }
+  it("batches: 16 MiB of blank lines is a 400 naming input_file_id, without holding other clients", async () => {
+    const refused = await batchOf("\n".repeat(16 * MIB))
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError)
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).message).toContain("input_file_id: a batch holds 1 to 1000 requests; the file has 0")
+  })
+  it("batches: 8 million one-character lines are a 400 saying there are more than 1,000", async () => {
+    const refused = await batchOf("a\n".repeat(8 * MIB))
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError)
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).message).toContain("the file has more than 1000")
+  })
 
   it("a large body under the value limit is answered in full", async () => {
     // 15,000 messages (~45,000 values, 0.5 MiB): parsed in slices, then served as any other.

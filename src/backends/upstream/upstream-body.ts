@@ -99,44 +99,85 @@ function* pieces(value: unknown): Generator<string> {
   yield "}"
 }
 
+/**
+ * Feeds `take` the JSON text of `value` piece by piece, yielding to the event loop every
+ * `SLICE_MS`. Begins with a yield: the caller's own work on the value (a translation, the walk in
+ * `isLarge`) ran in this turn.
+ */
+const inSlices = (value: unknown, take: (piece: string) => void): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    yield* Effect.yieldNow
+    let started = performance.now()
+    // The clock is read every PIECES_PER_CHECK pieces too, not only when a chunk is full: a body
+    // of many tiny values takes ~8,000 pieces to fill one, several milliseconds of work.
+    let sinceCheck = 0
+    for (const piece of pieces(value)) {
+      take(piece)
+      if (++sinceCheck >= PIECES_PER_CHECK) {
+        sinceCheck = 0
+        if (performance.now() - started >= SLICE_MS) {
+          yield* Effect.yieldNow
+          started = performance.now()
+        }
+      }
+    }
+  })
+
+/** Gathers pieces into `CHUNK_UNITS`-character groups, each handed to `flush` as one string. */
+const grouped = (flush: (text: string) => void) => {
+  let pending: Array<string> = []
+  let units = 0
+  return {
+    take: (piece: string) => {
+      pending.push(piece)
+      units += piece.length
+      if (units >= CHUNK_UNITS) {
+        flush(pending.join(""))
+        pending = []
+        units = 0
+      }
+    },
+    end: () => {
+      if (units > 0) flush(pending.join(""))
+      pending = []
+      units = 0
+    }
+  }
+}
+
 /** The body of `value` for an upstream call: a string when small, else UTF-8 chunks made in slices. */
 export const upstreamBody = (value: unknown): Effect.Effect<UpstreamBody> =>
   Effect.suspend((): Effect.Effect<UpstreamBody> => {
     if (!isLarge(value)) return Effect.succeed(JSON.stringify(value))
-    return Effect.gen(function*() {
-      // The translation to the wire form (and the walk above) ran in this turn: start afresh.
-      yield* Effect.yieldNow
-      const chunks: Array<Uint8Array> = []
-      let bytes = 0
-      let pending: Array<string> = []
-      let units = 0
-      const flush = () => {
-        const chunk = Buffer.from(pending.join(""))
-        chunks.push(chunk)
-        bytes += chunk.length
-        pending = []
-        units = 0
-      }
-      let started = performance.now()
-      // The clock is read every PIECES_PER_CHECK pieces too, not only when a chunk is full: a body
-      // of many tiny values takes ~8,000 pieces to fill one, several milliseconds of work.
-      let sinceCheck = 0
-      for (const piece of pieces(value)) {
-        pending.push(piece)
-        units += piece.length
-        if (units >= CHUNK_UNITS) flush()
-        if (++sinceCheck >= PIECES_PER_CHECK) {
-          sinceCheck = 0
-          if (performance.now() - started >= SLICE_MS) {
-            yield* Effect.yieldNow
-            started = performance.now()
-          }
-        }
-      }
-      if (units > 0) flush()
-      const body: ChunkedBody = { chunks, bytes }
-      return body
+    const chunks: Array<Uint8Array> = []
+    let bytes = 0
+    const groups = grouped((text) => {
+      const chunk = Buffer.from(text)
+      chunks.push(chunk)
+      bytes += chunk.length
     })
+    return inSlices(value, groups.take).pipe(Effect.map((): UpstreamBody => {
+      groups.end()
+      return { chunks, bytes }
+    }))
+  })
+
+/**
+ * `JSON.stringify(value)`, the same text, made in slices when large (a batch's stored request
+ * bodies): only the last join of the groups runs at once, a copy of the text.
+ */
+export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
+  Effect.suspend((): Effect.Effect<string> => {
+    if (!isLarge(value)) return Effect.succeed(JSON.stringify(value))
+    const texts: Array<string> = []
+    const groups = grouped((text) => texts.push(text))
+    return inSlices(value, groups.take).pipe(
+      Effect.andThen(Effect.yieldNow),
+      Effect.map(() => {
+        groups.end()
+        return texts.join("")
+      })
+    )
   })
 
 /**
