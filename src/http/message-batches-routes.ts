@@ -11,6 +11,7 @@ import { BatchWorkers } from "../batches/batch-workers.ts"
 import { messageBatchView } from "../batches/batch-views.ts"
 import { BatchesRepo } from "../batches/batches-repo.ts"
 import { MAX_BATCH_REQUESTS } from "../batches/openai-input.ts"
+import { jsonTextInSlices } from "../backends/upstream/upstream-body.ts"
 import { InvalidRequest } from "../errors.ts"
 import { readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
@@ -28,36 +29,52 @@ const originOf = (ctx: RequestContext) => {
   return `${proto}://${host}`
 }
 
-const validRequests = (body: unknown) => {
-  const requests = isPlainObject(body) ? body.requests : undefined
-  if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
-    return Effect.fail(new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" }))
-  }
-  const seen = new Set<string>()
-  const out: Array<{ customId: string; params: string }> = []
-  for (const [i, request] of requests.entries()) {
-    if (!isPlainObject(request)) return Effect.fail(new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` }))
-    const customId = request.custom_id
-    if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
-      return Effect.fail(new InvalidRequest({
-        message: `requests[${i}].custom_id: expected 1 to 64 characters of letters, digits, _ and -`,
-        param: `requests[${i}].custom_id`
-      }))
+/** Characters of serialized requests between two yields to the event loop. */
+const SERIALIZE_BUDGET = 256 * 1024
+
+/**
+ * The batch's requests with their params serialized for storage. A body may carry 32 MiB: each
+ * request is serialized in slices when large (`jsonTextInSlices`), and the loop yields every
+ * `SERIALIZE_BUDGET` characters, so a thousand mid-sized requests do not hold the event loop either.
+ */
+const validRequests = (body: unknown) =>
+  Effect.gen(function*() {
+    const requests = isPlainObject(body) ? body.requests : undefined
+    if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
+      return yield* new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" })
     }
-    if (seen.has(customId)) {
-      return Effect.fail(new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` }))
+    const seen = new Set<string>()
+    const out: Array<{ customId: string; params: string }> = []
+    let budget = 0
+    for (const [i, request] of requests.entries()) {
+      if (!isPlainObject(request)) return yield* new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` })
+      const customId = request.custom_id
+      if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
+        return yield* new InvalidRequest({
+          message: `requests[${i}].custom_id: expected 1 to 64 characters of letters, digits, _ and -`,
+          param: `requests[${i}].custom_id`
+        })
+      }
+      if (seen.has(customId)) {
+        return yield* new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` })
+      }
+      seen.add(customId)
+      if (!isPlainObject(request.params)) {
+        return yield* new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` })
+      }
+      if (request.params.stream === true) {
+        return yield* new InvalidRequest({ message: `requests[${i}].params.stream: batch requests cannot stream`, param: `requests[${i}].params.stream` })
+      }
+      const params = yield* jsonTextInSlices(request.params)
+      out.push({ customId, params })
+      budget += params.length
+      if (budget > SERIALIZE_BUDGET) {
+        budget = 0
+        yield* Effect.yieldNow
+      }
     }
-    seen.add(customId)
-    if (!isPlainObject(request.params)) {
-      return Effect.fail(new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` }))
-    }
-    if (request.params.stream === true) {
-      return Effect.fail(new InvalidRequest({ message: `requests[${i}].params.stream: batch requests cannot stream`, param: `requests[${i}].params.stream` }))
-    }
-    out.push({ customId, params: JSON.stringify(request.params) })
-  }
-  return Effect.succeed(out)
-}
+    return out
+  })
 
 const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
