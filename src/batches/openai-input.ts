@@ -90,7 +90,7 @@ const nonBlankLines = (content: Uint8Array, decoder: TextDecoder): Effect.Effect
     return lines
   })
 
-/** A line's JSON value; `undefined` with the reason when it is not JSON (or breaks the parser's limits). */
+/** A line's JSON value, or why it has none: not JSON, or past the sliced parser's limits (depth, values). */
 const parseLine = (content: Uint8Array, line: Line, decoder: TextDecoder): Effect.Effect<{ value: unknown } | { problem: string }> => {
   const bytes = content.subarray(line.start, line.end)
   if (bytes.length <= SLICED_LINE_BYTES) {

@@ -52,6 +52,12 @@ describe("SSE reader", () => {
     expect(out).toEqual(["first"])
   })
 
+  it("refuses a line whose end arrives in the read that takes it past the limit", () => {
+    const reader = ssePayloads()
+    reader.feed("data:" + "w".repeat(MAX_SSE_LINE_CHARS - 10))
+    expect(() => reader.feed("w".repeat(20) + "\n\n")).toThrow(SseLineTooLong)
+  })
+
   it("keeps a line of exactly the limit", () => {
     const reader = ssePayloads()
     const line = "data:" + "y".repeat(MAX_SSE_LINE_CHARS - 5)

@@ -81,6 +81,7 @@ export class SseReader<Out> {
       }
       if (this.#pending === "") this.line(text, start, end, out)
       else {
+        if (this.#pending.length + end - start > MAX_SSE_LINE_CHARS) throw new SseLineTooLong()
         const line = this.#pending + text.slice(start, end)
         this.#pending = ""
         this.line(line, 0, line.length, out)
