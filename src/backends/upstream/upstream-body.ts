@@ -10,6 +10,8 @@
  * - A large one is serialized piece by piece — long strings escaped in slices of `STRING_SLICE`
  *   characters — into UTF-8 chunks, yielding to the event loop every `SLICE_MS`, and sent as a
  *   stream of those chunks with its `content-length`. The text is exactly `JSON.stringify`'s.
+ * - `jsonTextInSlices` makes the same text as one string, for what is stored rather than sent (a
+ *   batch's request bodies, which come from a 32 MiB upload just as a prompt does).
  */
 import { Readable } from "node:stream"
 import { Effect } from "effect"
