@@ -4,7 +4,7 @@
  * - the upstream SSE reader (`src/backends/upstream/sse.ts`) given one line of `--mib` MiB in
  *   64 KiB reads: total time, the slowest read, and the read that completes the line (one copy);
  * - a batch's input file (`src/batches/openai-input.ts`) of 32 MiB: blank lines, one-character
- *   lines, 1,000 lines of 32 KiB and one 32 MiB line — total time and the longest hold, seen by a
+ *   lines, one line of spaces, 1,000 lines of 32 KiB and one 32 MiB line — total time and the longest hold, seen by a
  *   1 ms interval timer.
  *
  *   node bench/hostile-reads.ts [--mib 15.9]
@@ -41,6 +41,7 @@ const line = (id: string, content: string) =>
 const files: ReadonlyArray<readonly [string, () => string]> = [
   ["32 MiB of blank lines", () => "\n".repeat(32 * MIB)],
   ["16 Mi one-character lines", () => "a\n".repeat(16 * MIB)],
+  ["one 32 MiB line of spaces", () => " ".repeat(32 * MIB)],
   ["1,000 lines of 32 KiB", () => Array.from({ length: 1000 }, (_, i) => line(`r${i}`, "y".repeat(32 * 1024))).join("\n")],
   ["one 32 MiB line", () => line("one", "z".repeat(32 * MIB - 200))]
 ]

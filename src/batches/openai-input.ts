@@ -48,20 +48,13 @@ interface Line {
 const LF = 10
 const CR = 13
 
-/** Where the first byte that is not an ASCII space, tab, CR, VT or FF is; -1 when there is none. */
+/** Where the first byte of `content[start, end)` that is not an ASCII space, tab, CR, VT or FF is; -1 when there is none. */
 const firstNonSpace = (content: Uint8Array, start: number, end: number) => {
   for (let i = start; i < end; i++) {
     const byte = content[i]!
     if (byte !== 32 && (byte < 9 || byte > 13)) return i
   }
   return -1
-}
-
-/** Whether a line is blank as `trim` sees it (Unicode spaces too, decoded only when a non-ASCII byte comes first). */
-const isBlank = (content: Uint8Array, start: number, end: number, decoder: TextDecoder) => {
-  const first = firstNonSpace(content, start, end)
-  if (first === -1) return true
-  return content[first]! >= 0x80 && decoder.decode(content.subarray(first, end)).trim() === ""
 }
 
 /**
@@ -79,7 +72,16 @@ const nonBlankLines = (content: Uint8Array, decoder: TextDecoder): Effect.Effect
       let end = lf === -1 ? content.length : lf
       if (end > start && content[end - 1] === CR) end--
       number++
-      if (!isBlank(content, start, end, decoder)) lines.push({ start, end, line: number })
+      // Blank as `trim` sees it: ASCII spaces scanned a budget at a time (a 32 MiB line of them is
+      // one scan), Unicode ones decoded only when a non-ASCII byte comes first.
+      let first = -1
+      for (let from = start; from < end; from += SCAN_BUDGET) {
+        first = firstNonSpace(content, from, Math.min(end, from + SCAN_BUDGET))
+        if (first !== -1) break
+        if (end - from > SCAN_BUDGET) yield* Effect.yieldNow
+      }
+      const blank = first === -1 || (content[first]! >= 0x80 && decoder.decode(content.subarray(first, end)).trim() === "")
+      if (!blank) lines.push({ start, end, line: number })
       budget += Math.max(64, next - start)
       if (budget > SCAN_BUDGET) {
         budget = 0
