@@ -101,7 +101,11 @@ export const makeRequest = (init: CanonicalRequestInit): CanonicalRequest => ({
   responseFormat: { type: "text" },
   stream: false,
   metadata: {},
-  ...init
+  ...init,
+  // In an array of exactly its length: decoders build the list with `push`, and V8 gives such an
+  // array 16 spare slots or more (~130 bytes), held for as long as a stream is open (its request
+  // stays for the continuation and the usage estimate). `slice` copies pointers only.
+  messages: init.messages.slice()
 })
 
 /** True when the request obliges the model to call a tool (`any` or a named tool). */
