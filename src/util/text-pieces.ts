@@ -15,17 +15,6 @@
  */
 const GROUP = 8
 
-/** Two strings to join flat (`[a, b].join("")` without an array per merge). */
-const PAIR: Array<string> = ["", ""]
-
-const joined = (a: string, b: string): string => {
-  PAIR[0] = a
-  PAIR[1] = b
-  const both = PAIR.join("")
-  PAIR[0] = PAIR[1] = ""
-  return both
-}
-
 export class TextPieces {
   /** Flat runs, oldest first, each more than twice as long as the next; an exact-size array. */
   #runs: Array<string> = []
@@ -41,7 +30,7 @@ export class TextPieces {
     pieces.fill("")
     this.#count = 0
     const runs = this.#runs
-    while (runs.length > 0 && runs[runs.length - 1]!.length <= 2 * run.length) run = joined(runs.pop()!, run)
+    while (runs.length > 0 && runs[runs.length - 1]!.length <= 2 * run.length) run = [runs.pop()!, run].join("")
     this.#runs = runs.concat([run])
   }
 

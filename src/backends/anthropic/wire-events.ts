@@ -119,7 +119,7 @@ class Translator implements UpstreamTranslator {
   /** The open block: upstream index → canonical index and type. */
   #open: { upstream: number; index: number; type: BlockStart["type"] } | undefined = undefined
   #nextIndex = 0
-  /** Thinking text, kept for `unreportedThinking` (joined every 64 deltas). */
+  /** Thinking text, kept for `unreportedThinking` (as a few flat runs: `TextPieces`). */
   readonly #thinking = new TextPieces()
 
   constructor(modelId: string) {
