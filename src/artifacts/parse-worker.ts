@@ -11,14 +11,11 @@
  * for the next one, writer loaded and connections open (`ParseWorkerPool`).
  */
 import { parentPort, workerData } from "node:worker_threads"
-import { stepBackFromTheEventLoop } from "../util/thread-priority.ts"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import { ContentParseError, parseContent, parseFailure } from "./parse-content.ts"
 import { type Piece, piecesOf, transferables } from "./row-batches.ts"
 import type { RowWriter } from "./row-writer.ts"
 import { type FromParseWorker, type ParseWorkerData, type ToParseWorker, WORKER_WRITES_MIN_BYTES } from "./worker-protocol.ts"
-
-stepBackFromTheEventLoop()
 
 /** Pieces sent and not yet acknowledged. */
 const WINDOW = 2

@@ -8,14 +8,11 @@
  * by more than a few slices.
  */
 import { parentPort } from "node:worker_threads"
-import { stepBackFromTheEventLoop } from "../util/thread-priority.ts"
 import { countChunkTokens, encodeChunk, piecesOfIds, setMergeCacheEntries } from "./bpe.ts"
 import { chunksOf } from "./token-chunks.ts"
 import type { TokenizerReply, TokenizerRequest } from "./tokenizer.ts"
 
 const SLICE_MS = 2
-
-stepBackFromTheEventLoop()
 
 interface Job {
   /** One piece of work; true when the job is done (it has posted its reply). */
