@@ -12,11 +12,24 @@
  * The dispatcher feeds it every chunk it delivers, once. An open stream holds it for as long as it
  * lasts, so the text is kept as `TextPieces` (joined into a few flat runs), and as one copy: the
  * continuation and the usage estimate each kept their own until both read this one.
+ *
+ * It also notices an upstream that ignores the output ceiling it was sent (`max_tokens`) and would
+ * stream without end — the text kept here would grow until the client left (`overran`).
  */
+
+/**
+ * How far past its output ceiling a stream may go before the dispatcher stops it: twice the
+ * ceiling plus 1,000 tokens, counted by `TokenFloor` (never more than o200k_base's count, and
+ * 0.4–0.6 of it on real text). The margin is for a model whose own tokenizer counts fewer tokens
+ * than o200k for the same text; a stream stopped here has overrun its ceiling whatever the model.
+ */
+export const RUNAWAY_FACTOR = 2
+export const RUNAWAY_SLACK_TOKENS = 1_000
 import { Effect } from "effect"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countTexts } from "../model/tokenizer.ts"
+import { TokenFloor } from "../model/token-floor.ts"
 import { countRequestTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 import { TextPieces } from "../util/text-pieces.ts"
@@ -33,10 +46,16 @@ export class Delivered {
   #sawToolUse = false
   #input: number | undefined = undefined
   #exact: Usage | undefined = undefined
+  /** A lower bound of the output tokens delivered, kept when the request has an output ceiling. */
+  readonly #floor: TokenFloor | undefined
+  readonly #stopPast: number
 
   /** `request`: left out where only the continuation reads this (no usage is asked). */
   constructor(request?: CanonicalRequest) {
     this.#request = request
+    const ceiling = request?.maxOutputTokens
+    this.#floor = ceiling === undefined ? undefined : new TokenFloor()
+    this.#stopPast = ceiling === undefined ? Infinity : RUNAWAY_FACTOR * ceiling + RUNAWAY_SLACK_TOKENS
   }
 
   add(events: ReadonlyArray<CanonicalEvent>): void {
@@ -55,12 +74,15 @@ export class Delivered {
           break
         case "text_delta":
           this.#text.add(event.text)
+          this.#floor?.add(event.text)
           break
         case "thinking_delta":
           this.other().add(event.thinking)
+          this.#floor?.add(event.thinking)
           break
         case "tool_input_delta":
           this.other().add(event.partialJson)
+          this.#floor?.add(event.partialJson)
           break
         case "message_stop":
           this.#exact = event.usage
@@ -78,6 +100,14 @@ export class Delivered {
   /** For the continuation: what the client has been sent. */
   get state(): SentState {
     return { text: this.#text.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
+  }
+
+  /**
+   * The output ceiling the upstream was sent, once what it delivered is past
+   * `RUNAWAY_FACTOR` × that + `RUNAWAY_SLACK_TOKENS`; else undefined.
+   */
+  get overran(): number | undefined {
+    return this.#floor !== undefined && this.#floor.tokens > this.#stopPast ? this.#request!.maxOutputTokens : undefined
   }
 
   /** True once any content (a block) was delivered. */

@@ -22,7 +22,7 @@ import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../m
 import type { LeaseOutcome, PendingAdmission, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { canContinueText, makeSplicer } from "./continuation.ts"
-import { Delivered } from "./delivered.ts"
+import { Delivered, RUNAWAY_FACTOR, RUNAWAY_SLACK_TOKENS } from "./delivered.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
 import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
@@ -97,6 +97,17 @@ interface Attempt {
 
 const emptyStream = (placementId: string) =>
   new BackendError({ status: 502, type: "api_error", message: `${placementId} ended without any event`, retryable: true })
+
+/** An upstream far past the output ceiling it was sent (`Delivered.overran`): stopped, not retried. */
+const runawayStream = (ceiling: number) =>
+  new BackendError({
+    status: 502,
+    type: "api_error",
+    message: `The upstream kept generating far past the ${ceiling}-token output ceiling it was sent (more than ${
+      RUNAWAY_FACTOR * ceiling + RUNAWAY_SLACK_TOKENS
+    } tokens) and was stopped`,
+    retryable: false
+  })
 
 const outcomeOf = (error: BackendError): LeaseOutcome => (error.retryable ? "failure" : "success")
 
@@ -336,8 +347,22 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
         }))
       })
 
+    /** Ends the attempt (a failure: the placement misbehaved) and fails the stream. */
+    const stopRunaway = (ceiling: number): Effect.Effect<never, BackendError> =>
+      Effect.suspend(() => {
+        const error = runawayStream(ceiling)
+        d.lastError = error
+        return d.current!.end("failure").pipe(
+          Effect.andThen(Effect.sync(() => advance(d, { type: "FAILED", error }))),
+          Effect.andThen(Effect.fail(error))
+        )
+      })
+
     type Chunk = NonEmptyReadonlyArray<CanonicalEvent>
     const pull: Effect.Effect<Chunk, BackendError | QueueTimeout | Cause.Done> = Effect.suspend(() => {
+      // Checked before the next chunk, so the chunk that crossed the line was delivered.
+      const overran = d.sent.overran
+      if (overran !== undefined) return stopRunaway(overran)
       const taken = d.current!.first
       if (taken !== undefined) {
         d.current!.first = undefined

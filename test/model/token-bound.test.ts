@@ -1,24 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Arbitrary, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { shortWordTokens } from "../../scripts/generate-o200k-words.ts"
 import { countTextTokensExact } from "../../src/model/bpe.ts"
 import { O200K_SHORT_WORDS } from "../../src/model/o200k-words.ts"
 import { textTokenBound, textTokenBoundSteps } from "../../src/model/token-bound.ts"
-
-/** Fragments that exercise every rule of the bound: words, contractions, case changes, digits, CJK, emoji, marks, surrogates. */
-const FRAGMENTS = [
-  "a", "e", "s", "t", "l", "q", "x", "the", "ing", " ", "  ", "\t", "\n", "\r\n", "'", "'s", "'ll", "'re", "A", "B", "Z", "HTTP",
-  "0", "1", "23", "456", "7890", ".", ",", "(", ")", "\"", "-", "/", "_", "<|endoftext|>", "é", "É", "ß", "中", "文", "日本語",
-  "ภาษา", "😀", "👍🏽", "❤️", "\u0301", "٣", "²", "\ud800", "\udc00", " hello", "Hello", "don't", "naïve"
-] as const
-const fragment = Arbitrary.schema(Schema.Literals(FRAGMENTS))
-const count = Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 })))
-/** A fragment, or a run of one repeated (long unbroken runs are where BPE is slow and chunks are cut). */
-const piece = Arbitrary.all([fragment, count, Arbitrary.schema(Schema.Boolean)]).pipe(
-  Arbitrary.map(([text, times, repeat]) => (repeat ? text.repeat(times) : text))
-)
-const text = Arbitrary.array(piece, { maxLength: 40 }).pipe(Arbitrary.map((pieces) => pieces.join("")))
+import { tokenizerText as text } from "../support/token-text.ts"
 
 describe("textTokenBound", () => {
   it.prop("is never below the exact count", [text], ([sample]) => {

@@ -1,0 +1,68 @@
+/**
+ * The streamed text's token floor (`token-floor.ts`): never above the exact o200k_base count, however
+ * the text is cut into pieces; the longest token it assumes is the vocabulary's; close enough on
+ * real text to stop a runaway stream near where it overran.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Arbitrary, Schema } from "effect"
+import { decode } from "gpt-tokenizer/encoding/o200k_base"
+import { readFileSync } from "node:fs"
+import { countTextTokensExact } from "../../src/model/bpe.ts"
+import { MAX_TOKEN_UNITS, TokenFloor } from "../../src/model/token-floor.ts"
+import { tokenizerText } from "../support/token-text.ts"
+
+const floorOf = (pieces: ReadonlyArray<string>) => {
+  const floor = new TokenFloor()
+  for (const piece of pieces) floor.add(piece)
+  return floor.tokens
+}
+
+/** The text cut at the given fractions of its length (a stream's deltas end anywhere). */
+const cutAt = (text: string, fractions: ReadonlyArray<number>) => {
+  const at = [...new Set(fractions.map((f) => Math.floor(f * text.length)))].sort((a, b) => a - b)
+  return [0, ...at].map((start, i) => text.slice(start, at[i] ?? text.length))
+}
+const fractions = Arbitrary.array(Arbitrary.schema(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1 }))), { maxLength: 12 })
+
+describe("TokenFloor", () => {
+  it.prop("is never above the exact count, however the text is cut", [tokenizerText, fractions], ([text, cuts]) => {
+    const pieces = cutAt(text, cuts)
+    assert.strictEqual(pieces.join(""), text)
+    const exact = countTextTokensExact(text)
+    const floor = floorOf(pieces)
+    if (floor > exact) throw new Error(`floor ${floor} > exact ${exact} for ${JSON.stringify(pieces)}`)
+  }, { timeout: 120_000, arbitrary: { runs: 3_000 } })
+
+  it("is the same whole or in pieces", () => {
+    const text = "Don't stop: it\u2019s 12 o'clock, naïve café-goers; snake_case and camelCase.\n  x1y"
+    const whole = floorOf([text])
+    for (let size = 1; size < 9; size++) {
+      const pieces = Array.from({ length: Math.ceil(text.length / size) }, (_, i) => text.slice(i * size, (i + 1) * size))
+      assert.strictEqual(floorOf(pieces), whole, `pieces of ${size}`)
+    }
+  })
+
+  it("assumes no token longer than the vocabulary's longest", () => {
+    let longest = 0
+    for (let id = 0; id < 199_998; id++) {
+      // The ordinary tokens (the special ones follow, never made from text). A token that ends inside a
+      // character decodes to U+FFFD (3 bytes) per broken byte: never shorter than its bytes.
+      longest = Math.max(longest, Buffer.byteLength(decode([id])))
+    }
+    assert.strictEqual(longest, MAX_TOKEN_UNITS)
+    // Spaces: no run, no digit, so the length bound speaks.
+    const spaces = " ".repeat(MAX_TOKEN_UNITS * 10)
+    assert.strictEqual(floorOf([spaces]), 10)
+    assert.isAtLeast(countTextTokensExact(spaces), 10)
+  })
+
+  it("is more than half the exact count on English, and more than 0.4 of it on code", () => {
+    for (const [file, share] of [["README.md", 0.5], ["src/runtime/dispatcher.ts", 0.4]] as const) {
+      const text = readFileSync(file, "utf8")
+      const exact = countTextTokensExact(text)
+      const floor = floorOf([text])
+      assert.isAtMost(floor, exact, file)
+      assert.isAbove(floor, exact * share, file)
+    }
+  })
+})

@@ -1,0 +1,99 @@
+/**
+ * An upstream that ignores the output ceiling it was sent (`max_tokens`) and streams without end
+ * is stopped once what it delivered is far past that ceiling (`Delivered.overran`): the client's
+ * stream ends with its dialect's error event, the upstream's connection is closed, on either
+ * upstream adapter. Below that line an overrunning answer is forwarded as it is.
+ */
+import Anthropic from "@anthropic-ai/sdk"
+import OpenAI from "openai"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { RUNAWAY_FACTOR, RUNAWAY_SLACK_TOKENS } from "../../src/runtime/delivered.ts"
+import { type RunawayUpstream, startRunawayUpstream } from "../support/runaway-upstream.ts"
+import { createKey, gatewayWith, type TestGateway } from "./support.ts"
+
+const MAX_TOKENS = 16
+/** Past this many words (each one letter run: one token at least), the gateway must stop the stream. */
+const LINE = RUNAWAY_FACTOR * MAX_TOKENS + RUNAWAY_SLACK_TOKENS
+const wordsIn = (text: string) => text.split(" ").filter((word) => word !== "").length
+/** Where the test stops reading itself, so that a gateway that never stops fails it instead of hanging it. */
+const GIVE_UP_CHARS = LINE * 20 * "word ".length
+
+describe("an upstream that streams past its output ceiling without end", () => {
+  let upstream: RunawayUpstream
+  let gw: TestGateway
+  let openai: OpenAI
+  let anthropic: Anthropic
+
+  beforeAll(async () => {
+    upstream = await startRunawayUpstream()
+    const url = upstream.url
+    gw = await gatewayWith((config) => {
+      const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
+      pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
+      pico.equivalents = []
+      const lyra = config.models.find((m: { id: string }) => m.id === "svc-lyra-3")
+      lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
+      lyra.equivalents = []
+    })
+    const key = (await createKey(gw)).secret
+    openai = new OpenAI({ apiKey: key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    anthropic = new Anthropic({ apiKey: key, baseURL: gw.baseUrl, maxRetries: 0 })
+  })
+
+  afterAll(async () => {
+    await upstream?.close()
+    await gw?.close()
+  })
+
+  /** A Chat Completions stream read with the OpenAI SDK: the text received, and how it ended. */
+  const chat = async (model: string) => {
+    let text = ""
+    const stream = await openai.chat.completions.create({ model, stream: true, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "go on" }] })
+    try {
+      for await (const chunk of stream) {
+        text += chunk.choices[0]?.delta.content ?? ""
+        if (text.length > GIVE_UP_CHARS) break
+      }
+      return { text, error: undefined }
+    } catch (error) {
+      return { text, error: error as Error }
+    }
+  }
+
+  for (const [model, backend] of [["svc-pico-1", "openai-compatible"], ["svc-lyra-3", "anthropic"]] as const) {
+    it(`is stopped, and the client's stream ends with an error event (${backend})`, async () => {
+      upstream.stopAfterWords = undefined
+      const closedBefore = upstream.seen.closed
+      const { text, error } = await chat(model)
+      expect(upstream.seen.maxTokens).toBe(MAX_TOKENS)
+      expect(error).toBeInstanceOf(OpenAI.APIError)
+      expect(error!.message).toContain(`past the ${MAX_TOKENS}-token output ceiling`)
+      // Everything up to the line was delivered; the stream stopped soon after it.
+      expect(wordsIn(text)).toBeGreaterThan(LINE)
+      expect(wordsIn(text)).toBeLessThan(LINE * 20)
+      await expect.poll(() => upstream.seen.closed).toBe(closedBefore + 1)
+    })
+  }
+
+  it("is stopped on the Messages surface too, with Anthropic's error event", async () => {
+    upstream.stopAfterWords = undefined
+    const stream = anthropic.messages.stream({ model: "svc-lyra-3", max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "go on" }] })
+    let text = ""
+    stream.on("text", (delta) => {
+      text += delta
+      if (text.length > GIVE_UP_CHARS) stream.abort()
+    })
+    const error = await stream.finalMessage().then(() => undefined, (e: Error) => e)
+    expect(error).toBeInstanceOf(Anthropic.APIError)
+    expect(error!.message).toContain("api_error")
+    expect(error!.message).toContain(`past the ${MAX_TOKENS}-token output ceiling`)
+    expect(wordsIn(text)).toBeGreaterThan(LINE)
+  })
+
+  it("below the line, an answer longer than its ceiling is forwarded whole", async () => {
+    upstream.stopAfterWords = LINE - 40
+    const { text, error } = await chat("svc-pico-1")
+    expect(error).toBeUndefined()
+    expect(wordsIn(text)).toBe(LINE - 40)
+  })
+})
