@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type HoldingUpstream, startHoldingUpstream } from "../support/holding-upstream.ts"
-import { createKey, gatewayWith, type TestGateway } from "./support.ts"
+import { createKey, gatewayOnUpstream, type TestGateway } from "./support.ts"
 
 describe("a client that leaves before the upstream answers", () => {
   let upstream: HoldingUpstream
@@ -16,15 +16,7 @@ describe("a client that leaves before the upstream answers", () => {
 
   beforeAll(async () => {
     upstream = await startHoldingUpstream()
-    const url = upstream.url
-    gw = await gatewayWith((config) => {
-      const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
-      pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
-      pico.equivalents = []
-      const lyra = config.models.find((m: { id: string }) => m.id === "svc-lyra-3")
-      lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
-      lyra.equivalents = []
-    })
+    gw = await gatewayOnUpstream(upstream.url)
     key = (await createKey(gw)).secret
   })
 

@@ -9,7 +9,7 @@ import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RUNAWAY_FACTOR, RUNAWAY_SLACK_TOKENS } from "../../src/runtime/delivered.ts"
 import { type RunawayUpstream, startRunawayUpstream } from "../support/runaway-upstream.ts"
-import { createKey, gatewayWith, type TestGateway } from "./support.ts"
+import { createKey, gatewayOnUpstream, type TestGateway } from "./support.ts"
 
 const MAX_TOKENS = 16
 /** Past this many words (each one letter run: one token at least), the gateway must stop the stream. */
@@ -26,15 +26,7 @@ describe("an upstream that streams past its output ceiling without end", () => {
 
   beforeAll(async () => {
     upstream = await startRunawayUpstream()
-    const url = upstream.url
-    gw = await gatewayWith((config) => {
-      const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
-      pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
-      pico.equivalents = []
-      const lyra = config.models.find((m: { id: string }) => m.id === "svc-lyra-3")
-      lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
-      lyra.equivalents = []
-    })
+    gw = await gatewayOnUpstream(upstream.url)
     const key = (await createKey(gw)).secret
     openai = new OpenAI({ apiKey: key, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
     anthropic = new Anthropic({ apiKey: key, baseURL: gw.baseUrl, maxRetries: 0 })

@@ -26,6 +26,21 @@ export const placeModel = (
   model.equivalents = [...equivalents]
 }
 
+/**
+ * A gateway whose `svc-pico-1` is served by an OpenAI-compatible upstream at `url` (`/v1`) and
+ * `svc-lyra-3` by an Anthropic one at `url`, capacity 8 each, no equivalents: one upstream server
+ * that answers both dialects, for what the gateway does with either adapter.
+ */
+export const gatewayOnUpstream = (url: string) =>
+  gatewayWith((config) => {
+    const pico = config.models.find((m: Editable) => m.id === "svc-pico-1")
+    pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
+    pico.equivalents = []
+    const lyra = config.models.find((m: Editable) => m.id === "svc-lyra-3")
+    lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
+    lyra.equivalents = []
+  })
+
 export interface TestGateway extends GatewayHandle {
   close(): Promise<void>
 }
