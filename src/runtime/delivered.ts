@@ -16,15 +16,6 @@
  * It also notices an upstream that ignores the output ceiling it was sent (`max_tokens`) and would
  * stream without end — the text kept here would grow until the client left (`overran`).
  */
-
-/**
- * How far past its output ceiling a stream may go before the dispatcher stops it: twice the
- * ceiling plus 1,000 tokens, counted by `TokenFloor` (never more than o200k_base's count, and
- * 0.4–0.6 of it on real text). The margin is for a model whose own tokenizer counts fewer tokens
- * than o200k for the same text; a stream stopped here has overrun its ceiling whatever the model.
- */
-export const RUNAWAY_FACTOR = 2
-export const RUNAWAY_SLACK_TOKENS = 1_000
 import { Effect } from "effect"
 import type { CanonicalEvent } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
@@ -34,6 +25,15 @@ import { countRequestTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
 import { TextPieces } from "../util/text-pieces.ts"
 import type { SentState } from "./continuation.ts"
+
+/**
+ * How far past its output ceiling a stream may go before the dispatcher stops it: twice the
+ * ceiling plus 1,000 tokens, counted by `TokenFloor` (never more than o200k_base's count, and
+ * 0.4–0.6 of it on real text). The margin is for a model whose own tokenizer counts fewer tokens
+ * than o200k for the same text; a stream stopped here has overrun its ceiling whatever the model.
+ */
+export const RUNAWAY_FACTOR = 2
+export const RUNAWAY_SLACK_TOKENS = 1_000
 
 export class Delivered {
   /** What was sent upstream: counted only when no `message_start` reported its input. */
