@@ -6,7 +6,8 @@ const FRAGMENTS = [
   "a", "e", "s", "t", "l", "q", "x", "the", "ing", " ", "  ", "\t", "\n", "\r\n", "'", "'s", "'ll", "'re", "A", "B", "Z", "HTTP",
   "0", "1", "23", "456", "7890", ".", ",", "(", ")", "\"", "-", "/", "_", "<|endoftext|>", "é", "É", "ß", "中", "文", "日本語",
   "ภาษา", "😀", "👍🏽", "❤️", "\u0301", "٣", "²", "\ud800", "\udc00", " hello", "Hello", "don't", "naïve",
-  "\u2019", "it\u2019s", "a'b", "\u00a0", "x1y", "café", "snake_case", "camelCase", "e.g.", "--"
+  "\u2019", "it\u2019s", "a'b", "\u00a0", "x1y", "café", "snake_case", "camelCase", "e.g.", "--",
+  "\u3000", "\u2028", "\u0085", ".\n/", "привет", " мир", "\t", "\u000b"
 ] as const
 const fragment = Arbitrary.schema(Schema.Literals(FRAGMENTS))
 const count = Arbitrary.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 200 })))
