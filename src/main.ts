@@ -15,6 +15,7 @@
  *   The new process starts with `NODE_COMPILE_CACHE` already set, so even this file comes from the
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
+ * - a stdout or stderr whose reader has gone is never a crash (below);
  * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`);
  *   once the command line and settings are read, it has that thread open the database while the
  *   gateway's modules load (`cli/program.ts`, `storage/embedded-database.ts` `openEarly`).
@@ -32,6 +33,16 @@ if (commandLine(process.argv.slice(2)).command === "serve") {
   // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
   // other core, instead of after it: `storage/embedded-thread.ts`.
   if ((process.env.DATABASE_URL ?? "").trim() === "") (await import("./storage/embedded-thread.ts")).startEarlyThread()
+}
+
+// A reader of stdout or stderr that goes away (`npm start | head -1`, a log shipper that exits or
+// restarts) turned the next write into an unhandled EPIPE 'error' event, and the gateway crashed.
+// Now what would be written there is dropped, once said on the other stream; serving goes on.
+for (const [stream, other, name] of [[process.stdout, process.stderr, "stdout"], [process.stderr, process.stdout, "stderr"]] as const) {
+  stream.once("error", (error: NodeJS.ErrnoException) => {
+    stream.on("error", () => {})
+    if (!other.destroyed) other.write(`${name} can no longer be written (${error.code ?? error.message}): what the gateway writes there is dropped\n`)
+  })
 }
 
 await import("./cli/program.ts")

@@ -72,9 +72,42 @@ const fieldsLine = (date: Date, level: string, log: LogFields): string | undefin
 /** Where lines go: stdout by default (tests pass a sink). */
 export type LineSink = (text: string) => void
 
-const stdoutSink: LineSink = (text) => {
-  process.stdout.write(text)
+/**
+ * The most log text left waiting for the reader of stdout. A write to a pipe, a socket or a
+ * terminal whose reader has stalled (a log shipper that hung, `gateway serve | less` paused) is
+ * kept in memory by node until it is read, without limit: at 200 requests a second that was
+ * ~80 KB a second, for as long as the reader stalled. Past this much unread text, lines are
+ * dropped and counted, and once the reader has caught up one line says how many.
+ */
+export const MAX_UNREAD_LOG_BYTES = 8 * 1024 * 1024
+
+const countLines = (text: string) => {
+  let lines = 0
+  for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", at + 1)) lines++
+  return lines
 }
+
+/** Writes to `stream`, dropping (and then reporting) what would leave more than `maxUnread` bytes unread. */
+export const streamSink = (stream: NodeJS.WritableStream & { readonly writableLength: number }, maxUnread = MAX_UNREAD_LOG_BYTES): LineSink => {
+  let dropped = 0
+  const report = () => {
+    const lines = dropped
+    dropped = 0
+    stream.write(`${JSON.stringify({ time: new Date().toISOString(), level: "warn", msg: "log lines dropped: stdout was not read", dropped_lines: lines })}\n`)
+  }
+  return (text) => {
+    if (stream.writableLength < maxUnread) {
+      stream.write(text)
+      return
+    }
+    // A full buffer has refused a write already, so the stream says when it is empty again.
+    if (dropped === 0) stream.once("drain", report)
+    dropped += countLines(text)
+  }
+}
+
+let stdout: LineSink | undefined
+const stdoutSink: LineSink = (text) => (stdout ??= streamSink(process.stdout))(text)
 
 /**
  * Where the `serve` process's log lines go: stdout, unless a program running the server inside

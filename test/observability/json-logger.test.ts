@@ -1,10 +1,12 @@
 /**
  * The JSON logger alone: one object per line, request fields spread into the line, errors and
- * defects with their cause, annotations as fields, lines written together.
+ * defects with their cause, annotations as fields, lines written together; to a stream whose reader
+ * has stalled, at most a bounded amount left unread.
  */
 import { Effect, Logger, Schema } from "effect"
+import { spawn } from "node:child_process"
 import { describe, expect, it } from "vitest"
-import { LogFields, makeJsonLogger } from "../../src/observability/json-logger.ts"
+import { LogFields, makeJsonLogger, streamSink } from "../../src/observability/json-logger.ts"
 
 class StorageDown extends Schema.TaggedError<StorageDown>()("StorageDown", { message: Schema.String }) {}
 
@@ -57,5 +59,46 @@ describe("JSON logger", () => {
 
   it("prints request fields through any other logger too", () => {
     expect(JSON.parse(JSON.stringify(new LogFields("request", { status: 404 })))).toEqual({ msg: "request", status: 404 })
+  })
+})
+
+/** A process reading its stdin only once told to (SIGUSR2), echoing what it reads to its stdout. */
+const stalledReader = async () => {
+  const reader = spawn(process.execPath, ["-e", `
+    process.stdin.pause()
+    const alive = setInterval(() => {}, 1000)
+    process.on("SIGUSR2", () => process.stdin.pipe(process.stdout).on("finish", () => clearInterval(alive)))
+    process.stdout.write("ready\\n")
+  `], { stdio: ["pipe", "pipe", "inherit"] })
+  let out = ""
+  reader.stdout.setEncoding("utf8").on("data", (text: string) => (out += text))
+  await expect.poll(() => out).toBe("ready\n")
+  return { reader, read: () => out.slice("ready\n".length) }
+}
+
+describe("JSON logger, writing to a stream nobody reads", () => {
+  it("keeps at most its limit unread, drops the rest, and says how many lines it dropped once the reader catches up", async () => {
+    const { reader, read } = await stalledReader()
+    try {
+      const limit = 256 * 1024
+      const sink = streamSink(reader.stdin, limit)
+      const line = `${"x".repeat(1023)}\n`
+      for (let i = 0; i < 2_000; i++) sink(line)
+      // 2 MB written, none of it read: at most the limit waits in this process (the pipe holds more).
+      expect(reader.stdin.writableLength).toBeLessThan(limit + line.length)
+      process.kill(reader.pid!, "SIGUSR2")
+      await expect.poll(() => read().includes("log lines dropped")).toBe(true)
+      const lines = read().split("\n").filter((l) => l !== "")
+      const notice = JSON.parse(lines.at(-1)!) as { level: string; dropped_lines: number }
+      const kept = lines.length - 1
+      expect(notice.level).toBe("warn")
+      expect(kept).toBeGreaterThan(limit / line.length)
+      expect(kept + notice.dropped_lines).toBe(2_000)
+      // Then lines are written again.
+      sink(line)
+      await expect.poll(() => read().split("\n").filter((l) => l !== "").length).toBe(lines.length + 1)
+    } finally {
+      reader.kill()
+    }
   })
 })
