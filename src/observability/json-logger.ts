@@ -32,7 +32,7 @@ export class LogFields {
 /** How long lines wait to be written together, and how much text forces a write at once. */
 const FLUSH_MS = 100
 const FLUSH_BYTES = 64 * 1024
-/** The longest line written (characters); longer ones are cut (stdout to a pipe is synchronous). */
+/** The longest line written (characters); a longer one is cut to its head: one request must not write megabytes. */
 const MAX_LINE = 32 * 1024
 
 const LEVELS: Record<string, string> = { Fatal: "fatal", Error: "error", Warn: "warn", Info: "info", Debug: "debug", Trace: "trace" }
