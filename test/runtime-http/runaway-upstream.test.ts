@@ -82,6 +82,24 @@ describe("an upstream that streams past its output ceiling without end", () => {
     expect(wordsIn(text)).toBeGreaterThan(LINE)
   })
 
+  it("is stopped on the Responses surface too, the SDK raising the stream's error event", async () => {
+    upstream.stopAfterWords = undefined
+    const stream = await openai.responses.create({ model: "svc-pico-1", stream: true, max_output_tokens: MAX_TOKENS, input: "go on" })
+    let text = ""
+    let thrown: Error | undefined
+    try {
+      for await (const event of stream) {
+        if (event.type === "response.output_text.delta") text += event.delta
+        if (text.length > GIVE_UP_CHARS) break
+      }
+    } catch (error) {
+      thrown = error as Error
+    }
+    expect(wordsIn(text)).toBeGreaterThan(LINE)
+    expect(thrown).toBeInstanceOf(OpenAI.APIError)
+    expect(thrown!.message).toContain(`past the ${MAX_TOKENS}-token output ceiling`)
+  })
+
   it("below the line, an answer longer than its ceiling is forwarded whole", async () => {
     upstream.stopAfterWords = LINE - 40
     const { text, error } = await chat("svc-pico-1")
