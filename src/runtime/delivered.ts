@@ -32,8 +32,10 @@ import type { SentState } from "./continuation.ts"
  * 0.4–0.6 of it on real text). The margin is for a model whose own tokenizer counts fewer tokens
  * than o200k for the same text; a stream stopped here has overrun its ceiling whatever the model.
  */
-export const RUNAWAY_FACTOR = 2
-export const RUNAWAY_SLACK_TOKENS = 1_000
+const RUNAWAY_FACTOR = 2
+const RUNAWAY_SLACK_TOKENS = 1_000
+/** The output tokens (by the floor) past which a stream sent `ceiling` is stopped. */
+export const runawayLine = (ceiling: number) => RUNAWAY_FACTOR * ceiling + RUNAWAY_SLACK_TOKENS
 
 export class Delivered {
   /** What was sent upstream: counted only when no `message_start` reported its input. */
@@ -55,7 +57,7 @@ export class Delivered {
     this.#request = request
     const ceiling = request?.maxOutputTokens
     this.#floor = ceiling === undefined ? undefined : new TokenFloor()
-    this.#stopPast = ceiling === undefined ? Infinity : RUNAWAY_FACTOR * ceiling + RUNAWAY_SLACK_TOKENS
+    this.#stopPast = ceiling === undefined ? Infinity : runawayLine(ceiling)
   }
 
   add(events: ReadonlyArray<CanonicalEvent>): void {
@@ -103,8 +105,8 @@ export class Delivered {
   }
 
   /**
-   * The output ceiling the upstream was sent, once what it delivered is past
-   * `RUNAWAY_FACTOR` × that + `RUNAWAY_SLACK_TOKENS`; else undefined.
+   * The output ceiling the upstream was sent, once what it delivered is past its `runawayLine`;
+   * else undefined.
    */
   get overran(): number | undefined {
     return this.#floor !== undefined && this.#floor.tokens > this.#stopPast ? this.#request!.maxOutputTokens : undefined

@@ -22,7 +22,7 @@ import { type CanonicalEvent, type CanonicalResponse, collectStream } from "../m
 import type { LeaseOutcome, PendingAdmission, QueuePriority, QueueTimeout } from "./capacity-queue-types.ts"
 import { CapacityQueues } from "./capacity-queues.ts"
 import { canContinueText, makeSplicer } from "./continuation.ts"
-import { Delivered, RUNAWAY_FACTOR, RUNAWAY_SLACK_TOKENS } from "./delivered.ts"
+import { Delivered, runawayLine } from "./delivered.ts"
 import { Settings } from "../config/settings.ts"
 import { nextDelay } from "./retry-policy.ts"
 import type { GatewayMetrics } from "../observability/gateway-metrics.ts"
@@ -103,9 +103,7 @@ const runawayStream = (ceiling: number) =>
   new BackendError({
     status: 502,
     type: "api_error",
-    message: `The upstream kept generating far past the ${ceiling}-token output ceiling it was sent (more than ${
-      RUNAWAY_FACTOR * ceiling + RUNAWAY_SLACK_TOKENS
-    } tokens) and was stopped`,
+    message: `The upstream kept generating far past the ${ceiling}-token output ceiling it was sent (more than ${runawayLine(ceiling)} tokens) and was stopped`,
     retryable: false
   })
 

@@ -19,7 +19,7 @@ import { setPriority } from "node:os"
  * gets about a tenth of a core beside one at 0 (the kernel's weights 110 : 1024): its work is
  * late, never starved.
  */
-export const WORKER_THREAD_NICE = 10
+const WORKER_THREAD_NICE = 10
 
 /**
  * Lowers the calling thread's priority, not the process's: on Linux `setpriority` takes a thread

@@ -7,13 +7,13 @@
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { RUNAWAY_FACTOR, RUNAWAY_SLACK_TOKENS } from "../../src/runtime/delivered.ts"
+import { runawayLine } from "../../src/runtime/delivered.ts"
 import { type RunawayUpstream, startRunawayUpstream } from "../support/runaway-upstream.ts"
 import { createKey, gatewayOnUpstream, type TestGateway } from "./support.ts"
 
 const MAX_TOKENS = 16
 /** Past this many words (each one letter run: one token at least), the gateway must stop the stream. */
-const LINE = RUNAWAY_FACTOR * MAX_TOKENS + RUNAWAY_SLACK_TOKENS
+const LINE = runawayLine(MAX_TOKENS)
 const wordsIn = (text: string) => text.split(" ").filter((word) => word !== "").length
 /** Where the test stops reading itself, so that a gateway that never stops fails it instead of hanging it. */
 const GIVE_UP_CHARS = LINE * 20 * "word ".length
