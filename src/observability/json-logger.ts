@@ -125,10 +125,15 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
     buffer = ""
     sink(text)
   }
-  // Whatever is still buffered when the process exits (a crash after a log) is written at once.
+  // Whatever is still buffered when the process exits (a crash after a log) is written at once —
+  // unless stdout's reader has gone (EPIPE): those lines are lost, the exit code is not.
   if (sink === stdoutSink) {
     process.once("exit", () => {
-      if (buffer !== "") writeSync(1, buffer)
+      try {
+        if (buffer !== "") writeSync(1, buffer)
+      } catch {
+        // Nowhere to write them.
+      }
       buffer = ""
     })
   }

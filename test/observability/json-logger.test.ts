@@ -5,6 +5,7 @@
  */
 import { Effect, Logger, Schema } from "effect"
 import { spawn } from "node:child_process"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { LogFields, makeJsonLogger, streamSink } from "../../src/observability/json-logger.ts"
 
@@ -100,5 +101,25 @@ describe("JSON logger, writing to a stream nobody reads", () => {
     } finally {
       reader.kill()
     }
+  })
+})
+
+describe("JSON logger, at exit with stdout gone", () => {
+  it("drops the lines still buffered instead of failing the exit", async () => {
+    // A process whose stdout reader has gone logs a line and exits before the 100 ms flush: the
+    // line is written at exit, into the closed pipe.
+    const child = spawn(process.execPath, ["--input-type=module", "-e", `
+      import { Effect, Logger } from "effect"
+      import { makeJsonLogger } from ${JSON.stringify(join(import.meta.dirname, "..", "..", "src", "observability", "json-logger.ts"))}
+      process.stdout.on("error", () => {})
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      await Effect.runPromise(Effect.logInfo("last words").pipe(Effect.provide(Logger.layer([makeJsonLogger()]))))
+      process.exit(0)
+    `], { cwd: join(import.meta.dirname, "..", ".."), stdio: ["ignore", "pipe", "pipe"] })
+    child.stdout.destroy()
+    let stderr = ""
+    child.stderr.setEncoding("utf8").on("data", (text: string) => (stderr += text))
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve))
+    expect({ code, stderr }).toEqual({ code: 0, stderr: "" })
   })
 })
