@@ -15,7 +15,6 @@
 import { PGlite } from "@electric-sql/pglite"
 import { readFileSync } from "node:fs"
 import { type MessagePort, parentPort, workerData } from "node:worker_threads"
-import { stepBackFromTheEventLoop } from "../util/thread-priority.ts"
 import type { EARLY_START } from "./embedded-thread.ts"
 
 export interface EmbeddedWorkerData {
@@ -293,8 +292,6 @@ const main = async () => {
     parentPort!.close()
     return
   }
-  // Opening runs at the process's priority (the gateway waits for it to start); serving steps back.
-  stepBackFromTheEventLoop()
   const server = serve(db)
   parentPort!.on("message", (message: ToDatabaseWorker) => {
     if (message.type === "connect") server.connect(message.port)

@@ -6,7 +6,7 @@
 import { Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { inspect } from "node:util"
 import { describe, expect, it } from "vitest"
@@ -36,13 +36,6 @@ const inTempDir = async (test: (dir: string) => Promise<void>, make: () => strin
   }
 }
 
-/** A thread of this process's nice value, from `/proc/self/task/<id>/stat` (field 19). */
-const niceOf = (threadId: string) => {
-  const stat = readFileSync(`/proc/self/task/${threadId}/stat`, "utf8")
-  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16])
-}
-const threadsAtNice = (nice: number) => readdirSync("/proc/self/task").filter((id) => niceOf(id) === nice)
-
 describe("embedded database (worker thread)", () => {
   it("runs a long statement while the event loop keeps turning", () =>
     inTempDir(async (dir) => {
@@ -65,20 +58,6 @@ describe("embedded database (worker thread)", () => {
       // On the event loop's thread the statement would block it for its whole duration.
       expect(took).toBeGreaterThan(100)
       expect(longestGap).toBeLessThan(Math.max(60, took / 3))
-    }), 90_000)
-
-  // Linux only: elsewhere the thread keeps the process's priority (no thread ids to name).
-  it.runIf(process.platform === "linux")("serves at a lower priority than the event loop, whose own stays the process's", () =>
-    inTempDir(async (dir) => {
-      const before = threadsAtNice(10)
-      const during = await withDatabase(dir, Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`SELECT 1`
-        return threadsAtNice(10)
-      }))
-      // One more thread at nice 10 while a database serves (its worker), none once it has closed.
-      expect({ during: during.length - before.length, after: threadsAtNice(10).length - before.length }).toEqual({ during: 1, after: 0 })
-      expect(niceOf(String(process.pid))).toBe(0)
     }), 90_000)
 
   it("answers statements on a dead worker with SqlError, then a new worker serves every committed row", () =>
