@@ -87,6 +87,56 @@ const ERROR_LOG_INTERVAL_MS = 10_000
 const reconnectDelay = (attempt: number) => Math.min(attempt * 200, 2_000)
 const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
+/** How many times a command's timeout starts over because the event loop stalled past it. */
+const STALL_RESTARTS = 3
+
+/**
+ * `reply`, or a "Command timed out" failure once `ms` have passed without it while the event loop
+ * ran. ioredis's own `commandTimeout` is a plain timer, and a stall of the event loop (a long GC, a
+ * process descheduled on a busy machine) failed every command in flight though Redis had answered:
+ * Node runs expired timers before it reads the sockets, and a command sent just before the stall
+ * was not even written (its write waits for the turn's end, `coalesce`). The allowance then refused
+ * those calls with 503. Here a timer that fires late by more than half its time says the loop was
+ * stalled: the command gets its time again (at most `STALL_RESTARTS` times); and the verdict waits
+ * for the next poll phase (`setImmediate`), by when a reply that arrived meanwhile has settled
+ * `reply`. A command Redis never answers stays in ioredis's queue either way (its reply is matched
+ * and dropped if it comes; a reconnect flushes it).
+ */
+export const withinDeadline = <A>(reply: Promise<A>, ms: number): Promise<A> =>
+  new Promise<A>((resolve, reject) => {
+    let settled = false
+    let restarts = 0
+    let due = performance.now() + ms
+    const expire = () => {
+      if (settled) return
+      settled = true
+      reject(new Error("Command timed out"))
+    }
+    const check = () => {
+      const now = performance.now()
+      if (now - due > ms / 2 && restarts < STALL_RESTARTS) {
+        restarts++
+        due = now + ms
+        timer = setTimeout(check, ms)
+      } else setImmediate(expire)
+    }
+    let timer = setTimeout(check, ms)
+    reply.then(
+      (value) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (cause: unknown) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        reject(cause)
+      }
+    )
+  })
+
 /** Waits for a connection's first "ready", at most `timeoutMs`; true when it came. */
 const awaitReady = (connection: Redis, timeoutMs: number) =>
   Effect.callback<void>((resume) => {
@@ -111,6 +161,7 @@ const close = (connection: Redis) =>
 /** Opens both connections; they close with the scope (after every user of the client, which the layers' order ensures). */
 const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
+  const commandTimeoutMs = options.commandTimeoutMs ?? 1_000
   // Loaded here, not at start: a gateway without REDIS_URL never needs ioredis (~50 modules).
   const { Redis } = yield* Effect.promise(() => import("ioredis"))
   const prefix = options.prefix ?? KEY_PREFIX
@@ -121,7 +172,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       Effect.sync(() => {
         const connection = new Redis(options.url, {
           ...(role === "commands"
-            ? { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: options.commandTimeoutMs ?? 1_000 }
+            ? { enableOfflineQueue: false, maxRetriesPerRequest: 1 }
             : {}),
           connectTimeout: connectTimeoutMs,
           retryStrategy: reconnectDelay,
@@ -171,11 +222,11 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       socket.uncork?.()
     })
   }
-  /** Counts a round trip under `operation` and runs it (its write joins the turn's). */
+  /** Counts a round trip under `operation` and runs it (its write joins the turn's), within the command timeout. */
   const issue = <A>(operation: string, run: (client: Redis) => Promise<A>) => {
     roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     coalesce()
-    return run(client)
+    return withinDeadline(run(client), commandTimeoutMs)
   }
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
     Effect.tryPromise({

@@ -2,10 +2,11 @@
  * The one Redis client: a running gateway holds exactly two connections (commands and one
  * subscriber carrying every channel), whatever uses Redis; a Redis that is down at start is an
  * outage, not a crash, with typed errors and one log line per connection instead of one per
- * reconnect.
+ * reconnect; the command timeout fails a command Redis does not answer, but not one whose answer
+ * came while the event loop was stalled.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger } from "effect"
+import { Effect, Fiber, Logger } from "effect"
 import { Redis } from "ioredis"
 import { afterAll, inject } from "vitest"
 import { RedisClient } from "../../src/coordination/redis-client.ts"
@@ -46,6 +47,41 @@ describe.skipIf(redisUrl === null)("RedisClient in a running gateway", () => {
     // The subscriber carries the run-signal channel and this instance's grant channel.
     assert.deepStrictEqual(await connectionsOf(redisUrl!, prefix), [["commands", 0], ["subscriber", 2]])
   }, 60_000)
+})
+
+/** Holds the event loop, as a long GC pause or a process descheduled on a busy machine does. */
+const stall = (ms: number) => {
+  const end = performance.now() + ms
+  while (performance.now() < end) { /* busy */ }
+}
+
+describe.skipIf(redisUrl === null)("RedisClient's command timeout", () => {
+  const prefix = `${uniquePrefix()}`
+  afterAll(() => Effect.runPromise(dropPrefix(redisUrl!, prefix)))
+
+  it.live("a reply that arrived while the event loop was stalled past the timeout is a reply, not a timeout", () =>
+    Effect.gen(function*() {
+      const redis = yield* RedisClient.make({ url: redisUrl!, prefix, commandTimeoutMs: 100 })
+      yield* redis.use("set", (client) => client.set(`${prefix}stalled`, "answered"))
+      for (let i = 0; i < 6; i++) {
+        // The loop is held three times the timeout: in the turn that sends the command (its write
+        // waits for the turn's end), or once it is written, while the reply arrives.
+        const reading = yield* Effect.forkChild(redis.use("get", (client) => client.get(`${prefix}stalled`)), { startImmediately: true })
+        if (i % 2 === 0) stall(300)
+        else setImmediate(() => stall(300))
+        assert.strictEqual(yield* Fiber.join(reading), "answered")
+      }
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("a command Redis does not answer within the timeout fails with a RedisError naming the operation", () =>
+    Effect.gen(function*() {
+      const redis = yield* RedisClient.make({ url: redisUrl!, prefix, commandTimeoutMs: 100 })
+      // BLPOP on an empty list answers (null) only after 2 s: far past the timeout.
+      const error = yield* Effect.flip(redis.use("wait", (client) => client.blpop(`${prefix}empty`, 2)))
+      assert.strictEqual(error._tag, "RedisError")
+      assert.strictEqual(error.operation, "wait")
+      assert.strictEqual(error.message, "Command timed out")
+    }).pipe(Effect.scoped), 20_000)
 })
 
 describe("RedisClient when Redis is down", () => {

@@ -37,6 +37,7 @@ interface Outcome {
   readonly status: number
   readonly remaining: number | undefined
   readonly errorType: string | undefined
+  readonly errorMessage: string | undefined
   readonly costMicros: number
 }
 
@@ -106,7 +107,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
     const costMicros = res.status === 200
       ? callCostMicros(makeUsage({ inputTokens: body.usage.prompt_tokens, outputTokens: body.usage.completion_tokens }), PICO)
       : 0
-    return { status: res.status, remaining: header === null ? undefined : Math.round(Number(header) * 1e6), errorType: body.error?.type, costMicros }
+    return { status: res.status, remaining: header === null ? undefined : Math.round(Number(header) * 1e6), errorType: body.error?.type, errorMessage: body.error?.message, costMicros }
   }
 
   /** 40 calls over ~400 ms, alternating instances; `disrupt` runs 150 ms in. */
@@ -135,7 +136,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
       for (const o of outcomes) {
         if (o.status === 200) continue
         if (o.status === 503 && options.unavailableAllowed === true) continue
-        expect({ status: o.status, type: o.errorType }, waves.join("\n")).toEqual({ status: 429, type: "allowance_exhausted" })
+        expect({ status: o.status, type: o.errorType }, `${waves.join("\n")}\n${o.errorMessage}`).toEqual({ status: 429, type: "allowance_exhausted" })
       }
       for (const o of outcomes.filter((o) => o.remaining !== undefined)) {
         expect(o.remaining!, waves.join("\n")).toBeGreaterThanOrEqual(0)
