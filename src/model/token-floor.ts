@@ -25,15 +25,31 @@
  *   Unicode whitespace neither count nor make a gap: `[^\s\p{L}\p{N}]+[\r\n/]*` makes one pre-token
  *   of `.\n/`, and `\s+(?!\S)` one of a space, NBSP, space, NBSP.
  * - **Length.** No o200k token is longer than 128 UTF-16 units (nor 128 bytes: the longest is 128
- *   spaces; `test/model/token-floor.test.ts` checks the vocabulary), so a text of n units has at
- *   least ⌈n / 128⌉ tokens.
+ *   spaces), so a text of n units has at least ⌈n / 128⌉ tokens.
+ * - **Bytes beyond ASCII.** Tokens are runs of the text's UTF-8 bytes, and none holds more than 60
+ *   bytes of non-ASCII characters (a Thai phrase), so b such bytes take at least ⌈b / 60⌉ tokens.
+ *   Counted low where unsure: 2 bytes per UTF-16 unit of a surrogate pair (4 for the pair), 2 for
+ *   a lone one (the encoder writes 3).
+ * - **CJK characters** (Han ideographs, kana, Hangul syllables: 3 bytes each): no token holds more
+ *   than 33 bytes of them, counting a character cut at a token's edge as one of them (11 whole
+ *   ones: ありがとうございました), so c of them take at least ⌈c / 11⌉ tokens.
+ * `test/model/token-floor.test.ts` reads these maxima from the vocabulary itself.
  * How close: 0.62 of the exact count on this project's README (English with markdown and figures),
- * 0.48 on TypeScript, 0.38 on JSON; on text of scripts written with spaces, the words. On text
- * written without them (Chinese, Japanese), whitespace or punctuation only the length speaks.
+ * 0.48 on TypeScript, 0.38 on JSON; on text of scripts written with spaces, the words; on Chinese,
+ * Japanese and Thai, written without them, the last two counts (~0.1).
  */
 
 /** The most UTF-16 units (and UTF-8 bytes) any o200k_base token has. */
 export const MAX_TOKEN_UNITS = 128
+/** The most UTF-8 bytes of non-ASCII characters any o200k_base token has. */
+export const MAX_TOKEN_WIDE_BYTES = 60
+/** The most CJK characters any o200k_base token has (its bytes of them ÷ 3, a cut one counted). */
+export const MAX_TOKEN_CJK = 11
+
+/** Han ideographs (with extension A and the compatibility block), kana, Hangul syllables. */
+export const isCjk = (code: number) =>
+  (code >= 0x4e00 && code <= 0x9fff) || (code >= 0xac00 && code <= 0xd7af) || (code >= 0x3040 && code <= 0x30ff) ||
+  (code >= 0x3400 && code <= 0x4dbf) || (code >= 0xf900 && code <= 0xfaff)
 
 const APOSTROPHE = 0x27
 
@@ -54,6 +70,10 @@ export class TokenFloor {
   #words = 0
   /** Whether such a gap has been seen since the last character of a word. */
   #spaced = true
+  /** UTF-8 bytes of non-ASCII characters (low where unsure). */
+  #wideBytes = 0
+  /** CJK characters. */
+  #cjk = 0
 
   add(text: string): void {
     let counted = this.#counted
@@ -61,6 +81,8 @@ export class TokenFloor {
     let digits = this.#digits
     let words = this.#words
     let spaced = this.#spaced
+    let wideBytes = this.#wideBytes
+    let cjk = this.#cjk
     for (let i = 0; i < text.length; i++) {
       const code = text.charCodeAt(i)
       if (code === 0x20 || code === 0x09 || code === 0x0b || code === 0x0c) {
@@ -84,6 +106,10 @@ export class TokenFloor {
       } else if (code < 0x80) {
         if (code !== APOSTROPHE) inRun = false
         digits = 0
+      } else if (code < 0x800 || (code >= 0xd800 && code <= 0xdfff)) wideBytes += 2
+      else {
+        wideBytes += 3
+        if (isCjk(code)) cjk++
       }
     }
     this.#counted = counted
@@ -91,11 +117,19 @@ export class TokenFloor {
     this.#digits = digits
     this.#words = words
     this.#spaced = spaced
+    this.#wideBytes = wideBytes
+    this.#cjk = cjk
     this.#units += text.length
   }
 
   /** At most the exact o200k_base count of everything added, read as one text. */
   get tokens(): number {
-    return Math.max(this.#counted, this.#words, Math.ceil(this.#units / MAX_TOKEN_UNITS))
+    return Math.max(
+      this.#counted,
+      this.#words,
+      Math.ceil(this.#units / MAX_TOKEN_UNITS),
+      Math.ceil(this.#wideBytes / MAX_TOKEN_WIDE_BYTES),
+      Math.ceil(this.#cjk / MAX_TOKEN_CJK)
+    )
   }
 }

@@ -6,10 +6,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Schema } from "effect"
+import o200kRanks from "gpt-tokenizer/bpeRanks/o200k_base"
 import { decode } from "gpt-tokenizer/encoding/o200k_base"
 import { readFileSync } from "node:fs"
 import { countTextTokensExact } from "../../src/model/bpe.ts"
-import { MAX_TOKEN_UNITS, TokenFloor } from "../../src/model/token-floor.ts"
+import { isCjk, MAX_TOKEN_CJK, MAX_TOKEN_UNITS, MAX_TOKEN_WIDE_BYTES, TokenFloor } from "../../src/model/token-floor.ts"
 import { tokenizerText } from "../support/token-text.ts"
 
 const floorOf = (pieces: ReadonlyArray<string>) => {
@@ -63,6 +64,55 @@ describe("TokenFloor", () => {
     const spaces = " ".repeat(MAX_TOKEN_UNITS * 10)
     assert.strictEqual(floorOf([spaces]), 10)
     assert.isAtLeast(countTextTokensExact(spaces), 10)
+  })
+
+  it("assumes no token holds more non-ASCII bytes or CJK characters than the vocabulary's most", () => {
+    const utf8 = new TextEncoder()
+    let wideBytes = 0
+    let cjkBytes = 0
+    for (const token of o200kRanks) {
+      // A token is a string, or its bytes where it ends inside a character.
+      const bytes = typeof token === "string" ? utf8.encode(token) : Uint8Array.from(token)
+      wideBytes = Math.max(wideBytes, bytes.filter((b) => b >= 0x80).length)
+      // Bytes of CJK characters, a character cut at either edge counted as one of them.
+      let cjk = 0
+      let at = 0
+      while (at < bytes.length && (bytes[at]! & 0xc0) === 0x80) cjk += (at++, 1)
+      while (at < bytes.length) {
+        const lead = bytes[at]!
+        const size = lead < 0x80 ? 1 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2
+        if (at + size > bytes.length) {
+          cjk += bytes.length - at
+          break
+        }
+        let code = size === 1 ? lead : lead & (0xff >> (size + 1))
+        for (let k = 1; k < size; k++) code = (code << 6) | (bytes[at + k]! & 0x3f)
+        if (isCjk(code)) cjk += size
+        at += size
+      }
+      cjkBytes = Math.max(cjkBytes, cjk)
+    }
+    assert.strictEqual(o200kRanks.length, 199_998)
+    assert.strictEqual(wideBytes, MAX_TOKEN_WIDE_BYTES)
+    assert.strictEqual(cjkBytes, MAX_TOKEN_CJK * 3)
+    // Alone, the token with the most of them: its floor is its exact count.
+    assert.strictEqual(floorOf(["ありがとうございました"]), 1)
+    assert.strictEqual(countTextTokensExact("ありがとうございました"), 1)
+  })
+
+  it("is about a tenth of the exact count on Chinese, Japanese and Thai, written without spaces", () => {
+    const texts = {
+      chinese: "北京是中华人民共和国的首都，是全国的政治中心、文化中心，是世界著名古都和现代化国际城市。",
+      japanese: "東京は日本の首都であり、政治、経済、文化の中心地です。多くの人々が毎日電車で通勤しています。",
+      thai: "กรุงเทพมหานครเป็นเมืองหลวงและนครที่มีประชากรมากที่สุดของประเทศไทย"
+    }
+    for (const [name, text] of Object.entries(texts)) {
+      const long = text.repeat(20)
+      const exact = countTextTokensExact(long)
+      const floor = floorOf([long])
+      assert.isAtMost(floor, exact, name)
+      assert.isAbove(floor, exact * 0.08, name)
+    }
   })
 
   it("is more than half the exact count on English and on Russian, and more than 0.4 of it on code", () => {

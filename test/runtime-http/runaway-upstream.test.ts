@@ -67,6 +67,31 @@ describe("an upstream that streams past its output ceiling without end", () => {
     })
   }
 
+  it("is stopped on Chinese text too, written without spaces (each CJK character is at least 1/11 of a token)", async () => {
+    // Ten Han characters and a full stop a delta: the floor counts ~0.9 tokens a delta, where by
+    // length alone (÷ 128) it counted 0.09 and read ~130,000 characters before the line. Through
+    // the Anthropic placement: a third stopped stream on the other would open its circuit before
+    // the last test.
+    upstream.delta = "长江是中国最长的河流。"
+    try {
+      let text = ""
+      let failure: unknown
+      const stream = await openai.chat.completions.create({ model: "svc-lyra-3", stream: true, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "go on" }] })
+      try {
+        for await (const chunk of stream) {
+          text += chunk.choices[0]?.delta.content ?? ""
+          if (text.length > LINE * 40) break
+        }
+      } catch (error) {
+        failure = error
+      }
+      expect(failure, `${text.length} characters read`).toBeInstanceOf(OpenAI.APIError)
+      expect(text.length).toBeGreaterThan(LINE * 10)
+    } finally {
+      upstream.delta = "word ".repeat(8)
+    }
+  })
+
   it("is stopped on the Messages surface too, with Anthropic's error event", async () => {
     upstream.stopAfterWords = undefined
     const stream = anthropic.messages.stream({ model: "svc-lyra-3", max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "go on" }] })

@@ -13,6 +13,8 @@ export interface RunawayUpstream {
   readonly seen: { maxTokens: number | undefined; closed: number; words: number }
   /** Words each stream sends before it ends properly; undefined: without end. */
   stopAfterWords: number | undefined
+  /** The text of each delta (counted as `WORDS` words); eight English words unless set. */
+  delta: string
   close(): Promise<void>
 }
 
@@ -48,6 +50,7 @@ export const startRunawayUpstream = async (): Promise<RunawayUpstream> => {
     url: "",
     seen: { maxTokens: undefined, closed: 0, words: 0 },
     stopAfterWords: undefined,
+    delta: DELTA,
     close: async () => {
       server.closeAllConnections()
       await new Promise((resolve) => server.close(resolve))
@@ -67,7 +70,7 @@ export const startRunawayUpstream = async (): Promise<RunawayUpstream> => {
     while (!res.destroyed && words < limit) {
       words += WORDS
       upstream.seen.words += WORDS
-      if (!res.write(dialect.delta(DELTA))) {
+      if (!res.write(dialect.delta(upstream.delta))) {
         await new Promise<void>((resolve) => {
           const done = () => {
             res.off("drain", done).off("close", done)
