@@ -5,7 +5,7 @@
  * `anthropic/wire.test.ts`).
  */
 import { describe, expect, it } from "vitest"
-import { MAX_SSE_LINE_CHARS, type SseEvent, sseEvents, SseLineTooLong, ssePayloads } from "../../src/backends/upstream/sse.ts"
+import { MAX_SSE_DATA_LINES, MAX_SSE_LINE_CHARS, type SseEvent, sseEvents, SseLineTooLong, ssePayloads } from "../../src/backends/upstream/sse.ts"
 
 /** The reader's payloads for `reads`, fed one by one, and the end. */
 const payloadsOf = (reads: ReadonlyArray<string>): Array<string> => {
@@ -56,6 +56,31 @@ describe("SSE reader", () => {
     const reader = ssePayloads()
     reader.feed("data:" + "w".repeat(MAX_SSE_LINE_CHARS - 10))
     expect(() => reader.feed("w".repeat(20) + "\n\n")).toThrow(SseLineTooLong)
+  })
+
+  it("refuses an event whose data lines, joined, outgrow the limit, after handing on the events before it", () => {
+    const reader = ssePayloads()
+    const out: Array<string> = []
+    const line = `data: ${"z".repeat(1024 * 1024)}\n`
+    reader.feed("data: first\n\n", out)
+    // 1 MiB lines without the blank line that would end their event.
+    let lines = 0
+    expect(() => {
+      for (; lines <= 16; lines++) reader.feed(line, out)
+    }).toThrow(/event with more than/)
+    expect(lines).toBe(15)
+    expect(out).toEqual(["first"])
+  })
+
+  it("refuses an event of more data lines than MAX_SSE_DATA_LINES, and keeps one of exactly that many", () => {
+    const lines = (n: number) => "data: x\n".repeat(n)
+    const kept: Array<string> = []
+    ssePayloads().feed(lines(MAX_SSE_DATA_LINES) + "\n", kept)
+    expect(kept).toHaveLength(1)
+    expect(kept[0]!.length).toBe(2 * MAX_SSE_DATA_LINES - 1)
+    expect(() => ssePayloads().feed(lines(MAX_SSE_DATA_LINES + 1))).toThrow(SseLineTooLong)
+    // Comments and other fields are skipped, not kept: any number of them is fine.
+    expect(ssePayloads().feed(": ping\nid: 1\n".repeat(MAX_SSE_DATA_LINES * 2) + "data: y\n\n")).toEqual(["y"])
   })
 
   it("keeps a line of exactly the limit", () => {

@@ -8,11 +8,11 @@ import { MAX_SSE_LINE_CHARS } from "../../src/backends/upstream/sse.ts"
 
 const PIECE = "x".repeat(1024 * 1024)
 
-/** Writes `head`, then `PIECE` until `total` characters are past, or the gateway has gone. */
-const writePast = async (res: ServerResponse, head: string, total: number): Promise<void> => {
+/** Writes `head`, then `piece` until `total` characters are past, or the gateway has gone. */
+const writePast = async (res: ServerResponse, head: string, total: number, piece = PIECE): Promise<void> => {
   res.write(head)
-  for (let sent = 0; sent <= total && !res.destroyed; sent += PIECE.length) {
-    if (!res.write(PIECE)) {
+  for (let sent = 0; sent <= total && !res.destroyed; sent += piece.length) {
+    if (!res.write(piece)) {
       await new Promise<void>((resolve) => {
         const done = () => {
           res.off("drain", done).off("close", done)
@@ -29,6 +29,15 @@ const writePast = async (res: ServerResponse, head: string, total: number): Prom
 export const writeEndlessLine = (res: ServerResponse, head: string): Promise<void> => {
   res.writeHead(200, { "content-type": "text/event-stream" })
   return writePast(res, head, MAX_SSE_LINE_CHARS)
+}
+
+/**
+ * An event stream: `head` (the events before it), then `data:` lines of 1 MiB each without the
+ * blank line that would end their event, until they are 1 MiB past the SSE reader's limit.
+ */
+export const writeEndlessEvent = (res: ServerResponse, head: string): Promise<void> => {
+  res.writeHead(200, { "content-type": "text/event-stream" })
+  return writePast(res, head, MAX_SSE_LINE_CHARS, `data: ${PIECE}\n`)
 }
 
 /** A JSON answer 1 MiB past the largest whole answer the gateway reads. */

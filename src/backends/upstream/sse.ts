@@ -13,7 +13,9 @@
  * string and appends to the caller's array. Each read is searched once: an unfinished line is kept
  * unsearched and completed when its end arrives, so a line sent in many reads costs its length, not its
  * length times the reads (a hostile upstream's one endless line must not hold the event loop), and
- * it may not grow past `MAX_SSE_LINE_CHARS`.
+ * it may not grow past `MAX_SSE_LINE_CHARS`. Nor may an event's data, its lines joined, nor its
+ * count of data lines past `MAX_SSE_DATA_LINES`: an upstream that sends `data:` lines without
+ * ever a blank line would otherwise be kept in memory until the process ran out of it.
  */
 
 /** An event's name (`undefined` when it had no `event:` field) and data (LF-joined `data:` lines). */
@@ -29,10 +31,23 @@ export interface SseEvent {
  */
 export const MAX_SSE_LINE_CHARS = 16 * 1024 * 1024
 
-/** Thrown when one line outgrows `MAX_SSE_LINE_CHARS`; the backends report it as the upstream's failure. */
+/**
+ * The most `data:` lines one event may have. Models send one; the format allows several (joined
+ * with LF), but a kept line costs a slot and a string beside its characters.
+ */
+export const MAX_SSE_DATA_LINES = 65_536
+
+/**
+ * Thrown when one line, or one event's data, outgrows `MAX_SSE_LINE_CHARS` (or its data lines
+ * `MAX_SSE_DATA_LINES`); the backends report it as the upstream's failure.
+ */
 export class SseLineTooLong extends Error {
-  constructor() {
-    super(`the upstream sent a Server-Sent Events line longer than ${MAX_SSE_LINE_CHARS} characters`)
+  constructor(what: "line" | "event" = "line") {
+    super(
+      what === "line"
+        ? `the upstream sent a Server-Sent Events line longer than ${MAX_SSE_LINE_CHARS} characters`
+        : `the upstream sent a Server-Sent Events event with more than ${MAX_SSE_LINE_CHARS} characters or ${MAX_SSE_DATA_LINES} lines of data`
+    )
   }
 }
 
@@ -53,6 +68,8 @@ export class SseReader<Out> {
   #event: string | undefined = undefined
   // One data line (every event a model streams) is kept as it is, with no array made.
   #data: string | Array<string> | undefined = undefined
+  // The length of the event's data so far, its lines joined.
+  #dataChars = 0
 
   constructor(emit: Emit<Out>) {
     this.#emit = emit
@@ -123,8 +140,17 @@ export class SseReader<Out> {
 
   private addData(value: string) {
     const data = this.#data
-    if (data === undefined) this.#data = value
-    else if (typeof data === "string") this.#data = [data, value]
+    if (data === undefined) {
+      this.#data = value
+      this.#dataChars = value.length
+      return
+    }
+    this.#dataChars += 1 + value.length
+    if (this.#dataChars > MAX_SSE_LINE_CHARS || (typeof data !== "string" && data.length >= MAX_SSE_DATA_LINES)) {
+      this.#data = undefined
+      throw new SseLineTooLong("event")
+    }
+    if (typeof data === "string") this.#data = [data, value]
     else data.push(value)
   }
 

@@ -9,7 +9,7 @@ import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
-import { writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
+import { writeEndlessEvent, writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
 import { placementFor, runAll, SECRET_MODEL } from "./support.ts"
 import { type ScriptedUpstream, sse, startScriptedUpstream } from "./upstreams.ts"
 
@@ -134,6 +134,16 @@ describe("Anthropic backend against a scripted upstream", () => {
     expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
     expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
     expect(error?.message).toContain("Server-Sent Events line longer than")
+  })
+
+  it("data lines that never end their event fail the stream after what was already translated, as a retryable 502", async () => {
+    upstream.script = async (_, res) => {
+      await writeEndlessEvent(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\n")
+    }
+    const { events, error } = await call()
+    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+    expect(error?.message).toContain("Server-Sent Events event with more than")
   })
 
   it("a stream cut before message_stop, or a 200 that is not SSE, is a retryable 502", async () => {

@@ -17,7 +17,7 @@ import { makeRequest } from "../../../src/model/request.ts"
 import { countTextTokensExact } from "../../../src/model/bpe.ts"
 import { countRequestTokens } from "../../../src/model/tokens.ts"
 import { makeUsage } from "../../../src/model/usage.ts"
-import { writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
+import { writeEndlessEvent, writeEndlessLine, writeHugeJson } from "../../support/hostile-upstream.ts"
 import { type FakeUpstream, openAiLike, sse, startFakeUpstream, upstreamChunk } from "./fake-upstream.ts"
 
 const backend = makeOpenAICompatibleBackend()
@@ -169,6 +169,16 @@ describe("openai-compatible backend", () => {
     expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
     expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
     expect(error.message).toContain("Server-Sent Events line longer than")
+  })
+
+  it("fails the stream, after the events already sent, when the upstream sends data lines that never end their event", async () => {
+    upstream.handler = async (_req, res) => {
+      await writeEndlessEvent(res, sse(upstreamChunk({ role: "assistant", content: "" }), upstreamChunk({ content: "Partial" })))
+    }
+    const { events, error } = await runToFailure(ask("hi"))
+    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+    expect(error.message).toContain("Server-Sent Events event with more than")
   })
 
   it("fails retryably when the body ends before the answer is complete, or the upstream is unreachable", async () => {
