@@ -377,9 +377,12 @@ describe.each(engines())("artifacts ($name)", (engine) => {
     const overArtifact = await upload({ bytes: "x".repeat(3 * MiB + 1) })
     expect(overArtifact.status).toBe(413)
     expect(overArtifact.body.error).toEqual({ type: "request_too_large", message: expect.stringContaining("bytes: the content is 3145729 bytes") })
-    const manyRows = await upload({ bytes: "n\n" + "1\n".repeat(1_000_001), mimeType: "text/csv" })
-    expect(manyRows.status).toBe(413)
-    expect(manyRows.body.error).toEqual({ type: "request_too_large", message: expect.stringContaining("at most 1,000,000") })
+    if (engine.name === "embedded") {
+      // Counted while parsing, before storage is reached: on one engine (a million rows to parse).
+      const manyRows = await upload({ bytes: "n\n" + "1\n".repeat(1_000_001), mimeType: "text/csv" })
+      expect(manyRows.status).toBe(413)
+      expect(manyRows.body.error).toEqual({ type: "request_too_large", message: expect.stringContaining("at most 1,000,000") })
+    }
     const overBody = await upload({ bytes: "x".repeat(8 * MiB) })
     expect(overBody.status).toBe(413)
     expect(overBody.body.error.type).toBe("request_too_large")

@@ -189,7 +189,9 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
     ["/v1/completions", `{"model":"atlas","max_tokens":16,"prompt":[`, `"a"`, "prompt"],
     ["/v1/chat/completions", `{"model":"atlas","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"p":[`, `{}`, "tools"]
   ]
-  for (const [path, head, item, field] of manyItems) {
+  // Refused while the body is parsed, before storage is reached: on the embedded engine only (this
+  // file runs alone at the end of a run, so its time is the run's).
+  for (const [path, head, item, field] of engine.name === "embedded" ? manyItems : []) {
     it(`${path}: 32 MiB of tiny ${field} is a 400 naming ${field}`, async () => {
       const body = filling(head, item, field === "tools" ? "]}}}}]}" : "]}")
       await whileBystanding(async () => {
