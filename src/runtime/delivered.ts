@@ -50,6 +50,11 @@ export class Delivered {
   #exact: Usage | undefined = undefined
   /** A lower bound of the output tokens delivered, kept when the request has an output ceiling. */
   readonly #floor: TokenFloor | undefined
+  /**
+   * Tool calls delivered: each is at least one output token more (its name) than its arguments,
+   * which the floor counts — so an upstream streaming calls without end is stopped too.
+   */
+  #toolCalls = 0
   readonly #stopPast: number
 
   /** `request`: left out where only the continuation reads this (no usage is asked). */
@@ -69,7 +74,10 @@ export class Delivered {
         case "block_start":
           this.#open = { index: event.index, type: event.block.type }
           this.#nextIndex = Math.max(this.#nextIndex, event.index + 1)
-          this.#sawToolUse ||= event.block.type === "tool_use"
+          if (event.block.type === "tool_use") {
+            this.#sawToolUse = true
+            this.#toolCalls++
+          }
           break
         case "block_stop":
           this.#open = undefined
@@ -109,7 +117,7 @@ export class Delivered {
    * else undefined.
    */
   get overran(): number | undefined {
-    return this.#floor !== undefined && this.#floor.tokens > this.#stopPast ? this.#request!.maxOutputTokens : undefined
+    return this.#floor !== undefined && this.#floor.tokens + this.#toolCalls > this.#stopPast ? this.#request!.maxOutputTokens : undefined
   }
 
   /** True once any content (a block) was delivered. */

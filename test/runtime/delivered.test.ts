@@ -7,7 +7,7 @@ import { makeRequest } from "../../src/model/request.ts"
 import { countRequestTokens } from "../../src/model/tokens.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { canContinueText } from "../../src/runtime/continuation.ts"
-import { Delivered } from "../../src/runtime/delivered.ts"
+import { Delivered, runawayLine } from "../../src/runtime/delivered.ts"
 
 const request = makeRequest({ model: "m", messages: [userMessage("Tell me about the harbor.")] })
 const words = Array.from({ length: 150 }, (_, i) => `word${i} `)
@@ -52,5 +52,29 @@ describe("Delivered: one record of what a stream sent, for the continuation and 
     const exact = makeUsage({ inputTokens: 80, outputTokens: 3 })
     delivered.add([{ type: "block_stop", index: 0 }, { type: "message_stop", stopReason: "end_turn", usage: exact }])
     expect(await Effect.runPromise(delivered.usage())).toEqual(exact)
+  })
+
+  it("overruns on text past the runaway line, and on tool calls without arguments too (each is a token at least)", () => {
+    const ceiling = 16
+    const capped = makeRequest({ model: "m", messages: [userMessage("go")], maxOutputTokens: ceiling })
+    const text = new Delivered(capped)
+    text.add([{ type: "message_start", model: "m" }, { type: "block_start", index: 0, block: { type: "text" } }])
+    let words = 0
+    while (text.overran === undefined && words < 10 * runawayLine(ceiling)) {
+      text.add([{ type: "text_delta", index: 0, text: "word " }])
+      words++
+    }
+    expect(text.overran).toBe(ceiling)
+    expect(words).toBe(runawayLine(ceiling) + 1)
+    // Named calls with empty arguments: nothing for the text floor, one token each all the same.
+    const calls = new Delivered(capped)
+    calls.add([{ type: "message_start", model: "m" }])
+    let index = 0
+    while (calls.overran === undefined && index < 10 * runawayLine(ceiling)) {
+      calls.add([{ type: "block_start", index, block: { type: "tool_use", id: `t${index}`, name: "lookup" } }, { type: "block_stop", index }])
+      index++
+    }
+    expect(calls.overran).toBe(ceiling)
+    expect(index).toBe(runawayLine(ceiling) + 1)
   })
 })

@@ -4,8 +4,11 @@
  * - `message_start` on the first chunk, naming the catalog model (never the upstream's name);
  * - blocks never interleave: text streams into a text block; a tool call's first fragment closes
  *   whatever block is open and opens the call's block, later fragments stream into it. A call
- *   whose name has not arrived yet is held back until it does. A fragment for a call that was
- *   already closed (an upstream that interleaves calls) cannot be placed and fails the stream;
+ *   whose name has not arrived yet is held back until it does — at most `MAX_UNNAMED_CALLS` such
+ *   calls holding `MAX_UNNAMED_ARGS_CHARS` of arguments, else the stream fails (an upstream that
+ *   never names its calls was kept in memory without end, and nothing reached the client to stop
+ *   it). A fragment for a call that was already closed (an upstream that interleaves calls)
+ *   cannot be placed and fails the stream;
  * - reasoning text (`reasoning_content` / `reasoning`, sent by several compatible servers) becomes
  *   a thinking block when the request asked for visible reasoning, else it is dropped;
  * - `message_stop` at `[DONE]` (or at the end of the body after a `finish_reason`) with the usage
@@ -69,6 +72,10 @@ type Open = { readonly kind: "text" | "thinking"; readonly block: number } | { r
 
 const broken = (message: string) => backendErrorFromStatus(502, message)
 
+/** The most tool calls held back for their name at once, and the most argument text they may hold. */
+export const MAX_UNNAMED_CALLS = 1_024
+export const MAX_UNNAMED_ARGS_CHARS = 1024 * 1024
+
 /**
  * A JSON object from the upstream, read field by field: every field is `unknown` until checked,
  * and anything that is not an object reads as one without fields.
@@ -122,6 +129,9 @@ class ChunkParserImpl implements ChunkParser {
   private open: Open | undefined
   // Made at the first tool-call fragment (most answers have none).
   private calls: Map<number, ToolCallState> | undefined
+  // Calls held back for their name, and the argument text they hold.
+  private unnamedCalls = 0
+  private unnamedChars = 0
   private finish: string | undefined
   private usage: Usage | undefined
   private refused = false
@@ -175,6 +185,8 @@ class ChunkParserImpl implements ChunkParser {
   }
 
   private openCall(call: ToolCallState, events: Array<CanonicalEvent>) {
+    this.unnamedCalls--
+    this.unnamedChars -= call.args.length
     this.close(events)
     call.state = "open"
     call.block = this.nextBlock++
@@ -187,8 +199,13 @@ class ChunkParserImpl implements ChunkParser {
   private toolFragment(fragment: Wire, position: number, events: Array<CanonicalEvent>) {
     const key = typeof fragment.index === "number" ? fragment.index : position
     const calls = (this.calls ??= new Map())
-    const call = calls.get(key) ?? { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
-    calls.set(key, call)
+    let call = calls.get(key)
+    if (call === undefined) {
+      if (this.unnamedCalls >= MAX_UNNAMED_CALLS) throw broken(`the upstream started more than ${MAX_UNNAMED_CALLS} tool calls without their names`)
+      call = { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
+      calls.set(key, call)
+      this.unnamedCalls++
+    }
     const id = text(fragment.id)
     if (id !== undefined && id !== "") call.id ??= id
     const fn = wire(fragment.function)
@@ -201,6 +218,8 @@ class ChunkParserImpl implements ChunkParser {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
       return
     }
+    this.unnamedChars += args.length
+    if (this.unnamedChars > MAX_UNNAMED_ARGS_CHARS) throw broken(`the upstream sent more than ${MAX_UNNAMED_ARGS_CHARS} characters of tool-call arguments without the call's name`)
     call.args += args
     if (call.name !== undefined) this.openCall(call, events)
   }

@@ -6,7 +6,7 @@
 import { Effect, Stream } from "effect"
 import { describe, expect, it } from "vitest"
 import { BackendError } from "../../../src/backends/backend.ts"
-import { completionAsChunk, makeChunkParser } from "../../../src/backends/openai-compatible/chunk-parser.ts"
+import { completionAsChunk, makeChunkParser, MAX_UNNAMED_ARGS_CHARS, MAX_UNNAMED_CALLS } from "../../../src/backends/openai-compatible/chunk-parser.ts"
 import { ssePayloads } from "../../../src/backends/upstream/sse.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
 import { chatDialect } from "../../../src/dialects/chat/index.ts"
@@ -145,6 +145,35 @@ describe("chunk parser", () => {
       upstreamChunk({ tool_calls: [{ index: 0, function: { arguments: "}" } }] })
     )))
     expect(error).toMatchObject({ status: 502, retryable: true })
+  })
+
+  it("holds calls without a name only so far: their number and their arguments are bounded", () => {
+    const fragment = (index: number, args: string) => JSON.stringify(upstreamChunk({ tool_calls: [{ index, function: { arguments: args } }] }))
+    // Arguments that never get their name: once past the bound, the stream fails.
+    const parser = makeChunkParser(parserOptions)
+    const piece = "x".repeat(64 * 1024)
+    let pushed = 0
+    const tooMuch = failure(() => {
+      for (; pushed < 1_000; pushed++) parser.push(fragment(0, piece))
+    })
+    expect(pushed).toBe(MAX_UNNAMED_ARGS_CHARS / piece.length)
+    expect(tooMuch).toMatchObject({ status: 502, retryable: true, message: expect.stringContaining("without the call's name") })
+    // Calls that never get their names.
+    const many = makeChunkParser(parserOptions)
+    let started = 0
+    const tooMany = failure(() => {
+      for (; started < 10_000; started++) many.push(fragment(started, ""))
+    })
+    expect(started).toBe(MAX_UNNAMED_CALLS)
+    expect(tooMany.message).toContain(`more than ${MAX_UNNAMED_CALLS} tool calls without their names`)
+    // Named, they no longer count: as many calls as that, each named at once, are fine.
+    const named = makeChunkParser(parserOptions)
+    const events: Array<CanonicalEvent> = []
+    for (let i = 0; i <= MAX_UNNAMED_CALLS; i++) {
+      named.push(fragment(i, "{\"a\":"), events)
+      named.push(JSON.stringify(upstreamChunk({ tool_calls: [{ index: i, function: { name: "f", arguments: "1}" } }] })), events)
+    }
+    expect(events.filter((e) => e.type === "block_start")).toHaveLength(MAX_UNNAMED_CALLS + 1)
   })
 
   it("surfaces reasoning_content as thinking only when visible reasoning was asked", () => {
