@@ -3,6 +3,7 @@
  * failures become BackendErrors, connection reuse, and aborting the upstream when the caller stops.
  */
 import { Effect, Stream } from "effect"
+import type { ServerResponse } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeAnthropicBackend } from "../../../src/backends/anthropic/index.ts"
 import { collect } from "../../../src/model/events.ts"
@@ -126,25 +127,21 @@ describe("Anthropic backend against a scripted upstream", () => {
     expect((await call()).error).toMatchObject({ status: 400, retryable: false })
   })
 
-  it("a line that never ends fails the stream after what was already translated, as a retryable 502", async () => {
-    upstream.script = async (_, res) => {
-      await writeEndlessLine(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\ndata: ")
-    }
-    const { events, error } = await call()
-    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
-    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
-    expect(error?.message).toContain("Server-Sent Events line longer than")
-  })
-
-  it("data lines that never end their event fail the stream after what was already translated, as a retryable 502", async () => {
-    upstream.script = async (_, res) => {
-      await writeEndlessEvent(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\n")
-    }
-    const { events, error } = await call()
-    expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
-    expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
-    expect(error?.message).toContain("Server-Sent Events event with more than")
-  })
+  const endless = [
+    ["a line that never ends", (res: ServerResponse) => writeEndlessLine(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\ndata: "), "Server-Sent Events line longer than"],
+    ["data lines that never end their event", (res: ServerResponse) => writeEndlessEvent(res, sse(start, textBlock[0]!, textBlock[2]!) + "event: content_block_delta\n"), "Server-Sent Events event with more than"]
+  ] as const
+  for (const [what, write, message] of endless) {
+    it(`${what}: the stream fails after what was already translated, as a retryable 502`, async () => {
+      upstream.script = async (_, res) => {
+        await write(res)
+      }
+      const { events, error } = await call()
+      expect(events.map((e) => e.type)).toEqual(["message_start", "block_start", "text_delta"])
+      expect(error).toMatchObject({ status: 502, type: "api_error", retryable: true })
+      expect(error?.message).toContain(message)
+    })
+  }
 
   it("a stream cut before message_stop, or a 200 that is not SSE, is a retryable 502", async () => {
     answerWith(200, streamHeaders, sse(start, ...textBlock))
