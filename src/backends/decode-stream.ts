@@ -7,13 +7,17 @@
  *
  * Events decoded before an error in the same read are still delivered, then the error. Ending or
  * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
+ *
+ * A body whose bytes keep coming but complete no event (SSE comments, Anthropic's `ping`s) for
+ * `noProgressMs` while it is waited on fails as a silent one does (undici's body timeout, which such bytes reset): else
+ * an upstream that only kept the connection alive held its client, and a capacity slot, for ever.
  */
 import { Cause, Effect, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type * as Pull from "effect/Pull"
 import type { CanonicalEvent } from "../model/events.ts"
-import type { BackendError } from "./backend.ts"
-import { connectionError } from "./upstream/upstream.ts"
+import { type BackendError, backendErrorFromStatus } from "./backend.ts"
+import { connectionError, UPSTREAM_TIMEOUT_MS } from "./upstream/upstream.ts"
 import type { BodyRead, StreamedBody } from "./upstream/upstream-call.ts"
 
 /** What one read (or the end) of the body completed. */
@@ -35,10 +39,12 @@ export interface BodyDecoder {
 
 type EventsPull = Pull.Pull<NonEmptyReadonlyArray<CanonicalEvent>, BackendError>
 
+const spanOf = (ms: number) => (ms >= 60_000 && ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms} ms`)
+
 const isNonEmpty = <A>(as: ReadonlyArray<A>): as is NonEmptyReadonlyArray<A> => as.length > 0
 
-export const decodeBody = (body: StreamedBody, decoder: BodyDecoder): Stream.Stream<CanonicalEvent, BackendError> =>
-  Stream.fromPull(Effect.sync(() => new BodyEvents(body, decoder).pull))
+export const decodeBody = (body: StreamedBody, decoder: BodyDecoder, noProgressMs = UPSTREAM_TIMEOUT_MS): Stream.Stream<CanonicalEvent, BackendError> =>
+  Stream.fromPull(Effect.sync(() => new BodyEvents(body, decoder, noProgressMs).pull))
 
 /**
  * One body's decoding, as one object with its steps as methods: an open stream holds it for as
@@ -47,6 +53,9 @@ export const decodeBody = (body: StreamedBody, decoder: BodyDecoder): Stream.Str
 class BodyEvents {
   readonly #body: StreamedBody
   readonly #decoder: BodyDecoder
+  readonly #noProgressMs: number
+  /** When the pull now waiting began to wait for events (the client's own pauses do not count). */
+  #waitingSince = 0
   #failure: BackendError | undefined = undefined
   #ended = false
   /** The pull waiting for a read to complete events. */
@@ -54,6 +63,7 @@ class BodyEvents {
   readonly #onRead = (result: BodyRead) => this.onRead(result)
   readonly #waitForRead = (resume: (effect: EventsPull) => void) => {
     this.#resume = resume
+    this.#waitingSince = performance.now()
     this.#body.read(this.#onRead)
   }
   readonly pull: EventsPull = Effect.suspend(() => {
@@ -62,16 +72,22 @@ class BodyEvents {
     return Effect.callback<NonEmptyReadonlyArray<CanonicalEvent>, BackendError | Cause.Done>(this.#waitForRead)
   })
 
-  constructor(body: StreamedBody, decoder: BodyDecoder) {
+  constructor(body: StreamedBody, decoder: BodyDecoder, noProgressMs: number) {
     this.#body = body
     this.#decoder = decoder
+    this.#noProgressMs = noProgressMs
   }
 
   private onRead(result: BodyRead): void {
     if (result._tag === "Chunk") {
       const settled = this.settle(this.#decoder.feed(result.chunk))
+      if (settled !== undefined) return this.resume(settled)
+      if (performance.now() - this.#waitingSince > this.#noProgressMs) {
+        this.#failure = backendErrorFromStatus(502, `The upstream completed no event in ${spanOf(this.#noProgressMs)}, though it kept sending (keepalives?)`)
+        return this.resume(Effect.fail(this.#failure))
+      }
       // A read that completed nothing (half an event): wait for the next one, no step.
-      return settled === undefined ? this.#body.read(this.#onRead) : this.resume(settled)
+      return this.#body.read(this.#onRead)
     }
     if (result._tag === "End") {
       this.#ended = true

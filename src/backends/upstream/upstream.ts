@@ -24,7 +24,11 @@ import UndiciPool from "undici/lib/dispatcher/pool.js"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
 import { UpstreamAnswerTooLarge } from "./upstream-call.ts"
 
-const TIMEOUT_MS = 10 * 60_000
+/**
+ * How long an upstream may take to answer, and to send the next bytes of its body; a streamed
+ * body's bytes that complete no event count as none (`decode-stream.ts`).
+ */
+export const UPSTREAM_TIMEOUT_MS = 10 * 60_000
 
 export interface UpstreamPools {
   get(origin: string): Pool
@@ -37,7 +41,7 @@ export const makeUpstreamPools = (): UpstreamPools => {
     get(origin) {
       let pool = pools.get(origin)
       if (pool === undefined) {
-        pool = new UndiciPool(origin, { headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS, keepAliveTimeout: 30_000 })
+        pool = new UndiciPool(origin, { headersTimeout: UPSTREAM_TIMEOUT_MS, bodyTimeout: UPSTREAM_TIMEOUT_MS, keepAliveTimeout: 30_000 })
         pools.set(origin, pool)
       }
       return pool
