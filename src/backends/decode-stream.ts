@@ -9,8 +9,9 @@
  * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
  *
  * A body whose bytes keep coming but complete no event (SSE comments, Anthropic's `ping`s) for
- * `noProgressMs` while it is waited on fails as a silent one does (undici's body timeout, which such bytes reset): else
- * an upstream that only kept the connection alive held its client, and a capacity slot, for ever.
+ * `noProgressMs` while a pull waits fails as a silent one does by undici's body timeout (which
+ * such bytes reset): else an upstream that only kept the connection alive held its client, and a
+ * capacity slot, for ever.
  */
 import { Cause, Effect, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
