@@ -18,6 +18,8 @@ export interface SettingsShape {
   readonly configPath: string | undefined
   readonly adminToken: Redacted.Redacted<string> | undefined
   readonly maxBodyBytes: number
+  /** Bytes of large request bodies held while they arrive, in all (a key: half); see `http/body-budget.ts`. */
+  readonly bodyBytesInFlight: number
   /** Largest artifact content (UTF-8 bytes of `bytes`/`content`); larger uploads get 413. */
   readonly artifactMaxBytes: number
   /** How long a graceful shutdown waits for in-flight requests. */
@@ -124,6 +126,7 @@ export const settingsConfig = Config.all({
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
   maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
+  bodyBytesInFlight: Config.Int("GATEWAY_BODY_BYTES_IN_FLIGHT").pipe(Config.withDefault(256 * 1024 * 1024)),
   artifactMaxBytes: Config.Int("GATEWAY_ARTIFACT_MAX_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
   shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
   queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),

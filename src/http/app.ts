@@ -26,6 +26,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
+import { BodyBudget } from "./body-budget.ts"
 import { answerContinues, answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
@@ -101,6 +102,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
     const adminToken = yield* AdminToken
     const match = makeMatcher(routes)
     const withLimit = bodyLimit(settings.maxBodyBytes)
+    const bodyBudget = new BodyBudget(settings.bodyBytesInFlight, settings.maxBodyBytes)
     const telemetry = yield* Telemetry
     const metrics = telemetry.metrics
 
@@ -152,7 +154,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       const headers = request.headers
       const effect = Effect.flatMap(authenticate(route, headers), (key) => {
         if (key !== undefined) record.keyId = key.id
-        const ctx: RequestContext = { request, headers, params, query: url.searchParams, requestId, key, record }
+        const ctx: RequestContext = { request, headers, params, query: url.searchParams, requestId, key, record, bodyBudget }
         return Effect.andThen(checkTarget(params, url.searchParams), route.handler(ctx))
       }).pipe(
         Effect.catchTag("SqlError", storageFailure),

@@ -7,7 +7,7 @@
 import { IncomingMessage } from "node:http"
 import { Effect, type Fiber, Schema, Stream } from "effect"
 import { HttpIncomingMessage, type HttpServerError } from "effect/http"
-import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
+import { InvalidRequest, type LimitExceeded, PayloadTooLarge, RequestTimeout, type ServiceUnavailable } from "../errors.ts"
 import { LARGE_BODY_BYTES, requireShallow, requireStorable } from "../util/json-limits.ts"
 import { slicedJsonParser } from "../util/sliced-json.ts"
 import { invalidRequestFromIssue } from "../util/schema-issue.ts"
@@ -115,24 +115,34 @@ const readSmallJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
  * to the event loop (`util/sliced-json.ts`), which also checks depth and the value count — no
  * 32 MiB string is decoded and no 32 MiB `JSON.parse` holds every other client. A refused body
  * is still read to its end (without parsing), so the client gets the 400 rather than a reset.
+ * The bytes being parsed count against the gateway's `BodyBudget` until the body has been read.
  */
 const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
   Effect.withFiber((fiber) => {
     const limit = limitOf(fiber)
+    const budget = ctx.bodyBudget
+    const budgetKey = ctx.key?.id ?? ""
     const parser = slicedJsonParser()
     let bytes = 0
+    let held = 0
     let refused: InvalidRequest | undefined
-    const read = Stream.runForEach(ctx.request.stream, (chunk): Effect.Effect<void, PayloadTooLarge> => {
+    const read = Stream.runForEach(ctx.request.stream, (chunk): Effect.Effect<void, PayloadTooLarge | LimitExceeded | ServiceUnavailable> => {
       bytes += chunk.length
       if (bytes > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
       if (refused !== undefined) return Effect.void
+      if (budget !== undefined) {
+        const over = budget.take(budgetKey, chunk.length)
+        if (over !== undefined) return Effect.fail(over)
+        held += chunk.length
+      }
       return Effect.catch(parser.feed(chunk), (error) => {
         refused = error
         return Effect.void
       })
     })
     return read.pipe(
-      Effect.mapError((error) => error instanceof PayloadTooLarge ? error : bodyReadError(error, limit)),
+      Effect.ensuring(Effect.sync(() => budget?.give(budgetKey, held))),
+      Effect.mapError((error) => error._tag === "HttpServerError" ? bodyReadError(error, limit) : error),
       Effect.andThen(() => refused !== undefined ? Effect.fail(refused) : parser.end()),
       Effect.flatMap((value): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge> => {
         if (value === undefined) return emptyBody(options)
@@ -147,7 +157,10 @@ const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
  * other at once. (A request with neither header has no body on HTTP/1.1; behind the fetch-style
  * handler it may, and is read whole, as before.)
  */
-export const readJson = (ctx: RequestContext, options?: ReadJsonOptions): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
+export const readJson = (
+  ctx: RequestContext,
+  options?: ReadJsonOptions
+): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout | LimitExceeded | ServiceUnavailable> => {
   const declared = ctx.headers["content-length"]
   const large = declared !== undefined ? Number(declared) > LARGE_BODY_BYTES : ctx.headers["transfer-encoding"] !== undefined
   return large ? readLargeJson(ctx, options) : readSmallJson(ctx, options)

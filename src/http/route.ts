@@ -10,6 +10,7 @@ import { type ApiError, Unauthenticated } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import type { Surface } from "../keys/permissions.ts"
+import type { BodyBudget } from "./body-budget.ts"
 
 /**
  * `headers` with the request's id in the two headers the SDKs read it from (OpenAI's
@@ -49,6 +50,8 @@ export interface RequestContext {
   readonly key: KeyRecord | undefined
   /** What the request did, for its metrics and log line: handlers fill in what they learn. */
   readonly record: RequestRecord
+  /** The gateway's count of large request bodies in flight (`body-budget.ts`); the simulator's stand-in upstream keeps none. */
+  readonly bodyBudget?: BodyBudget | undefined
 }
 
 export interface RouteDef<R = never> {

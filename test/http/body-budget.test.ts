@@ -1,0 +1,84 @@
+/**
+ * Large request bodies hold memory while they arrive (`http/body-budget.ts`): one key's bodies
+ * that trickle in are refused with 429 once they hold half the budget — other keys are served
+ * meanwhile, up to the whole budget (then 503) — and every byte is given back when a body ends,
+ * however it ends. Raw sockets stand for a client that sends part of a body and holds the rest.
+ */
+import { connect, type Socket } from "node:net"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { embeddedDataDir } from "../support/engines.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
+import { createKey } from "../runtime-http/support.ts"
+
+const MiB = 1024 * 1024
+/** A 4 MiB budget: a key may hold 2 MiB of bodies in flight (and a body is at most 2 MiB). */
+const BUDGET = 4 * MiB
+const DECLARED = 2 * MiB
+const HEAD = `{"model":"svc-pico-1","max_tokens":8,"messages":[{"role":"user","content":"`
+
+describe("large bodies in flight", () => {
+  let gw: GatewayHandle
+  let dir: string
+  const sockets: Array<Socket> = []
+
+  beforeAll(async () => {
+    dir = embeddedDataDir()
+    gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, GATEWAY_BODY_BYTES_IN_FLIGHT: String(BUDGET), GATEWAY_MAX_BODY_BYTES: String(DECLARED) })
+  }, 120_000)
+
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy()
+    await gw?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  /** Opens a request declaring a 2 MiB body, sends `sent` bytes of it and holds the rest. */
+  const partial = async (key: string, sent: number) => {
+    const socket = connect(Number(new URL(gw.baseUrl).port), "127.0.0.1")
+    sockets.push(socket)
+    socket.on("error", () => {})
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${DECLARED}\r\n\r\n`)
+    await new Promise<void>((resolve) => socket.write(HEAD + "a".repeat(sent - HEAD.length), () => resolve()))
+    return socket
+  }
+
+  /** A whole request of about `bytes`, through fetch: its status and error type. */
+  const whole = async (key: string, bytes: number) => {
+    const body = HEAD + "a".repeat(bytes - HEAD.length - 4) + `"}]}`
+    const res = await fetch(`${gw.baseUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body })
+    const answer = (await res.json()) as { error?: { type: string; message: string } }
+    return { status: res.status, type: answer.error?.type, message: answer.error?.message, retryAfter: res.headers.get("retry-after") }
+  }
+
+  it("refuses a key's bodies with 429 once its trickling ones hold half the budget, serves another key meanwhile, frees the bytes when bodies end", async () => {
+    const greedy = (await createKey(gw)).secret
+    const other = (await createKey(gw)).secret
+    // Two bodies of ~0.9 MiB each, held open: once the gateway has read them, the key holds
+    // ~1.8 MiB of its 2 MiB, and a third body of 0.5 MiB is refused (each refused body gives its
+    // bytes back, so asking again until then changes nothing).
+    const first = await partial(greedy, 0.9 * MiB)
+    const second = await partial(greedy, 0.9 * MiB)
+    await expect.poll(async () => (await whole(greedy, 0.5 * MiB)).status).toBe(429)
+    const refused = await whole(greedy, 0.5 * MiB)
+    expect(refused).toMatchObject({ status: 429, type: "rate_limit_error", retryAfter: "1" })
+    expect(refused.message).toContain("large request bodies are arriving for this key")
+    // Another key is served: 1 MiB more fits in the 4 MiB budget.
+    expect((await whole(other, 1 * MiB)).status).toBe(200)
+    // The held bodies' clients leave: their bytes come back, and the first key is served again.
+    first.destroy()
+    second.destroy()
+    await expect.poll(async () => (await whole(greedy, 1.5 * MiB)).status).toBe(200)
+  }, 60_000)
+
+  it("answers 503 once all keys together hold the whole budget", async () => {
+    const keys = await Promise.all([createKey(gw), createKey(gw), createKey(gw)])
+    const held = [await partial(keys[0].secret, 1.9 * MiB), await partial(keys[1].secret, 1.9 * MiB)]
+    // ~3.8 MiB of 4 held by two keys, each under its half: a third key's 0.5 MiB does not fit.
+    await expect.poll(async () => (await whole(keys[2].secret, 0.5 * MiB)).status).toBe(503)
+    expect(await whole(keys[2].secret, 0.5 * MiB)).toMatchObject({ status: 503, type: "api_error", retryAfter: "1" })
+    for (const socket of held) socket.destroy()
+    await expect.poll(async () => (await whole(keys[2].secret, 0.5 * MiB)).status).toBe(200)
+  }, 60_000)
+})
