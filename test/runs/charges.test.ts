@@ -51,8 +51,10 @@ describe.concurrent("a graceful stop in the middle of a step (embedded)", () => 
     await new Promise((r) => setTimeout(r, 800))
     expect(await first.stop()).toBe(0)
     // The re-run needs no slow model (the stop is over): pico answers at full speed, so the story
-    // is not told again at 5 tokens/s.
-    const second = await startInProcessGateway({ ...env, ...fastConfigEnv(dir) }) // the restarted instance: its process is not the subject
+    // is not told again at 5 tokens/s. Nor a short lease: the stop released the run's, so it is
+    // claimed at once, and a 2 s lease here lapsed in two clean-clone CI runs (a heartbeat late
+    // on the loaded machine), which resumed the run a second time.
+    const second = await startInProcessGateway({ ...env, ...fastConfigEnv(dir), GATEWAY_RUN_LEASE_MS: "15000" }) // the restarted instance: its process is not the subject
     try {
       const again = client(second.baseUrl, first.apiKey!)
       const done = await again.waitFor(run.id, (r) => r.status === "completed", 40_000)
