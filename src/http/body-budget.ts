@@ -1,18 +1,19 @@
 /**
- * The memory that large request bodies may hold while they arrive, in all and per key: one per
- * gateway (`http/app.ts`), handed to the handlers on the request's context.
+ * The memory that request bodies may hold while they arrive, in all and per key: one per gateway
+ * (`http/app.ts`), handed to the handlers on the request's context.
  *
- * A body over `LARGE_BODY_BYTES` is parsed as it arrives (`body.ts`), and the parse's state grows
- * with it until its end comes. A client may send as slowly as it likes while it keeps moving (the
- * idle timeout counts one pause), so before this, one key's connections — each a 32 MiB body
- * short of its end, then a byte now and then — held ~40 MiB of memory apiece for as long as they
- * trickled: 8 of them +320 MiB, a hundred more than the machine has.
+ * A body is held until its end comes: a large one (over `LARGE_BODY_BYTES`) as the state of its
+ * parse, a small one as its chunks (`body.ts`). A client may send as slowly as it likes while it
+ * keeps moving (the idle timeout counts one pause), so before this, one key's connections — each a
+ * 32 MiB body short of its end, then a byte now and then — held ~40 MiB of memory apiece for as
+ * long as they trickled: 8 of them +320 MiB, a hundred more than the machine has (and ten thousand
+ * small ones ~1.3 GB).
  *
- * Bytes are counted as they arrive and given back when the body has been read (or refused). A
- * chunk that would take its key past half the budget refuses that body at once with 429
- * `rate_limit_error` (the key's own doing: other keys are not held up); one that would take the
- * whole budget past its size, with 503 (`retry-after: 1`). Bodies up to `LARGE_BODY_BYTES` (read
- * whole, then parsed at once) are not counted: the hot path pays nothing.
+ * A large body's bytes are counted as they arrive, a small one's declared length before it is
+ * read (two map updates a request); both are given back when the body has been read (or refused).
+ * What would take its key past half the budget refuses that body at once with 429
+ * `rate_limit_error` (the key's own doing: other keys are not held up); what would take the whole
+ * budget past its size, with 503 (`retry-after: 1`).
  */
 import { LimitExceeded, ServiceUnavailable } from "../errors.ts"
 
@@ -37,12 +38,12 @@ export class BodyBudget {
     if (mine > this.#perKey) {
       return new LimitExceeded({
         kind: "rate_limit_error",
-        message: `Too many large request bodies are arriving for this key at once (at most ${mib(this.#perKey)} in flight); send them one after another`,
+        message: `Too many request bodies are arriving for this key at once (at most ${mib(this.#perKey)} in flight); send them one after another`,
         retryAfterSeconds: 1
       })
     }
     if (this.#held + bytes > this.#total) {
-      return new ServiceUnavailable({ status: 503, message: "The gateway is receiving too many large request bodies at once; try again shortly", retryAfterSeconds: 1 })
+      return new ServiceUnavailable({ status: 503, message: "The gateway is receiving too many request bodies at once; try again shortly", retryAfterSeconds: 1 })
     }
     this.#held += bytes
     this.#byKey.set(key, mine)

@@ -51,9 +51,10 @@ const utf8 = new TextDecoder()
  * The request's handler runs while node:http is still parsing the socket's bytes, so even a body
  * that came with the headers is not there yet: it always waits for `end`.
  */
-const readNodeText = (source: IncomingMessage): Effect.Effect<string, InvalidRequest> =>
+const readNodeText = (source: IncomingMessage, release: () => void): Effect.Effect<string, InvalidRequest> =>
   Effect.callback<string, InvalidRequest>((resume) => {
     if (source.readableEnded || source.readableFlowing !== null || source.readableDidRead) {
+      release()
       return resume(Effect.fail(new InvalidRequest({ message: "The request body could not be read" })))
     }
     const chunks: Array<Buffer> = []
@@ -68,11 +69,16 @@ const readNodeText = (source: IncomingMessage): Effect.Effect<string, InvalidReq
       stop()
       resume(Effect.fail(new InvalidRequest({ message: "The request body could not be read" })))
     }
+    let stopped = false
+    // Called once the body ended, broke, or its reader was interrupted.
     const stop = () => {
+      if (stopped) return
+      stopped = true
       source.off("data", onData)
       source.off("end", onEnd)
       source.off("error", onBroken)
       source.off("close", onBroken)
+      release()
     }
     source.on("data", onData)
     source.on("end", onEnd)
@@ -81,17 +87,25 @@ const readNodeText = (source: IncomingMessage): Effect.Effect<string, InvalidReq
     return Effect.sync(stop)
   })
 
-/** A small body as text: node:http's own request read directly, else the platform's reader. */
+const nothingToRelease = () => {}
+
+/**
+ * A small body as text: node:http's own request read directly (its declared length counted
+ * against the `BodyBudget` until it has been read), else the platform's reader.
+ */
 const readText = (ctx: RequestContext) =>
-  Effect.withFiber((fiber) => {
+  Effect.withFiber((fiber): Effect.Effect<string, InvalidRequest | PayloadTooLarge | RequestTimeout | LimitExceeded | ServiceUnavailable> => {
     const limit = limitOf(fiber)
     const declared = Number(ctx.headers["content-length"] ?? "0")
     if (declared > limit) return Effect.fail(new PayloadTooLarge({ limitBytes: limit }))
     const source = (ctx.request as { readonly source?: unknown }).source
     // Behind the fetch-style handler (the embedding API) the body is a web stream.
-    return source instanceof IncomingMessage
-      ? readNodeText(source)
-      : ctx.request.text.pipe(Effect.mapError((error) => bodyReadError(error, limit)))
+    if (!(source instanceof IncomingMessage)) return ctx.request.text.pipe(Effect.mapError((error) => bodyReadError(error, limit)))
+    const budget = ctx.bodyBudget
+    if (budget === undefined || !(declared > 0)) return readNodeText(source, nothingToRelease)
+    const key = ctx.key?.id ?? ""
+    const over = budget.take(key, declared)
+    return over === undefined ? readNodeText(source, () => budget.give(key, declared)) : Effect.fail(over)
   })
 
 const parseSmallJson = (text: string, options: ReadJsonOptions | undefined): Effect.Effect<unknown, InvalidRequest | PayloadTooLarge | RequestTimeout> => {
@@ -115,7 +129,8 @@ const readSmallJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
  * to the event loop (`util/sliced-json.ts`), which also checks depth and the value count — no
  * 32 MiB string is decoded and no 32 MiB `JSON.parse` holds every other client. A refused body
  * is still read to its end (without parsing), so the client gets the 400 rather than a reset.
- * The bytes being parsed count against the gateway's `BodyBudget` until the body has been read.
+ * The bytes being parsed count against the gateway's `BodyBudget` until the body has been read
+ * (as a small body's declared length does while it is read).
  */
 const readLargeJson = (ctx: RequestContext, options?: ReadJsonOptions) =>
   Effect.withFiber((fiber) => {

@@ -45,12 +45,12 @@ describe("large bodies in flight", () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  /** Opens a request declaring a 2 MiB body, sends `sent` bytes of it and holds the rest. */
-  const partial = async (key: string, sent: number) => {
+  /** Opens a request declaring a body of `declared` bytes, sends `sent` bytes of it and holds the rest. */
+  const partial = async (key: string, sent: number, declared = DECLARED) => {
     const socket = connect(Number(new URL(gw.baseUrl).port), "127.0.0.1")
     sockets.push(socket)
     socket.on("error", () => {})
-    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${DECLARED}\r\n\r\n`)
+    socket.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${key}\r\ncontent-type: application/json\r\ncontent-length: ${declared}\r\n\r\n`)
     await new Promise<void>((resolve) => socket.write(HEAD + "a".repeat(sent - HEAD.length), () => resolve()))
     return socket
   }
@@ -71,7 +71,7 @@ describe("large bodies in flight", () => {
     // bytes back, so asking again until then changes nothing).
     const first = await partial(greedy, 0.9 * MiB)
     const second = await partial(greedy, 0.9 * MiB)
-    await expect.poll(async () => (await whole(greedy, 0.5 * MiB)).message ?? "").toContain("large request bodies are arriving for this key")
+    await expect.poll(async () => (await whole(greedy, 0.5 * MiB)).message ?? "").toContain("request bodies are arriving for this key")
     const refused = await whole(greedy, 0.5 * MiB)
     expect(refused).toMatchObject({ status: 429, type: "rate_limit_error", retryAfter: "1" })
     // Another key is served: 1 MiB more fits in the 4 MiB budget.
@@ -80,6 +80,18 @@ describe("large bodies in flight", () => {
     first.destroy()
     second.destroy()
     await expect.poll(async () => (await whole(greedy, 1.5 * MiB)).status).toBe(200)
+  }, 60_000)
+
+  it("counts small bodies too, by their declared length, while they are read", async () => {
+    const [patient, other] = await Promise.all([createKey(gw, "bulk"), createKey(gw, "bulk")])
+    // Twenty bodies declaring 100 KiB each (read whole, not parsed as they arrive), each sent
+    // only its first kilobyte: the key holds ~1.95 MiB of its 2 MiB.
+    const held = []
+    for (let i = 0; i < 20; i++) held.push(await partial(patient.secret, 1024, 100 * 1024))
+    await expect.poll(async () => (await whole(patient.secret, 100 * 1024)).message ?? "").toContain("request bodies are arriving for this key")
+    expect((await whole(other.secret, 100 * 1024)).status).toBe(200)
+    for (const socket of held) socket.destroy()
+    await expect.poll(async () => (await whole(patient.secret, 100 * 1024)).status).toBe(200)
   }, 60_000)
 
   it("answers 503 once all keys together hold the whole budget", async () => {
