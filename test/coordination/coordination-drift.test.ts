@@ -40,8 +40,15 @@ const chargeId = fc.constantFrom(...CHARGES)
 const micros = fc.integer({ min: 0, max: 600 })
 const capOf = (name: string) => (name.startsWith("c:") ? null : 1_000)
 
+/**
+ * One capacity per bucket. A bucket's key lives until what it holds has drained at the capacity it
+ * was written with; a later, lower capacity drains it more slowly, so the key can lapse first. On
+ * one clock both stores then forget the remainder alike, but here the in-process store's clock is
+ * the generated one and Redis's expiry real time: a lowered rpm limit (3, then 2 after 22 s) made
+ * them differ in a clean-clone CI run.
+ */
 const bucket = fc.oneof(
-  fc.record({ name: fc.constant("rpm"), capacity: fc.constantFrom(2, 3), periodMs: fc.constant(60_000), cost: fc.constant(1) }),
+  fc.record({ name: fc.constant("rpm"), capacity: fc.constant(3), periodMs: fc.constant(60_000), cost: fc.constant(1) }),
   fc.record({ name: fc.constant("tpm"), capacity: fc.constant(100), periodMs: fc.constant(60_000), cost: fc.integer({ min: 0, max: 150 }) })
 )
 
