@@ -9,8 +9,9 @@
  * interrupting the stream does not release the body: its owner does (`destroy()` in a finalizer).
  *
  * A body whose bytes keep coming but complete no event (SSE comments, Anthropic's `ping`s) for
- * `noProgressMs` while a pull waits fails as a silent one does by undici's body timeout (which
- * such bytes reset): else an upstream that only kept the connection alive held its client, and a
+ * `noProgressMs` while a pull waits (counted from the first such read: a pull that completes
+ * events at once reads no clock) fails as a silent one does by undici's body timeout (which such
+ * bytes reset): else an upstream that only kept the connection alive held its client, and a
  * capacity slot, for ever.
  */
 import { Cause, Effect, Stream } from "effect"
@@ -55,8 +56,11 @@ class BodyEvents {
   readonly #body: StreamedBody
   readonly #decoder: BodyDecoder
   readonly #noProgressMs: number
-  /** When the pull now waiting began to wait for events (the client's own pauses do not count). */
-  #waitingSince = 0
+  /**
+   * When the pull now waiting first got a read that completed no event; 0 until then (the
+   * client's own pauses between pulls do not count).
+   */
+  #idleSince = 0
   #failure: BackendError | undefined = undefined
   #ended = false
   /** The pull waiting for a read to complete events. */
@@ -64,7 +68,7 @@ class BodyEvents {
   readonly #onRead = (result: BodyRead) => this.onRead(result)
   readonly #waitForRead = (resume: (effect: EventsPull) => void) => {
     this.#resume = resume
-    this.#waitingSince = performance.now()
+    this.#idleSince = 0
     this.#body.read(this.#onRead)
   }
   readonly pull: EventsPull = Effect.suspend(() => {
@@ -83,7 +87,9 @@ class BodyEvents {
     if (result._tag === "Chunk") {
       const settled = this.settle(this.#decoder.feed(result.chunk))
       if (settled !== undefined) return this.resume(settled)
-      if (performance.now() - this.#waitingSince > this.#noProgressMs) {
+      const now = performance.now()
+      if (this.#idleSince === 0) this.#idleSince = now
+      else if (now - this.#idleSince > this.#noProgressMs) {
         this.#failure = backendErrorFromStatus(502, `The upstream completed no event in ${spanOf(this.#noProgressMs)}, though it kept sending (keepalives?)`)
         return this.resume(Effect.fail(this.#failure))
       }

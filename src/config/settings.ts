@@ -18,7 +18,7 @@ export interface SettingsShape {
   readonly configPath: string | undefined
   readonly adminToken: Redacted.Redacted<string> | undefined
   readonly maxBodyBytes: number
-  /** Bytes of large request bodies held while they arrive, in all (a key: half); see `http/body-budget.ts`. */
+  /** Bytes of request bodies held while they arrive, in all (a key: half); see `http/body-budget.ts`. */
   readonly bodyBytesInFlight: number
   /** Largest artifact content (UTF-8 bytes of `bytes`/`content`); larger uploads get 413. */
   readonly artifactMaxBytes: number

@@ -50,7 +50,7 @@ export interface RequestContext {
   readonly key: KeyRecord | undefined
   /** What the request did, for its metrics and log line: handlers fill in what they learn. */
   readonly record: RequestRecord
-  /** The gateway's count of large request bodies in flight (`body-budget.ts`); the simulator's stand-in upstream keeps none. */
+  /** The gateway's count of request bodies in flight (`body-budget.ts`); the simulator's stand-in upstream keeps none. */
   readonly bodyBudget?: BodyBudget | undefined
 }
 
