@@ -87,14 +87,18 @@ export const gatewayHttpApp = makeHttpApp(allRoutes)
  *   `bodyIdleTimeoutMs` while the body is still arriving, then it is closed. A large body on a
  *   slow link is fine as long as it keeps moving, so there is no bound on the whole request
  *   (`requestTimeout: 0`).
- * - after the body: the idle timer no longer closes anything until the response has finished;
- *   then Node's keep-alive timeout applies between requests.
+ * - after the body: an answer may take its time (a queue, a long stream), but not a client that
+ *   stops taking it. Once written bytes wait on a client that takes none of them for
+ *   `sendTimeoutMs` (nginx's `send_timeout`), the connection is closed: a stream stops, its
+ *   upstream call ends and its slot and buffered bytes are freed. A client that reads slowly but
+ *   steadily is not cut, nor one whose answer has not started. After the response, Node's
+ *   keep-alive timeout applies between requests.
  * Once a shutdown starts, connections with no request in flight are closed (those that never sent
  * one too) and each finished response closes its (keep-alive) connection, so a graceful stop ends
  * when the last in-flight request does, not when the grace period runs out.
  */
 const makeNodeServer = (
-  timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number },
+  timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number; readonly sendTimeoutMs: number },
   activity: ServerActivity
 ) => () => {
   const server = createServer({
@@ -137,13 +141,32 @@ const makeNodeServer = (
       if (closing) setImmediate(() => server.closeIdleConnections())
     })
   }
+  // Node emits a socket's timeout on its response when no byte moved either way for the socket's
+  // timeout (and no write progressed). With nothing waiting to be written, the answer is still
+  // being made: nothing to do. With bytes waiting, the stall is timed from when the client last
+  // took one, across timeouts, until it reaches `sendTimeoutMs`.
+  const stalls = new WeakMap<Socket, { readonly since: number; readonly taken: number }>()
+  function closeStalledAnswer(this: ServerResponse, socket: Socket) {
+    if (socket.writableLength === 0) return
+    const now = Date.now()
+    const taken = socket.bytesWritten - socket.writableLength
+    let stall = stalls.get(socket)
+    if (stall === undefined || stall.taken !== taken) {
+      stall = { since: now - (socket.timeout ?? 0), taken }
+      stalls.set(socket, stall)
+    }
+    // Timers and `Date.now` round differently: a few ms short is the timeout reached.
+    const remainingMs = timeouts.sendTimeoutMs - (now - stall.since)
+    if (remainingMs <= 10) socket.destroy()
+    else socket.setTimeout(remainingMs)
+  }
   // A request with `Expect: 100-continue` arrives as `checkContinue` instead of `request`.
   server.on("checkContinue", (request, response) => countInFlight(request.socket, response))
   server.on("request", (request, response) => {
     countInFlight(request.socket, response)
     request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
     request.on("timeout", destroySocket)
-    response.on("timeout", ignoreTimeout) // the body is in: the response may take its time
+    response.on("timeout", closeStalledAnswer)
     if (closing) response.setHeader("connection", "close")
   })
   return server
@@ -153,9 +176,6 @@ const makeNodeServer = (
 function destroySocket(this: IncomingMessage) {
   this.socket.destroy()
 }
-
-/** A response's socket timeout, once the body is in: nothing to do (an answer may take its time). */
-const ignoreTimeout = () => {}
 
 /** Serves the app on HOST:PORT with a graceful shutdown bound; prints the address once listening. */
 const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {

@@ -50,6 +50,11 @@ export interface SettingsShape {
   /** How long a request body may stall (no bytes arriving) before the connection is closed. */
   readonly bodyIdleTimeoutMs: number
   /**
+   * How long an answer may wait on a client that takes none of its written bytes (a stream whose
+   * client stopped reading) before the connection is closed, freeing the request's slot and memory.
+   */
+  readonly sendTimeoutMs: number
+  /**
    * After this long with no request started or in flight (and a quiet event loop), the main
    * thread's heap is collected once to give memory back (`util/heap-trim.ts`). 0: never.
    */
@@ -141,6 +146,8 @@ export const settingsConfig = Config.all({
     .pipe(Config.withDefault(8)),
   headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
   bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
+  // nginx's send_timeout default: a client that takes nothing for a minute is not coming back.
+  sendTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_SEND_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
   idleTrimMs: Config.Int("GATEWAY_IDLE_TRIM_MS").pipe(Config.withDefault(60_000)),
   logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),

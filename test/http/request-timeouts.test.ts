@@ -1,8 +1,9 @@
 /**
  * Slow clients cannot hold connections open (issue #10.5): headers that never finish, a new
  * connection that sends nothing and a body that stalls are closed after their timeouts
- * (`GATEWAY_HEADERS_TIMEOUT_MS`, `GATEWAY_BODY_IDLE_TIMEOUT_MS`), while the response side stays
- * unbounded: a request waiting silently in a capacity queue far longer than both still answers.
+ * (`GATEWAY_HEADERS_TIMEOUT_MS`, `GATEWAY_BODY_IDLE_TIMEOUT_MS`), while an answer that is slow to
+ * come is not timed: a request waiting silently in a capacity queue far longer than both still
+ * answers. (A client that stops taking an answer: send-timeout.test.ts.)
  * Also behind the fetch-style handler, where the host owns the connection: a stalled body is 408.
  */
 import { readFileSync, rmSync } from "node:fs"
