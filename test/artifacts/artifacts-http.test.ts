@@ -11,6 +11,7 @@ import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 const MiB = 1024 * 1024
+const errorLines = (output: string) => output.split("\n").filter((line) => /"level":"(ERROR|FATAL)"|storage failure/i.test(line)).slice(-5).join("\n")
 
 describe.each(engines())("artifacts ($name)", (engine) => {
   let gw: GatewayHandle
@@ -42,6 +43,8 @@ describe.each(engines())("artifacts ($name)", (engine) => {
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) })
     })
     const text = await res.text()
+    // A 5xx here is never expected: print the gateway's error lines, which name the failing statement.
+    if (res.status >= 500) console.error(`${method} ${path} → ${res.status}; the gateway's error log:\n${errorLines(gw.output())}`)
     return { status: res.status, body: text === "" ? undefined : JSON.parse(text), headers: res.headers }
   }
   const upload = (body: unknown, as = key) => call("POST", "/v1/artifacts", body, as)

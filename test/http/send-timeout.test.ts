@@ -10,7 +10,7 @@ import { type RunawayUpstream, startRunawayUpstream } from "../support/runaway-u
 import { createKey, gatewayWith, post, type TestGateway } from "../runtime-http/support.ts"
 
 const BODY_IDLE_TIMEOUT_MS = 1_000
-const SEND_TIMEOUT_MS = 2_500
+const SEND_TIMEOUT_MS = 4_000
 
 describe("a stream whose client stops reading", () => {
   let upstream: RunawayUpstream
