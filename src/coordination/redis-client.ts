@@ -102,7 +102,7 @@ const STALL_RESTARTS = 3
  * `reply`. A command Redis never answers stays in ioredis's queue either way (its reply is matched
  * and dropped if it comes; a reconnect flushes it).
  */
-export const withinDeadline = <A>(reply: Promise<A>, ms: number): Promise<A> =>
+const withinDeadline = <A>(reply: Promise<A>, ms: number): Promise<A> =>
   new Promise<A>((resolve, reject) => {
     let settled = false
     let restarts = 0

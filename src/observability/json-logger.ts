@@ -79,7 +79,7 @@ export type LineSink = (text: string) => void
  * ~80 KB a second, for as long as the reader stalled. Past this much unread text, lines are
  * dropped and counted, and once the reader has caught up one line says how many.
  */
-export const MAX_UNREAD_LOG_BYTES = 8 * 1024 * 1024
+const MAX_UNREAD_LOG_BYTES = 8 * 1024 * 1024
 
 const countLines = (text: string) => {
   let lines = 0

@@ -44,10 +44,6 @@ export const acquireInterruptible = <A, E, R>(
  */
 const finalizer = <A>(release: (resource: A) => Effect.Effect<unknown>, resource: A) => Effect.suspend(() => release(resource))
 
-/** `Effect.addFinalizer` for a finalizer that needs no services. */
-export const addFinalizerPlain = (finalizer: Effect.Effect<unknown>): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, finalizer))
-
 /**
  * `Stream.toPull` for a stream that needs no services, pulled by one consumer at a time. Effect's
  * `toPull` provides the creating fiber's services again on every pull (a context merge: two copies
