@@ -10,6 +10,7 @@ import type { Socket } from "node:net"
 import { Artifacts } from "./artifacts/artifacts.ts"
 import { Catalog } from "./catalog/catalog.ts"
 import { ConfigFile } from "./config/config-file.ts"
+import { defaultMaxConnections } from "./config/open-files.ts"
 import type { GatewayConfig } from "./config/schema.ts"
 import { Settings } from "./config/settings.ts"
 import { makeHttpApp } from "./http/app.ts"
@@ -36,7 +37,7 @@ import { Readiness } from "./health/readiness.ts"
 import { BatchesLive } from "./batches/batches-layer.ts"
 import { MetricsScrape } from "./observability/metrics-scrape.ts"
 import { LoggingLive, MetricsListenerLive, TracingLive } from "./observability/process-layers.ts"
-import { TelemetryLive } from "./observability/telemetry.ts"
+import { Telemetry, TelemetryLive } from "./observability/telemetry.ts"
 import { stopTokenizerIfIdle } from "./model/tokenizer.ts"
 import { type ServerActivity, trimWhenQuiet } from "./util/heap-trim.ts"
 import { OpenStreamsLive } from "./http/open-streams.ts"
@@ -93,13 +94,18 @@ export const gatewayHttpApp = makeHttpApp(allRoutes)
  *   upstream call ends and its slot and buffered bytes are freed. A client that reads slowly but
  *   steadily is not cut, nor one whose answer has not started. After the response, Node's
  *   keep-alive timeout applies between requests.
+ * - connections: at most `maxConnections` are open (by default what the open-file limit leaves
+ *   with a reserve); a new one past it is closed at once, so descriptors stay for upstream calls,
+ *   the database and Redis however many connections clients open (config/open-files.ts).
  * Once a shutdown starts, connections with no request in flight are closed (those that never sent
  * one too) and each finished response closes its (keep-alive) connection, so a graceful stop ends
  * when the last in-flight request does, not when the grace period runs out.
  */
 const makeNodeServer = (
   timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number; readonly sendTimeoutMs: number },
-  activity: ServerActivity
+  maxConnections: number | undefined,
+  activity: ServerActivity,
+  onDropped: (cap: number) => void
 ) => () => {
   const server = createServer({
     requestTimeout: 0,
@@ -108,6 +114,12 @@ const makeNodeServer = (
     connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(timeouts.headersTimeoutMs / 4))),
     keepAliveTimeout: 65_000
   })
+  // Read here, as the server is made: the default counts the descriptors the services hold.
+  const cap = maxConnections ?? defaultMaxConnections() ?? 0
+  if (cap > 0) {
+    server.maxConnections = cap
+    server.on("drop", () => onDropped(cap))
+  }
   let closing = false
   // Requests in flight per connection. Node's closeIdleConnections closes a connection between
   // requests but not one that has not sent a request yet (clients and proxies open connections
@@ -182,6 +194,20 @@ const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   const app = yield* gatewayHttpApp
   const activity: ServerActivity = { started: 0, open: 0 }
+  const metrics = (yield* Telemetry).metrics
+  const log = Effect.runForkWith(yield* Effect.context<never>())
+  // Counted for every connection, logged at most every 10 s (a flood would flood the log too).
+  let dropped = 0
+  let lastLogged = 0
+  const onDropped = (cap: number) => {
+    metrics?.connectionDropped()
+    dropped++
+    const now = Date.now()
+    if (now - lastLogged < 10_000) return
+    lastLogged = now
+    log(Effect.logWarning(`closed ${dropped} new connection(s) at once: ${cap} are open (GATEWAY_MAX_CONNECTIONS)`))
+    dropped = 0
+  }
   const announce = Layer.effectDiscard(Effect.andThen(
     // Memory given back once the server is quiet (util/heap-trim.ts); GATEWAY_IDLE_TRIM_MS=0: never.
     // An idle tokenizer thread stops with it (a simulator catalog starts one at once).
@@ -193,7 +219,7 @@ const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
     Layer.provide(NodeHttpServer.layer(
-      makeNodeServer(settings, activity),
+      makeNodeServer(settings, settings.maxConnections, activity, onDropped),
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
     )),
     // Built before the server and released after its graceful stop: streams still open then are

@@ -55,6 +55,11 @@ export interface SettingsShape {
    */
   readonly sendTimeoutMs: number
   /**
+   * Client connections the Node server keeps open at most; a new one past it is closed at once.
+   * Undefined: the default, from the process's open-file limit (`open-files.ts`); 0: no cap.
+   */
+  readonly maxConnections: number | undefined
+  /**
    * After this long with no request started or in flight (and a quiet event loop), the main
    * thread's heap is collected once to give memory back (`util/heap-trim.ts`). 0: never.
    */
@@ -148,6 +153,10 @@ export const settingsConfig = Config.all({
   bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
   // nginx's send_timeout default: a client that takes nothing for a minute is not coming back.
   sendTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_SEND_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
+  maxConnections: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), "GATEWAY_MAX_CONNECTIONS").pipe(
+    Config.option,
+    Config.map(Option.getOrUndefined)
+  ),
   idleTrimMs: Config.Int("GATEWAY_IDLE_TRIM_MS").pipe(Config.withDefault(60_000)),
   logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),

@@ -135,6 +135,9 @@ export const makeGatewayMetrics = () => {
     })
   )
   const redisCounted = new Map<string, number>()
+  const connectionsDropped = Metric.counter("gateway_connections_dropped_total", {
+    description: "New client connections closed at once because GATEWAY_MAX_CONNECTIONS were open"
+  })
   const gauge = family((attributes) => Metric.gauge(attributes.__name, { description: attributes.__help, attributes: withoutMeta(attributes) }))
 
   const cpuTotal = Metric.counter("process_cpu_seconds_total", { description: "User and system CPU time of the process, seconds" })
@@ -176,6 +179,10 @@ export const makeGatewayMetrics = () => {
     },
     rejected(reason: string) {
       add(rejections(reason, () => ({ reason })), 1)
+    },
+    /** A new client connection closed at once: the server was at its connection cap. */
+    connectionDropped() {
+      add(connectionsDropped, 1)
     },
     /** The Prometheus text of every series, after reading the state-like ones. */
     scrape(state: ScrapeState): string {

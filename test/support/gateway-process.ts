@@ -27,8 +27,13 @@ export interface GatewayProcess extends GatewayHandle {
   readonly child: ChildProcess
 }
 
-export const startGateway = async (env: Record<string, string>, args: ReadonlyArray<string> = []): Promise<GatewayProcess> => {
-  const child = spawn(NODE, [MAIN, "serve", "--port", "0", ...args], {
+/**
+ * `launcher`: a command that runs node in its place and execs it (so the child is node itself),
+ * e.g. `["prlimit", "--nofile=1024:1024"]`.
+ */
+export const startGateway = async (env: Record<string, string>, args: ReadonlyArray<string> = [], launcher: ReadonlyArray<string> = []): Promise<GatewayProcess> => {
+  const command = [...launcher, NODE, MAIN, "serve", "--port", "0", ...args]
+  const child = spawn(command[0], command.slice(1), {
     env: { ...process.env, CI: "", HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
