@@ -64,6 +64,10 @@ export interface SettingsShape {
    * thread's heap is collected once to give memory back (`util/heap-trim.ts`). 0: never.
    */
   readonly idleTrimMs: number
+  /** How long stored responses (Responses dialect) are kept, days (fractions allowed). */
+  readonly responseRetentionDays: number
+  /** How long a dashboard sign-in lasts, from sign-in. */
+  readonly dashboardSessionMs: number
   /** Least severe log level written (`GATEWAY_LOG_LEVEL`; default Info: one line per request). */
   readonly logLevel: LogLevel.LogLevel
   /** False (`GATEWAY_METRICS=off`): nothing recorded, `/metrics` answers 404. */
@@ -158,6 +162,8 @@ export const settingsConfig = Config.all({
     Config.map(Option.getOrUndefined)
   ),
   idleTrimMs: Config.Int("GATEWAY_IDLE_TRIM_MS").pipe(Config.withDefault(60_000)),
+  responseRetentionDays: Config.Number("GATEWAY_RESPONSE_RETENTION_DAYS").pipe(Config.withDefault(30)),
+  dashboardSessionMs: Config.Int("GATEWAY_DASHBOARD_SESSION_MS").pipe(Config.withDefault(12 * 60 * 60_000)),
   logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),
     Config.map((level): LogLevel.LogLevel => (level === "warn" ? "Warn" : (level[0].toUpperCase() + level.slice(1)) as LogLevel.LogLevel))

@@ -8,8 +8,9 @@
  * sign-out, when the admin token changes (operator sessions) or when its key is revoked
  * (key-holder sessions). Sessions live in SQL, so every instance behind a load balancer honours them.
  */
-import { Clock, Config, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { Settings } from "../config/settings.ts"
 import { AdminToken } from "../keys/admin-token.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
@@ -50,12 +51,6 @@ interface SessionRow {
   readonly expires_at: Date
 }
 
-const DEFAULT_TTL_MS = 12 * 60 * 60_000
-
-const sessionSettingsConfig = Config.all({
-  ttlMs: Config.Int("GATEWAY_DASHBOARD_SESSION_MS").pipe(Config.withDefault(DEFAULT_TTL_MS))
-})
-
 export class DashboardSessions extends Context.Service<DashboardSessions, {
   /** A session for the admin token or an active `svc_` key; undefined for anything else. */
   signIn(token: string): Effect.Effect<SignedIn | undefined, SqlError.SqlError>
@@ -69,7 +64,7 @@ export class DashboardSessions extends Context.Service<DashboardSessions, {
     const sql = yield* SqlClient.SqlClient
     const admin = yield* AdminToken
     const keys = yield* ApiKeys
-    const { ttlMs } = yield* sessionSettingsConfig
+    const ttlMs = (yield* Settings).dashboardSessionMs
     let lastPurge = 0
 
     /** Expired rows are deleted now and then at sign-in: a lookup never needs them. */

@@ -11,8 +11,9 @@
  * `GATEWAY_RESPONSE_RETENTION_DAYS` (default 30): an older one reads as absent at once, and an
  * hourly sweep deletes it with its items.
  */
-import { Config, Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { Settings } from "../config/settings.ts"
 
 export interface StoredResponse {
   readonly id: string
@@ -44,10 +45,6 @@ export interface StoredConversation {
   readonly body: string
 }
 
-const responseSettingsConfig = Config.all({
-  retentionDays: Config.Number("GATEWAY_RESPONSE_RETENTION_DAYS").pipe(Config.withDefault(30))
-})
-
 const parseList = (text: string | null): ReadonlyArray<unknown> => {
   if (text === null) return []
   const value = JSON.parse(text)
@@ -72,7 +69,7 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
 }>()("gateway/responses/ResponsesRepo") {
   static readonly layer = Layer.effect(ResponsesRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const { retentionDays } = yield* responseSettingsConfig
+    const retentionDays = (yield* Settings).responseRetentionDays
     if (!(retentionDays > 0)) return yield* Effect.die(new Error("GATEWAY_RESPONSE_RETENTION_DAYS must be a number above 0"))
     const fresh = sql`created_at > now() - ${retentionDays}::float8 * interval '1 day'`
 

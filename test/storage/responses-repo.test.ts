@@ -13,7 +13,7 @@ import { type NewStoredResponse, ResponsesRepo } from "../../src/stored-response
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { storageTargets } from "../support/engines.ts"
 
-// Read by the repository's layer from its config provider, as the gateway reads it from its
+// Read by Settings from its config provider, as the gateway reads it from its
 // environment (given here, not set in process.env, which would outlive this file in its worker).
 const retentionOneDay = ConfigProvider.layerAdd(ConfigProvider.fromUnknown({ GATEWAY_RESPONSE_RETENTION_DAYS: "1" }), { asPrimary: true })
 
