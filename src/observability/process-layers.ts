@@ -37,6 +37,20 @@ export const TracingLive = Layer.unwrap(Effect.gen(function*() {
   }).pipe(Layer.provide(Layer.mergeAll(OtlpSerialization.layerJson, NodeHttpClient.layerUndici)))
 }))
 
+/**
+ * A scraper needs a connection or two: more open at once are closed as they come, so the
+ * unauthenticated port cannot take the descriptors the gateway's own work needs (see the main
+ * server's cap in gateway.ts).
+ */
+const METRICS_MAX_CONNECTIONS = 32
+
+/** The metrics port's server: few connections, and a slow client's request is not waited for long. */
+const makeMetricsServer = () => {
+  const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 })
+  server.maxConnections = METRICS_MAX_CONNECTIONS
+  return server
+}
+
 /** `GET /metrics` without credentials on `HOST:GATEWAY_METRICS_PORT`, when set; anything else is 404. */
 export const MetricsListenerLive = Layer.unwrap(Effect.gen(function*() {
   const { metricsPort, host } = yield* Settings
@@ -49,6 +63,6 @@ export const MetricsListenerLive = Layer.unwrap(Effect.gen(function*() {
   const announce = Layer.effectDiscard(HttpServer.addressFormattedWith((address) => Console.log(`metrics listening on ${address}/metrics`)))
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
-    Layer.provide(NodeHttpServer.layer(createServer, { port: metricsPort, host }))
+    Layer.provide(NodeHttpServer.layer(makeMetricsServer, { port: metricsPort, host }))
   )
 }))

@@ -5,6 +5,7 @@
  * admin token (or served without one on `GATEWAY_METRICS_PORT`).
  */
 import Anthropic from "@anthropic-ai/sdk"
+import { connect } from "node:net"
 import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createKey, gatewayWith, placeModel, type TestGateway } from "../runtime-http/support.ts"
@@ -46,6 +47,20 @@ describe("Prometheus metrics", () => {
     const exposition = parsePrometheus(await open.text())
     expect(exposition.types.get("gateway_requests_total")).toBe("counter")
     expect((await fetch(`http://127.0.0.1:${metricsPort}/admin/v1/keys`)).status).toBe(404)
+  })
+
+  it("keeps few connections open on GATEWAY_METRICS_PORT: a flood of them is closed as it comes", async () => {
+    const sockets = Array.from({ length: 100 }, () => connect(metricsPort, "127.0.0.1").on("error", () => {}))
+    let closed = 0
+    for (const socket of sockets) socket.once("close", () => closed++)
+    try {
+      // A scraper needs one or two; all but a few dozen are closed at once.
+      await expect.poll(() => closed, { timeout: 10_000 }).toBeGreaterThanOrEqual(60)
+      expect((await gw.admin("GET", "/metrics")).status).toBe(200)
+    } finally {
+      for (const socket of sockets) socket.destroy()
+    }
+    await expect.poll(async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`).catch(() => undefined))?.status, { timeout: 10_000 }).toBe(200)
   })
 
   it("counts requests, tokens, cost, waits and time to first token as traffic flows", async () => {
