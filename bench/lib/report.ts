@@ -272,6 +272,10 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
       ["RSS before → peak → after, each run", s.runs.map((x) => `${x.rssBeforeMiB.toFixed(0)} → ${x.rssPeakMiB.toFixed(0)} → ${x.rssAfterMiB.toFixed(0)}`).join("; ") + " MiB"],
       ["memory per open stream (median over runs of (RSS with all open − RSS before the run) ÷ streams)", `${ms(median(s.runs.map((x) => ((x.rssAtPeakStreamsMiB - x.rssBeforeMiB) * 1024) / Math.max(1, x.maxOpenStreams))), 1)} KiB`],
       [
+        "**heap per open stream** (one more run: the main thread's heap, used + external, after a full collection with every stream open − before the run, ÷ streams; RSS moves with garbage and heap sizing, this does not)",
+        s.heapPerOpenStreamKiB === undefined ? "– (not measured)" : `**${ms(s.heapPerOpenStreamKiB, 1)} KiB**`
+      ],
+      [
         `RSS once quiet after the last run (the gateway's memory trim, here after ${(s.quietTrimMs ?? 8_000) / 1000} s: \`GATEWAY_IDLE_TRIM_MS=${s.quietTrimMs ?? 8_000}\`)`,
         s.rssQuietMiB === undefined ? "– (no trim within the wait)" : `${ms(s.rssQuietMiB, 1)} MiB`
       ],

@@ -9,11 +9,16 @@
  * `QUIET_TRIM_MS` without requests (`GATEWAY_IDLE_TRIM_MS`, a minute by default; longer than the
  * pause between runs here): the RSS is read once that has happened after start, before any
  * request (the idle figure), and again after the last run.
+ *
+ * RSS moves with garbage and heap sizing as much as with what the streams hold, so one more run
+ * after the measured ones (not in their figures) reads the main thread's heap after a full
+ * collection (bench/lib/heap-probe.ts, as `bench/stream-memory.ts` does) before the run and once
+ * every stream is open: what the open streams hold, per stream.
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { makePool, openLoop, sequential, summarize, type LatencySummary, type Tracker } from "../lib/load.ts"
-import { cpuMicros, randomToken, rssBytes, startGateway, startSimulate } from "../lib/procs.ts"
+import { cpuMicros, randomToken, ROOT, rssBytes, startGateway, startSimulate } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
 import { median } from "../lib/stats.ts"
 import { sleep, stamp } from "./overhead.ts"
@@ -50,6 +55,11 @@ export interface StreamsResult {
   readonly rssQuietStartMiB: number | undefined
   /** After the last run, once the gateway's quiet trim ran (undefined: it did not within the wait). */
   readonly rssQuietMiB: number | undefined
+  /**
+   * The probe run: the main thread's heap (used + external) after a full collection, with every
+   * stream open minus before the run, ÷ the streams open; undefined when the probe did not answer.
+   */
+  readonly heapPerOpenStreamKiB: number | undefined
   readonly runs: StreamsRun[]
   readonly median: {
     readonly rssPeakMiB: number
@@ -75,8 +85,24 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
     defaultPlan: "bench"
   }
   const gateway = await startGateway({
-    name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0, env: { GATEWAY_IDLE_TRIM_MS: String(QUIET_TRIM_MS) }
+    name: "gateway-streams", config, adminToken: randomToken(), logDir, cpu: 0, env: { GATEWAY_IDLE_TRIM_MS: String(QUIET_TRIM_MS) },
+    nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts")]
   })
+  // The heap probe answers SIGUSR2 with a line in the gateway's log.
+  const probeLines = () => readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/heap-probe \{.*\}/g) ?? []
+  const heapMiB = async (): Promise<number | undefined> => {
+    const seen = probeLines().length
+    process.kill(gateway.pid, "SIGUSR2")
+    for (let waited = 0; waited < 20_000; waited += 50) {
+      await sleep(50)
+      const lines = probeLines()
+      if (lines.length > seen) {
+        const report = JSON.parse(lines[lines.length - 1]!.slice("heap-probe ".length)) as { collected: boolean; heapUsed: number; external: number }
+        return report.collected ? report.heapUsed + report.external : undefined
+      }
+    }
+    return undefined
+  }
   // The trim logs a line; `afterTrim` waits for one more than `seen` (the quiet period plus its
   // look interval) and reads the RSS then.
   const trims = () => (readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/memory trimmed after/g) ?? []).length
@@ -161,6 +187,24 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
     await pool.close()
     const rssQuiet = await afterTrim(trims())
     log(rssQuiet === undefined ? "no quiet trim within the wait" : `RSS once quiet (trimmed): ${(rssQuiet / MiB).toFixed(1)} MiB`)
+
+    // The probe run: the same streams, the heap read before and once all are open.
+    const heapBefore = await heapMiB()
+    const probePool = makePool(gateway.url, p.count + 100)
+    const probeTracker: Tracker = { inFlight: 0, openStreams: 0 }
+    const probeLoad = openLoop({ rate: (p.count * 1000) / p.rampMs, durationMs: p.rampMs, pick: () => ({ ...spec(), pool: probePool }), stream: true, tracker: probeTracker })
+    const rampEnd = performance.now() + p.rampMs + 2_000
+    while (probeTracker.openStreams < p.count && performance.now() < rampEnd) await sleep(50)
+    const openAtProbe = probeTracker.openStreams
+    const heapAtPeak = await heapMiB()
+    await probeLoad
+    await probePool.close()
+    const heapPerOpenStreamKiB = heapBefore === undefined || heapAtPeak === undefined || openAtProbe === 0
+      ? undefined
+      : ((heapAtPeak - heapBefore) * 1024) / openAtProbe
+    log(heapPerOpenStreamKiB === undefined
+      ? "heap probe: no answer"
+      : `heap probe: ${openAtProbe} streams open, heap after a full GC ${heapBefore!.toFixed(1)} → ${heapAtPeak!.toFixed(1)} MiB: ${heapPerOpenStreamKiB.toFixed(1)} KiB per open stream`)
     return {
       count: p.count,
       upstream: { ttftMs: p.ttftMs, tokensPerSecond: p.tokensPerSecond, maxTokens: p.maxTokens },
@@ -169,6 +213,7 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
       quietTrimMs: QUIET_TRIM_MS,
       rssQuietStartMiB: rssQuietStart === undefined ? undefined : rssQuietStart / MiB,
       rssQuietMiB: rssQuiet === undefined ? undefined : rssQuiet / MiB,
+      heapPerOpenStreamKiB,
       runs,
       median: {
         rssPeakMiB: median(runs.map((r) => r.rssPeakMiB)),
