@@ -102,20 +102,24 @@ export const gatewayHttpApp = makeHttpApp(allRoutes)
  * when the last in-flight request does, not when the grace period runs out.
  */
 const makeNodeServer = (
-  timeouts: { readonly headersTimeoutMs: number; readonly bodyIdleTimeoutMs: number; readonly sendTimeoutMs: number },
-  maxConnections: number | undefined,
+  limits: {
+    readonly headersTimeoutMs: number
+    readonly bodyIdleTimeoutMs: number
+    readonly sendTimeoutMs: number
+    readonly maxConnections: number | undefined
+  },
   activity: ServerActivity,
   onDropped: (cap: number) => void
 ) => () => {
   const server = createServer({
     requestTimeout: 0,
-    headersTimeout: timeouts.headersTimeoutMs,
+    headersTimeout: limits.headersTimeoutMs,
     // How often Node looks for connections past their headers timeout (its default is 30 s).
-    connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(timeouts.headersTimeoutMs / 4))),
+    connectionsCheckingInterval: Math.max(100, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
     keepAliveTimeout: 65_000
   })
   // Read here, as the server is made: the default counts the descriptors the services hold.
-  const cap = maxConnections ?? defaultMaxConnections() ?? 0
+  const cap = limits.maxConnections ?? defaultMaxConnections() ?? 0
   if (cap > 0) {
     server.maxConnections = cap
     server.on("drop", () => onDropped(cap))
@@ -135,7 +139,7 @@ const makeNodeServer = (
   // Node's own timer handling (socketOnTimeout) asks the request while its body is incomplete,
   // then the response, then the server; when nobody listens it destroys the socket.
   server.on("connection", (socket: Socket) => {
-    socket.setTimeout(timeouts.headersTimeoutMs)
+    socket.setTimeout(limits.headersTimeoutMs)
     inFlight.set(socket, 0)
     socket.once("close", () => inFlight.delete(socket))
   })
@@ -168,7 +172,7 @@ const makeNodeServer = (
       stalls.set(socket, stall)
     }
     // Timers and `Date.now` round differently: a few ms short is the timeout reached.
-    const remainingMs = timeouts.sendTimeoutMs - (now - stall.since)
+    const remainingMs = limits.sendTimeoutMs - (now - stall.since)
     if (remainingMs <= 10) socket.destroy()
     else socket.setTimeout(remainingMs)
   }
@@ -176,7 +180,7 @@ const makeNodeServer = (
   server.on("checkContinue", (request, response) => countInFlight(request.socket, response))
   server.on("request", (request, response) => {
     countInFlight(request.socket, response)
-    request.socket.setTimeout(timeouts.bodyIdleTimeoutMs)
+    request.socket.setTimeout(limits.bodyIdleTimeoutMs)
     request.on("timeout", destroySocket)
     response.on("timeout", closeStalledAnswer)
     if (closing) response.setHeader("connection", "close")
@@ -219,7 +223,7 @@ const HttpListenerLive = Layer.unwrap(Effect.gen(function*() {
   return announce.pipe(
     Layer.provideMerge(HttpServer.serve(app)),
     Layer.provide(NodeHttpServer.layer(
-      makeNodeServer(settings, settings.maxConnections, activity, onDropped),
+      makeNodeServer(settings, activity, onDropped),
       { port: settings.port, host: settings.host, gracefulShutdownTimeout: `${settings.shutdownGraceMs} millis` }
     )),
     // Built before the server and released after its graceful stop: streams still open then are
