@@ -61,6 +61,14 @@ describe("large bodies in flight", () => {
     return socket
   }
 
+  /** Waits until one of `held` is answered, checks that only one is, and returns its answer. */
+  const theOneRefused = async (held: ReadonlyArray<Socket>) => {
+    await expect.poll(() => answered(held).length).toBeGreaterThanOrEqual(1)
+    const refusedSockets = answered(held)
+    expect(refusedSockets).toHaveLength(1)
+    return answers.get(refusedSockets[0]!)!
+  }
+
   /** A whole request of about `bytes`, through fetch: its status and error type. */
   const whole = async (key: string, bytes: number) => {
     const body = HEAD + "a".repeat(bytes - HEAD.length - 4) + `"}]}`
@@ -76,10 +84,7 @@ describe("large bodies in flight", () => {
     // bytes cross it is refused at once (they arrive interleaved: which one is a race); after that
     // the other two hold ~1.8 MiB, and nothing else of theirs is refused.
     const held = [await partial(greedy, 0.9 * MiB), await partial(greedy, 0.9 * MiB), await partial(greedy, 0.9 * MiB)]
-    await expect.poll(() => answered(held).length).toBeGreaterThanOrEqual(1)
-    const refusedSockets = answered(held)
-    expect(refusedSockets).toHaveLength(1)
-    const refused = answers.get(refusedSockets[0]!)!
+    const refused = await theOneRefused(held)
     expect(refused).toMatch(/^HTTP\/1\.1 429 /)
     expect(refused.toLowerCase()).toContain("retry-after: 1")
     expect(refused).toContain('"type":"rate_limit_error"')
@@ -97,10 +102,7 @@ describe("large bodies in flight", () => {
     // only its first kilobyte: together past the key's 2 MiB, so one is refused and twenty held.
     const held: Array<Socket> = []
     for (let i = 0; i < 21; i++) held.push(await partial(patient.secret, 1024, 100 * 1024))
-    await expect.poll(() => answered(held).length).toBeGreaterThanOrEqual(1)
-    const refusedSockets = answered(held)
-    expect(refusedSockets).toHaveLength(1)
-    expect(answers.get(refusedSockets[0]!)).toContain("request bodies are arriving for this key")
+    expect(await theOneRefused(held)).toContain("request bodies are arriving for this key")
     expect((await whole(other.secret, 100 * 1024)).status).toBe(200)
     for (const socket of held) socket.destroy()
     await expect.poll(async () => (await whole(patient.secret, 100 * 1024)).status).toBe(200)
@@ -111,10 +113,7 @@ describe("large bodies in flight", () => {
     // 1.9 + 1.9 + 0.5 MiB from three keys, each under its half: together past 4 MiB, so one of
     // them (whichever crosses it) is refused with 503, and the other two then fit.
     const held = [await partial(keys[0].secret, 1.9 * MiB), await partial(keys[1].secret, 1.9 * MiB), await partial(keys[2].secret, 0.5 * MiB)]
-    await expect.poll(() => answered(held).length).toBeGreaterThanOrEqual(1)
-    const refusedSockets = answered(held)
-    expect(refusedSockets).toHaveLength(1)
-    const refused = answers.get(refusedSockets[0]!)!
+    const refused = await theOneRefused(held)
     expect(refused).toMatch(/^HTTP\/1\.1 503 /)
     expect(refused.toLowerCase()).toContain("retry-after: 1")
     expect(refused).toContain('"type":"api_error"')
