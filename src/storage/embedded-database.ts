@@ -99,6 +99,18 @@ const liveWorkers = new Set<Worker>()
  */
 export const embeddedWorkers = (): ReadonlyArray<Worker> => [...liveWorkers]
 
+/**
+ * PGlite's WASM module as the first database thread of this process compiled it (handed back with
+ * its `ready`): each later thread (a restart, or another database in the same process, as a test
+ * worker's) is given it instead of compiling the 9 MB again. V8 shares one compiled module between
+ * the threads, so holding it costs no memory while a thread runs, which is always in a gateway.
+ */
+let compiledPglite: WebAssembly.Module | undefined
+let pgliteCompiles = 0
+
+/** How many database threads of this process compiled PGlite's module themselves (diagnostics, tests). */
+export const pgliteCompileCount = (): number => pgliteCompiles
+
 /** Starts a worker and waits until its database is open (or fails with why it is not). */
 const spawn = (data: EmbeddedWorkerData) =>
   Effect.callback<Generation, StorageError>((resume) => {
@@ -110,13 +122,16 @@ const spawn = (data: EmbeddedWorkerData) =>
       void early.worker.terminate()
       early = undefined
     }
-    const worker = early?.worker ?? new Worker(WORKER_URL, { workerData: data, resourceLimits: WORKER_RESOURCE_LIMITS })
+    const worker = early?.worker ??
+      new Worker(WORKER_URL, { workerData: { ...data, module: compiledPglite } satisfies EmbeddedWorkerData, resourceLimits: WORKER_RESOURCE_LIMITS })
     if (early !== undefined && early.openedWith === undefined) worker.postMessage({ type: "open", data } satisfies ToDatabaseWorker)
     const generation: Generation = { worker, exited: Deferred.makeUnsafe<string>(), streams: new Set(), stopping: false }
     let ready = false
     let failure: string | undefined
     const onMessage = (message: FromDatabaseWorker) => {
       if (message.type === "ready") {
+        compiledPglite ??= message.module
+        if (message.compiled) pgliteCompiles++
         ready = true
         liveWorkers.add(worker)
         resume(Effect.succeed(generation))
@@ -142,7 +157,7 @@ const spawn = (data: EmbeddedWorkerData) =>
 /** Runs initdb into `data.pgDir`, in a thread of its own that then exits. */
 export const initialize = (data: EmbeddedWorkerData) =>
   Effect.callback<void, StorageError>((resume) => {
-    const worker = new Worker(WORKER_URL, { workerData: { ...data, mode: "initialize" } satisfies EmbeddedWorkerData })
+    const worker = new Worker(WORKER_URL, { workerData: { ...data, mode: "initialize", module: compiledPglite } satisfies EmbeddedWorkerData })
     let failure: string | undefined
     let initialized = false
     worker.on("message", (message: FromDatabaseWorker) => {

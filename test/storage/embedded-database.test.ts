@@ -12,7 +12,7 @@ import { inspect } from "node:util"
 import { describe, expect, it } from "vitest"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
-import { embeddedWorkers } from "../../src/storage/embedded-database.ts"
+import { embeddedWorkers, pgliteCompileCount } from "../../src/storage/embedded-database.ts"
 import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
 
 const withDatabase = <A, E>(dataDir: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>, settings: Partial<Parameters<typeof Settings.layerWith>[0]> = {}) =>
@@ -68,6 +68,7 @@ describe("embedded database (worker thread)", () => {
         for (let id = 1; id <= 40; id++) yield* sql`INSERT INTO survivors VALUES (${id})`
         const workers = embeddedWorkers()
         expect(workers).toHaveLength(1)
+        const compiles = pgliteCompileCount()
         yield* Effect.promise(() => workers[0]!.terminate())
 
         const right_after = yield* sql`SELECT count(*) FROM survivors`.pipe(Effect.timeout("10 seconds"), Effect.flip)
@@ -79,14 +80,19 @@ describe("embedded database (worker thread)", () => {
         expect(rows[0]!.n).toBe(40)
         expect(embeddedWorkers()).toHaveLength(1)
         expect(embeddedWorkers()[0]).not.toBe(workers[0])
+        // The new worker was given the WASM module the first one compiled, and did not compile it.
+        expect(pgliteCompileCount()).toBe(compiles)
         yield* sql`INSERT INTO survivors VALUES (41)`
       }))
-      // Closed cleanly afterwards: the data dir reopens with everything.
+      // Closed cleanly afterwards: the data dir reopens with everything, on a thread that was
+      // given the compiled module too.
+      const compiles = pgliteCompileCount()
       const n = await withDatabase(dir, Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         return (yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM survivors`)[0]!.n
       }))
       expect(n).toBe(41)
+      expect(pgliteCompileCount()).toBe(compiles)
       // The layer's close stopped the worker cleanly: Postgres wrote its shutdown checkpoint.
       expect(controlState(dir)).toBe(SHUT_DOWN)
     }, freshDataDir), 120_000)
