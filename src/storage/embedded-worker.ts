@@ -33,9 +33,9 @@ export interface EmbeddedWorkerData {
   /** The most WASM memory (Postgres' whole address space) the database may grow to. */
   readonly maxWasmMemoryMb: number
   /**
-   * PGlite's WASM module compiled by an earlier thread of this process (the one it `ready` with),
-   * so this one need not compile it again: a restarted database, or the next database of a test
-   * worker, starts without ~0.15 s of compiling. Not part of the settings (`sameWorkerData`).
+   * PGlite's WASM module as an earlier thread of this process compiled it (handed back with its
+   * `ready`), so this one does not compile again what Postgres' start calls (`embedded-database.ts`).
+   * Not part of the settings (`sameWorkerData`).
    */
   readonly module?: WebAssembly.Module | undefined
 }

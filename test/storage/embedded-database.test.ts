@@ -9,6 +9,8 @@ import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { inspect } from "node:util"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { describe, expect, it } from "vitest"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
@@ -17,6 +19,12 @@ import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
 
 const withDatabase = <A, E>(dataDir: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>, settings: Partial<Parameters<typeof Settings.layerWith>[0]> = {}) =>
   Effect.runPromise(Effect.provide(effect, DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir, databaseUrl: undefined, ...settings })))))
+
+/** A full garbage collection of this thread's heap (V8's `gc`, exposed for this call only). */
+const fullCollection = () => {
+  setFlagsFromString("--expose-gc")
+  ;(runInNewContext("gc") as () => void)()
+}
 
 /** Postgres' pg_control `state`: 1 after a clean shutdown, 6 while in production (or after a crash). */
 const controlState = (dataDir: string) => readFileSync(join(dataDir, "pglite", "global", "pg_control")).readUInt32LE(16)
@@ -84,18 +92,30 @@ describe("embedded database (worker thread)", () => {
         expect(pgliteCompileCount()).toBe(compiles)
         yield* sql`INSERT INTO survivors VALUES (41)`
       }))
-      // Closed cleanly afterwards: the data dir reopens with everything, on a thread that was
-      // given the compiled module too.
-      const compiles = pgliteCompileCount()
+      // Closed cleanly afterwards: the data dir reopens with everything.
       const n = await withDatabase(dir, Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         return (yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM survivors`)[0]!.n
       }))
       expect(n).toBe(41)
-      expect(pgliteCompileCount()).toBe(compiles)
       // The layer's close stopped the worker cleanly: Postgres wrote its shutdown checkpoint.
       expect(controlState(dir)).toBe(SHUT_DOWN)
     }, freshDataDir), 120_000)
+
+  it("lets the compiled WASM module go once no database is open: a full collection frees it", () =>
+    inTempDir(async (dir) => {
+      const count = () => withDatabase(dir, Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return (yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_class`)[0]!.n
+      }))
+      await count()
+      const compiles = pgliteCompileCount()
+      await new Promise((resolve) => setImmediate(resolve)) // a WeakRef's target is kept until the job ends
+      fullCollection()
+      expect(await count()).toBeGreaterThan(0)
+      // Held strongly after the close, the module would have survived and been given to this thread.
+      expect(pgliteCompileCount()).toBe(compiles + 1)
+    }), 90_000)
 
   it("keeps every committed row when the process is killed with SIGKILL, and the next process takes the lock over", () =>
     inTempDir(async (dir) => {
