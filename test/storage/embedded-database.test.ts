@@ -114,6 +114,8 @@ describe("embedded database (worker thread)", () => {
       fullCollection()
       expect(await count()).toBeGreaterThan(0)
       // Held strongly after the close, the module would have survived and been given to this thread.
+      // (No other database is open in this process now: a test worker runs one file at a time, and
+      // every suite closes what it opens.)
       expect(pgliteCompileCount()).toBe(compiles + 1)
     }), 90_000)
 
