@@ -7,12 +7,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RELEASED_BODY_CHARS, requestBody, sendable } from "../../src/backends/upstream/upstream-body.ts"
 import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
+import { exposedGc } from "../support/gc.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
 const NUMBERED_BLOCKS = 600
@@ -266,8 +265,7 @@ describe("a call's request body", () => {
 
   it("is not held by the call once sent, however long the answer streams", async () => {
     // V8's gc() in this process, so the measure is of what is still referenced.
-    setFlagsFromString("--expose-gc")
-    const gc = runInNewContext("gc") as () => void
+    const gc = exposedGc()
     const calls = 40
     const kib = 64
     const holdPool = new Pool(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, { connections: calls })

@@ -6,14 +6,14 @@
  * for that long, and a caller that leaves (the client hung up) ends the upstream call at once.
  */
 import { Effect, Exit, Fiber, Stream } from "effect"
-import { getHeapStatistics, setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
+import { getHeapStatistics } from "node:v8"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { PlacementRuntime } from "../../src/backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../../src/backends/openai-compatible/index.ts"
 import { userMessage } from "../../src/model/content.ts"
 import { makeRequest } from "../../src/model/request.ts"
 import { type HoldingUpstream, startHoldingUpstream } from "../support/holding-upstream.ts"
+import { exposedGc } from "../support/gc.ts"
 
 let upstream: HoldingUpstream
 let placement: PlacementRuntime
@@ -38,8 +38,7 @@ const inUseMiB = (gc: () => void) => {
 
 describe("an upstream call while it waits", () => {
   it("holds no copy of its body, streamed or not, and ends at once when its caller leaves", async () => {
-    setFlagsFromString("--expose-gc")
-    const gc = runInNewContext("gc") as () => void
+    const gc = exposedGc()
     const calls = 6
     // ~200 K characters each (a string body, not one serialized in slices), held by the test. Flat
     // strings: `repeat` builds a tree of shared halves, which the first reader flattens into ~200

@@ -9,22 +9,15 @@ import { spawn } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { inspect } from "node:util"
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { describe, expect, it } from "vitest"
 import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { embeddedWorkers, pgliteCompileCount } from "../../src/storage/embedded-database.ts"
 import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
+import { exposedGc } from "../support/gc.ts"
 
 const withDatabase = <A, E>(dataDir: string, effect: Effect.Effect<A, E, SqlClient.SqlClient>, settings: Partial<Parameters<typeof Settings.layerWith>[0]> = {}) =>
   Effect.runPromise(Effect.provide(effect, DatabaseLive.pipe(Layer.provide(Settings.layerWith({ dataDir, databaseUrl: undefined, ...settings })))))
-
-/** A full garbage collection of this thread's heap (V8's `gc`, exposed for this call only). */
-const fullCollection = () => {
-  setFlagsFromString("--expose-gc")
-  ;(runInNewContext("gc") as () => void)()
-}
 
 /** Postgres' pg_control `state`: 1 after a clean shutdown, 6 while in production (or after a crash). */
 const controlState = (dataDir: string) => readFileSync(join(dataDir, "pglite", "global", "pg_control")).readUInt32LE(16)
@@ -110,8 +103,9 @@ describe("embedded database (worker thread)", () => {
       }))
       await count()
       const compiles = pgliteCompileCount()
+      const gc = exposedGc()
       await new Promise((resolve) => setImmediate(resolve)) // a WeakRef's target is kept until the job ends
-      fullCollection()
+      gc()
       expect(await count()).toBeGreaterThan(0)
       // Held strongly after the close, the module would have survived and been given to this thread.
       // (No other database is open in this process now: a test worker runs one file at a time, and

@@ -8,10 +8,9 @@
  * the stream is pulled).
  */
 import { Effect, Exit, Pull, Scope, Stream } from "effect"
-import { setFlagsFromString } from "node:v8"
-import { runInNewContext } from "node:vm"
 import { describe, expect, it } from "vitest"
 import { acquireReleasePlain, toPullPlain, unwrapPlain } from "../../src/util/scoped.ts"
+import { exposedGc } from "../support/gc.ts"
 
 /** Made out here: a release written beside the acquire would share its closures' scope (and hold the body itself). */
 const noRelease = () => Effect.void
@@ -28,8 +27,7 @@ describe("acquireReleasePlain", () => {
   })
 
   it("does not keep what the acquiring effect captured while the scope is open", async () => {
-    setFlagsFromString("--expose-gc")
-    const gc = runInNewContext("gc") as () => void
+    const gc = exposedGc()
     const scope = Scope.makeUnsafe()
     const acquiredFrom = (() => {
       // What an acquire closes over: a request body, say.
@@ -79,8 +77,7 @@ describe("unwrapPlain", () => {
   })
 
   it("does not keep the opening effect's captures once the stream is open", async () => {
-    setFlagsFromString("--expose-gc")
-    const gc = runInNewContext("gc") as () => void
+    const gc = exposedGc()
     const scope = Scope.makeUnsafe()
     const opened = (() => {
       // What an opening closes over: a wire body, say.
