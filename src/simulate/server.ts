@@ -43,7 +43,7 @@ const EmbedBody = Schema.Struct({
   dimensions: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 8192 })))
 })
 
-export const makeSimulateApp = (options: SimulateOptions) => {
+const makeSimulateApp = (options: SimulateOptions) => {
   const backend = makeSimulatorBackend()
   startTokenizer() // every call counts tokens exactly: load the tables now, not at the first call
   let faults: FaultSettings = { mode: "none" }

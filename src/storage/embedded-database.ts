@@ -53,7 +53,7 @@ export interface EmbeddedOptions {
  * 160 MB of shared buffers and slots for 100 connections, all allocated (and zeroed, so resident)
  * at start in a WASM memory that never gives pages back. One backend needs far less.
  */
-export const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string> => [
+const embeddedSettings = (options: EmbeddedOptions): ReadonlyArray<string> => [
   `shared_buffers=${options.sharedBuffersMb}MB`,
   // Shared memory for lock tables and backend slots scales with this; there is one backend.
   "max_connections=4",
