@@ -10,9 +10,10 @@
  * idle (vmstat).
  *
  * This sequencer keeps vitest's order (projects, groups, its cached durations) and moves the files
- * named below to the front of their project, longest first. Those files do not have cached
- * durations in this case. The list is a hint, not a contract: a file missing from it or a stale
- * entry only changes when a file starts.
+ * named below to the front of their project, longest first — only those vitest has no duration
+ * for, so once it has run here its own measure decides. The list is a hint, not a contract: a file
+ * missing from it or a stale entry only changes when a file starts (a test checks that every entry
+ * names a file).
  */
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
