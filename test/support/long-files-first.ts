@@ -13,7 +13,8 @@
  * named below to the front of their project, longest first — only those vitest has no duration
  * for, so once it has run here its own measure decides. The list is a hint, not a contract: a file
  * missing from it or a stale entry only changes when a file starts (a test checks that every entry
- * names a file).
+ * names a file). A custom sequencer replaces vitest's random one, so `--sequence.shuffle` shuffles
+ * the tests inside each file but no longer the order of the files.
  */
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
