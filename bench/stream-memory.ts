@@ -40,6 +40,7 @@ import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { benchChatModel } from "./lib/catalog.ts"
+import { readHeapProbe } from "./lib/heap-probe-reader.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
@@ -116,20 +117,11 @@ const main = async () => {
         ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, "bare", { ...snapshotEnv, BARE_PROXY_CONNECTIONS: String(count * 2) })), createKey: async () => "sk-bench" }
         : await startGateway({ name: `gateway-${run}`, config, adminToken: randomToken(), logDir, cpu: 0, nodeArgs, env: snapshotEnv })
       const logFile = join(logDir, `${values.bare ? "bare-proxy" : `gateway-${run}`}.log`)
-      // The gateway logs a line per request: read its log file (its captured output is capped).
       const probe = async (): Promise<Probe> => {
-        const seen = (readFileSync(logFile, "utf8").match(/heap-probe \{.*\}/g) ?? []).length
-        gateway.child.kill("SIGUSR2")
-        for (let i = 0; i < 240; i++) {
-          await sleep(250)
-          const lines = readFileSync(logFile, "utf8").match(/heap-probe \{.*\}/g) ?? []
-          if (lines.length > seen) {
-            const report = JSON.parse(lines[lines.length - 1]!.slice("heap-probe ".length)) as Probe & { collected: boolean }
-            if (!report.collected) throw new Error("heap-probe could not collect garbage (no --expose-gc?)")
-            return { ...report, rss: rssBytes(gateway.pid) / 1048576 }
-          }
-        }
-        throw new Error("heap-probe did not answer")
+        const report = await readHeapProbe(gateway.pid, logFile)
+        if (report === undefined) throw new Error("heap-probe did not answer")
+        if (!report.collected) throw new Error("heap-probe could not collect garbage (no --expose-gc?)")
+        return { ...report, rss: rssBytes(gateway.pid) / 1048576 }
       }
       try {
         const key = await gateway.createKey("stream-memory", "bench")

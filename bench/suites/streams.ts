@@ -17,6 +17,7 @@
  */
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
+import { readHeapProbe } from "../lib/heap-probe-reader.ts"
 import { makePool, openLoop, sequential, summarize, type LatencySummary, type Tracker } from "../lib/load.ts"
 import { cpuMicros, randomToken, ROOT, rssBytes, startGateway, startSimulate } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
@@ -89,19 +90,9 @@ export const runStreams = async (profile: Profile, logDir: string): Promise<Stre
     nodeArgs: ["--expose-gc", "--import", join(ROOT, "bench", "lib", "heap-probe.ts")]
   })
   // The heap probe answers SIGUSR2 with a line in the gateway's log.
-  const probeLines = () => readFileSync(join(logDir, "gateway-streams.log"), "utf8").match(/heap-probe \{.*\}/g) ?? []
   const heapMiB = async (): Promise<number | undefined> => {
-    const seen = probeLines().length
-    process.kill(gateway.pid, "SIGUSR2")
-    for (let waited = 0; waited < 20_000; waited += 50) {
-      await sleep(50)
-      const lines = probeLines()
-      if (lines.length > seen) {
-        const report = JSON.parse(lines[lines.length - 1]!.slice("heap-probe ".length)) as { collected: boolean; heapUsed: number; external: number }
-        return report.collected ? report.heapUsed + report.external : undefined
-      }
-    }
-    return undefined
+    const report = await readHeapProbe(gateway.pid, join(logDir, "gateway-streams.log"), 20_000)
+    return report?.collected === true ? report.heapUsed + report.external : undefined
   }
   // The trim logs a line; `afterTrim` waits for one more than `seen` (the quiet period plus its
   // look interval) and reads the RSS then.
