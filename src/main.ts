@@ -16,18 +16,22 @@
  *   cache and Node never loads its TypeScript stripper (amaro: a 3.8 MB script and a WASM
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
  * - a stdout or stderr whose reader has gone is never a crash (below);
+ * - help alone (`gateway --help`, `gateway keys --help`) is printed without loading a command
+ *   (`cli/help.ts`);
  * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`);
  *   once the command line and settings are read, it has that thread open the database while the
  *   gateway's modules load (`cli/program.ts`, `storage/embedded-database.ts` `openEarly`).
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
+import { helpOnly } from "./cli/help.ts"
 import { applyProcessSettings } from "./util/process-settings.ts"
 
 const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
-if (commandLine(process.argv.slice(2)).command === "serve") {
+const { command, rest } = commandLine(process.argv.slice(2))
+if (command === "serve") {
   applyProcessSettings()
   // On the embedded database, its thread starts now and its own start-up (Node's, PGlite's
   // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
@@ -45,4 +49,7 @@ for (const [stream, other, name] of [[process.stdout, process.stderr, "stdout"],
   })
 }
 
-await import("./cli/program.ts")
+// Help alone is answered here, before any command's module (and Effect's) loads.
+const help = helpOnly(command, rest)
+if (help !== undefined) process.stdout.write(`${help}\n`)
+else await import("./cli/program.ts")

@@ -12,7 +12,8 @@ import { ConfigFile } from "../config/config-file.ts"
 import { keyView } from "../http/admin-routes.ts"
 import { ApiKeys, unknownPlan } from "../keys/api-keys.ts"
 import { KEYS_HELP } from "./help.ts"
-import { Surfaces, type Permissions, type Surface } from "../keys/permissions.ts"
+import type { Permissions } from "../keys/permissions.ts"
+import { type Surface, Surfaces } from "../keys/surfaces.ts"
 import { DatabaseLive } from "../storage/database.ts"
 
 const KeysLive = ApiKeys.layer.pipe(Layer.provideMerge(DatabaseLive))

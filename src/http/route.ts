@@ -9,7 +9,7 @@ import type { Headers, HttpServerRequest, HttpServerResponse } from "effect/http
 import { type ApiError, Unauthenticated } from "../errors.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
-import type { Surface } from "../keys/permissions.ts"
+import type { Surface } from "../keys/surfaces.ts"
 import type { BodyBudget } from "./body-budget.ts"
 
 /**

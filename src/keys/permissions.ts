@@ -3,11 +3,7 @@
  * Model patterns match canonical catalog ids; `*` matches any run of characters.
  */
 import { Schema } from "effect"
-
-export const Surfaces = [
-  "messages", "chat", "responses", "completions", "embeddings", "batches", "runs", "states", "artifacts"
-] as const
-export type Surface = typeof Surfaces[number]
+import { type Surface, Surfaces } from "./surfaces.ts"
 
 export const PermissionsInput = Schema.Struct({
   surfaces: Schema.optional(Schema.NullOr(Schema.Array(Schema.Literals(Surfaces)))),

@@ -1,20 +1,52 @@
 /** The `gateway` command: help on every subcommand, key management against a stopped server's data dir. */
-import { rmSync } from "node:fs"
+import { existsSync, readFileSync, rmSync } from "node:fs"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { COMMAND_HELP, MAIN_HELP } from "../../src/cli/help.ts"
 import { freshDataDir } from "../support/engines.ts"
 import { runCli, startGateway } from "../support/gateway-process.ts"
 
 describe("gateway CLI", () => {
-  it("prints help for each command", async () => {
-    // Independent processes: run at once rather than one after another.
-    const helps = [["--help"], ["serve", "--help"], ["keys", "--help"], ["migrate", "--help"]]
-    const [unknown, ...results] = await Promise.all([runCli(["frobnicate"], {}), ...helps.map((args) => runCli(args, {}))])
-    helps.forEach((args, i) => {
-      expect(results[i].code, args.join(" ")).toBe(0)
-      expect(results[i].stdout, args.join(" ")).toMatch(/Usage: gateway/)
-    })
-    expect(unknown.code).toBe(1)
-    expect(unknown.stderr).toContain('unknown command "frobnicate"')
+  it("prints help for each command, without loading a command's modules when help is all it asks", async () => {
+    // Each process lists the Effect modules it loaded (a module hook preloaded through NODE_OPTIONS).
+    const dir = freshDataDir()
+    const loadedBy = (i: number) => join(dir, `loaded-${i}.txt`)
+    const hook = `data:text/javascript,${encodeURIComponent(`
+      import { registerHooks } from "node:module"
+      import { appendFileSync } from "node:fs"
+      registerHooks({ load(url, context, next) {
+        if (url.includes("/node_modules/effect/")) appendFileSync(process.env.LOADED_LOG, url + "\\n")
+        return next(url, context)
+      } })`)}`
+    const run = (args: ReadonlyArray<string>, i: number) => runCli(args, { NODE_OPTIONS: `--import=${hook}`, LOADED_LOG: loadedBy(i) })
+    const loaded = (i: number) => (existsSync(loadedBy(i)) ? readFileSync(loadedBy(i), "utf8").split("\n").filter(Boolean).length : 0)
+    try {
+      const helps: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["--help"], MAIN_HELP], [["-h"], MAIN_HELP], [["help"], MAIN_HELP],
+        ...Object.entries(COMMAND_HELP).map(([command, text]) => [[command, "--help"], text] as const),
+        [["keys", "-h"], COMMAND_HELP.keys]
+      ]
+      // Help among other flags is the command's own parsing: it loads the command line's program.
+      const withFlags = [["keys", "--name", "x", "--help"], COMMAND_HELP.keys] as const
+      // Independent processes: run at once rather than one after another.
+      const [unknown, unknownHelp, flagged, ...results] = await Promise.all([
+        run(["frobnicate"], 0), run(["constructor", "--help"], 1), run(withFlags[0], 2),
+        ...helps.map(([args], i) => run(args, 3 + i))
+      ])
+      helps.forEach(([args, text], i) => {
+        expect(results[i].code, args.join(" ")).toBe(0)
+        expect(results[i].stdout, args.join(" ")).toBe(`${text}\n`)
+        expect(loaded(3 + i), args.join(" ")).toBe(0)
+      })
+      expect(flagged.stdout).toBe(`${withFlags[1]}\n`)
+      expect(loaded(2)).toBeGreaterThan(100)
+      expect(unknown.code).toBe(1)
+      expect(unknown.stderr).toContain('unknown command "frobnicate"')
+      expect(unknownHelp.code).toBe(1)
+      expect(unknownHelp.stderr).toContain('unknown command "constructor"')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it("creates, lists and revokes keys in the database; the server then honours them", async () => {
