@@ -31,7 +31,11 @@ const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
 const { command, rest } = commandLine(process.argv.slice(2))
-if (command === "serve") {
+// Help alone is answered at once: before any command's module (and Effect's) loads, and before
+// `serve`'s process settings (which start the process again).
+const help = helpOnly(command, rest)
+
+if (help === undefined && command === "serve") {
   applyProcessSettings()
   // On the embedded database, its thread starts now and its own start-up (Node's, PGlite's
   // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
@@ -49,7 +53,5 @@ for (const [stream, other, name] of [[process.stdout, process.stderr, "stdout"],
   })
 }
 
-// Help alone is answered here, before any command's module (and Effect's) loads.
-const help = helpOnly(command, rest)
 if (help !== undefined) process.stdout.write(`${help}\n`)
 else await import("./cli/program.ts")
