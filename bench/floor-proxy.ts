@@ -144,11 +144,12 @@ const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
               out += "data: [DONE]\n\n"
               continue
             }
-            const chunk = JSON.parse(data) as { id: string; model: string; created: number; usage?: { total_tokens: number } }
+            const chunk = JSON.parse(data) as { id: string; model: string; created: number; usage?: { total_tokens: number } | null }
             chunk.id = id
             chunk.model = body.model
             chunk.created = created
-            if (chunk.usage !== undefined) tokens = chunk.usage.total_tokens
+            // OpenAI's chunks (and the fixed upstream's) carry `usage: null` until the last one.
+            if (chunk.usage != null) tokens = chunk.usage.total_tokens
             out += `data: ${JSON.stringify(chunk)}\n\n`
           }
           if (out !== "") res.write(out)
