@@ -18,9 +18,10 @@
  * - a stdout or stderr whose reader has gone is never a crash (below);
  * - help alone (`gateway --help`, `gateway keys --help`) is printed without loading a command
  *   (`cli/help.ts`);
- * - `serve` on the embedded database starts the database's thread (`storage/embedded-thread.ts`);
- *   once the command line and settings are read, it has that thread open the database while the
- *   gateway's modules load (`cli/program.ts`, `storage/embedded-database.ts` `openEarly`).
+ * - `serve`, `keys` and `migrate` on the embedded database start the database's thread
+ *   (`storage/embedded-thread.ts`); once the command line and settings are read, the thread opens
+ *   the database while the command's modules load, and what no layer took over is closed cleanly
+ *   when the command is over (`cli/program.ts`, `storage/embedded-database.ts` `openEarly`).
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
@@ -30,17 +31,21 @@ import { applyProcessSettings } from "./util/process-settings.ts"
 const compileCache = enableCompileCache()
 if (compileCache.directory !== undefined) process.env.NODE_COMPILE_CACHE ??= compileCache.directory
 
+/** The commands that open the database. */
+const OPENS_DATABASE = new Set(["serve", "keys", "migrate"])
+
 const { command, rest } = commandLine(process.argv.slice(2))
 // Help alone is answered at once: before any command's module (and Effect's) loads, and before
 // `serve`'s process settings (which start the process again).
 const help = helpOnly(command, rest)
 
-if (help === undefined && command === "serve") {
-  applyProcessSettings()
-  // On the embedded database, its thread starts now and its own start-up (Node's, PGlite's
-  // modules, compiling its WASM) runs beside the loading of the gateway's modules below, on the
-  // other core, instead of after it: `storage/embedded-thread.ts`.
-  if ((process.env.DATABASE_URL ?? "").trim() === "") (await import("./storage/embedded-thread.ts")).startEarlyThread()
+if (help === undefined && command === "serve") applyProcessSettings()
+// On the embedded database, the commands that open it start its thread now: its own start-up
+// (Node's, PGlite's modules, compiling its WASM) runs beside the loading of the command's modules
+// below, on the other core, instead of after it: `storage/embedded-thread.ts`.
+if (help === undefined && OPENS_DATABASE.has(command) && (process.env.DATABASE_URL ?? "").trim() === "") {
+  const { startEarlyThread } = await import("./storage/embedded-thread.ts")
+  startEarlyThread()
 }
 
 // A reader of stdout or stderr that goes away (`npm start | head -1`, a log shipper that exits or

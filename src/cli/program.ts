@@ -40,17 +40,26 @@ const load = <M, A, E>(module: () => Promise<M>, use: (m: M) => Effect.Effect<A,
   }), use)
 
 /**
- * On the embedded database, the database's thread (started by `main.ts`) opens it now, with these
- * settings, while the gateway's modules load (`storage/embedded-database.ts` `openEarly`). Anything
- * in the way (settings that do not parse, a lock held elsewhere) is left for the layers to report.
+ * Runs `command` with the embedded database opened early: the database's thread (started by
+ * `main.ts`) opens it with these settings while the command's modules load
+ * (`storage/embedded-database.ts` `openEarly`), and once the command is over, what its layers did
+ * not take over is closed cleanly (`closeEarly`: the command failed before them, e.g. on a config
+ * mistake). Anything in the way (settings that do not parse, a lock held elsewhere) is left for
+ * the layers to report.
  */
-const openDatabaseEarly = (settings: Layer.Layer<Settings, unknown>) =>
+const withDatabaseOpenedEarly = <A, E>(settings: Layer.Layer<Settings, unknown>, command: Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     const { databaseUrl, dataDir, embeddedSharedBuffersMb } = yield* Settings
-    if (databaseUrl !== undefined) return
-    const { openEarly } = yield* Effect.promise(() => import("../storage/embedded-database.ts"))
-    yield* Effect.try(() => openEarly({ dataDir, sharedBuffersMb: embeddedSharedBuffersMb }))
-  }).pipe(Effect.provide(settings), Effect.catchCause(() => Effect.void))
+    if (databaseUrl !== undefined) return undefined
+    const { openEarly, closeEarly } = yield* Effect.promise(() => import("../storage/embedded-database.ts"))
+    // (Even when nothing was sent: the data dir's lock may have been taken.)
+    yield* Effect.try(() => openEarly({ dataDir, sharedBuffersMb: embeddedSharedBuffersMb })).pipe(Effect.ignore)
+    return closeEarly
+  }).pipe(
+    Effect.provide(settings),
+    Effect.catchCause(() => Effect.succeed(undefined)),
+    Effect.flatMap((closeEarly) => (closeEarly === undefined ? command : Effect.ensuring(command, Effect.promise(closeEarly))))
+  )
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const { command, rest } = commandLine(argv)
@@ -61,10 +70,7 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       if (values.help) return Console.log(SERVE_HELP)
       if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
       const settings = settingsFrom(values)
-      return Effect.andThen(
-        openDatabaseEarly(settings),
-        load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settings))))
-      )
+      return withDatabaseOpenedEarly(settings, load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settings)))))
     }
     case "keys": {
       const { values, positionals } = parseArgs({
@@ -73,12 +79,14 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
         options: { ...COMMON_OPTIONS, name: { type: "string" }, plan: { type: "string" }, surfaces: { type: "string" }, models: { type: "string" }, json: { type: "boolean" } }
       })
       if (values.help || positionals.length === 0) return Console.log(KEYS_HELP)
-      return load(() => import("./keys-command.ts"), ({ keysCommand }) => keysCommand(positionals, values).pipe(Effect.provide(settingsFrom(values))))
+      const settings = settingsFrom(values)
+      return withDatabaseOpenedEarly(settings, load(() => import("./keys-command.ts"), ({ keysCommand }) => keysCommand(positionals, values).pipe(Effect.provide(settings))))
     }
     case "migrate": {
       const { values } = parseArgs({ args: [...rest], options: COMMON_OPTIONS })
       if (values.help) return Console.log(MIGRATE_HELP)
-      return load(() => import("./migrate-command.ts"), ({ migrateCommand }) => migrateCommand.pipe(Effect.provide(settingsFrom(values))))
+      const settings = settingsFrom(values)
+      return withDatabaseOpenedEarly(settings, load(() => import("./migrate-command.ts"), ({ migrateCommand }) => migrateCommand.pipe(Effect.provide(settings))))
     }
     case "simulate": {
       const { values } = parseArgs({

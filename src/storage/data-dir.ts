@@ -53,6 +53,21 @@ export const takeDataDirLock = (dataDir: string): number | undefined => {
   return -1
 }
 
+/**
+ * Lets go of `<dataDir>/gateway.lock` if this process holds it (`takeDataDirLock`); a lock another
+ * process took since is left alone.
+ */
+export const releaseDataDirLock = (dataDir: string) => {
+  const file = join(dataDir, "gateway.lock")
+  let holder: number
+  try {
+    holder = Number.parseInt(readFileSync(file, "utf8"), 10)
+  } catch {
+    return // no lock: nothing to let go
+  }
+  if (holder === process.pid) rmSync(file, { force: true })
+}
+
 /** Holds `<dataDir>/gateway.lock` for the lifetime of the scope (`takeDataDirLock`). */
 export const lockDataDir = (dataDir: string) =>
   Effect.acquireRelease(

@@ -20,8 +20,8 @@ import { join } from "node:path"
 import { Duplex } from "node:stream"
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
-import { lockDataDir, takeDataDirLock } from "./data-dir.ts"
-import { sendEarlySettings, takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
+import { lockDataDir, releaseDataDirLock, takeDataDirLock } from "./data-dir.ts"
+import { sendEarlySettings, stopEarlyThread, takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
 import { PortStream } from "./port-stream.ts"
 import { pgliteVersion, templateFile, unpackTemplate } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
@@ -250,9 +250,10 @@ const serveWorkerData = (options: EmbeddedOptions): EmbeddedWorkerData => ({
 const sameWorkerData = (a: EmbeddedWorkerData, b: EmbeddedWorkerData) => JSON.stringify(a) === JSON.stringify(b)
 
 /**
- * Opens the database in `options.dataDir` on the thread `serve` started early (`embedded-thread.ts`)
- * now, before the gateway's modules are loaded and its layers built: the layer adopts it open if
- * its settings are the same (they come from the same command line and environment). Only an
+ * Opens the database in `options.dataDir` on the thread started early (`embedded-thread.ts`) now,
+ * before the command's modules are loaded and its layers built (`closeEarly` once it is over): the
+ * layer adopts it open if its settings are the same (they come from the same command line and
+ * environment). Only an
  * existing database is opened this way (a new one is made from the template by the layer first),
  * and only under the data dir's lock, taken here and kept (the layer takes it again as its own).
  * False when nothing was sent: no such thread, no database yet, or the lock is another process's
@@ -262,7 +263,24 @@ export const openEarly = (options: EmbeddedOptions): boolean => {
   const data = serveWorkerData(options)
   if (!existsSync(join(data.pgDir, "PG_VERSION"))) return false
   if (takeDataDirLock(options.dataDir) !== undefined) return false
+  lockedEarly = options.dataDir
   return sendEarlySettings(data)
+}
+
+/** The data dir whose lock `openEarly` took, until `closeEarly`. */
+let lockedEarly: string | undefined
+
+/**
+ * After the command that called `openEarly`: if no database layer took over what it opened (the
+ * command failed first: a config mistake, a wrong argument), the database is closed cleanly and
+ * the data dir's lock let go, as the layer does when it closes, instead of both being left as a
+ * crash leaves them. A layer that took them over has let go of both already (its scope is closed).
+ */
+export const closeEarly = async (): Promise<void> => {
+  const dataDir = lockedEarly
+  lockedEarly = undefined
+  await stopEarlyThread()
+  if (dataDir !== undefined) releaseDataDirLock(dataDir)
 }
 
 /**

@@ -19,7 +19,7 @@
  */
 import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
-import type { EmbeddedWorkerData, FromDatabaseWorker } from "./embedded-worker.ts"
+import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
 
 export const WORKER_URL = new URL("./embedded-worker.ts", import.meta.url)
 
@@ -106,6 +106,33 @@ export const takeEarlyThread = (): EarlyThread | undefined => {
   if (started === undefined || started.exited) return undefined
   started.worker.ref()
   return { worker: started.worker, openedWith: started.openedWith, answer: started.answer }
+}
+
+/**
+ * Ends a thread started early that no layer adopted, once the command that started it is over (it
+ * failed before its database layer was built). One that opened the database closes it first, as
+ * the layer would (`stop`, once it is open), instead of leaving it as a crash leaves it: the next
+ * open would recover it. Resolves when the thread has exited; one that does not stop within
+ * `timeoutMs` is terminated.
+ */
+export const stopEarlyThread = (timeoutMs = 10_000): Promise<void> => {
+  const thread = takeEarlyThread()
+  if (thread === undefined) return Promise.resolve()
+  const { worker, openedWith, answer } = thread
+  if (openedWith === undefined) return worker.terminate().then(() => undefined) // it holds no file
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => void worker.terminate(), timeoutMs)
+    worker.once("exit", () => {
+      clearTimeout(timer)
+      resolve()
+    })
+    const onAnswer = (message: FromDatabaseWorker) => {
+      if (message.type === "ready") worker.postMessage({ type: "stop" } satisfies ToDatabaseWorker)
+      else if (message.type === "failed") void worker.terminate()
+    }
+    if (answer !== undefined) onAnswer(answer)
+    else worker.on("message", onAnswer)
+  })
 }
 
 /** Ends a thread started early that no layer will adopt (the gateway runs on PostgreSQL). */

@@ -1,9 +1,9 @@
 /** The `gateway` command: help on every subcommand, key management against a stopped server's data dir. */
-import { existsSync, readFileSync, rmSync } from "node:fs"
-import { join } from "node:path"
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { COMMAND_HELP, MAIN_HELP } from "../../src/cli/help.ts"
-import { freshDataDir } from "../support/engines.ts"
+import { embeddedDataDir, freshDataDir } from "../support/engines.ts"
 import { runCli, startGateway } from "../support/gateway-process.ts"
 
 describe("gateway CLI", () => {
@@ -105,4 +105,32 @@ describe("gateway CLI", () => {
     // ~10 processes one after another, each opening the database: 88 s of a 90 s limit in a full
     // run on a 2-core VM three times slower than most (2026-11-27), though ~15 s alone.
   }, 180_000)
+
+  it("a command that fails before its database layer closes the database it opened early, and lets go of the data dir", async () => {
+    // What a crash leaves: Postgres' postmaster.pid (removed by a clean shutdown) and the gateway's
+    // lock file. `serve`, `keys` and `migrate` open an existing database while their modules load;
+    // these fail after that (on the config file, on a plan), before any layer takes it over.
+    const left = (dir: string) => ["gateway.lock", "pglite/postmaster.pid"].filter((file) => existsSync(join(dir, file)))
+    const badConfig = join(freshDataDir(), "bad-config.json")
+    writeFileSync(badConfig, JSON.stringify({ models: 5 }))
+    const dirs = [embeddedDataDir(), embeddedDataDir()]
+    try {
+      const [serve, keys] = await Promise.all([
+        runCli(["serve", "--port", "0", "--config", badConfig], { GATEWAY_DATA_DIR: dirs[0] }),
+        runCli(["keys", "create", "--plan", "no-such-plan"], { GATEWAY_DATA_DIR: dirs[1] })
+      ])
+      expect(serve.code).toBe(1)
+      expect(serve.stderr).toContain("invalid config")
+      expect(keys.code).toBe(1)
+      expect(keys.stderr).toContain('unknown plan "no-such-plan"')
+      expect(dirs.map(left)).toEqual([[], []])
+      // The database still serves: a key made now is listed.
+      expect((await runCli(["keys", "create", "--name", "after"], { GATEWAY_DATA_DIR: dirs[1] })).code).toBe(0)
+      const listed = await runCli(["keys", "list", "--json"], { GATEWAY_DATA_DIR: dirs[1] })
+      expect(JSON.parse(listed.stdout)).toMatchObject([{ name: "after" }])
+      expect(left(dirs[1])).toEqual([])
+    } finally {
+      for (const dir of [...dirs, dirname(badConfig)]) rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })
