@@ -249,13 +249,16 @@ const serveWorkerData = (options: EmbeddedOptions): EmbeddedWorkerData => ({
 
 const sameWorkerData = (a: EmbeddedWorkerData, b: EmbeddedWorkerData) => JSON.stringify(a) === JSON.stringify(b)
 
+/** The data dir whose lock `openEarly` took, until `closeEarly`. */
+let lockedEarly: string | undefined
+
 /**
  * Opens the database in `options.dataDir` on the thread started early (`embedded-thread.ts`) now,
  * before the command's modules are loaded and its layers built (`closeEarly` once it is over): the
  * layer adopts it open if its settings are the same (they come from the same command line and
- * environment). Only an
- * existing database is opened this way (a new one is made from the template by the layer first),
- * and only under the data dir's lock, taken here and kept (the layer takes it again as its own).
+ * environment). Only an existing database is opened this way (a new one is made from the template
+ * by the layer first), and only under the data dir's lock, taken here and kept (the layer takes it
+ * again as its own).
  * False when nothing was sent: no such thread, no database yet, or the lock is another process's
  * (the layer then reports that as it does without this step).
  */
@@ -266,9 +269,6 @@ export const openEarly = (options: EmbeddedOptions): boolean => {
   lockedEarly = options.dataDir
   return sendEarlySettings(data)
 }
-
-/** The data dir whose lock `openEarly` took, until `closeEarly`. */
-let lockedEarly: string | undefined
 
 /**
  * After the command that called `openEarly`: if no database layer took over what it opened (the
