@@ -135,8 +135,5 @@ export const stopEarlyThread = (timeoutMs = 10_000): Promise<void> => {
   })
 }
 
-/** Ends a thread started early that no layer will adopt (the gateway runs on PostgreSQL). */
-export const discardEarlyThread = () => {
-  const thread = takeEarlyThread()
-  if (thread !== undefined) void thread.worker.terminate()
-}
+/** Ends a thread started early that no layer will adopt (the gateway runs on PostgreSQL), without waiting. */
+export const discardEarlyThread = () => void stopEarlyThread()
