@@ -13,7 +13,7 @@
  */
 import { Effect } from "effect"
 import { isPlainObject } from "../util/json.ts"
-import { jsonTextInSlices } from "../backends/upstream/upstream-body.ts"
+import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { slicedJsonParser } from "../util/sliced-json.ts"
 
 export const MAX_BATCH_REQUESTS = 1_000

@@ -6,7 +6,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { NotFound } from "../errors.ts"
-import { type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
+import { RUN_COLUMNS, type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
 
 interface OperatorRunView extends RunView {
   readonly keyId: string
@@ -27,6 +27,9 @@ export interface OperatorRunQuery {
   readonly after?: string | undefined
 }
 
+/** The run's columns (no input: the view shows none), named by table for the join. */
+const COLUMNS = RUN_COLUMNS.split(", ").map((column) => `runs.${column}`).join(", ")
+
 type RowWithKey = RunRow & { readonly key_name: string | null; readonly key_hint: string | null }
 
 const withKey = (row: RowWithKey): OperatorRunView => ({ ...toRunView(row), keyId: row.key_id, key: { name: row.key_name, hint: row.key_hint } })
@@ -44,7 +47,7 @@ export class OperatorRuns extends Context.Service<OperatorRuns, {
         if (rows.length === 0) return yield* new NotFound({ kind: "resource", message: `No run with id ${query.after}`, param: "after" })
         before = rows[0]
       }
-      const rows = yield* sql<RowWithKey>`SELECT runs.*, api_keys.name AS key_name, api_keys.hint AS key_hint
+      const rows = yield* sql<RowWithKey>`SELECT ${sql.literal(COLUMNS)}, api_keys.name AS key_name, api_keys.hint AS key_hint
         FROM runs LEFT JOIN api_keys ON api_keys.id = runs.key_id
         WHERE (${query.status ?? null}::text IS NULL OR runs.status = ${query.status ?? null})
           AND (${query.keyId ?? null}::text IS NULL OR runs.key_id = ${query.keyId ?? null})

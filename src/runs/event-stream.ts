@@ -42,7 +42,7 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
         }
         if (events.length > 0) lastSent = yield* Clock.currentTimeMillis
         if (events.length === PAGE) continue
-        const row = yield* repo.row(runId)
+        const row = yield* repo.state(runId)
         if (row === undefined || (row.finished_at !== null && cursor >= Number(row.last_seq))) {
           yield* Queue.offer(queue, DONE_FRAME)
           return yield* Queue.end(queue)

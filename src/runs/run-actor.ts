@@ -51,7 +51,7 @@ import { quoteTurn, startTurn, type Turn } from "./model-turn.ts"
 import { RunBudget } from "./run-budget.ts"
 import { baseRequest, makeConversation } from "./run-input.ts"
 import { type Fence, type NewEvent, RunLog, type Settle } from "./run-log.ts"
-import type { RunRow } from "./run-record.ts"
+import type { RunStateRow } from "./run-record.ts"
 import { RunsRepo } from "./runs-repo.ts"
 import { type Classified, classify, retryDelayMs } from "./step-failure.ts"
 
@@ -128,7 +128,7 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
     const outcome = (fields: { status: string; reason: string | null; [key: string]: unknown }, settle?: Settle) =>
       write([{ type: "outcome", ...fields }], settle).pipe(Effect.as<Stop>("finished"))
 
-    const finishedNow = repo.row(runId).pipe(Effect.map((row) => row === undefined || row.finished_at !== null))
+    const finishedNow = repo.state(runId).pipe(Effect.map((row) => row === undefined || row.finished_at !== null))
 
     /** Resolves once the run is finished by a write not ours (a cancel): ends a running step. */
     const finishedElsewhere = (watch: SignalSubscription) =>
@@ -150,14 +150,17 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
         }
       })
 
-    const runStep = (row: RunRow, snapshot: RunSnapshot, nodeId: string) =>
+    const runStep = (row: RunStateRow, snapshot: RunSnapshot, nodeId: string) =>
       Effect.gen(function*() {
         const model = catalog.chatModel(row.model ?? "")
         if (model === undefined) {
           return yield* outcome({ status: "failed", reason: "model_unavailable", error: { type: "not_found", message: `The model ${row.model} is no longer in the catalog` } })
         }
-        // The stored input is decoded once (again only if the catalog's model changed).
-        if (first?.model !== model) first = { model, request: yield* baseRequest(model, row.input, row.tools) }
+        // The stored input and tools are read and decoded once (again only if the catalog's model changed).
+        if (first?.model !== model) {
+          const documents = yield* repo.documents(runId)
+          first = { model, request: yield* baseRequest(model, documents?.input ?? null, documents?.tools ?? []) }
+        }
         yield* catchUp(Number(row.last_seq))
         const request = conversation.request(first.request)
         const call = stepCall(runId, nodeId, retriesOf.get(nodeId) ?? 0)
@@ -239,7 +242,7 @@ export const runActor = (runId: string, fence: Fence, policy: RetryPolicy) =>
 
     /** One round: read the state, act on it. `undefined` means go on. */
     const round = Effect.gen(function*() {
-      const row = yield* repo.row(runId)
+      const row = yield* repo.state(runId)
       if (row === undefined || row.finished_at !== null) return "finished" as const
       if (row.lease_owner !== fence.owner || row.attempt !== fence.attempt) return "lease_lost" as const
       const snapshot = restoreRun(row.machine)

@@ -14,7 +14,7 @@ import { isTerminal, type RunSnapshot, restoreRun, statusOf, stepRun, toRunEvent
 import { RunSignals } from "../coordination/run-signals.ts"
 import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
 import type { Usage } from "../model/usage.ts"
-import { type EventRow, type LogEvent, type RunRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
+import { type EventRow, type LogEvent, RUN_STATE_COLUMNS, type RunStateRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
 
 /** The instance no longer holds the run's lease (another instance took it over). */
 export class LeaseLost extends Schema.TaggedError<LeaseLost>()("LeaseLost", { runId: Schema.String }) {}
@@ -77,7 +77,7 @@ export class RunLog extends Context.Service<RunLog, {
     const signals = yield* RunSignals
 
     /** Folds a batch through the machine; the first event it cannot take fails the whole batch. */
-    const fold = (row: RunRow, events: ReadonlyArray<NewEvent>, callerWrite: boolean) =>
+    const fold = (row: RunStateRow, events: ReadonlyArray<NewEvent>, callerWrite: boolean) =>
       Effect.gen(function*() {
         let snapshot = restoreRun(row.machine)
         const nodeIds = [...row.node_ids]
@@ -108,7 +108,7 @@ export class RunLog extends Context.Service<RunLog, {
 
     const append = (runId: string, events: ReadonlyArray<NewEvent>, options: AppendOptions = {}) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${runId} FOR UPDATE`
+        const rows = yield* sql<RunStateRow>`SELECT ${sql.literal(RUN_STATE_COLUMNS)} FROM runs WHERE id = ${runId} FOR UPDATE`
         const row = rows[0]
         if (row === undefined || (options.keyId !== undefined && row.key_id !== options.keyId)) return yield* notFound(runId)
         if (isTerminal(row.status)) {

@@ -11,17 +11,20 @@ export interface Optimization {
   readonly allow: { readonly [key: string]: Json }
 }
 
-export interface RunRow {
+/**
+ * A `runs` row without the documents its caller sent (`input`, `tools`, `metadata`): what the run's
+ * actor and its log read on every step and every event appended. Each document may be 16 MiB; read
+ * with the row, the SQL client decoded it (UTF-8, then JSON) in one turn of the event loop on every
+ * read, holding every other client for the whole of it.
+ */
+export interface RunStateRow {
   readonly id: string
   readonly key_id: string
   readonly parent_run_id: string | null
   readonly status: string
   readonly executable: boolean
   readonly model: string | null
-  readonly input: Json
-  readonly tools: ReadonlyArray<Json>
   readonly optimization: Optimization
-  readonly metadata: { readonly [key: string]: Json }
   readonly node_ids: ReadonlyArray<string>
   readonly machine: PersistedRun
   readonly last_seq: string | number
@@ -36,6 +39,19 @@ export interface RunRow {
   readonly updated_at: Date | string
   readonly finished_at: Date | string | null
 }
+
+/** The columns of a `RunStateRow`, for `SELECT` and `RETURNING`. */
+export const RUN_STATE_COLUMNS = "id, key_id, parent_run_id, status, executable, model, optimization, node_ids, machine, last_seq, " +
+  "budget_micros, spent_micros, reserved_micros, input_tokens, output_tokens, lease_owner, attempt, created_at, updated_at, finished_at"
+
+/** A run as its view shows it: its state and the documents shown (the input is not). */
+export interface RunRow extends RunStateRow {
+  readonly tools: ReadonlyArray<Json>
+  readonly metadata: { readonly [key: string]: Json }
+}
+
+/** The columns of a `RunRow`. */
+export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, tools, metadata`
 
 /** The `{run}` object of every run response. */
 export interface RunView {

@@ -7,8 +7,9 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { isTerminal, persistRun, startRun } from "../../machines/run.ts"
 import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
+import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { RunLog } from "./run-log.ts"
-import { type Optimization, type RunRow, type RunView, toRunView } from "./run-record.ts"
+import { type Optimization, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, toRunView } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
 
 /** How long an idempotency key is remembered (spec: 24 hours). */
@@ -70,15 +71,20 @@ export class RunsRepo extends Context.Service<RunsRepo, {
    * can no longer append to them or cancel them, so they would otherwise stay live for ever.
    */
   endRevoked(limit?: number): Effect.Effect<number, SqlError.SqlError>
-  /** The whole row, for the run's actor (no tenant check: the actor already owns the run). */
+  /** The run's state without its documents, for its actor and its readers (no tenant check: they check or own the run). */
+  state(id: string): Effect.Effect<RunStateRow | undefined, SqlError.SqlError>
+  /** The row a view shows (no tenant check: the dashboard's operator sees every run). */
   row(id: string): Effect.Effect<RunRow | undefined, SqlError.SqlError>
+  /** The run's input and tools, read only where a step builds its first request from them. */
+  documents(id: string): Effect.Effect<{ readonly input: Json; readonly tools: ReadonlyArray<Json> } | undefined, SqlError.SqlError>
 }>()("gateway/runs/RunsRepo") {
   static readonly layer = Layer.effect(RunsRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const log = yield* RunLog
+    const columns = sql.literal(RUN_COLUMNS)
 
     const findRow = (keyId: string, id: string) =>
-      Effect.map(sql<RunRow>`SELECT * FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
+      Effect.map(sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
 
     const insertRun = (keyId: string, run: NewRun) =>
       Effect.gen(function*() {
@@ -86,14 +92,17 @@ export class RunsRepo extends Context.Service<RunsRepo, {
           return yield* notFound(run.parentRunId, "parentRunId")
         }
         const machine = persistRun(startRun({ executable: run.executable }))
+        // The documents a caller sent (up to 16 MiB each) are serialized in slices, and the row
+        // comes back without its input, which the caller has.
+        const [input, tools, metadata] = yield* Effect.all([jsonTextInSlices(run.input), jsonTextInSlices(run.tools), jsonTextInSlices(run.metadata)])
         const rows = yield* sql<RunRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
             optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt)
           VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
-            ${JSON.stringify(run.input)}::jsonb, ${JSON.stringify(run.tools)}::jsonb, ${JSON.stringify(run.optimization)}::jsonb,
-            ${JSON.stringify(run.metadata)}::jsonb, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
+            ${input}::jsonb, ${tools}::jsonb, ${JSON.stringify(run.optimization)}::jsonb,
+            ${metadata}::jsonb, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
             ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
             now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1})
-          RETURNING *`
+          RETURNING ${columns}`
         return rows[0]
       })
 
@@ -121,7 +130,8 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         const view = toRunView(yield* insertRun(keyId, run))
         const response = render(view)
         if (idempotency !== undefined) {
-          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${JSON.stringify(response.body)}::jsonb
+          const body = yield* jsonTextInSlices(response.body)
+          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${body}::jsonb
             WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
         }
         return { _tag: "Created", run: view, response } satisfies Created
@@ -140,7 +150,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         if (rows.length === 0) return yield* notFound(query.after, "after")
         before = rows[0]
       }
-      const rows = yield* sql<RunRow>`SELECT * FROM runs WHERE key_id = ${keyId}
+      const rows = yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE key_id = ${keyId}
         AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
         AND (${query.parentRunId ?? null}::text IS NULL OR parent_run_id = ${query.parentRunId ?? null})
         AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
@@ -171,7 +181,15 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       Effect.andThen(cancelTree(keyId, id, reason, 0), get(keyId, id)).pipe(Effect.withSpan("RunsRepo.cancel"))
 
     const row = Effect.fn("RunsRepo.row")(function*(id: string) {
-      return (yield* sql<RunRow>`SELECT * FROM runs WHERE id = ${id}`)[0]
+      return (yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id}`)[0]
+    })
+
+    const state = Effect.fn("RunsRepo.state")(function*(id: string) {
+      return (yield* sql<RunStateRow>`SELECT ${sql.literal(RUN_STATE_COLUMNS)} FROM runs WHERE id = ${id}`)[0]
+    })
+
+    const documents = Effect.fn("RunsRepo.documents")(function*(id: string) {
+      return (yield* sql<{ input: Json; tools: ReadonlyArray<Json> }>`SELECT input, tools FROM runs WHERE id = ${id}`)[0]
     })
 
     const endRevoked = Effect.fn("RunsRepo.endRevoked")(function*(limit = 100) {
@@ -185,6 +203,6 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       return rows.length
     })
 
-    return RunsRepo.of({ create, get, list, cancel, row, endRevoked })
+    return RunsRepo.of({ create, get, list, cancel, state, row, documents, endRevoked })
   }))
 }

@@ -6,7 +6,8 @@
 import { Effect } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { bodyText, LARGE_WIRE_UNITS, upstreamBody } from "../../src/backends/upstream/upstream-body.ts"
+import { bodyText, upstreamBody } from "../../src/backends/upstream/upstream-body.ts"
+import { LARGE_WIRE_UNITS } from "../../src/util/sliced-stringify.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 const serialize = (value: unknown) => Effect.runPromise(upstreamBody(value))

@@ -153,6 +153,26 @@ describe("countRequestTokens", () => {
       assert.strictEqual(yield* requestTokenBound(withTools), flat + (yield* textsTokenBound(parts.flatMap((part) => part.texts))))
     }))
 
+  it("bounds a large schema or tool-call input by its JSON's UTF-8 size, counted in slices", async () => {
+    // Over the 256 Ki characters from which a value's JSON is made in slices.
+    const schema = { type: "object", properties: { q: { type: "string", description: "the word é 😀 \"quoted\" ".repeat(15_000) } } }
+    const input = { list: Array.from({ length: 3 }, (_, i) => `call ${i} `.repeat(40_000)) }
+    const large = makeRequest({
+      model: "svc-x",
+      tools: [{ name: "lookup", inputSchema: schema }, { name: "small", inputSchema: { type: "object" } }],
+      messages: [userMessage("hello there"), assistantMessage([{ type: "tool_use", id: "t1", name: "lookup", input }])]
+    })
+    const bound = await Effect.runPromise(requestTokenBound(large))
+    // The large values count their JSON's bytes (made in slices, never the whole text at once);
+    // everything else as before.
+    const parts = promptParts(large)
+    const largeTexts = new Set([JSON.stringify(schema), JSON.stringify(input)])
+    const otherTexts = parts.flatMap((part) => part.texts).filter((text) => !largeTexts.has(text))
+    const bytes = Buffer.byteLength(JSON.stringify(schema)) + Buffer.byteLength(JSON.stringify(input))
+    assert.strictEqual(bound, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(otherTexts)) + bytes)
+    assert.isAtLeast(bound, await Effect.runPromise(countRequestTokens(large)))
+  })
+
   it("lets the event loop run while it bounds a request of many tiny messages", async () => {
     const many = makeRequest({ model: "svc-x", messages: Array.from({ length: 20_000 }, (_, i) => userMessage(`m${i}`)) })
     const { value, turns } = await loopTurnsDuring(() => Effect.runPromise(requestTokenBound(many)))

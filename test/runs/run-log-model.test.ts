@@ -35,6 +35,15 @@ const newRun = (repo: RunsRepo["Service"], budgetMicros: number | null = null) =
     (created) => (created as { run: { id: string } }).run.id
   )
 
+const runLayers = (settings: Parameters<typeof Settings.layerWith>[0]) =>
+  Layer.mergeAll(RunsRepo.layer, RunLeases.layer, RunBudget.layer).pipe(
+    Layer.provideMerge(RunLog.layer),
+    Layer.provideMerge(RunSignals.layerInProcess),
+    Layer.provideMerge(DatabaseLive),
+    Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
+    Layer.provide(Settings.layerWith(settings))
+  )
+
 for (const target of targets) {
   describe(`run log follows the run machine (${target.name})`, () => {
     it.effect("every generated path, appended event by event and as one batch", () =>
@@ -98,15 +107,41 @@ for (const target of targets) {
             assert.strictEqual((yield* Effect.flip(repo.get("key_model", finished)))._tag, "NotFound")
             assert.lengthOf(yield* log.read(finished, 0, 10), 0)
             assert.strictEqual((yield* repo.get("key_model", runId)).status, "running")
-          }).pipe(Effect.provide(
-            Layer.mergeAll(RunsRepo.layer, RunLeases.layer, RunBudget.layer).pipe(
-              Layer.provideMerge(RunLog.layer),
-              Layer.provideMerge(RunSignals.layerInProcess),
-              Layer.provideMerge(DatabaseLive),
-              Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
-              Layer.provide(Settings.layerWith(settings))
-            )
-          )),
+          }).pipe(Effect.provide(runLayers(settings))),
+        ({ cleanup }) => Effect.sync(cleanup)
+      ), 120_000)
+
+    it.effect("a run's documents are read only where a step needs them, and a large one is stored exactly", () =>
+      Effect.acquireUseRelease(
+        Effect.sync(target.make),
+        ({ settings }) =>
+          Effect.gen(function*() {
+            const repo = yield* RunsRepo
+            // Over the size serialized in slices (256 Ki characters), with what JSON escapes.
+            const input = { text: "😀 \"quoted\" \\ \n\u0001 é".repeat(20_000), items: [1, null, true, { nested: "x".repeat(300_000) }] }
+            const tools = [{ name: "lookup", input_schema: { type: "object", properties: { q: { type: "string", description: "d".repeat(300_000) } } } }]
+            const created = yield* repo.create("key_docs", {
+              executable: true, model: "svc-pico-1", input, tools, optimization: { mode: "auto", allow: {} },
+              metadata: { ticket: 7 }, parentRunId: null, budgetMicros: null, lease: { owner: fence.owner, ttlMs: 600_000 }
+            }, (run) => ({ status: 202, body: { run } }))
+            assert.strictEqual(created._tag, "Created")
+            const id = (created as { run: { id: string } }).run.id
+            // The state the actor and the log read every step: no documents at all.
+            const state = yield* repo.state(id)
+            assert.isDefined(state)
+            for (const document of ["input", "tools", "metadata"]) assert.isFalse(document in state!, document)
+            // What a view shows: tools and metadata, never the input.
+            const row = yield* repo.row(id)
+            assert.isFalse("input" in row!)
+            assert.deepStrictEqual(row!.tools, tools)
+            const view = yield* repo.get("key_docs", id)
+            assert.deepStrictEqual(view.tools, tools)
+            assert.deepStrictEqual(view.metadata, { ticket: 7 })
+            const listed = yield* repo.list("key_docs", { limit: 10 })
+            assert.deepStrictEqual(listed.data.map((run) => run.id), [id])
+            // The first step's documents, exactly as sent.
+            assert.deepStrictEqual(yield* repo.documents(id), { input, tools })
+          }).pipe(Effect.provide(runLayers(settings))),
         ({ cleanup }) => Effect.sync(cleanup)
       ), 120_000)
   })
