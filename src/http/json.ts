@@ -12,6 +12,7 @@ import { isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 export const jsonResponse = (body: unknown, options?: { readonly status?: number; readonly headers?: Record<string, string> }) => {
   const init = { status: options?.status ?? 200, ...(options?.headers ? { headers: options.headers } : {}) }
   if (!isLarge(body)) return HttpServerResponse.jsonUnsafe(body, init)
-  const chunks = Stream.unwrap(Effect.map(jsonChunksInSlices(body), ({ chunks }) => Stream.fromIterable(chunks)))
+  // One chunk per pull: the server joins whatever one pull gives into one buffer before writing.
+  const chunks = Stream.unwrap(Effect.map(jsonChunksInSlices(body), ({ chunks }) => Stream.fromIterable(chunks, { chunkSize: 1 })))
   return HttpServerResponse.stream(chunks, { ...init, contentType: "application/json" })
 }

@@ -10,13 +10,20 @@
 import { Cause, Clock, Effect, Queue, Stream } from "effect"
 import { recheckMs, RunSignals } from "../coordination/run-signals.ts"
 import { commentFrame } from "../http/sse.ts"
+import { jsonTextPiecesInSlices } from "../util/sliced-stringify.ts"
 import { RunLog } from "./run-log.ts"
 import type { LogEvent } from "./run-record.ts"
 import { RunsRepo } from "./runs-repo.ts"
 
 const PAGE = 500
 
-const eventFrame = (event: LogEvent) => `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`
+/**
+ * An event's frame, as the texts to send in order: its JSON in pieces made in slices when large (a
+ * tool result may be 16 MiB; `JSON.stringify` of it, then its UTF-8 encoding, held the event loop
+ * for hundreds of milliseconds on a slow VM).
+ */
+const eventFrame = (event: LogEvent): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.map(jsonTextPiecesInSlices(event), (pieces) => [`id: ${event.seq}\nevent: ${event.type}\ndata: `, ...pieces, "\n\n"])
 const DONE_FRAME = "event: done\ndata: {}\n\n"
 /** The comment that opens every stream (SSE parsers ignore comments). */
 const OPEN_FRAME = commentFrame("stream open")
@@ -37,7 +44,7 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
       while (true) {
         const events = yield* log.read(runId, cursor, PAGE)
         for (const event of events) {
-          yield* Queue.offer(queue, eventFrame(event))
+          yield* Queue.offerAll(queue, yield* eventFrame(event))
           cursor = event.seq
         }
         if (events.length > 0) lastSent = yield* Clock.currentTimeMillis

@@ -14,6 +14,7 @@ import { isTerminal, type RunSnapshot, restoreRun, statusOf, stepRun, toRunEvent
 import { RunSignals } from "../coordination/run-signals.ts"
 import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
 import type { Usage } from "../model/usage.ts"
+import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { type EventRow, type LogEvent, RUN_STATE_COLUMNS, type RunStateRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
 
 /** The instance no longer holds the run's lease (another instance took it over). */
@@ -124,12 +125,14 @@ export class RunLog extends Context.Service<RunLog, {
         const status = statusOf(snapshot)
         const finished = isTerminal(status)
         if (events.length > 0) {
+          // An event a caller sends may be 16 MiB (a tool result): its JSON is made in slices.
+          const data = yield* Effect.forEach(events, (event) => jsonTextInSlices({ ...event, seq: undefined }))
           yield* sql`INSERT INTO run_events ${
             sql.insert(events.map((event, i): Record<string, unknown> => ({
               run_id: runId,
               seq: first + i,
               type: event.type,
-              data: JSON.stringify({ ...event, seq: undefined })
+              data: data[i]
             })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
           }`
         }

@@ -9,6 +9,7 @@ import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.t
 import { newId } from "../util/ids.ts"
 import { findUnstorable, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import type { Json } from "../util/json.ts"
+import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { combine } from "./combine.ts"
 
 export interface State {
@@ -33,13 +34,15 @@ export class StatesRepo extends Context.Service<StatesRepo, {
 }>()("gateway/states/StatesRepo") {
   static readonly layer = Layer.effect(StatesRepo, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // jsonb parameters go in as text so every JSON type (including bare strings) round-trips.
-    const asJsonb = (value: Json) => JSON.stringify(value)
+    // jsonb parameters go in as text so every JSON type (including bare strings) round-trips. A
+    // value may be 16 MiB: its text is made in slices, and a write does not read it back (the
+    // caller has it; jsonb keeps its keys in an order of its own, which only reads show).
+    const asJsonb = (value: Json) => jsonTextInSlices(value)
 
     const create = Effect.fn("StatesRepo.create")(function*(keyId: string, value: Json) {
-      const rows = yield* sql<StateRow>`INSERT INTO states (id, key_id, seq, value)
-        VALUES (${newId("state")}, ${keyId}, 0, ${asJsonb(value)}::jsonb) RETURNING id, seq, value`
-      return toState(rows[0])
+      const rows = yield* sql<{ id: string; seq: string | number }>`INSERT INTO states (id, key_id, seq, value)
+        VALUES (${newId("state")}, ${keyId}, 0, ${yield* asJsonb(value)}::jsonb) RETURNING id, seq`
+      return toState({ ...rows[0], value })
     })
 
     const get = Effect.fn("StatesRepo.get")(function*(keyId: string, id: string) {
@@ -72,9 +75,9 @@ export class StatesRepo extends Context.Service<StatesRepo, {
           })
         }
         if (grown !== undefined) return yield* new InvalidRequest({ message: "delta: the combined value is a number out of range", param: "delta" })
-        const updated = yield* sql<StateRow>`UPDATE states SET value = ${asJsonb(combined.value)}::jsonb, seq = seq + 1, updated_at = now()
-          WHERE id = ${id} RETURNING id, seq, value`
-        return toState(updated[0])
+        const updated = yield* sql<{ id: string; seq: string | number }>`UPDATE states SET value = ${yield* asJsonb(combined.value)}::jsonb, seq = seq + 1, updated_at = now()
+          WHERE id = ${id} RETURNING id, seq`
+        return toState({ ...updated[0], value: combined.value })
       })).pipe(Effect.withSpan("StatesRepo.append"))
 
     return StatesRepo.of({ create, get, append })

@@ -160,22 +160,31 @@ export const jsonChunksInSlices = (value: unknown): Effect.Effect<ChunkedBody> =
   })
 
 /**
- * `JSON.stringify(value)`, the same text, made in slices when large (a batch's stored request
- * bodies): only the last join of the groups runs at once, a copy of the text.
+ * `JSON.stringify(value)`'s text in pieces of about `CHUNK_UNITS` characters, made in slices when
+ * large (one piece when small): for a writer that takes text piece by piece (an SSE frame), so
+ * the whole is never joined or encoded at once.
  */
-export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
-  Effect.suspend((): Effect.Effect<string> => {
-    if (!isLarge(value)) return Effect.succeed(JSON.stringify(value))
+export const jsonTextPiecesInSlices = (value: unknown): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.suspend((): Effect.Effect<ReadonlyArray<string>> => {
+    if (!isLarge(value)) return Effect.succeed([JSON.stringify(value)])
     const texts: Array<string> = []
     const groups = grouped((text) => texts.push(text))
     return inSlices(value, groups.take).pipe(
       Effect.andThen(Effect.yieldNow),
       Effect.map(() => {
         groups.end()
-        return texts.join("")
+        return texts
       })
     )
   })
+
+/**
+ * `JSON.stringify(value)`, the same text, made in slices when large (what is stored: a batch's
+ * request bodies, a run's documents and events, a state): only the last join of the pieces runs
+ * at once, a copy of the text.
+ */
+export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
+  Effect.map(jsonTextPiecesInSlices(value), (pieces) => pieces.length === 1 ? pieces[0]! : pieces.join(""))
 
 /** The UTF-8 size of `value`'s JSON text, counted in slices without the text ever being made whole. */
 export const jsonBytesInSlices = (value: unknown): Effect.Effect<number> =>

@@ -203,6 +203,21 @@ describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
     expect(checkLog(sse.events)).toEqual({ gapFree: true, outcomes: 1, outcomeLast: true })
   })
 
+  it("a large event and large documents are stored and read back whole, the event's SSE frame intact", inOrder, async () => {
+    // Over the 256 Ki characters from which JSON is made in slices, with what JSON escapes.
+    const text = "😀 \"q\" \\ \n\u0001 é ".repeat(25_000)
+    const tools = [{ name: "lookup", input_schema: { type: "object", properties: { q: { type: "string", description: text } } } }]
+    const created = await runs.create({ metadata: { note: text }, tools })
+    expect(created.status).toBe(201)
+    const run = created.body.run
+    expect(run.tools).toEqual(tools)
+    expect((await runs.get(run.id)).body.run).toMatchObject({ tools, metadata: { note: text } })
+    expect((await runs.append(run.id, [{ type: "tool.result", text }, { type: "outcome" }])).body).toEqual({ appended: 2, lastSeq: 2 })
+    const sse = await runs.events(run.id)
+    expect(sse.events).toEqual([{ type: "tool.result", text, seq: 1 }, { type: "outcome", status: "completed", seq: 2 }])
+    expect(sse.frames.find((frame) => frame.event === "tool.result")?.id).toBe("1")
+  })
+
   it("validates the create body and names the field", inOrder, async () => {
     const cases: Array<[unknown, string]> = [
       [{ model: "svc-nope", input: "x" }, "model"],
