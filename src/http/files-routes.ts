@@ -99,13 +99,8 @@ const upload = Effect.fnUntraced(function*(ctx: RequestContext) {
     }
     expiresAt = new Date(Date.now() + seconds * 1000)
   }
-  const content = new Uint8Array(form.bytes)
-  let at = 0
-  for (const chunk of form.chunks) {
-    content.set(chunk, at)
-    at += chunk.byteLength
-  }
-  const file = yield* files.create((yield* requireKey(ctx)).id, { filename, purpose: form.purpose, content, expiresAt })
+  // The pieces as they arrived: the store cuts them into its chunks as it writes them.
+  const file = yield* files.create((yield* requireKey(ctx)).id, { filename, purpose: form.purpose, content: form.chunks, expiresAt })
   return jsonResponse(file)
 })
 
