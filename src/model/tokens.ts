@@ -144,15 +144,20 @@ function* blockJsonValues(blocks: ReadonlyArray<ContentBlock>): Generator<unknow
   }
 }
 
-/** The UTF-8 size of each large JSON value of `request` (see `LargeJson`), counted in slices; undefined when none is large. */
-const largeJsonBytes = (request: CanonicalRequest): Effect.Effect<LargeJson | undefined> =>
-  Effect.suspend(() => {
-    const large: Array<object> = []
-    for (const value of jsonValues(request)) if (typeof value === "object" && value !== null && isLarge(value)) large.push(value)
-    if (large.length === 0) return Effect.succeed(undefined)
-    const sizes = new Map<object, number>()
-    return Effect.as(Effect.forEach(large, (value) => Effect.map(jsonBytesInSlices(value), (bytes) => void sizes.set(value, bytes)), { discard: true }), sizes)
-  })
+/** The large JSON values of `request` (over `LARGE_WIRE_UNITS` characters), found synchronously: most requests have none. */
+const largeJsonValues = (request: CanonicalRequest, skip?: (value: object) => boolean): Array<object> => {
+  const large: Array<object> = []
+  for (const value of jsonValues(request)) {
+    if (typeof value === "object" && value !== null && skip?.(value) !== true && isLarge(value)) large.push(value)
+  }
+  return large
+}
+
+/** The UTF-8 size of each of `large` (see `LargeJson`), counted in slices. */
+const jsonSizes = (large: ReadonlyArray<object>): Effect.Effect<LargeJson> => {
+  const sizes = new Map<object, number>()
+  return Effect.as(Effect.forEach(large, (value) => Effect.map(jsonBytesInSlices(value), (bytes) => void sizes.set(value, bytes)), { discard: true }), sizes)
+}
 
 /** The preamble, then each message. */
 export const promptParts = (request: CanonicalRequest): Array<PromptPart> => [...eachPromptPart(request)]
@@ -179,10 +184,7 @@ export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<num
  */
 const largeJsonTexts = (request: CanonicalRequest): Effect.Effect<void> =>
   Effect.suspend(() => {
-    const large: Array<object> = []
-    for (const value of jsonValues(request)) {
-      if (typeof value === "object" && value !== null && !jsonMemo.has(value) && isLarge(value)) large.push(value)
-    }
+    const large = largeJsonValues(request, (value) => jsonMemo.has(value))
     return large.length === 0
       ? Effect.void
       : Effect.forEach(large, (value) => Effect.map(jsonTextInSlices(value), (json) => void jsonMemo.set(value, json)), { discard: true })
@@ -239,7 +241,11 @@ function* requestTexts(request: CanonicalRequest, flat: { tokens: number }, larg
 
 /** An upper bound on a request's input tokens (what metering reserves): never below `countRequestTokens`. */
 export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> =>
-  Effect.flatMap(largeJsonBytes(request), (large) => {
-    const flat = { tokens: 0 }
-    return Effect.map(textsTokenBound(requestTexts(request, flat, large)), (bound) => bound + flat.tokens)
+  Effect.suspend(() => {
+    const bound = (large: LargeJson | undefined) => {
+      const flat = { tokens: 0 }
+      return Effect.map(textsTokenBound(requestTexts(request, flat, large)), (texts) => texts + flat.tokens)
+    }
+    const large = largeJsonValues(request)
+    return large.length === 0 ? bound(undefined) : Effect.flatMap(jsonSizes(large), bound)
   })
