@@ -203,6 +203,20 @@ describe.each(engines())("the stored-response lifecycle ($name)", (engine) => {
       expect((listed.data[0] as any).content[0].text).toBe(`say exactly: ${odd}`)
     })
 
+    it("a large conversation is stored exactly: the body read back, its input items, and the next turn of its chain", async () => {
+      // Over the 256 Ki characters from which stored JSON is made in slices, with what JSON escapes.
+      const big = "é😀 \"q\" \\ line\n".repeat(30_000)
+      const created = await raw("POST", "/v1/responses", { model: "svc-pico-1", input: `say exactly: done ${big}`, store: true })
+      expect(created.status).toBe(200)
+      const bytes = await created.text()
+      const id = JSON.parse(bytes).id as string
+      expect(await (await raw("GET", `/v1/responses/${id}`)).text()).toBe(bytes)
+      const items = await client.responses.inputItems.list(id)
+      expect((items.data[0] as any).content[0].text).toBe(`say exactly: done ${big}`)
+      const next = await client.responses.create({ model: "svc-pico-1", input: "say exactly: after", previous_response_id: id })
+      expect(next.output_text).toBe("after")
+    })
+
     it("a conversation too large to store is a 413 naming store before the model is called; store: false is not limited so", async () => {
       const big = "word ".repeat(1_800_000) // 9 MB
       const tooBig = await raw("POST", "/v1/responses", { model: "svc-pico-1", input: big, store: true })
