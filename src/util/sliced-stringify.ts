@@ -9,8 +9,10 @@
  *   characters — yielding to the event loop every `SLICE_MS`. The text is exactly
  *   `JSON.stringify`'s.
  *
- * Its users: upstream request bodies (`backends/upstream/upstream-body.ts`), stored documents
- * (a batch's request bodies, a run's input), and JSON responses (`http/json.ts`).
+ * Its users: upstream request bodies (`backends/upstream/upstream-body.ts`); stored documents (a
+ * batch's request bodies, a run's documents and events, a state, a stored response's
+ * conversation); JSON responses (`http/json.ts`) and a run's SSE event frames; and the token
+ * counts of large schemas and tool-call inputs (`model/tokens.ts`).
  */
 import { Effect } from "effect"
 
