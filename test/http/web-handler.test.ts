@@ -1,5 +1,6 @@
 /** The gateway mounted as a fetch-style handler, without its own listener. */
-import { rmSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
+import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { createWebHandler } from "../../src/index.ts"
 import { freshDataDir } from "../support/engines.ts"
@@ -16,6 +17,19 @@ describe("createWebHandler", () => {
       const unauthorized = await gateway.handler(new Request("http://embedded/v1/states", { method: "POST", body: "{}" }))
       expect(unauthorized.status).toBe(401)
       expect(await unauthorized.json()).toMatchObject({ error: { type: "unauthorized" } })
+
+      // A large JSON answer (serialized in slices as it is sent) reaches a Web Response whole.
+      const adminToken = readFileSync(join(dir, "admin-token"), "utf8").trim()
+      const created = await gateway.handler(new Request("http://embedded/admin/v1/keys", { method: "POST", headers: { authorization: `Bearer ${adminToken}` }, body: "{}" }))
+      const key = ((await created.json()) as { key: string }).key
+      const value = { text: "é😀 \"q\"\n".repeat(60_000) }
+      const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+      const state = await gateway.handler(new Request("http://embedded/v1/states", { method: "POST", headers, body: JSON.stringify({ value }) }))
+      expect(state.status).toBe(201)
+      const id = ((await state.json()) as { state: { stateId: string } }).state.stateId
+      const read = await gateway.handler(new Request(`http://embedded/v1/states/${id}`, { headers }))
+      expect(read.headers.get("content-type")).toContain("application/json")
+      expect(await read.json()).toEqual({ state: { stateId: id, seq: 0, value } })
     } finally {
       await gateway.dispose()
       rmSync(dir, { recursive: true, force: true })
