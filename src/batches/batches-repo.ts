@@ -121,6 +121,9 @@ export type RequestOutcome =
   | { readonly _tag: "Ended"; readonly state: "succeeded" | "errored"; readonly result: string }
   | { readonly _tag: "Requeue"; readonly afterMs: number }
 
+/** Results read per statement (see `forEachResultPage`). */
+const RESULT_PAGE_ROWS = 32
+
 export interface ResultRow {
   readonly idx: number
   readonly customId: string
@@ -152,7 +155,12 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
   cancel(keyId: string, kind: BatchKind, id: string): Effect.Effect<BatchRecord, NotFound | SqlError.SqlError>
   /** Deletes an ended batch (Messages). */
   remove(keyId: string, kind: BatchKind, id: string): Effect.Effect<void, NotFound | InvalidRequest | SqlError.SqlError>
-  results(batchId: string): Effect.Effect<ReadonlyArray<ResultRow>, SqlError.SqlError>
+  /**
+   * A batch's results in request order, handed to `take` a page of `RESULT_PAGE_ROWS` at a time: the
+   * SQL client decodes a statement's whole result in one turn of the event loop, and a batch of long
+   * answers holds tens of MiB of them.
+   */
+  forEachResultPage<E>(batchId: string, take: (rows: ReadonlyArray<ResultRow>) => Effect.Effect<void, E>): Effect.Effect<void, E | SqlError.SqlError>
   claim(owner: string, ttlMs: number, limit: number): Effect.Effect<ReadonlyArray<BatchClaim>, SqlError.SqlError>
   /** Writes a claim's outcome if the claim is still current; false when it was taken over. */
   finish(claim: BatchClaim, owner: string, outcome: RequestOutcome): Effect.Effect<boolean, SqlError.SqlError>
@@ -208,19 +216,24 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
 
     const writeOutputFiles = (row: BatchRow) =>
       Effect.gen(function*() {
-        const results = yield* results_(row.id)
-        const { output, error } = openaiOutputFiles(row.id, results)
+        const files = openaiOutputFiles()
+        yield* forEachResultPage(row.id, (rows) => Effect.sync(() => files.add(rows)))
+        const { output, error } = files.files()
         const outputFile = output === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_output.jsonl`, purpose: "batch_output", content: output })
         const errorFile = error === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_error.jsonl`, purpose: "batch_output", content: error })
         return { output: outputFile?.id ?? null, error: errorFile?.id ?? null }
       })
 
-    const results_ = (batchId: string) =>
-      Effect.map(
-        sql<{ idx: number; custom_id: string; state: string; result: string | null }>`SELECT idx, custom_id, state, result FROM batch_requests
-          WHERE batch_id = ${batchId} ORDER BY idx`,
-        (rows) => rows.map((r): ResultRow => ({ idx: Number(r.idx), customId: r.custom_id, state: r.state, result: r.result }))
-      )
+    const forEachResultPage = <E>(batchId: string, take: (rows: ReadonlyArray<ResultRow>) => Effect.Effect<void, E>) =>
+      Effect.gen(function*() {
+        for (let after = -1;;) {
+          const rows = yield* sql<{ idx: number; custom_id: string; state: string; result: string | null }>`SELECT idx, custom_id, state, result
+            FROM batch_requests WHERE batch_id = ${batchId} AND idx > ${after} ORDER BY idx LIMIT ${RESULT_PAGE_ROWS}`
+          if (rows.length > 0) yield* take(rows.map((r): ResultRow => ({ idx: Number(r.idx), customId: r.custom_id, state: r.state, result: r.result })))
+          if (rows.length < RESULT_PAGE_ROWS) return
+          after = Number(rows[rows.length - 1]!.idx)
+        }
+      })
 
     const create = Effect.fn("BatchesRepo.create")(function*(keyId: string, batch: NewBatch) {
       const id = newBatchId(batch.kind)
@@ -408,6 +421,6 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       return changed
     })
 
-    return BatchesRepo.of({ create, get, list, cancel, remove, results: results_, claim, finish, renew, release, releaseClaims, sweep })
+    return BatchesRepo.of({ create, get, list, cancel, remove, forEachResultPage, claim, finish, renew, release, releaseClaims, sweep })
   }))
 }

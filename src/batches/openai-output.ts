@@ -16,19 +16,33 @@ const stopped = {
   expired: { code: "batch_expired", message: "This request could not be executed before the completion window expired." }
 } as const
 
-export const openaiOutputFiles = (_batchId: string, rows: ReadonlyArray<ResultRow>) => {
-  const output: Array<string> = []
-  const error: Array<string> = []
-  for (const row of rows) {
-    const id = `batch_req_${randomBase62(16)}`
-    if (row.state === "canceled" || row.state === "expired") {
-      error.push(JSON.stringify({ id, custom_id: row.customId, response: null, error: stopped[row.state] }))
-      continue
-    }
-    if (row.result === null) continue
-    const line = `{"id":${JSON.stringify(id)},"custom_id":${JSON.stringify(row.customId)},"response":${row.result},"error":null}`
-    ;(row.state === "succeeded" ? output : error).push(line)
+/**
+ * The two files built a page of results at a time (`BatchesRepo.forEachResultPage`): each page's
+ * lines become one UTF-8 piece of its file, so the results are never all read, joined or encoded
+ * at once (a batch of long answers holds tens of MiB of them).
+ */
+export const openaiOutputFiles = () => {
+  const output: Array<Uint8Array> = []
+  const error: Array<Uint8Array> = []
+  const piece = (lines: Array<string>) => encoder.encode(lines.join("\n") + "\n")
+  return {
+    add: (rows: ReadonlyArray<ResultRow>) => {
+      const outputLines: Array<string> = []
+      const errorLines: Array<string> = []
+      for (const row of rows) {
+        const id = `batch_req_${randomBase62(16)}`
+        if (row.state === "canceled" || row.state === "expired") {
+          errorLines.push(JSON.stringify({ id, custom_id: row.customId, response: null, error: stopped[row.state] }))
+          continue
+        }
+        if (row.result === null) continue
+        const line = `{"id":${JSON.stringify(id)},"custom_id":${JSON.stringify(row.customId)},"response":${row.result},"error":null}`
+        ;(row.state === "succeeded" ? outputLines : errorLines).push(line)
+      }
+      if (outputLines.length > 0) output.push(piece(outputLines))
+      if (errorLines.length > 0) error.push(piece(errorLines))
+    },
+    /** Each file's pieces, or undefined for a file with no line. */
+    files: () => ({ output: output.length === 0 ? undefined : output, error: error.length === 0 ? undefined : error })
   }
-  const file = (lines: Array<string>) => lines.length === 0 ? undefined : encoder.encode(lines.join("\n") + "\n")
-  return { output: file(output), error: file(error) }
 }

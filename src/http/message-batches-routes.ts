@@ -5,7 +5,7 @@
  * `params` is a non-streamed Messages request; its problems become that request's `errored`
  * result, while the envelope (`requests`, each `custom_id`) is checked here: 400 naming the field.
  */
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { BatchWorkers } from "../batches/batch-workers.ts"
 import { messageBatchView } from "../batches/batch-views.ts"
@@ -18,6 +18,8 @@ import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 import { isPlainObject } from "../util/json.ts"
+
+const utf8 = new TextEncoder()
 
 const CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/
 const LIST_LIMIT = { default: 20, max: 1_000 }
@@ -120,13 +122,21 @@ const results = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (batch.state.phase !== "ended") {
     return yield* new InvalidRequest({ message: `The results of ${batch.id} are available once it has ended (it is ${messageBatchView(batch, "").processing_status})` })
   }
-  const rows = yield* repo.results(batch.id)
-  let text = ""
-  for (const row of rows) {
-    const result = row.result ?? JSON.stringify({ type: row.state })
-    text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
-  }
-  return HttpServerResponse.text(text, { contentType: "application/x-jsonl" })
+  // Read, and encoded, a page at a time: the results of long answers may be tens of MiB.
+  const pieces: Array<Uint8Array> = []
+  let bytes = 0
+  yield* repo.forEachResultPage(batch.id, (rows) =>
+    Effect.sync(() => {
+      let text = ""
+      for (const row of rows) {
+        const result = row.result ?? JSON.stringify({ type: row.state })
+        text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
+      }
+      const piece = utf8.encode(text)
+      pieces.push(piece)
+      bytes += piece.byteLength
+    }))
+  return HttpServerResponse.stream(Stream.fromIterable(pieces, { chunkSize: 1 }), { contentType: "application/x-jsonl", contentLength: bytes })
 })
 
 type Services = BatchesRepo | BatchWorkers

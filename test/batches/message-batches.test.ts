@@ -87,6 +87,21 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
     expect(errorOf(vision).error).toMatchObject({ type: "invalid_request_error" })
   })
 
+  it("results of more than a page of requests come back whole, in request order", inOrder, async () => {
+    // Results are read 32 rows at a time: 70 requests take three pages. Cancelled at once (on the
+    // slow model), most end without running, so the batch ends in a moment.
+    const batch = await client.messages.batches.create({ requests: Array.from({ length: 70 }, (_, i) => ask(`p${i}`, `say exactly: page ${i}`, "svc-pico-1")) })
+    await client.messages.batches.cancel(batch.id)
+    const ended = await waitForBatch(() => client.messages.batches.retrieve(batch.id), (b) => b.processing_status === "ended")
+    const lines = await collect(client, batch.id)
+    expect(lines.map((l) => l.custom_id)).toEqual(Array.from({ length: 70 }, (_, i) => `p${i}`))
+    expect(lines.filter((l) => l.result.type === "canceled")).toHaveLength(ended.request_counts.canceled)
+    expect(ended.request_counts.canceled).toBeGreaterThan(32)
+    for (const line of lines.filter((l) => l.result.type === "succeeded")) {
+      expect(line.result.type === "succeeded" && line.result.message.content).toEqual([{ type: "text", text: `page ${line.custom_id.slice(1)}` }])
+    }
+  })
+
   it("cancel mid-batch: the request in flight finishes, the unclaimed ones end canceled", inOrder, async () => {
     const batch = await client.messages.batches.create({ requests: Array.from({ length: 6 }, (_, i) => ask(`slow-${i}`, `say exactly: slow ${i}`, "svc-pico-1")) })
     // Wait until the first request is claimed (in flight on the single worker).

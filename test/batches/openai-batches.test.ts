@@ -97,6 +97,22 @@ describe.concurrent.each(engines())("OpenAI files and batches ($name)", (engine)
     expect(outputFile.purpose).toBe("batch_output")
   })
 
+  it("a batch cancelled with more than a page of requests lists each one once, in order, in its two files", inOrder, async () => {
+    // Results are read 32 rows at a time and each page becomes a piece of its file.
+    const input = await upload(jsonl(Array.from({ length: 70 }, (_, i) => line(`c${i}`, { model: "svc-pico-1", messages: [{ role: "user", content: `say exactly: c ${i}` }] }))))
+    const created = await client.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
+    await client.batches.cancel(created.id)
+    const done = await waitForBatch(() => client.batches.retrieve(created.id), (b) => b.status === "cancelled")
+    const read = async (id: string | null | undefined) => id == null ? [] : parseJsonl(await (await client.files.content(id)).text())
+    const output = await read(done.output_file_id)
+    const errors = await read(done.error_file_id)
+    expect(errors.length).toBeGreaterThan(32)
+    for (const l of errors) expect(l.error.code).toBe("batch_cancelled")
+    const index = (l: { custom_id: string }) => Number(l.custom_id.slice(1))
+    expect([...output, ...errors].map(index).sort((a, b) => a - b)).toEqual(Array.from({ length: 70 }, (_, i) => i))
+    for (const file of [output, errors]) expect(file.map(index)).toEqual(file.map(index).sort((a, b) => a - b))
+  })
+
   it("runs embeddings and responses batches", inOrder, async () => {
     const embed = await upload(jsonl([line("e1", { model: "text-embedding-3-small", input: "hello", encoding_format: "float" }, "/v1/embeddings")]))
     const eb = await client.batches.create({ input_file_id: embed.id, endpoint: "/v1/embeddings", completion_window: "24h" })
