@@ -54,6 +54,8 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
           yield* Queue.offer(queue, DONE_FRAME)
           return yield* Queue.end(queue)
         }
+        // A page cut short by its byte budget (large events), or events appended meanwhile: read on.
+        if (events.length > 0 && cursor < Number(row.last_seq)) continue
         // Until the next heartbeat is due (or the next re-read, where signals can be lost).
         const untilHeartbeat = Math.max(1, lastSent + heartbeatMs - (yield* Clock.currentTimeMillis))
         yield* subscription.wait(recheck === undefined ? untilHeartbeat : Math.min(recheck, untilHeartbeat))

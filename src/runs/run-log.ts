@@ -66,11 +66,18 @@ const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =
     return true
   })
 
+/** What one read of a run's log returns at most, past its first event (see `RunLog.read`). */
+export const READ_BUDGET_BYTES = 4 * 1024 * 1024
+
 export class RunLog extends Context.Service<RunLog, {
   append(runId: string, events: ReadonlyArray<NewEvent>, options?: AppendOptions): Effect.Effect<Appended, NotFound | Conflict | InvalidRequest | LeaseLost | SqlError.SqlError>
   /** Settles a step's cost on its own (when the run ended before its `node.completed` could be written). */
   settle(runId: string, settle: Settle): Effect.Effect<boolean, SqlError.SqlError>
-  /** Events with `seq > after`, oldest first, at most `limit`. */
+  /**
+   * Events with `seq > after`, oldest first: at most `limit`, and fewer when they are large (a page
+   * stops once READ_BUDGET_BYTES of events came before; the first always comes). Read on until the
+   * cursor reaches the run's `last_seq`.
+   */
   read(runId: string, after: number, limit: number): Effect.Effect<ReadonlyArray<LogEvent>, SqlError.SqlError>
 }>()("gateway/runs/RunLog") {
   static readonly layer = Layer.effect(RunLog, Effect.gen(function*() {
@@ -132,7 +139,8 @@ export class RunLog extends Context.Service<RunLog, {
               run_id: runId,
               seq: first + i,
               type: event.type,
-              data: data[i]
+              data: data[i],
+              bytes: Buffer.byteLength(data[i]!)
             })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
           }`
         }
@@ -151,9 +159,13 @@ export class RunLog extends Context.Service<RunLog, {
         Effect.withSpan("RunLog.append")
       )
 
+    // At most `limit` events, and no more than READ_BUDGET_BYTES of them after the first: the SQL
+    // client decodes a statement's whole result at once, in memory and in one turn of the event loop.
     const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
-      const rows = yield* sql<EventRow>`SELECT seq, type, data FROM run_events
-        WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}`
+      const rows = yield* sql<EventRow>`SELECT seq, type, data FROM (
+          SELECT seq, type, data, sum(bytes) OVER (ORDER BY seq) - bytes AS before
+          FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}
+        ) page WHERE before < ${READ_BUDGET_BYTES} ORDER BY seq`
       return rows.map(toLogEvent)
     })
 

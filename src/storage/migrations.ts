@@ -306,5 +306,12 @@ export const migrations = {
     // Both are metadata-only changes (a nullable column, a constant default): no table is rewritten.
     yield* sql`ALTER TABLE artifact_row_search ADD COLUMN nums float8[]`
     yield* sql`ALTER TABLE artifact_contents ADD COLUMN row_keys boolean NOT NULL DEFAULT false`
+  }),
+  "0011_run_event_bytes": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // Each event's size as its JSON text, so a read of the log takes a page of events up to a byte
+    // budget (`RunLog.read`): an event may be 16 MiB, and 500 of them were one statement's result.
+    yield* sql`ALTER TABLE run_events ADD COLUMN bytes integer NOT NULL DEFAULT 0`
+    yield* sql`UPDATE run_events SET bytes = octet_length(data::text)`
   })
 }

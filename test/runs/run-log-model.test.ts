@@ -15,7 +15,7 @@ import { Settings } from "../../src/config/settings.ts"
 import { RunSignals } from "../../src/coordination/run-signals.ts"
 import { RunBudget } from "../../src/runs/run-budget.ts"
 import { RunLeases } from "../../src/runs/run-leases.ts"
-import { RunLog } from "../../src/runs/run-log.ts"
+import { READ_BUDGET_BYTES, RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { storageTargets } from "../support/engines.ts"
@@ -141,6 +141,17 @@ for (const target of targets) {
             assert.deepStrictEqual(listed.data.map((run) => run.id), [id])
             // The first step's documents, exactly as sent.
             assert.deepStrictEqual(yield* repo.documents(id), { input, tools })
+
+            // A read of the log stops once its byte budget came before an event: three events of
+            // 60% of it each take two reads (the second starts past the budget), whatever the limit.
+            const log = yield* RunLog
+            const text = "y".repeat(Math.floor(0.6 * READ_BUDGET_BYTES))
+            yield* log.append(id, [1, 2, 3].map((i) => ({ type: "tool.result", i, text })), { fence })
+            const first = yield* log.read(id, 0, 500)
+            assert.deepStrictEqual(first.map((e) => e.seq), [1, 2])
+            const rest = yield* log.read(id, 2, 500)
+            assert.deepStrictEqual(rest.map((e) => e.seq), [3])
+            assert.strictEqual(rest[0]!.text, text)
           }).pipe(Effect.provide(runLayers(settings))),
         ({ cleanup }) => Effect.sync(cleanup)
       ), 120_000)

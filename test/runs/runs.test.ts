@@ -218,6 +218,22 @@ describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
     expect(sse.frames.find((frame) => frame.event === "tool.result")?.id).toBe("1")
   })
 
+  it("a log of events larger than one read's byte budget is read whole, in order, over SSE", inOrder, async () => {
+    // A read takes events up to 4 MiB past its first: three of 2.5 MiB take two reads.
+    const run = (await runs.create({})).body.run
+    const big = (i: number) => ({ type: "tool.result", i, text: String(i).repeat(2.5 * 1024 * 1024) })
+    for (const i of [0, 1, 2]) expect((await runs.append(run.id, [big(i)])).status).toBe(200)
+    expect((await runs.append(run.id, [{ type: "outcome" }])).body.lastSeq).toBe(4)
+    const sse = await runs.events(run.id)
+    expect(sse.ended).toBe(true)
+    expect(sse.events.map((e) => [e.seq, e.type, (e as { text?: string }).text?.length])).toEqual([
+      [1, "tool.result", 2.5 * 1024 * 1024],
+      [2, "tool.result", 2.5 * 1024 * 1024],
+      [3, "tool.result", 2.5 * 1024 * 1024],
+      [4, "outcome", undefined]
+    ])
+  })
+
   it("validates the create body and names the field", inOrder, async () => {
     const cases: Array<[unknown, string]> = [
       [{ model: "svc-nope", input: "x" }, "model"],
