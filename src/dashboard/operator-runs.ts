@@ -6,7 +6,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { NotFound } from "../errors.ts"
-import { RUN_COLUMNS, type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
+import { pageWithin, RUN_COLUMNS, type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
 
 interface OperatorRunView extends RunView {
   readonly keyId: string
@@ -47,15 +47,18 @@ export class OperatorRuns extends Context.Service<OperatorRuns, {
         if (rows.length === 0) return yield* new NotFound({ kind: "resource", message: `No run with id ${query.after}`, param: "after" })
         before = rows[0]
       }
-      const rows = yield* sql<RowWithKey>`SELECT ${sql.literal(COLUMNS)}, api_keys.name AS key_name, api_keys.hint AS key_hint
+      // The page's runs first (ids and sizes), then their rows: a page stops at a byte budget.
+      const candidates = yield* sql<{ id: string; documents_bytes: string | number }>`SELECT id, documents_bytes FROM runs
+        WHERE (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+          AND (${query.keyId ?? null}::text IS NULL OR key_id = ${query.keyId ?? null})
+          AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
+        ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
+      const { ids, hasMore } = pageWithin(candidates, query.limit)
+      const rows = ids.length === 0 ? [] : yield* sql<RowWithKey>`SELECT ${sql.literal(COLUMNS)}, api_keys.name AS key_name, api_keys.hint AS key_hint
         FROM runs LEFT JOIN api_keys ON api_keys.id = runs.key_id
-        WHERE (${query.status ?? null}::text IS NULL OR runs.status = ${query.status ?? null})
-          AND (${query.keyId ?? null}::text IS NULL OR runs.key_id = ${query.keyId ?? null})
-          AND (${before === undefined} OR (runs.created_at, runs.id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
-        ORDER BY runs.created_at DESC, runs.id DESC LIMIT ${query.limit + 1}`
-      const data = rows.slice(0, query.limit).map(withKey)
-      const hasMore = rows.length > query.limit
-      return { data, hasMore, nextCursor: hasMore ? data[data.length - 1].id : null }
+        WHERE runs.id IN ${sql.in(ids)} ORDER BY runs.created_at DESC, runs.id DESC`
+      const data = rows.map(withKey)
+      return { data, hasMore, nextCursor: hasMore && data.length > 0 ? data[data.length - 1].id : null }
     })
 
     return OperatorRuns.of({ list })

@@ -9,7 +9,7 @@ import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { RunLog } from "./run-log.ts"
-import { type Optimization, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, toRunView } from "./run-record.ts"
+import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, toRunView } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
 
 /** How long an idempotency key is remembered (spec: 24 hours). */
@@ -96,12 +96,13 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         // comes back without its input, which the caller has.
         const [input, tools, metadata] = yield* Effect.all([jsonTextInSlices(run.input), jsonTextInSlices(run.tools), jsonTextInSlices(run.metadata)])
         const rows = yield* sql<RunRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
-            optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt)
+            optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt, documents_bytes)
           VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
             ${input}::jsonb, ${tools}::jsonb, ${JSON.stringify(run.optimization)}::jsonb,
             ${metadata}::jsonb, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
             ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
-            now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1})
+            now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1},
+            ${Buffer.byteLength(tools) + Buffer.byteLength(metadata)})
           RETURNING ${columns}`
         return rows[0]
       })
@@ -150,14 +151,16 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         if (rows.length === 0) return yield* notFound(query.after, "after")
         before = rows[0]
       }
-      const rows = yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE key_id = ${keyId}
+      // The page's runs first (ids and sizes), then their rows: a page stops at a byte budget.
+      const candidates = yield* sql<{ id: string; documents_bytes: string | number }>`SELECT id, documents_bytes FROM runs WHERE key_id = ${keyId}
         AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
         AND (${query.parentRunId ?? null}::text IS NULL OR parent_run_id = ${query.parentRunId ?? null})
         AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
         ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
-      const page = rows.slice(0, query.limit).map(toRunView)
-      const hasMore = rows.length > query.limit
-      return { data: page, hasMore, nextCursor: hasMore ? page[page.length - 1].id : null }
+      const { ids, hasMore } = pageWithin(candidates, query.limit)
+      const rows = ids.length === 0 ? [] : yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE id IN ${sql.in(ids)} ORDER BY created_at DESC, id DESC`
+      const page = rows.map(toRunView)
+      return { data: page, hasMore, nextCursor: hasMore && page.length > 0 ? page[page.length - 1].id : null }
     })
 
     const endCancelled = (id: string, reason: string | null) =>

@@ -307,11 +307,14 @@ export const migrations = {
     yield* sql`ALTER TABLE artifact_row_search ADD COLUMN nums float8[]`
     yield* sql`ALTER TABLE artifact_contents ADD COLUMN row_keys boolean NOT NULL DEFAULT false`
   }),
-  "0011_run_event_bytes": Effect.gen(function*() {
+  "0011_document_sizes": Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    // Each event's size as its JSON text, so a read of the log takes a page of events up to a byte
-    // budget (`RunLog.read`): an event may be 16 MiB, and 500 of them were one statement's result.
+    // The size of what a read returns, as JSON text, kept beside it so a page stops at a byte budget:
+    // a run's log (`RunLog.read`: an event may be 16 MiB, and 500 of them were one statement's
+    // result) and a list of runs (their tools and metadata, 16 MiB each, 100 runs a page).
     yield* sql`ALTER TABLE run_events ADD COLUMN bytes integer NOT NULL DEFAULT 0`
     yield* sql`UPDATE run_events SET bytes = octet_length(data::text)`
+    yield* sql`ALTER TABLE runs ADD COLUMN documents_bytes bigint NOT NULL DEFAULT 0`
+    yield* sql`UPDATE runs SET documents_bytes = octet_length(tools::text) + octet_length(metadata::text)`
   })
 }

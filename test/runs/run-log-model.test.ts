@@ -16,6 +16,7 @@ import { RunSignals } from "../../src/coordination/run-signals.ts"
 import { RunBudget } from "../../src/runs/run-budget.ts"
 import { RunLeases } from "../../src/runs/run-leases.ts"
 import { READ_BUDGET_BYTES, RunLog } from "../../src/runs/run-log.ts"
+import { LIST_BUDGET_BYTES } from "../../src/runs/run-record.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { storageTargets } from "../support/engines.ts"
@@ -152,6 +153,24 @@ for (const target of targets) {
             const rest = yield* log.read(id, 2, 500)
             assert.deepStrictEqual(rest.map((e) => e.seq), [3])
             assert.strictEqual(rest[0]!.text, text)
+
+            // A page of a run list stops once its byte budget of tools and metadata came before a
+            // run: three runs of 60% of it each, listed 10 at a time, come two, then one.
+            const made: Array<string> = []
+            for (const i of [1, 2, 3]) {
+              const run = yield* repo.create("key_pages", {
+                executable: false, model: null, input: null, tools: [], optimization: { mode: "auto", allow: {} },
+                metadata: { note: "z".repeat(Math.floor(0.6 * LIST_BUDGET_BYTES)), i }, parentRunId: null, budgetMicros: null
+              }, () => ({ status: 201, body: null }))
+              made.push((run as { run: { id: string } }).run.id)
+            }
+            const page1 = yield* repo.list("key_pages", { limit: 10 })
+            assert.deepStrictEqual(page1.data.map((run) => run.metadata.i), [3, 2])
+            assert.isTrue(page1.hasMore)
+            const page2 = yield* repo.list("key_pages", { limit: 10, after: page1.nextCursor! })
+            assert.deepStrictEqual(page2.data.map((run) => run.id), [made[0]])
+            assert.isFalse(page2.hasMore)
+            assert.isNull(page2.nextCursor)
           }).pipe(Effect.provide(runLayers(settings))),
         ({ cleanup }) => Effect.sync(cleanup)
       ), 120_000)
