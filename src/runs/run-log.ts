@@ -14,6 +14,7 @@ import { isTerminal, type RunSnapshot, restoreRun, statusOf, stepRun, toRunEvent
 import { RunSignals } from "../coordination/run-signals.ts"
 import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
 import type { Usage } from "../model/usage.ts"
+import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
 import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { type EventRow, type LogEvent, RUN_STATE_COLUMNS, type RunStateRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
 
@@ -66,16 +67,13 @@ const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =
     return true
   })
 
-/** What one read of a run's log returns at most, past its first event (see `RunLog.read`). */
-export const READ_BUDGET_BYTES = 4 * 1024 * 1024
-
 export class RunLog extends Context.Service<RunLog, {
   append(runId: string, events: ReadonlyArray<NewEvent>, options?: AppendOptions): Effect.Effect<Appended, NotFound | Conflict | InvalidRequest | LeaseLost | SqlError.SqlError>
   /** Settles a step's cost on its own (when the run ended before its `node.completed` could be written). */
   settle(runId: string, settle: Settle): Effect.Effect<boolean, SqlError.SqlError>
   /**
    * Events with `seq > after`, oldest first: at most `limit`, and fewer when they are large (a page
-   * stops once READ_BUDGET_BYTES of events came before; the first always comes). Read on until the
+   * stops once PAGE_BUDGET_BYTES of events came before; the first always comes). Read on until the
    * cursor reaches the run's `last_seq`.
    */
   read(runId: string, after: number, limit: number): Effect.Effect<ReadonlyArray<LogEvent>, SqlError.SqlError>
@@ -159,13 +157,12 @@ export class RunLog extends Context.Service<RunLog, {
         Effect.withSpan("RunLog.append")
       )
 
-    // At most `limit` events, and no more than READ_BUDGET_BYTES of them after the first: the SQL
-    // client decodes a statement's whole result at once, in memory and in one turn of the event loop.
+    // At most `limit` events, and no more than PAGE_BUDGET_BYTES of them after the first.
     const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
       const rows = yield* sql<EventRow>`SELECT seq, type, data FROM (
           SELECT seq, type, data, sum(bytes) OVER (ORDER BY seq) - bytes AS before
           FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}
-        ) page WHERE before < ${READ_BUDGET_BYTES} ORDER BY seq`
+        ) page WHERE before < ${PAGE_BUDGET_BYTES} ORDER BY seq`
       return rows.map(toLogEvent)
     })
 

@@ -5,6 +5,7 @@
 import { type PersistedRun, type RunStatus } from "../../machines/run.ts"
 import { microsToUsd } from "../model/money.ts"
 import type { Json } from "../util/json.ts"
+import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
 
 export interface Optimization {
   readonly mode: "exact" | "auto"
@@ -53,20 +54,17 @@ export interface RunRow extends RunStateRow {
 /** The columns of a `RunRow`. */
 export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, tools, metadata`
 
-/** The most of their tools and metadata (as JSON text) a page of a run list reads past its first run. */
-export const LIST_BUDGET_BYTES = 4 * 1024 * 1024
-
 /**
  * Which runs of a list's candidates (in order, up to `limit + 1` of them, each with the size of
- * what its view shows) one page takes: at most `limit`, and none more once LIST_BUDGET_BYTES came
- * before (the first always comes). A page of 100 runs read all their documents in one statement,
- * up to 3.2 GB; now a page may hold fewer than `limit`, with `hasMore`, as lists may.
+ * what its view shows) one page takes: at most `limit`, and none more once PAGE_BUDGET_BYTES of
+ * them came before (the first always comes). A page of 100 runs read all their documents in one
+ * statement, up to 3.2 GB; now a page may hold fewer than `limit`, with `hasMore`, as lists may.
  */
 export const pageWithin = (candidates: ReadonlyArray<{ readonly id: string; readonly documents_bytes: string | number }>, limit: number) => {
   const ids: Array<string> = []
   let bytes = 0
   for (const candidate of candidates) {
-    if (ids.length === limit || (ids.length > 0 && bytes >= LIST_BUDGET_BYTES)) break
+    if (ids.length === limit || (ids.length > 0 && bytes >= PAGE_BUDGET_BYTES)) break
     ids.push(candidate.id)
     bytes += Number(candidate.documents_bytes)
   }

@@ -257,3 +257,11 @@ export const requireStorable = (value: unknown, field?: string): Effect.Effect<v
  * back would be stored and then unreadable.
  */
 export const MAX_SQL_MESSAGE_BYTES = 4 * MAX_STORED_JSON_BYTES
+
+/**
+ * The most a page of stored documents brings past its first row, where a page stops at a byte
+ * budget as well as a row limit (a run's log, run lists): the SQL client decodes a statement's whole
+ * result at once, in memory and in one turn of the event loop, and a page of 16 MiB documents had
+ * no bound but its row limit.
+ */
+export const PAGE_BUDGET_BYTES = 4 * 1024 * 1024

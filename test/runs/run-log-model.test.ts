@@ -15,9 +15,9 @@ import { Settings } from "../../src/config/settings.ts"
 import { RunSignals } from "../../src/coordination/run-signals.ts"
 import { RunBudget } from "../../src/runs/run-budget.ts"
 import { RunLeases } from "../../src/runs/run-leases.ts"
-import { READ_BUDGET_BYTES, RunLog } from "../../src/runs/run-log.ts"
-import { LIST_BUDGET_BYTES } from "../../src/runs/run-record.ts"
+import { RunLog } from "../../src/runs/run-log.ts"
 import { RunsRepo } from "../../src/runs/runs-repo.ts"
+import { PAGE_BUDGET_BYTES } from "../../src/util/json-limits.ts"
 import { DatabaseLive } from "../../src/storage/database.ts"
 import { storageTargets } from "../support/engines.ts"
 import { input, runEvents, serialize } from "../machines/run-model.ts"
@@ -146,7 +146,7 @@ for (const target of targets) {
             // A read of the log stops once its byte budget came before an event: three events of
             // 60% of it each take two reads (the second starts past the budget), whatever the limit.
             const log = yield* RunLog
-            const text = "y".repeat(Math.floor(0.6 * READ_BUDGET_BYTES))
+            const text = "y".repeat(Math.floor(0.6 * PAGE_BUDGET_BYTES))
             yield* log.append(id, [1, 2, 3].map((i) => ({ type: "tool.result", i, text })), { fence })
             const first = yield* log.read(id, 0, 500)
             assert.deepStrictEqual(first.map((e) => e.seq), [1, 2])
@@ -160,7 +160,7 @@ for (const target of targets) {
             for (const i of [1, 2, 3]) {
               const run = yield* repo.create("key_pages", {
                 executable: false, model: null, input: null, tools: [], optimization: { mode: "auto", allow: {} },
-                metadata: { note: "z".repeat(Math.floor(0.6 * LIST_BUDGET_BYTES)), i }, parentRunId: null, budgetMicros: null
+                metadata: { note: "z".repeat(Math.floor(0.6 * PAGE_BUDGET_BYTES)), i }, parentRunId: null, budgetMicros: null
               }, () => ({ status: 201, body: null }))
               made.push((run as { run: { id: string } }).run.id)
             }
