@@ -19,7 +19,8 @@ import { Effect, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
-import { aroundYields, SLICE_MS, wasSliced } from "../util/sliced-json.ts"
+import { aroundYields, wasSliced } from "../util/sliced-json.ts"
+import { SLICE_MS } from "../util/slices.ts"
 
 type Decodable = Schema.Top & { readonly DecodingServices: never }
 

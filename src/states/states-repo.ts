@@ -7,7 +7,7 @@ import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.ts"
 import { newId } from "../util/ids.ts"
-import { findUnstorable, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
+import { findUnstorableInSlices, MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import type { Json } from "../util/json.ts"
 import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { combine } from "./combine.ts"
@@ -65,8 +65,8 @@ export class StatesRepo extends Context.Service<StatesRepo, {
         const combined = combine(current.value, delta)
         if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
         // Each delta was checked, but appends add up: a sum can overflow to Infinity, and the value
-        // must stay within what one row holds.
-        const grown = findUnstorable(combined.value)
+        // must stay within what one row holds (checked in slices: the value may be 16 MiB).
+        const grown = yield* findUnstorableInSlices(combined.value)
         if (grown?.kind === "size") {
           return yield* new PayloadTooLarge({
             limitBytes: MAX_STORED_JSON_BYTES,

@@ -18,6 +18,7 @@
 import { Effect } from "effect"
 import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
 import { formatPath } from "./schema-issue.ts"
+import { runAtOnce, runInSlices, STRING_SLICE, stringSlices } from "./slices.ts"
 
 /** Deepest nesting accepted in a request body (the body itself is level 1). */
 export const MAX_JSON_DEPTH = 128
@@ -148,16 +149,35 @@ const leaf = (value: unknown): Leaf => {
   }
 }
 
+/** Work (characters, plus a few per value) between two points where the walk may pause. */
+const UNITS_PER_STEP = 64 * 1024
+
+/** A long string's printed size, or its problem, checked slice by slice with a pause between slices. */
+function* longString(s: string): Generator<void, Leaf> {
+  let bytes = 2
+  for (const slice of stringSlices(s)) {
+    const problem = textProblem(slice)
+    if (problem !== undefined) return { kind: problem }
+    bytes += printedStringBytes(slice) - 2
+    yield
+  }
+  return bytes
+}
+
 /**
- * The first reason `value` cannot be stored as given, or undefined. Object keys are checked like
- * strings. Paths are property paths from the value's root. Stops as soon as the size is exceeded.
+ * The walk behind `findUnstorable` and `requireStorable`: the first reason `value` cannot be
+ * stored as given, or undefined. Object keys are checked like strings; paths are property paths
+ * from the value's root; it stops as soon as the size is exceeded. It pauses (yields) after about
+ * `UNITS_PER_STEP` characters of work, so that a caller can spread a 16 MiB document over many
+ * turns of the event loop (`runInSlices`): checked at once it took 90–230 ms on a slow VM.
  */
-export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): JsonProblem | undefined => {
+function* unstorable(value: unknown, maxBytes: number): Generator<void, JsonProblem | undefined> {
   if (!isContainer(value)) {
-    const size = leaf(value)
+    const size = typeof value === "string" && value.length > STRING_SLICE ? yield* longString(value) : leaf(value)
     return typeof size === "number" ? (size > maxBytes ? { kind: "size", bytes: size } : undefined) : { kind: size.kind, path: [] }
   }
   let bytes = 0
+  let units = 0
   const stack: Array<Frame> = [{ value, key: undefined, parent: undefined, depth: 0 }]
   while (stack.length > 0) {
     const frame = stack.pop()!
@@ -165,30 +185,32 @@ export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSO
     const depth = frame.depth + 1
     // Leaves are checked in document order; containers are pushed in reverse to be visited so.
     const containers: Array<Frame> = []
-    const visit = (child: unknown, key: string | number): JsonProblem | undefined => {
+    const keys = Array.isArray(current) ? undefined : Object.keys(current)
+    const count = keys === undefined ? (current as ReadonlyArray<unknown>).length : keys.length
+    bytes += 2 + (keys === undefined ? 2 * count : 0)
+    for (let i = 0; i < count; i++) {
+      const key: string | number = keys === undefined ? i : keys[i]
+      if (typeof key === "string") {
+        const keySize = key.length > STRING_SLICE ? yield* longString(key) : leaf(key)
+        if (typeof keySize !== "number") return { kind: keySize.kind, path: [...pathOf(frame), key] }
+        bytes += keySize + 4
+        units += key.length
+      }
+      const child = (current as Record<string | number, unknown>)[key]
       if (isContainer(child)) {
         containers.push({ value: child, key, parent: frame, depth })
-        return undefined
+        units += 4
+        continue
       }
-      const size = leaf(child)
+      // Short strings are checked at once, without a generator of their own (most leaves).
+      const size = typeof child === "string" && child.length > STRING_SLICE ? yield* longString(child) : leaf(child)
       if (typeof size !== "number") return { kind: size.kind, path: [...pathOf(frame), key] }
       bytes += size
-      return undefined
-    }
-    if (Array.isArray(current)) {
-      bytes += 2 + 2 * current.length
-      for (let i = 0; i < current.length; i++) {
-        const problem = visit(current[i], i)
-        if (problem !== undefined) return problem
-      }
-    } else {
-      bytes += 2
-      for (const key in current) {
-        const keyProblem = textProblem(key)
-        if (keyProblem !== undefined) return { kind: keyProblem, path: [...pathOf(frame), key] }
-        bytes += printedStringBytes(key) + 4
-        const problem = visit((current as Record<string, unknown>)[key], key)
-        if (problem !== undefined) return problem
+      units += 4 + (typeof child === "string" ? child.length : 0)
+      if (units >= UNITS_PER_STEP) {
+        if (bytes > maxBytes) return { kind: "size", bytes }
+        units = 0
+        yield
       }
     }
     for (let i = containers.length - 1; i >= 0; i--) stack.push(containers[i])
@@ -196,6 +218,14 @@ export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSO
   }
   return undefined
 }
+
+/** The first reason `value` cannot be stored as given, or undefined, checked at once (see `unstorable`). */
+export const findUnstorable = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): JsonProblem | undefined =>
+  runAtOnce(unstorable(value, maxBytes))
+
+/** `findUnstorable` in slices that give the event loop back (`runInSlices`): for a large value. */
+export const findUnstorableInSlices = (value: unknown, maxBytes: number = MAX_STORED_JSON_BYTES): Effect.Effect<JsonProblem | undefined> =>
+  runInSlices(unstorable(value, maxBytes))
 
 /** `tools[0].input_schema.properties…`: a path shortened for a message. */
 const shortPath = (path: ReadonlyArray<PropertyKey>) => formatPath(path.slice(0, 4)) + (path.length > 4 ? "…" : "")
@@ -221,9 +251,10 @@ export const requireShallow = (value: unknown): Effect.Effect<void, InvalidReque
  * out of range; 413 for a value larger than the store keeps. `field` prefixes the paths when the
  * value is one field of the body.
  */
-export const requireStorable = (value: unknown, field?: string): Effect.Effect<void, InvalidRequest | PayloadTooLarge> => {
-  const problem = findUnstorable(value)
-  if (problem === undefined) return Effect.void
+export const requireStorable = (value: unknown, field?: string): Effect.Effect<void, InvalidRequest | PayloadTooLarge> =>
+  Effect.flatMap(findUnstorableInSlices(value), (problem) => problem === undefined ? Effect.void : storableFailure(problem, field))
+
+const storableFailure = (problem: JsonProblem, field: string | undefined): Effect.Effect<void, InvalidRequest | PayloadTooLarge> => {
   const where = (path: ReadonlyArray<PropertyKey>) => {
     const inner = formatPath(path)
     return field === undefined ? inner : inner === "" ? field : inner.startsWith("[") ? field + inner : `${field}.${inner}`
@@ -248,7 +279,6 @@ export const requireStorable = (value: unknown, field?: string): Effect.Effect<v
     }
   }
 }
-
 
 /**
  * Largest protocol message the SQL client reads (the driver's default is 16 MiB). A row is one

@@ -23,11 +23,10 @@ import { Effect } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
 import { formatPath } from "./schema-issue.ts"
+import { SLICE_MS } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
 const SLICE_BYTES = 8 * 1024
-/** Work between two yields to the event loop. */
-export const SLICE_MS = 2
 
 export interface SlicedJsonLimits {
   readonly maxDepth?: number

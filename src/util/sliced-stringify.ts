@@ -15,15 +15,12 @@
  * counts of large schemas and tool-call inputs (`model/tokens.ts`).
  */
 import { Effect } from "effect"
+import { SLICE_MS, STRING_SLICE, stringSlices } from "./slices.ts"
 
 /** Above this many characters (strings plus a few per value) a value is serialized in slices. */
 export const LARGE_WIRE_UNITS = 256 * 1024
-/** Characters of a long string escaped at once. */
-const STRING_SLICE = 64 * 1024
 /** Characters gathered before they are encoded into one chunk. */
 const CHUNK_UNITS = 64 * 1024
-/** Work between two yields to the event loop. */
-const SLICE_MS = 2
 /** Pieces between two readings of the clock. */
 const PIECES_PER_CHECK = 256
 
@@ -50,8 +47,6 @@ export const isLarge = (value: unknown): boolean => {
   return false
 }
 
-const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
-
 /** What JSON.stringify leaves out of an object and writes as `null` in an array. */
 const omitted = (value: unknown) => value === undefined || typeof value === "function" || typeof value === "symbol"
 
@@ -63,13 +58,7 @@ function* pieces(value: unknown): Generator<string> {
       return
     }
     yield "\""
-    for (let at = 0; at < value.length;) {
-      let end = Math.min(value.length, at + STRING_SLICE)
-      // Never cut a surrogate pair: each half alone would be written as an escape.
-      if (end < value.length && HIGH_SURROGATE(value.charCodeAt(end - 1))) end--
-      yield JSON.stringify(value.slice(at, end)).slice(1, -1)
-      at = end
-    }
+    for (const slice of stringSlices(value)) yield JSON.stringify(slice).slice(1, -1)
     yield "\""
     return
   }

@@ -11,7 +11,8 @@ import { messagesDialect } from "../../src/dialects/messages/index.ts"
 import { responsesDialect } from "../../src/dialects/responses/index.ts"
 import { runDecode, type Sliced } from "../../src/dialects/staged-decode.ts"
 import { InvalidRequest } from "../../src/errors.ts"
-import { SLICE_MS, slicedJsonParser } from "../../src/util/sliced-json.ts"
+import { slicedJsonParser } from "../../src/util/sliced-json.ts"
+import { SLICE_MS } from "../../src/util/slices.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 const COUNT = 20_000

@@ -1,6 +1,9 @@
 /** The depth and storability checks on parsed bodies (`src/util/json-limits.ts`). */
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { findTooDeep, findUnstorable, MAX_JSON_DEPTH } from "../../src/util/json-limits.ts"
+import { findTooDeep, findUnstorable, findUnstorableInSlices, MAX_JSON_DEPTH, MAX_STORED_JSON_BYTES } from "../../src/util/json-limits.ts"
+import { STRING_SLICE } from "../../src/util/slices.ts"
+import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 const nested = (depth: number): unknown => JSON.parse(`{"a":`.repeat(depth - 1) + "{}" + "}".repeat(depth - 1))
 
@@ -40,5 +43,43 @@ describe("findUnstorable", () => {
     expect(findUnstorable("é".repeat(49), 100)).toBeUndefined() // 98 UTF-8 bytes + quotes
     expect(findUnstorable(1e300, 300)).toMatchObject({ kind: "size" }) // jsonb prints 301 digits
     expect(findUnstorable(1e20, 300)).toBeUndefined()
+  })
+})
+
+describe("findUnstorableInSlices (large values)", () => {
+  const inSlices = (value: unknown, maxBytes?: number) => Effect.runPromise(findUnstorableInSlices(value, maxBytes))
+  // A pair that straddles a slice's end: split, each half would be a lone surrogate.
+  const straddling = "x".repeat(STRING_SLICE - 1) + "😀" + "é\n\"".repeat(1_000)
+
+  it("checks a long string slice by slice as the whole: pairs kept, escapes and sizes added up", async () => {
+    const printed = Buffer.byteLength(JSON.stringify(straddling))
+    expect(await inSlices(straddling, printed)).toBeUndefined()
+    expect(await inSlices(straddling, printed - 1)).toEqual({ kind: "size", bytes: printed })
+    expect(await inSlices({ [straddling]: [straddling] }, 3 * printed)).toBeUndefined()
+    expect(await inSlices({ a: [1, straddling + "\ud800"] })).toEqual({ kind: "surrogate", path: ["a", 1] })
+    expect(await inSlices({ a: { [straddling + "\u0000"]: 1 } })).toEqual({ kind: "nul", path: ["a", straddling + "\u0000"] })
+    expect(findUnstorable({ a: [1, straddling + "\ud800"] })).toEqual({ kind: "surrogate", path: ["a", 1] })
+  })
+
+  it("bounds a large document's printed size as a small one's, and refuses one a byte over", async () => {
+    // 2,000 keys of ~8 KiB each. jsonb prints `"key": value` joined by ", ": one more byte per key
+    // and per comma than JSON.stringify; the bound counts ", " after the last entry too.
+    const value = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [`k${i}`, `v${i} é ${"y".repeat(8_000)}`]))
+    const printed = Buffer.byteLength(JSON.stringify(value)) + 2 * 2_000 + 1
+    expect(await inSlices(value, printed)).toBeUndefined()
+    expect(await inSlices(value, printed - 1)).toMatchObject({ kind: "size" })
+  })
+
+  it("gives the event loop back while it checks 16 MiB", async () => {
+    const value = Array.from({ length: 16_000 }, (_, i) => `${i} é 😀 ${"z".repeat(1_000)}`)
+    // One string of 15 MiB (two bytes per character in V8, three in UTF-8).
+    const big = { one: "€".repeat(5 * 1024 * 1024) }
+    const { value: problem, turns } = await loopTurnsDuring(() => inSlices(value))
+    expect(problem).toBeUndefined()
+    expect(turns).toBeGreaterThan(3)
+    const single = await loopTurnsDuring(() => inSlices(big))
+    expect(single.value).toBeUndefined()
+    expect(single.turns).toBeGreaterThan(3)
+    expect(await inSlices([big.one, big.one], MAX_STORED_JSON_BYTES)).toMatchObject({ kind: "size" })
   })
 })

@@ -1,0 +1,60 @@
+/**
+ * Work on the event loop in slices: a long pass over a request or a stored document (a parse, a
+ * serialization, a check) gives the loop back every `SLICE_MS`, so no other client waits longer
+ * than that for it. The one rule for how long a slice runs; its users: the sliced JSON parser,
+ * the sliced serializer, the storable check, the staged decoders and the artifact row writer.
+ */
+import { Effect } from "effect"
+
+/** Work between two yields to the event loop. */
+export const SLICE_MS = 2
+
+/**
+ * Runs `steps` to its end and gives back what it returns, yielding to the event loop whenever
+ * a slice has run `SLICE_MS` (the clock is read at each step, so a step should be a few tens of
+ * microseconds of work or more). The first slice runs in the caller's turn.
+ */
+export const runInSlices = <A>(steps: Iterator<unknown, A>): Effect.Effect<A> =>
+  Effect.suspend(() => {
+    let started = performance.now()
+    const slice = (): Effect.Effect<A> => {
+      for (;;) {
+        const step = steps.next()
+        if (step.done === true) return Effect.succeed(step.value)
+        if (performance.now() - started >= SLICE_MS) {
+          return Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
+            started = performance.now()
+            return slice()
+          }))
+        }
+      }
+    }
+    return slice()
+  })
+
+/** Runs `steps` to its end at once (a small input, or a caller that cannot pause). */
+export const runAtOnce = <A>(steps: Iterator<unknown, A>): A => {
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+  }
+}
+
+/** Characters of a long string handled at once (escaped, checked, measured). */
+export const STRING_SLICE = 64 * 1024
+
+const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
+
+/**
+ * A long string in slices of at most `STRING_SLICE` characters, never cut inside a surrogate
+ * pair (each half alone would be a lone surrogate: escaped by JSON.stringify, refused by the
+ * store), so what is computed slice by slice adds up to what the whole string gives.
+ */
+export function* stringSlices(s: string): Generator<string> {
+  for (let at = 0; at < s.length;) {
+    let end = Math.min(s.length, at + STRING_SLICE)
+    if (end < s.length && HIGH_SURROGATE(s.charCodeAt(end - 1))) end--
+    yield s.slice(at, end)
+    at = end
+  }
+}
