@@ -1,13 +1,14 @@
 /**
  * Files (OpenAI `/v1/files`): uploads, and the output and error files batches write. Scoped to
  * the key: another key's file id is 404 everywhere. Content is stored in chunks of at most 1 MiB
- * (`file_chunks`), so no row nears what the SQL client reads at once; a file is written with its
+ * (`file_chunks`, cut by `util/byte-chunks.ts`), so no row nears what the SQL client reads at once; a file is written with its
  * chunks in one transaction, so a listed file always has all its content.
  */
 import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
+import { byteLengthOf, chunksOf } from "../util/byte-chunks.ts"
 import { randomBase62 } from "../util/ids.ts"
 
 export const FILE_CHUNK_BYTES = 1024 * 1024
@@ -32,40 +33,6 @@ export interface NewFile {
   readonly content: Uint8Array | ReadonlyArray<Uint8Array>
   readonly expiresAt?: Date | null
 }
-
-/**
- * The content in chunks of `FILE_CHUNK_BYTES`, each made when it is reached: a view of one buffer,
- * or a copy of its pieces. Joining a 30 MiB upload into one buffer first held the event loop
- * ~100 ms on a slow VM; a chunk is made between two statements.
- */
-export function* fileChunks(content: NewFile["content"]): Generator<Uint8Array> {
-  const pieces = content instanceof Uint8Array ? [content] : content
-  let chunk = new Uint8Array(0)
-  let filled = 0
-  for (const piece of pieces) {
-    for (let at = 0; at < piece.byteLength;) {
-      if (filled === 0 && piece.byteLength - at >= FILE_CHUNK_BYTES) {
-        yield piece.subarray(at, at + FILE_CHUNK_BYTES)
-        at += FILE_CHUNK_BYTES
-        continue
-      }
-      if (chunk.byteLength === 0) chunk = new Uint8Array(FILE_CHUNK_BYTES)
-      const take = Math.min(FILE_CHUNK_BYTES - filled, piece.byteLength - at)
-      chunk.set(piece.subarray(at, at + take), filled)
-      filled += take
-      at += take
-      if (filled === FILE_CHUNK_BYTES) {
-        yield chunk
-        chunk = new Uint8Array(0)
-        filled = 0
-      }
-    }
-  }
-  if (filled > 0) yield chunk.subarray(0, filled)
-}
-
-const byteLengthOf = (content: NewFile["content"]) =>
-  content instanceof Uint8Array ? content.byteLength : content.reduce((sum, piece) => sum + piece.byteLength, 0)
 
 export interface FilePage {
   readonly object: "list"
@@ -110,7 +77,7 @@ export const insertFile = (sql: SqlClient.SqlClient, keyId: string, file: NewFil
       VALUES (${id}, ${keyId}, ${file.filename}, ${file.purpose}, ${byteLengthOf(file.content)}, ${file.expiresAt ?? null})
       RETURNING id, filename, purpose, bytes, created_at, expires_at`
     let seq = 0
-    for (const chunk of fileChunks(file.content)) {
+    for (const chunk of chunksOf(file.content, FILE_CHUNK_BYTES)) {
       yield* sql`INSERT INTO file_chunks (file_id, seq, data) VALUES (${id}, ${seq++}, ${chunk})`
     }
     return toFile(rows[0])

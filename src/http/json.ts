@@ -1,6 +1,6 @@
 /**
  * JSON responses with the content type the SDKs require (`application/json`, else they see a
- * string). A large body (a run's tools, a state's document, a stored response: up to 16 MiB each)
+ * string). A large body (a run's tools, a stored response: up to 16 MiB each)
  * is serialized in slices as it is sent (`util/sliced-stringify.ts`), so writing it never holds
  * the event loop; `JSON.stringify` of a 16 MiB string alone held it 170–300 ms on a slow VM. Such a
  * body goes out chunked (`transfer-encoding: chunked`): its length is known only once it is made.

@@ -26,13 +26,15 @@ const mergePatch = (target: Json, patch: Json): Json => {
 
 export type CombineResult = { readonly ok: true; readonly value: Json } | { readonly ok: false; readonly message: string }
 
+/** The 400's message when the delta's type is not the current value's. */
+export const mismatchMessage = (current: string, delta: string) =>
+  `delta: a ${delta} cannot be combined with the current ${current} value (expected a ${current})`
+
 export const combine = (current: Json, delta: Json): CombineResult => {
   const a = jsonType(current)
   const b = jsonType(delta)
   if (a === "null") return { ok: true, value: delta }
-  if (a !== b) {
-    return { ok: false, message: `delta: a ${b} cannot be combined with the current ${a} value (expected a ${a})` }
-  }
+  if (a !== b) return { ok: false, message: mismatchMessage(a, b) }
   switch (a) {
     case "object":
       return { ok: true, value: mergePatch(current, delta) }

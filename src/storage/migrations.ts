@@ -316,5 +316,22 @@ export const migrations = {
     yield* sql`UPDATE run_events SET bytes = octet_length(data::text)`
     yield* sql`ALTER TABLE runs ADD COLUMN documents_bytes bigint NOT NULL DEFAULT 0`
     yield* sql`UPDATE runs SET documents_bytes = octet_length(tools::text) + octet_length(metadata::text)`
+  }),
+  "0012_state_chunks": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // A state's value as its JSON text in chunks of at most 1 MiB (`states-repo.ts`), read and
+    // written a chunk per statement, instead of one jsonb of up to 16 MiB decoded at once.
+    yield* sql`CREATE TABLE state_chunks (
+      state_id text NOT NULL REFERENCES states (id) ON DELETE CASCADE,
+      chunk_no integer NOT NULL,
+      data bytea NOT NULL,
+      PRIMARY KEY (state_id, chunk_no)
+    )`
+    yield* sql`ALTER TABLE states ADD COLUMN bytes bigint NOT NULL DEFAULT 0`
+    yield* sql`UPDATE states SET bytes = octet_length(convert_to(value::text, 'UTF8'))`
+    yield* sql`INSERT INTO state_chunks (state_id, chunk_no, data)
+      SELECT s.id, n, substring(convert_to(s.value::text, 'UTF8') FROM n * 1048576 + 1 FOR 1048576)
+      FROM states s, generate_series(0, ((s.bytes - 1) / 1048576)::integer) AS n`
+    yield* sql`ALTER TABLE states DROP COLUMN value`
   })
 }

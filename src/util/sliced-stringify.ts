@@ -171,7 +171,7 @@ export const jsonTextPiecesInSlices = (value: unknown): Effect.Effect<ReadonlyAr
 
 /**
  * `JSON.stringify(value)`, the same text, made in slices when large (what is stored: a batch's
- * request bodies, a run's documents and events, a state): only the last join of the pieces runs
+ * request bodies, a run's documents and events): only the last join of the pieces runs
  * at once, a copy of the text.
  */
 export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>

@@ -3,20 +3,21 @@
  * every chunk but the last exactly FILE_CHUNK_BYTES, and the chunks joined give the content back.
  */
 import { describe, expect, it } from "vitest"
-import { FILE_CHUNK_BYTES, fileChunks } from "../../src/files/files-repo.ts"
+import { FILE_CHUNK_BYTES } from "../../src/files/files-repo.ts"
+import { chunksOf } from "../../src/util/byte-chunks.ts"
 
 const bytes = (length: number, seed: number) => Uint8Array.from({ length }, (_, i) => (i * 7 + seed) % 256)
 
 const check = (content: Uint8Array | ReadonlyArray<Uint8Array>) => {
   const whole = content instanceof Uint8Array ? content : Buffer.concat(content as Array<Uint8Array>)
-  const chunks = [...fileChunks(content)]
+  const chunks = [...chunksOf(content, FILE_CHUNK_BYTES)]
   expect(Buffer.concat(chunks).equals(Buffer.from(whole))).toBe(true)
   for (const chunk of chunks.slice(0, -1)) expect(chunk.byteLength).toBe(FILE_CHUNK_BYTES)
   expect(chunks.at(-1)?.byteLength ?? 0).toBeLessThanOrEqual(FILE_CHUNK_BYTES)
   expect(chunks.length).toBe(Math.ceil(whole.byteLength / FILE_CHUNK_BYTES))
 }
 
-describe("fileChunks", () => {
+describe("chunksOf (a file's chunks)", () => {
   it("cuts one buffer into views of FILE_CHUNK_BYTES", () => {
     check(bytes(2 * FILE_CHUNK_BYTES + 12_345, 1))
     check(bytes(FILE_CHUNK_BYTES, 2))

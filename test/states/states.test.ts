@@ -88,25 +88,85 @@ describe.each(engines())("state handles ($name)", (engine) => {
     expect(res.headers.get("allow")).toBe("GET")
   })
 
-  it("a large document is read back exactly, its JSON made in pieces as it is sent", async () => {
-    // Over the 256 Ki characters from which a response is serialized in slices, with every kind
-    // of character JSON escapes and a string cut across slices.
-    const value = { text: "😀 \"q\" \\ \n\t\u0001 é".repeat(40_000), list: [1, null, true, "x".repeat(200_000)], nested: { deep: [{ a: "b" }] } }
+  const read = async (id: string) => {
+    const res = await fetch(`${gw.baseUrl}/v1/states/${id}`, { headers: { authorization: `Bearer ${gw.apiKey}` } })
+    return { res, text: await res.text() }
+  }
+
+  it("a large document is read back as stored, byte for byte, keys in the order written", async () => {
+    // Over 1 MiB (two stored chunks), with every kind of character JSON escapes and a long string.
+    const value = { text: "😀 \"q\" \\ \n\t\u0001 é".repeat(40_000), list: [1, null, true, "x".repeat(200_000)], nested: { deep: [{ b: "b", a: "a" }] } }
     const created = await call("/v1/states", { value })
     expect(created.status).toBe(201)
-    const res = await fetch(`${gw.baseUrl}/v1/states/${created.body.state.stateId}`, { headers: { authorization: `Bearer ${gw.apiKey}` } })
+    const id = created.body.state.stateId
+    const { res, text } = await read(id)
     expect(res.status).toBe(200)
     expect(res.headers.get("content-type")).toContain("application/json")
     expect(res.headers.get("etag")).toBe('"0"')
-    expect(res.headers.get("transfer-encoding")).toBe("chunked")
-    const text = await res.text()
-    // The value as stored (jsonb orders keys its own way), in the very text JSON.stringify writes.
-    const read = JSON.parse(text)
-    expect(read).toEqual({ state: { stateId: created.body.state.stateId, seq: 0, value } })
-    expect(text).toBe(JSON.stringify(read))
-    // A small body keeps its length.
-    const small = await fetch(`${gw.baseUrl}/v1/states/${(await call("/v1/states", { value: 1 })).body.state.stateId}`, { headers: { authorization: `Bearer ${gw.apiKey}` } })
-    expect(small.headers.get("content-length")).not.toBeNull()
-    expect(await small.json()).toMatchObject({ state: { seq: 0, value: 1 } })
+    expect(text).toBe(JSON.stringify({ state: { stateId: id, seq: 0, value } }))
+    expect(Number(res.headers.get("content-length"))).toBe(Buffer.byteLength(text))
+    // A small body too.
+    const small = await read((await call("/v1/states", { value: { z: 1, a: [2] } })).body.state.stateId)
+    expect(small.res.headers.get("content-length")).toBe(String(Buffer.byteLength(small.text)))
+    expect(JSON.parse(small.text)).toMatchObject({ state: { seq: 0, value: { z: 1, a: [2] } } })
+    expect(small.text).toContain('"value":{"z":1,"a":[2]}}}')
   })
+
+  it("appends to large arrays, strings and objects as the combine rules say, and refuses past 16 MiB", async () => {
+    const item = (i: number) => `${i} é 😀 "q" ${"y".repeat(2_000)}`
+    let list: Array<unknown> = Array.from({ length: 600 }, (_, i) => item(i))
+    const listId = (await call("/v1/states", { value: list })).body.state.stateId
+    for (const delta of [[item(-1), { nested: [1, "\n"] }], [], [null]]) {
+      const appended = await call(`/v1/states/${listId}:append`, { delta })
+      expect(appended.status).toBe(200)
+      list = [...list, ...delta]
+      expect(appended.body.state.value).toEqual(list)
+    }
+    const listRead = await read(listId)
+    expect(listRead.text).toBe(JSON.stringify({ state: { stateId: listId, seq: 3, value: list } }))
+
+    const long = "é😀\"\\".repeat(300_000)
+    const textId = (await call("/v1/states", { value: long })).body.state.stateId
+    const grown = await call(`/v1/states/${textId}:append`, { delta: "\n and more 😀" })
+    expect(grown.body.state.value).toBe(long + "\n and more 😀")
+    expect((await read(textId)).text).toBe(JSON.stringify({ state: { stateId: textId, seq: 1, value: long + "\n and more 😀" } }))
+
+    const object = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`k${i}`, { text: item(i), n: i }]))
+    const objectId = (await call("/v1/states", { value: object })).body.state.stateId
+    const patched = await call(`/v1/states/${objectId}:append`, { delta: { k1: null, k2: { n: -2 }, added: [1] } })
+    const { k1: _gone, ...rest } = object
+    const expected = { ...rest, k2: { text: item(2), n: -2 }, added: [1] }
+    expect(patched.body.state.value).toEqual(expected)
+    expect((await read(objectId)).text).toBe(JSON.stringify({ state: { stateId: objectId, seq: 1, value: expected } }))
+
+    // A type mismatch on a large value is the same 400; nothing changes.
+    const mismatch = await call(`/v1/states/${listId}:append`, { delta: "text" })
+    expect(mismatch.status).toBe(400)
+    expect(mismatch.body.error.message).toMatch(/^delta: a string cannot be combined with the current array/)
+    // Each append fits, but their sum would not: 413 naming delta, and the value stays.
+    const big = "z".repeat(6 * 1024 * 1024)
+    const bigId = (await call("/v1/states", { value: big })).body.state.stateId
+    expect((await call(`/v1/states/${bigId}:append`, { delta: big })).status).toBe(200)
+    const over = await call(`/v1/states/${bigId}:append`, { delta: big })
+    expect(over.status).toBe(413)
+    expect(over.body.error.message).toContain("delta")
+    expect((await call(`/v1/states/${bigId}`)).body.state).toMatchObject({ seq: 1, value: big + big })
+  })
+
+  it("a read during appends sees one whole value, never half of an append", async () => {
+    const id = (await call("/v1/states", { value: ["x".repeat(900_000)] })).body.state.stateId
+    const appends = (async () => {
+      for (let i = 0; i < 6; i++) expect((await call(`/v1/states/${id}:append`, { delta: ["y".repeat(400_000 + i)] })).status).toBe(200)
+    })()
+    const reads: Array<{ seq: number; value: Array<string> }> = []
+    let done = false
+    void appends.finally(() => (done = true))
+    while (!done) reads.push(JSON.parse((await read(id)).text).state)
+    await appends
+    for (const state of reads) {
+      expect(state.value).toHaveLength(state.seq + 1)
+      state.value.slice(1).forEach((element, i) => expect(element).toBe("y".repeat(400_000 + i)))
+    }
+  })
+
 })

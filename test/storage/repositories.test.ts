@@ -54,7 +54,7 @@ for (const target of targets) {
         const repo = yield* StatesRepo
         const s = yield* repo.create("key_a", { n: 1 })
         const s1 = yield* repo.append("key_a", s.stateId, { m: 2 }, undefined)
-        expect(s1).toEqual({ stateId: s.stateId, seq: 1, value: { n: 1, m: 2 } })
+        expect({ ...s1, text: JSON.parse(Buffer.concat(s1.text).toString()) }).toEqual({ stateId: s.stateId, seq: 1, text: { n: 1, m: 2 }, bytes: 13 })
         const other = yield* Effect.flip(repo.get("key_b", s.stateId))
         expect(other._tag).toBe("NotFound")
         const stale = yield* Effect.flip(repo.append("key_a", s.stateId, { m: 3 }, 0))
