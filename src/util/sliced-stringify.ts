@@ -50,8 +50,11 @@ export const isLarge = (value: unknown): boolean => {
 /** What JSON.stringify leaves out of an object and writes as `null` in an array. */
 const omitted = (value: unknown) => value === undefined || typeof value === "function" || typeof value === "symbol"
 
-/** The JSON text of `value` in pieces, as JSON.stringify writes it (long strings in slices). */
-function* pieces(value: unknown): Generator<string> {
+/**
+ * The JSON text of `value` in pieces, as JSON.stringify writes it (long strings in slices); with
+ * `sortKeys`, every object's keys in sorted order (a canonical text).
+ */
+function* pieces(value: unknown, sortKeys: boolean): Generator<string> {
   if (typeof value === "string") {
     if (value.length <= STRING_SLICE) {
       yield JSON.stringify(value)
@@ -71,19 +74,21 @@ function* pieces(value: unknown): Generator<string> {
     for (let i = 0; i < value.length; i++) {
       if (i > 0) yield ","
       if (omitted(value[i])) yield "null"
-      else yield* pieces(value[i])
+      else yield* pieces(value[i], sortKeys)
     }
     yield "]"
     return
   }
   yield "{"
   let first = true
-  for (const key of Object.keys(value)) {
+  const keys = Object.keys(value)
+  if (sortKeys) keys.sort()
+  for (const key of keys) {
     const field = (value as Record<string, unknown>)[key]
     if (omitted(field)) continue
     yield `${first ? "" : ","}${JSON.stringify(key)}:`
     first = false
-    yield* pieces(field)
+    yield* pieces(field, sortKeys)
   }
   yield "}"
 }
@@ -93,14 +98,14 @@ function* pieces(value: unknown): Generator<string> {
  * `SLICE_MS`. Begins with a yield: the caller's own work on the value (a translation, the walk in
  * `isLarge`) ran in this turn.
  */
-const inSlices = (value: unknown, take: (piece: string) => void): Effect.Effect<void> =>
+const inSlices = (value: unknown, take: (piece: string) => void, sortKeys = false): Effect.Effect<void> =>
   Effect.gen(function*() {
     yield* Effect.yieldNow
     let started = performance.now()
     // The clock is read every PIECES_PER_CHECK pieces too, not only when a chunk is full: a body
     // of many tiny values takes ~8,000 pieces to fill one, several milliseconds of work.
     let sinceCheck = 0
-    for (const piece of pieces(value)) {
+    for (const piece of pieces(value, sortKeys)) {
       take(piece)
       if (++sinceCheck >= PIECES_PER_CHECK) {
         sinceCheck = 0
@@ -111,6 +116,13 @@ const inSlices = (value: unknown, take: (piece: string) => void): Effect.Effect<
       }
     }
   })
+
+/**
+ * Feeds `take` the canonical JSON text of `value` (`JSON.stringify`'s with every object's keys
+ * sorted) piece by piece, in slices: what a request's hash is made of, so that the same body
+ * hashes the same whatever its key order, without its whole text ever being made.
+ */
+export const canonicalJsonInSlices = (value: unknown, take: (piece: string) => void): Effect.Effect<void> => inSlices(value, take, true)
 
 /** Gathers pieces into `CHUNK_UNITS`-character groups, each handed to `flush` as one string. */
 const grouped = (flush: (text: string) => void) => {

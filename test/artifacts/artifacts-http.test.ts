@@ -43,7 +43,9 @@ describe.each(engines())("artifacts ($name)", (engine) => {
       ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) })
     })
     const text = await res.text()
-    // A 5xx here is never expected: print the gateway's error lines, which name the failing statement.
+    // A 5xx here is never expected: print the gateway's error lines, which name the failing
+    // statement, once its log buffer has been written (every 100 ms).
+    if (res.status >= 500) await new Promise((resolve) => setTimeout(resolve, 250))
     if (res.status >= 500) console.error(`${method} ${path} → ${res.status}; the gateway's error log:\n${errorLines(gw.output())}`)
     return { status: res.status, body: text === "" ? undefined : JSON.parse(text), headers: res.headers }
   }
