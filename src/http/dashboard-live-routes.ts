@@ -163,8 +163,8 @@ const runEvents = Effect.fnUntraced(function*(ctx: RequestContext, session: Dash
   const executor = yield* RunExecutor
   const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
   // A first comment sends the headers at once, so the page can say "live" before the first event.
-  const frames = Stream.concat(Stream.make(commentFrame("connected")), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
-    .pipe(Stream.encodeText, Stream.provideContext(services))
+  const frames = Stream.concat(Stream.make(new TextEncoder().encode(commentFrame("connected"))), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
+    .pipe(Stream.provideContext(services))
   return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
 })
 

@@ -145,7 +145,7 @@ const readEvents = Effect.fnUntraced(function*(ctx: RequestContext) {
   const after = yield* resumeCursor(ctx)
   const executor = yield* RunExecutor
   const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
-  const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.encodeText, Stream.provideContext(services))
+  const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.provideContext(services))
   return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
 })
 

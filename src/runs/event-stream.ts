@@ -1,5 +1,5 @@
 /**
- * A run's log as SSE frames: an opening comment (so the response commits at once), then `id:
+ * A run's log as SSE frames (bytes): an opening comment (so the response commits at once), then `id:
  * <seq>`, `event: <type>`, `data: <event JSON with seq>`, from `after` on, then live; a final
  * `event: done` with `{}` once the run is finished and every event was sent. It subscribes to the
  * run's wake-up signal before the first read (so no append between the read and the wait is
@@ -10,26 +10,40 @@
 import { Cause, Clock, Effect, Queue, Stream } from "effect"
 import { recheckMs, RunSignals } from "../coordination/run-signals.ts"
 import { commentFrame } from "../http/sse.ts"
-import { jsonTextPiecesInSlices } from "../util/sliced-stringify.ts"
-import { RunLog } from "./run-log.ts"
-import type { LogEvent } from "./run-record.ts"
+import { type EventText, RunLog } from "./run-log.ts"
 import { RunsRepo } from "./runs-repo.ts"
 
 const PAGE = 500
+/** A large event's text goes out in views of this size. */
+const PIECE_BYTES = 64 * 1024
+/**
+ * Pieces a pull takes at most: the server joins what one pull gives into one buffer before it
+ * writes, so a pull stays within 1 MiB (at 64, 4 MiB were joined in one turn).
+ */
+const PIECES_PER_PULL = 16
+
+const utf8 = new TextEncoder()
+const text = (frame: string) => utf8.encode(frame)
 
 /**
- * An event's frame, as the texts to send in order: its JSON in pieces made in slices when large (a
- * tool result may be 16 MiB; `JSON.stringify` of it, then its UTF-8 encoding, held the event loop
- * for hundreds of milliseconds on a slow VM).
+ * An event's frame: `id`, `event`, and as `data` the JSON text it was stored in with its `seq`
+ * added before the closing brace (`{…,"seq":N}`). The stored bytes go out as they are, never
+ * decoded, parsed or serialized again: a tool result may be 16 MiB, and its JSON made again, then
+ * encoded, held the event loop for tens to hundreds of milliseconds.
  */
-const eventFrame = (event: LogEvent): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.map(jsonTextPiecesInSlices(event), (pieces) => [`id: ${event.seq}\nevent: ${event.type}\ndata: `, ...pieces, "\n\n"])
-const DONE_FRAME = "event: done\ndata: {}\n\n"
+const eventFrame = (event: EventText): ReadonlyArray<Uint8Array> => {
+  const fields = event.text.subarray(0, event.text.byteLength - 1)
+  const pieces: Array<Uint8Array> = [text(`id: ${event.seq}\nevent: ${event.type}\ndata: `)]
+  for (let at = 0; at < fields.byteLength; at += PIECE_BYTES) pieces.push(fields.subarray(at, at + PIECE_BYTES))
+  pieces.push(text(`,"seq":${event.seq}}\n\n`))
+  return pieces
+}
+const DONE_FRAME = text("event: done\ndata: {}\n\n")
 /** The comment that opens every stream (SSE parsers ignore comments). */
-const OPEN_FRAME = commentFrame("stream open")
+const OPEN_FRAME = text(commentFrame("stream open"))
 
 export const runEventFrames = (runId: string, after: number, heartbeatMs: number) =>
-  Stream.callback<string, never, RunSignals | RunLog | RunsRepo>((queue) =>
+  Stream.callback<Uint8Array, never, RunSignals | RunLog | RunsRepo>((queue) =>
     Effect.gen(function*() {
       const signals = yield* RunSignals
       const log = yield* RunLog
@@ -42,9 +56,9 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
       yield* Queue.offer(queue, OPEN_FRAME)
       let lastSent = yield* Clock.currentTimeMillis
       while (true) {
-        const events = yield* log.read(runId, cursor, PAGE)
+        const events = yield* log.texts(runId, cursor, PAGE)
         for (const event of events) {
-          yield* Queue.offerAll(queue, yield* eventFrame(event))
+          yield* Queue.offerAll(queue, eventFrame(event))
           cursor = event.seq
         }
         if (events.length > 0) lastSent = yield* Clock.currentTimeMillis
@@ -61,7 +75,7 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
         yield* subscription.wait(recheck === undefined ? untilHeartbeat : Math.min(recheck, untilHeartbeat))
         const now = yield* Clock.currentTimeMillis
         if (now - lastSent >= heartbeatMs) {
-          yield* Queue.offer(queue, commentFrame("heartbeat"))
+          yield* Queue.offer(queue, text(commentFrame("heartbeat")))
           lastSent = now
         }
       }
@@ -72,4 +86,4 @@ export const runEventFrames = (runId: string, after: number, heartbeatMs: number
           ? Effect.interrupt
           : Effect.logWarning(`event stream of ${runId} ended`, cause).pipe(Effect.andThen(Queue.end(queue)))
       )
-    ), { bufferSize: 64 })
+    ), { bufferSize: PIECES_PER_PULL })

@@ -15,7 +15,8 @@ import { RunSignals } from "../coordination/run-signals.ts"
 import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
 import type { Usage } from "../model/usage.ts"
 import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
-import { jsonTextInSlices } from "../util/sliced-stringify.ts"
+import { jsonParameter } from "../storage/json-parameter.ts"
+import { parseStoredInSlices } from "../util/sliced-json.ts"
 import { type EventRow, type LogEvent, RUN_STATE_COLUMNS, type RunStateRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
 
 /** The instance no longer holds the run's lease (another instance took it over). */
@@ -50,6 +51,17 @@ export type NewEvent = { readonly type: string; readonly [field: string]: unknow
 
 const notFound = (id: string) => new NotFound({ kind: "resource", message: `No run with id ${id}` })
 
+/** Above this size an event is written in a statement of its own and read as bytes, parsed in slices. */
+const LARGE_EVENT_BYTES = 256 * 1024
+
+/** An event as stored: its JSON text's UTF-8 bytes, which hold every field but `seq`. */
+export interface EventText {
+  readonly seq: number
+  readonly type: string
+  readonly text: Uint8Array
+}
+
+
 /** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
 const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
   Effect.gen(function*() {
@@ -77,6 +89,8 @@ export class RunLog extends Context.Service<RunLog, {
    * cursor reaches the run's `last_seq`.
    */
   read(runId: string, after: number, limit: number): Effect.Effect<ReadonlyArray<LogEvent>, SqlError.SqlError>
+  /** `read`'s events as the JSON texts they were stored in (without their `seq`), for a reader that sends them on. */
+  texts(runId: string, after: number, limit: number): Effect.Effect<ReadonlyArray<EventText>, SqlError.SqlError>
 }>()("gateway/runs/RunLog") {
   static readonly layer = Layer.effect(RunLog, Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -130,17 +144,21 @@ export class RunLog extends Context.Service<RunLog, {
         const status = statusOf(snapshot)
         const finished = isTerminal(status)
         if (events.length > 0) {
-          // An event a caller sends may be 16 MiB (a tool result): its JSON is made in slices.
-          const data = yield* Effect.forEach(events, (event) => jsonTextInSlices({ ...event, seq: undefined }))
-          yield* sql`INSERT INTO run_events ${
-            sql.insert(events.map((event, i): Record<string, unknown> => ({
-              run_id: runId,
-              seq: first + i,
-              type: event.type,
-              data: data[i],
-              bytes: Buffer.byteLength(data[i]!)
-            })) as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])
-          }`
+          // An event a caller sends may be 16 MiB (a tool result): its JSON is made in slices and
+          // staged 1 MiB a statement (`jsonParameter`), then stored by a statement of its own;
+          // small ones go together in one.
+          const data = yield* Effect.forEach(events, (event) => jsonParameter(sql, { ...event, seq: undefined }, "json"))
+          const small = events.flatMap((event, i) => data[i]!.bytes > LARGE_EVENT_BYTES ? [] : [{ event, i }])
+          if (small.length > 0) {
+            yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES ${
+              sql.csv(small.map(({ event, i }) => sql`(${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`))
+            }`
+          }
+          for (const [i, event] of events.entries()) {
+            if (data[i]!.bytes <= LARGE_EVENT_BYTES) continue
+            yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES (${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`
+          }
+          yield* Effect.forEach(data, (parameter) => parameter.release, { discard: true })
         }
         yield* sql`UPDATE runs SET
             last_seq = ${lastSeq},
@@ -157,17 +175,34 @@ export class RunLog extends Context.Service<RunLog, {
         Effect.withSpan("RunLog.append")
       )
 
-    // At most `limit` events, and no more than PAGE_BUDGET_BYTES of them after the first.
-    const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
-      const rows = yield* sql<EventRow>`SELECT seq, type, data FROM (
-          SELECT seq, type, data, sum(bytes) OVER (ORDER BY seq) - bytes AS before
+    // A page: at most `limit` events, and no more than PAGE_BUDGET_BYTES of them after the first.
+    const page = (runId: string, after: number, limit: number) =>
+      sql`SELECT seq, type, bytes, data FROM (
+          SELECT seq, type, bytes, data, sum(bytes) OVER (ORDER BY seq) - bytes AS before
           FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}
         ) page WHERE before < ${PAGE_BUDGET_BYTES} ORDER BY seq`
-      return rows.map(toLogEvent)
+
+    // A large event comes as its text's bytes (never decoded in one turn) and is parsed in slices.
+    const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
+      const rows = yield* sql<EventRow & { readonly text: Uint8Array | null }>`SELECT seq, type,
+          CASE WHEN bytes <= ${LARGE_EVENT_BYTES} THEN data END AS data,
+          CASE WHEN bytes > ${LARGE_EVENT_BYTES} THEN convert_to(data::text, 'UTF8') END AS text
+        FROM (${page(runId, after, limit)}) events ORDER BY seq`
+      return yield* Effect.forEach(rows, (row) =>
+        row.text === null
+          ? Effect.succeed(toLogEvent(row))
+          : Effect.map(parseStoredInSlices([row.text]), (data) => toLogEvent({ seq: row.seq, type: row.type, data: data as EventRow["data"] })))
+    })
+
+    const texts = Effect.fn("RunLog.texts")(function*(runId: string, after: number, limit: number) {
+      const rows = yield* sql<{ readonly seq: string | number; readonly type: string; readonly text: Uint8Array }>`SELECT seq, type,
+          convert_to(data::text, 'UTF8') AS text
+        FROM (${page(runId, after, limit)}) events ORDER BY seq`
+      return rows.map((row): EventText => ({ seq: Number(row.seq), type: row.type, text: row.text }))
     })
 
     const settle = (runId: string, charge: Settle) => sql.withTransaction(settleCharge(sql, runId, charge)).pipe(Effect.withSpan("RunLog.settle"))
 
-    return RunLog.of({ append, settle, read })
+    return RunLog.of({ append, settle, read, texts })
   }))
 }

@@ -7,7 +7,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { isTerminal, persistRun, startRun } from "../../machines/run.ts"
 import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
-import { jsonTextInSlices } from "../util/sliced-stringify.ts"
+import { jsonParameter } from "../storage/json-parameter.ts"
 import { RunLog } from "./run-log.ts"
 import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, toRunView } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
@@ -82,6 +82,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     const sql = yield* SqlClient.SqlClient
     const log = yield* RunLog
     const columns = sql.literal(RUN_COLUMNS)
+    const stateColumns = sql.literal(RUN_STATE_COLUMNS)
 
     const findRow = (keyId: string, id: string) =>
       Effect.map(sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
@@ -92,19 +93,24 @@ export class RunsRepo extends Context.Service<RunsRepo, {
           return yield* notFound(run.parentRunId, "parentRunId")
         }
         const machine = persistRun(startRun({ executable: run.executable }))
-        // The documents a caller sent (up to 16 MiB each) are serialized in slices, and the row
-        // comes back without its input, which the caller has.
-        const [input, tools, metadata] = yield* Effect.all([jsonTextInSlices(run.input), jsonTextInSlices(run.tools), jsonTextInSlices(run.metadata)])
-        const rows = yield* sql<RunRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
+        // The documents a caller sent (up to 16 MiB each) go to SQL as bytes made in slices, and
+        // the row comes back without them: the caller has them.
+        const [input, tools, metadata] = yield* Effect.all([
+          jsonParameter(sql, run.input, "jsonb"),
+          jsonParameter(sql, run.tools, "jsonb"),
+          jsonParameter(sql, run.metadata, "jsonb")
+        ])
+        const rows = yield* sql<RunStateRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
             optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt, documents_bytes)
           VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
-            ${input}::jsonb, ${tools}::jsonb, ${JSON.stringify(run.optimization)}::jsonb,
-            ${metadata}::jsonb, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
+            ${input.fragment}, ${tools.fragment}, ${JSON.stringify(run.optimization)}::jsonb,
+            ${metadata.fragment}, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
             ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
             now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1},
-            ${Buffer.byteLength(tools) + Buffer.byteLength(metadata)})
-          RETURNING ${columns}`
-        return rows[0]
+            ${tools.bytes + metadata.bytes})
+          RETURNING ${stateColumns}`
+        yield* Effect.all([input.release, tools.release, metadata.release], { discard: true })
+        return { ...rows[0], tools: run.tools, metadata: run.metadata } satisfies RunRow
       })
 
     const create = (keyId: string, run: NewRun, render: (run: RunView) => Rendered, idempotency?: Idempotency) =>
@@ -131,9 +137,10 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         const view = toRunView(yield* insertRun(keyId, run))
         const response = render(view)
         if (idempotency !== undefined) {
-          const body = yield* jsonTextInSlices(response.body)
-          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${body}::jsonb
+          const body = yield* jsonParameter(sql, response.body, "jsonb")
+          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${body.fragment}
             WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
+          yield* body.release
         }
         return { _tag: "Created", run: view, response } satisfies Created
       })).pipe(Effect.withSpan("RunsRepo.create"))
@@ -188,7 +195,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     })
 
     const state = Effect.fn("RunsRepo.state")(function*(id: string) {
-      return (yield* sql<RunStateRow>`SELECT ${sql.literal(RUN_STATE_COLUMNS)} FROM runs WHERE id = ${id}`)[0]
+      return (yield* sql<RunStateRow>`SELECT ${stateColumns} FROM runs WHERE id = ${id}`)[0]
     })
 
     const documents = Effect.fn("RunsRepo.documents")(function*(id: string) {

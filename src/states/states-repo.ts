@@ -20,7 +20,7 @@ import { byteLengthOf, chunksOf } from "../util/byte-chunks.ts"
 import { newId } from "../util/ids.ts"
 import { MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import { type Json, jsonType } from "../util/json.ts"
-import { slicedJsonParser } from "../util/sliced-json.ts"
+import { parseStoredInSlices } from "../util/sliced-json.ts"
 import { isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 import { combine, mismatchMessage } from "./combine.ts"
 
@@ -54,14 +54,6 @@ const textOf = (value: Json): Effect.Effect<ReadonlyArray<Uint8Array>> =>
 const trimmed = (pieces: ReadonlyArray<Uint8Array>, head: number, tail: number): ReadonlyArray<Uint8Array> =>
   pieces.map((piece, i) => piece.subarray(i === 0 ? head : 0, i === pieces.length - 1 ? piece.byteLength - tail : piece.byteLength))
 
-/** A stored text parsed in slices (a large object); any size in values: appends add up. */
-const parseInSlices = (text: ReadonlyArray<Uint8Array>) =>
-  Effect.gen(function*() {
-    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
-    for (const chunk of text) yield* parser.feed(chunk)
-    return (yield* parser.end()) as Json
-  }).pipe(Effect.orDie)
-
 /** What an append writes: the new text from chunk `from` on (the chunks before it stay). */
 interface Rewrite {
   readonly from: number
@@ -87,7 +79,7 @@ const combineText = (text: ReadonlyArray<Uint8Array>, bytes: number, delta: Json
       }
       return { from: last, tail: [open, ...trimmed(yield* textOf(delta), 1, 0)] }
     }
-    const current = bytes > SMALL_BYTES ? yield* parseInSlices(text) : JSON.parse(Buffer.concat(text).toString()) as Json
+    const current = bytes > SMALL_BYTES ? (yield* parseStoredInSlices(text)) as Json : JSON.parse(Buffer.concat(text).toString()) as Json
     const combined = combine(current, delta)
     if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
     return { from: 0, tail: yield* textOf(combined.value) }

@@ -333,5 +333,22 @@ export const migrations = {
       SELECT s.id, n, substring(convert_to(s.value::text, 'UTF8') FROM n * 1048576 + 1 FOR 1048576)
       FROM states s, generate_series(0, ((s.bytes - 1) / 1048576)::integer) AS n`
     yield* sql`ALTER TABLE states DROP COLUMN value`
+  }),
+  "0013_run_event_text": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // An event kept as the JSON text it was written in (json, not jsonb): its SSE frame is that
+    // text as stored, sent without being decoded or parsed (`RunLog.texts`).
+    yield* sql`ALTER TABLE run_events ALTER COLUMN data TYPE json USING data::json`
+  }),
+  "0014_staged_documents": Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    // A large document on its way into a row, 1 MiB per row (`storage/json-parameter.ts`): written
+    // and removed within the transaction that stores it, so never seen outside it.
+    yield* sql`CREATE TABLE staged_documents (
+      id text NOT NULL,
+      n integer NOT NULL,
+      data bytea NOT NULL,
+      PRIMARY KEY (id, n)
+    )`
   })
 }

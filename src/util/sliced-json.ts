@@ -184,3 +184,15 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
 
   return { feed, end }
 }
+
+/**
+ * A stored document's JSON text, in the chunks it is kept in, parsed in slices. No limit on its
+ * values (appends add up past a request's); a failure is a defect, as the store holds only the
+ * JSON the gateway wrote.
+ */
+export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<unknown> =>
+  Effect.gen(function*() {
+    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
+    for (const chunk of chunks) yield* parser.feed(chunk)
+    return yield* parser.end()
+  }).pipe(Effect.orDie)

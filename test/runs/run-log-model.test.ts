@@ -6,6 +6,7 @@
  * and retention prunes only finished runs.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { SqlClient } from "effect/sql"
 import { Effect, Layer } from "effect"
 import { createTestModel } from "xstate/graph"
 import { runMachine, type RunEvent, type RunSnapshot, startRun, statusOf, stepRun } from "../../machines/run.ts"
@@ -153,6 +154,16 @@ for (const target of targets) {
             const rest = yield* log.read(id, 2, 500)
             assert.deepStrictEqual(rest.map((e) => e.seq), [3])
             assert.strictEqual(rest[0]!.text, text)
+
+            // A large event is stored as the JSON text it was written in: `read` parses its bytes in
+            // slices, `texts` hands them on as they are; the staged pieces are gone after the write.
+            const mixed = { type: "tool.result", text: "é😀\"\\\n".repeat(100_000), n: [1, null] }
+            const appended = yield* log.append(id, [mixed], { fence })
+            assert.deepStrictEqual(yield* log.read(id, appended.lastSeq - 1, 1), [{ ...mixed, seq: appended.lastSeq }])
+            const [stored] = yield* log.texts(id, appended.lastSeq - 1, 1)
+            assert.strictEqual(Buffer.from(stored!.text).toString(), JSON.stringify(mixed))
+            const sql = yield* SqlClient.SqlClient
+            assert.deepStrictEqual(yield* sql`SELECT count(*)::int AS n FROM staged_documents`, [{ n: 0 }])
 
             // A page of a run list stops once its byte budget of tools and metadata came before a
             // run: three runs of 60% of it each, listed 10 at a time, come two, then one.
