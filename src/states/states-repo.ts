@@ -107,8 +107,8 @@ export class StatesRepo extends Context.Service<StatesRepo, {
       for (let chunkNo = 0, read = 0; read < bytes; chunkNo++) {
         const rows = yield* sql<{ data: Uint8Array }>`SELECT data FROM state_chunks WHERE state_id = ${id} AND chunk_no = ${chunkNo}`
         if (rows.length === 0) return yield* Effect.die(new Error(`state ${id}: chunk ${chunkNo} of its value is missing`))
-        // A copy: the row may be a view of the client's read buffer.
-        text.push(rows[0].data.slice())
+        // A view of the client's read buffer, which it never writes over.
+        text.push(rows[0].data)
         read += rows[0].data.byteLength
       }
       return text
@@ -125,14 +125,20 @@ export class StatesRepo extends Context.Service<StatesRepo, {
       return { stateId: id, seq: 0, text, bytes }
     })
 
+    // A value in one chunk (most are) is read with its head in one statement, which is one
+    // snapshot; a longer one again, head and every chunk in one REPEATABLE READ transaction, so an
+    // append committed meanwhile is not seen at all.
     const get = Effect.fn("StatesRepo.get")(function*(keyId: string, id: string) {
+      const rows = yield* sql<{ seq: string | number; bytes: string | number; data: Uint8Array }>`SELECT s.seq, s.bytes, c.data
+        FROM states s JOIN state_chunks c ON c.state_id = s.id AND c.chunk_no = 0 WHERE s.id = ${id} AND s.key_id = ${keyId}`
+      if (rows.length === 0) return yield* notFound(id)
+      if (rows[0].data.byteLength === Number(rows[0].bytes)) return { stateId: id, seq: Number(rows[0].seq), text: [rows[0].data], bytes: Number(rows[0].bytes) }
       return yield* sql.withTransaction(Effect.gen(function*() {
-        // One snapshot for the head and every chunk: an append committed meanwhile is not seen at all.
         yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
-        const rows = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId}`
-        if (rows.length === 0) return yield* notFound(id)
-        const bytes = Number(rows[0].bytes)
-        return { stateId: id, seq: Number(rows[0].seq), text: yield* readText(id, bytes), bytes }
+        const heads = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId}`
+        if (heads.length === 0) return yield* notFound(id)
+        const bytes = Number(heads[0].bytes)
+        return { stateId: id, seq: Number(heads[0].seq), text: yield* readText(id, bytes), bytes }
       }))
     })
 
