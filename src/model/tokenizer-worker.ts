@@ -103,16 +103,48 @@ const schedule = () => {
   setImmediate(pump)
 }
 
+/** Texts sent in parts (`part`), by job and text index, until their count job arrives. */
+const parts = new Map<number, Map<number, Array<string>>>()
+
+/** The count job's texts with those sent in parts joined (here, off the gateway's event loop). */
+const textsOf = (message: Extract<TokenizerRequest, { op: "count" }>): ReadonlyArray<string> | undefined => {
+  if (message.parted === undefined) return message.texts
+  const byIndex = parts.get(message.id)
+  parts.delete(message.id)
+  const texts = [...message.texts]
+  for (const index of message.parted) {
+    const pieces = byIndex?.get(index)
+    if (pieces === undefined) return undefined
+    texts[index] = pieces.join("")
+  }
+  return texts
+}
+
 port.on("message", (message: TokenizerRequest) => {
   switch (message.op) {
-    case "count":
-      jobs.set(message.id, countJob(message.id, message.texts))
+    case "part": {
+      const byIndex = parts.get(message.id) ?? new Map<number, Array<string>>()
+      parts.set(message.id, byIndex)
+      const pieces = byIndex.get(message.index) ?? []
+      byIndex.set(message.index, pieces)
+      pieces.push(message.text)
+      return
+    }
+    case "count": {
+      const texts = textsOf(message)
+      if (texts === undefined) {
+        reply({ id: message.id, error: "a text sent in parts did not arrive whole (the tokenizer thread was restarted)" })
+        return
+      }
+      jobs.set(message.id, countJob(message.id, texts))
       break
+    }
     case "pieces":
       jobs.set(message.id, piecesJob(message.id, message.text, message.limit))
       break
     case "cancel":
       jobs.delete(message.id)
+      parts.delete(message.id)
       return
   }
   schedule()

@@ -16,9 +16,9 @@
 import { Effect } from "effect"
 import type { ContentBlock, Message } from "./content.ts"
 import type { CanonicalRequest } from "./request.ts"
-import { isLarge, jsonBytesInSlices, jsonTextInSlices } from "../util/sliced-stringify.ts"
+import { isLarge, jsonBytesInSlices, jsonTextPiecesInSlices } from "../util/sliced-stringify.ts"
 import { textTokenBoundSteps } from "./token-bound.ts"
-import { countTexts } from "./tokenizer.ts"
+import { countTexts, type Text, TextPieces } from "./tokenizer.ts"
 
 /** Flat cost of one image: the ceiling of a ~1.15 megapixel image on the Messages dialect. */
 export const IMAGE_TOKENS = 1_600
@@ -36,8 +36,8 @@ export const REQUEST_OVERHEAD_TOKENS = 3
  * bound, exact count and the simulator all need it, and a megabyte schema should be serialized
  * (and become garbage) once, not five times.
  */
-const jsonMemo = new WeakMap<object, string>()
-const jsonOf = (value: unknown): string => {
+const jsonMemo = new WeakMap<object, Text>()
+const jsonOf = (value: unknown): Text => {
   if (typeof value !== "object" || value === null) return JSON.stringify(value) ?? ""
   const known = jsonMemo.get(value)
   if (known !== undefined) return known
@@ -46,10 +46,13 @@ const jsonOf = (value: unknown): string => {
   return json
 }
 
-/** What part of a prompt counts: tokens known without tokenizing, plus the tokens of `texts`. */
+/**
+ * What part of a prompt counts: tokens known without tokenizing, plus the tokens of `texts` (a
+ * large value's JSON as the pieces it was made in, for the exact count: see `largeJsonTexts`).
+ */
 export interface PromptPart {
   readonly flat: number
-  readonly texts: ReadonlyArray<string>
+  readonly texts: ReadonlyArray<Text>
 }
 
 /**
@@ -62,13 +65,13 @@ export interface PromptPart {
 type LargeJson = ReadonlyMap<object, number>
 
 /** The JSON of `value` as a part's text, or its size in bytes when it is one of the large ones. */
-const addJson = (value: unknown, part: { flat: number; texts: Array<string> }, large: LargeJson | undefined) => {
+const addJson = (value: unknown, part: { flat: number; texts: Array<Text> }, large: LargeJson | undefined) => {
   const bytes = typeof value === "object" && value !== null ? large?.get(value) : undefined
   if (bytes !== undefined) part.flat += bytes
   else part.texts.push(jsonOf(value))
 }
 
-const collectBlock = (block: ContentBlock, part: { flat: number; texts: Array<string> }, large: LargeJson | undefined): void => {
+const collectBlock = (block: ContentBlock, part: { flat: number; texts: Array<Text> }, large: LargeJson | undefined): void => {
   switch (block.type) {
     case "text":
       part.texts.push(block.text)
@@ -100,14 +103,14 @@ const collectBlock = (block: ContentBlock, part: { flat: number; texts: Array<st
 
 /** A message: its blocks and MESSAGE_OVERHEAD_TOKENS. */
 export const messagePart = (message: Message, large?: LargeJson): PromptPart => {
-  const part = { flat: MESSAGE_OVERHEAD_TOKENS, texts: [] as Array<string> }
+  const part = { flat: MESSAGE_OVERHEAD_TOKENS, texts: [] as Array<Text> }
   for (const block of message.content) collectBlock(block, part, large)
   return part
 }
 
 /** Everything before the first message: system text, tool definitions, the response schema. */
 const preamblePart = (request: CanonicalRequest, large: LargeJson | undefined): PromptPart => {
-  const part = { flat: REQUEST_OVERHEAD_TOKENS, texts: [] as Array<string> }
+  const part = { flat: REQUEST_OVERHEAD_TOKENS, texts: [] as Array<Text> }
   if (request.system.length > 0) {
     part.flat += MESSAGE_OVERHEAD_TOKENS
     for (const block of request.system) part.texts.push(block.text)
@@ -179,15 +182,16 @@ export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<num
 
 /**
  * For the exact count, which needs their text: the JSON of a request's large values made in
- * slices into `jsonOf`'s memo first, so `promptParts` finds it there instead of running
- * `JSON.stringify` of a 16 MiB schema at once (130–170 ms on a slow VM).
+ * slices into `jsonOf`'s memo first, as its pieces, so `promptParts` finds it there instead of
+ * running `JSON.stringify` of a 16 MiB schema at once (130–170 ms on a slow VM), and the pieces go
+ * to the tokenizer thread as they are (`TextPieces`), joined there.
  */
 const largeJsonTexts = (request: CanonicalRequest): Effect.Effect<void> =>
   Effect.suspend(() => {
     const large = largeJsonValues(request, (value) => jsonMemo.has(value))
     return large.length === 0
       ? Effect.void
-      : Effect.forEach(large, (value) => Effect.map(jsonTextInSlices(value), (json) => void jsonMemo.set(value, json)), { discard: true })
+      : Effect.forEach(large, (value) => Effect.map(jsonTextPiecesInSlices(value), (pieces) => void jsonMemo.set(value, new TextPieces(pieces))), { discard: true })
   })
 
 /** Characters bounded between two yields to the event loop (a fraction of a millisecond). */
@@ -235,7 +239,8 @@ export const textsTokenBound = Effect.fnUntraced(function*(texts: Iterable<strin
 function* requestTexts(request: CanonicalRequest, flat: { tokens: number }, large: LargeJson | undefined): Generator<string> {
   for (const part of eachPromptPart(request, large)) {
     flat.tokens += part.flat
-    yield* part.texts
+    // A large value counts by its size here (`large`), so its pieces are not among the texts.
+    for (const text of part.texts) yield typeof text === "string" ? text : text.pieces.join("")
   }
 }
 

@@ -46,13 +46,13 @@ export const STRING_SLICE = 64 * 1024
 const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 /**
- * A long string in slices of at most `STRING_SLICE` characters, never cut inside a surrogate
+ * A long string in slices of at most `size` (`STRING_SLICE`) characters, never cut inside a surrogate
  * pair (each half alone would be a lone surrogate: escaped by JSON.stringify, refused by the
  * store), so what is computed slice by slice adds up to what the whole string gives.
  */
-export function* stringSlices(s: string): Generator<string> {
+export function* stringSlices(s: string, size: number = STRING_SLICE): Generator<string> {
   for (let at = 0; at < s.length;) {
-    let end = Math.min(s.length, at + STRING_SLICE)
+    let end = Math.min(s.length, at + size)
     if (end < s.length && HIGH_SURROGATE(s.charCodeAt(end - 1))) end--
     yield s.slice(at, end)
     at = end

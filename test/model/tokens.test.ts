@@ -3,7 +3,7 @@ import { Effect, Fiber } from "effect"
 import { countTextTokensExact, tokenPiecesExact } from "../../src/model/bpe.ts"
 import { assistantMessage, userMessage } from "../../src/model/content.ts"
 import { makeRequest } from "../../src/model/request.ts"
-import { countText, stopTokenizerIfIdle, takeTokenPieces } from "../../src/model/tokenizer.ts"
+import { countText, stopTokenizerIfIdle, takeTokenPieces, type Text } from "../../src/model/tokenizer.ts"
 import {
   countRequestTokens,
   DOCUMENT_TOKENS,
@@ -18,6 +18,9 @@ import {
   TOOL_OVERHEAD_TOKENS
 } from "../../src/model/tokens.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
+
+/** A prompt part's text as one string (a large value's JSON may be its pieces). */
+const asString = (text: Text) => typeof text === "string" ? text : text.pieces.join("")
 
 describe("exact counts (bpe.ts)", () => {
   it("counts with o200k_base", () => {
@@ -78,6 +81,20 @@ describe("the tokenizer thread (tokenizer.ts)", () => {
       assert.isTrue(stopTokenizerIfIdle())
       assert.isFalse(stopTokenizerIfIdle(), "already stopped")
       assert.strictEqual(yield* countText("Hello world"), 2)
+    }))
+
+  it.effect("counts a text sent in parts (over 1 Mi characters) as the whole, two at once, and forgets a cancelled one", () =>
+    Effect.gen(function*() {
+      // Pairs and words straddle the parts' ends; the texts differ, so a mix-up would show.
+      const long = ("word 日本語 🎉" + "x".repeat(1_000)).repeat(1_100)
+      const other = "😀 and more words. ".repeat(60_000)
+      const [a, b] = yield* Effect.all([countText(long), countText(other)], { concurrency: 2 })
+      assert.strictEqual(a, countTextTokensExact(long))
+      assert.strictEqual(b, countTextTokensExact(other))
+      const cancelled = yield* Effect.forkChild(countText(long))
+      yield* Effect.yieldNow
+      yield* Fiber.interrupt(cancelled)
+      assert.strictEqual(yield* countText(other), b)
     }))
 
   it.effect("answers a small count while a huge one runs", () =>
@@ -150,7 +167,7 @@ describe("countRequestTokens", () => {
     Effect.gen(function*() {
       const parts = promptParts(withTools)
       const flat = parts.reduce((sum, part) => sum + part.flat, 0)
-      assert.strictEqual(yield* requestTokenBound(withTools), flat + (yield* textsTokenBound(parts.flatMap((part) => part.texts))))
+      assert.strictEqual(yield* requestTokenBound(withTools), flat + (yield* textsTokenBound(parts.flatMap((part) => part.texts.map(asString)))))
     }))
 
   it("bounds a large schema or tool-call input by its JSON's UTF-8 size, counted in slices", async () => {
@@ -167,12 +184,15 @@ describe("countRequestTokens", () => {
     // everything else as before.
     const parts = promptParts(large)
     const largeTexts = new Set([JSON.stringify(schema), JSON.stringify(input)])
-    const otherTexts = parts.flatMap((part) => part.texts).filter((text) => !largeTexts.has(text))
+    const otherTexts = parts.flatMap((part) => part.texts.map(asString)).filter((text) => !largeTexts.has(text))
     const bytes = Buffer.byteLength(JSON.stringify(schema)) + Buffer.byteLength(JSON.stringify(input))
     assert.strictEqual(bound, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(otherTexts)) + bytes)
-    // The exact count makes the large values' JSON in slices: the same count as their
-    // JSON.stringify text (a copy of the request, whose values it has not seen).
-    const exact = await Effect.runPromise(countRequestTokens(large))
+    // The exact count makes the large values' JSON in slices and hands the pieces to the tokenizer
+    // thread: the same count as their JSON.stringify text (copies of the request, whose values
+    // neither has seen before).
+    const fresh = structuredClone(large)
+    const exact = await Effect.runPromise(countRequestTokens(fresh))
+    assert.isTrue(promptParts(fresh).some((part) => part.texts.some((text) => typeof text !== "string")), "the large values' JSON went as pieces")
     const copy = structuredClone(large)
     const sync = (await Effect.runPromise(countPartTokens(promptParts(copy)))).reduce((sum, n) => sum + n, 0)
     assert.strictEqual(exact, sync)
@@ -183,7 +203,7 @@ describe("countRequestTokens", () => {
     const many = makeRequest({ model: "svc-x", messages: Array.from({ length: 20_000 }, (_, i) => userMessage(`m${i}`)) })
     const { value, turns } = await loopTurnsDuring(() => Effect.runPromise(requestTokenBound(many)))
     const parts = promptParts(many)
-    assert.strictEqual(value, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(parts.flatMap((part) => part.texts))))
+    assert.strictEqual(value, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(parts.flatMap((part) => part.texts.map(asString)))))
     // 20,000 texts of a few characters: without a cost per text they would be a few slices at most.
     assert.isAbove(turns, 20)
   })
