@@ -46,6 +46,8 @@ export interface TakenPieces {
 let worker: Worker | undefined
 let nextId = 0
 const pending = new Map<number, (reply: TokenizerReply) => void>()
+/** Counts whose texts are still being sent in parts (not pending yet). */
+let partsInFlight = 0
 
 const failAll = (reason: string) => {
   worker = undefined
@@ -92,7 +94,7 @@ export const startTokenizer = (): void => {
  */
 export const stopTokenizerIfIdle = (): boolean => {
   const thread = worker
-  if (thread === undefined || pending.size > 0) return false
+  if (thread === undefined || pending.size > 0 || partsInFlight > 0) return false
   worker = undefined // before terminating: its exit is then not a failure
   void thread.terminate()
   return true
@@ -175,8 +177,11 @@ export const countTexts = (texts: ReadonlyArray<Text>): Effect.Effect<ReadonlyAr
       Effect.forEach(partsOf(texts[index]!), (text) =>
         Effect.andThen(Effect.sync(() => post({ id, op: "part", index, text })), Effect.yieldNow), { discard: true }), { discard: true })
     const whole = texts.map((text, index) => parted.includes(index) ? "" : text as string)
+    // While parts are on their way the job is not pending yet: the count keeps the thread alive.
+    partsInFlight++
     return sendParts.pipe(
       Effect.onInterrupt(() => Effect.sync(() => post({ id, op: "cancel" }))),
+      Effect.ensuring(Effect.sync(() => void partsInFlight--)),
       Effect.andThen(ask({ op: "count", texts: whole, parted }, readCounts, id))
     )
   })

@@ -61,7 +61,6 @@ export interface EventText {
   readonly text: Uint8Array
 }
 
-
 /** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
 const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
   Effect.gen(function*() {

@@ -95,6 +95,11 @@ describe("the tokenizer thread (tokenizer.ts)", () => {
       yield* Effect.yieldNow
       yield* Fiber.interrupt(cancelled)
       assert.strictEqual(yield* countText(other), b)
+      // A count whose parts are on their way keeps the thread, as a pending one does.
+      const sending = yield* Effect.forkChild(countText(long))
+      yield* Effect.yieldNow
+      assert.isFalse(stopTokenizerIfIdle(), "parts in flight keep the thread")
+      assert.strictEqual(yield* Fiber.join(sending), a)
     }))
 
   it.effect("answers a small count while a huge one runs", () =>
