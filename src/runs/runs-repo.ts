@@ -93,8 +93,8 @@ export class RunsRepo extends Context.Service<RunsRepo, {
           return yield* notFound(run.parentRunId, "parentRunId")
         }
         const machine = persistRun(startRun({ executable: run.executable }))
-        // The documents a caller sent (up to 16 MiB each) go to SQL as bytes made in slices, and
-        // the row comes back without them: the caller has them.
+        // The documents a caller sent (up to 16 MiB each) go to SQL staged a 1 MiB statement at a
+        // time when large (`jsonParameter`), and the row comes back without them: the caller has them.
         const [input, tools, metadata] = yield* Effect.all([
           jsonParameter(sql, run.input, "jsonb"),
           jsonParameter(sql, run.tools, "jsonb"),
