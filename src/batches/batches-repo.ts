@@ -102,6 +102,22 @@ export interface NewBatch {
   readonly validationErrors?: unknown
 }
 
+/**
+ * The requests a statement inserts: at most 250, and no more once INSERT_GROUP_CHARS of their
+ * params came (the first always goes). The SQL client encodes a statement's parameters in one turn
+ * of the event loop: 250 requests of 128 KiB were 32 MB at once.
+ */
+const INSERT_GROUP_CHARS = 1024 * 1024
+export function* insertGroups(requests: ReadonlyArray<{ readonly params: string }>): Generator<readonly [number, number]> {
+  for (let at = 0; at < requests.length;) {
+    let end = at
+    let chars = 0
+    while (end < requests.length && end - at < 250 && (end === at || chars < INSERT_GROUP_CHARS)) chars += requests[end++]!.params.length
+    yield [at, end]
+    at = end
+  }
+}
+
 /** A request a worker holds. */
 export interface BatchClaim {
   readonly batchId: string
@@ -110,7 +126,8 @@ export interface BatchClaim {
   /** How many times the request was taken over from a worker whose lease lapsed. */
   readonly takeovers: number
   readonly customId: string
-  readonly params: string
+  /** The request's params as their JSON text's UTF-8 bytes (parsed in slices when large). */
+  readonly params: Uint8Array
   readonly keyId: string
   readonly kind: BatchKind
   readonly endpoint: string
@@ -251,15 +268,15 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
             ${batch.completionWindow ?? null}, ${running ? sql`now()` : null}, ${state.phase === "ended" ? sql`now()` : null}, ${ttl(batch.windowMs)})
           RETURNING ${sql.literal(COLUMNS)}`
         if (running) {
-          for (let at = 0; at < batch.requests.length; at += 250) {
-            const slice = batch.requests.slice(at, at + 250).map((r, i): Record<string, unknown> => ({
+          for (const [at, end] of insertGroups(batch.requests)) {
+            const group = batch.requests.slice(at, end).map((r, i): Record<string, unknown> => ({
               batch_id: id,
               idx: at + i,
               custom_id: r.customId,
               params: r.params,
               state: "pending"
             }))
-            yield* sql`INSERT INTO batch_requests ${sql.insert(slice as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+            yield* sql`INSERT INTO batch_requests ${sql.insert(group as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
           }
         }
         return toRecord(rows[0])
@@ -315,7 +332,7 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
 
     const claim = Effect.fn("BatchesRepo.claim")(function*(owner: string, ttlMs: number, limit: number) {
       if (limit <= 0) return []
-      const rows = yield* sql<{ batch_id: string; idx: number; attempt: number; takeovers: number; custom_id: string; params: string }>`
+      const rows = yield* sql<{ batch_id: string; idx: number; attempt: number; takeovers: number; custom_id: string }>`
         UPDATE batch_requests r SET state = 'running', lease_owner = ${owner}, lease_expires_at = ${ttl(ttlMs)}, attempt = r.attempt + 1,
           takeovers = r.takeovers + CASE WHEN r.state = 'running' THEN 1 ELSE 0 END
         WHERE (r.batch_id, r.idx) IN (
@@ -324,20 +341,25 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
             AND ((q.state = 'pending' AND (q.not_before IS NULL OR q.not_before <= now()))
               OR (q.state = 'running' AND q.lease_expires_at < now()))
           ORDER BY b.created_at, q.batch_id, q.idx LIMIT ${limit} FOR UPDATE OF q SKIP LOCKED
-        ) RETURNING r.batch_id, r.idx, r.attempt, r.takeovers, r.custom_id, r.params`
+        ) RETURNING r.batch_id, r.idx, r.attempt, r.takeovers, r.custom_id`
       if (rows.length === 0) return []
+      // Each request's params in a statement of its own, as bytes: a request may be 16 MiB, and
+      // all of the claimed ones in one result were decoded in one turn of the event loop.
+      const params = yield* Effect.forEach(rows, (r) =>
+        Effect.map(sql<{ params: Uint8Array }>`SELECT convert_to(params, 'UTF8') AS params FROM batch_requests WHERE batch_id = ${r.batch_id} AND idx = ${r.idx}`, (found) => found[0]?.params))
       const ids = [...new Set(rows.map((r) => r.batch_id))]
       const batches = yield* sql<{ id: string; key_id: string; kind: BatchKind; endpoint: string }>`SELECT id, key_id, kind, endpoint FROM batches WHERE id IN ${sql.in(ids)}`
       const byId = new Map(batches.map((b) => [b.id, b]))
-      return rows.flatMap((r): Array<BatchClaim> => {
+      return rows.flatMap((r, i): Array<BatchClaim> => {
         const b = byId.get(r.batch_id)
-        return b === undefined ? [] : [{
+        const p = params[i]
+        return b === undefined || p === undefined ? [] : [{
           batchId: r.batch_id,
           idx: Number(r.idx),
           attempt: Number(r.attempt),
           takeovers: Number(r.takeovers),
           customId: r.custom_id,
-          params: r.params,
+          params: p,
           keyId: b.key_id,
           kind: b.kind,
           endpoint: b.endpoint

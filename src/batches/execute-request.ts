@@ -23,6 +23,10 @@ import { allowsModel } from "../keys/permissions.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import type { BatchClaim, RequestOutcome } from "./batches-repo.ts"
 import { isPlainObject } from "../util/json.ts"
+import { parseStoredInSlices } from "../util/sliced-json.ts"
+
+/** Params larger than this are parsed in slices. */
+const LARGE_PARAMS_BYTES = 64 * 1024
 
 type Answer = { readonly status: number; readonly body: unknown } | ApiError
 
@@ -112,7 +116,8 @@ export const executeRequest = (claim: BatchClaim, key: KeyRecord | undefined): E
   Effect.gen(function*() {
     const requestId = `batchreq_${claim.batchId}_${claim.idx}`
     const shape = claim.kind === "messages" ? "messages" : "openai"
-    const params = JSON.parse(claim.params) as unknown
+    // A large request's params are parsed in slices (a request may be 16 MiB).
+    const params = claim.params.byteLength > LARGE_PARAMS_BYTES ? yield* parseStoredInSlices([claim.params]) : JSON.parse(Buffer.from(claim.params.buffer, claim.params.byteOffset, claim.params.byteLength).toString()) as unknown
     const a: Answer = key === undefined || key.revokedAt !== null
       ? new PermissionDenied({ message: "The key that created this batch was revoked" })
       : yield* answer(claim, params, key, requestId)

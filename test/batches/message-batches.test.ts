@@ -87,6 +87,22 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
     expect(errorOf(vision).error).toMatchObject({ type: "invalid_request_error" })
   })
 
+  it("answers a large request (params past 64 KiB, read as bytes and parsed in slices) as a small one", inOrder, async () => {
+    const filler = "context é 😀 ".repeat(8_000)
+    const batch = await client.messages.batches.create({
+      requests: [
+        { custom_id: "large", params: { model: "svc-nova-mini", max_tokens: 64, system: filler, messages: [{ role: "user", content: "say exactly: large" }] } },
+        ask("small", "say exactly: small")
+      ]
+    })
+    await waitForBatch(() => client.messages.batches.retrieve(batch.id), (b) => b.processing_status === "ended")
+    const lines = await collect(client, batch.id)
+    expect(lines.map((l) => [l.custom_id, l.result.type === "succeeded" ? l.result.message.content : l.result])).toEqual([
+      ["large", [{ type: "text", text: "large" }]],
+      ["small", [{ type: "text", text: "small" }]]
+    ])
+  })
+
   it("results of more than a page of requests come back whole, in request order", inOrder, async () => {
     // Results are read 32 rows at a time: 70 requests take three pages. Cancelled at once (on the
     // slow model), most end without running, so the batch ends in a moment.
