@@ -1,6 +1,7 @@
 /**
- * A JSON document as a statement's parameter. A small one goes as its text. A large one (a run's
- * input or tools, an event: up to 16 MiB) is staged first, its UTF-8 bytes made in slices and
+ * A JSON document as a statement's parameter, for a json, jsonb or text column. A small one goes as
+ * its text. A large one (a run's input or tools, an event, a stored response's transcript: up to
+ * 16 MiB) is staged first, its UTF-8 bytes made in slices and
  * written 1 MiB per statement (`staged_documents`), and the statement that stores it reads it back
  * from there and decodes it in the database. As one parameter, the SQL client encoded the whole
  * text in one turn of the event loop, and copied it into the frame twice more (~60 ms for
@@ -27,7 +28,7 @@ export interface JsonParameter {
   readonly release: Effect.Effect<void, SqlError.SqlError>
 }
 
-export const jsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "json" | "jsonb"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
+export const jsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "json" | "jsonb" | "text"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
   const cast = sql.literal(type)
   if (!isLarge(value)) {
     const text = JSON.stringify(value)

@@ -14,6 +14,7 @@
 import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
+import { jsonParameter } from "../storage/json-parameter.ts"
 
 export interface StoredResponse {
   readonly id: string
@@ -23,17 +24,19 @@ export interface StoredResponse {
   readonly createdAt: Date
 }
 
+/** A response to store. Its documents are stored as their JSON text, made in slices when large. */
 export interface NewStoredResponse {
   readonly id: string
   readonly keyId: string
   readonly model: string
-  readonly body: string
-  /** Canonical system + messages of the whole conversation up to and including this response (JSON). */
-  readonly transcript: string
-  /** What a streamed replay needs: the echo, the creation time and the canonical events (JSON). */
-  readonly replay: string
-  /** The listed input items (JSON array). */
-  readonly inputItems: string
+  /** The body as returned to the client. */
+  readonly body: unknown
+  /** Canonical system + messages of the whole conversation up to and including this response. */
+  readonly transcript: unknown
+  /** What a streamed replay needs: the echo, the creation time and the canonical events. */
+  readonly replay: unknown
+  /** The listed input items. */
+  readonly inputItems: ReadonlyArray<unknown>
   /** Items later requests may refer to by id, each as its wire JSON. */
   readonly items: ReadonlyArray<{ readonly id: string; readonly item: string }>
 }
@@ -75,8 +78,11 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
 
     const save = Effect.fn("ResponsesRepo.save")(function*(r: NewStoredResponse) {
       yield* sql.withTransaction(Effect.gen(function*() {
+        // Up to 8 MiB each: staged a 1 MiB statement at a time when large (`jsonParameter`).
+        const [body, transcript, replay, inputItems] = yield* Effect.all([r.body, r.transcript, r.replay, r.inputItems].map((document) => jsonParameter(sql, document, "text")))
         yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
-          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${r.body}, ${r.transcript}, ${r.replay}, ${r.inputItems})`
+          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body!.fragment}, ${transcript!.fragment}, ${replay!.fragment}, ${inputItems!.fragment})`
+        yield* Effect.forEach([body, transcript, replay, inputItems], (document) => document!.release, { discard: true })
         if (r.items.length > 0) {
           const rows = r.items.map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
           yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`

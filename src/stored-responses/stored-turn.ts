@@ -44,8 +44,8 @@ const STORE_LIMIT_BYTES = 8 * 1024 * 1024
 
 export interface StorePlan {
   readonly conversation: Transcript
-  /** JSON of every input item the response lists: the previous response's, its output, this input. */
-  readonly inputItemsJson: string
+  /** Every input item the response lists: the previous response's, its output, this input. */
+  readonly inputItems: ReadonlyArray<unknown>
   /** This input's items with minted ids: they become referable. */
   readonly minted: ReadonlyArray<JsonObject>
 }
@@ -90,10 +90,11 @@ export const planStore = (
   // its characters alone already tell.
   const atLeast = stringUnits(listed) + stringUnits(conversation)
   if (atLeast > STORE_LIMIT_BYTES) return tooLarge(`at least ${atLeast}`)
-  // Up to 8 MiB of JSON: made in slices (`JSON.stringify` of it held the event loop ~55 ms on a slow VM).
-  return Effect.flatMap(Effect.all([jsonTextInSlices(listed), jsonBytesInSlices(conversation)]), ([inputItemsJson, conversationBytes]) => {
-    const size = Buffer.byteLength(inputItemsJson) + conversationBytes
-    return size > STORE_LIMIT_BYTES ? tooLarge(String(size)) : Effect.succeed({ conversation, inputItemsJson, minted: own.minted })
+  // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms on
+  // a slow VM); its text is made when it is stored.
+  return Effect.flatMap(Effect.all([jsonBytesInSlices(listed), jsonBytesInSlices(conversation)]), ([inputItemsBytes, conversationBytes]) => {
+    const size = inputItemsBytes + conversationBytes
+    return size > STORE_LIMIT_BYTES ? tooLarge(String(size)) : Effect.succeed({ conversation, inputItems: listed, minted: own.minted })
   })
 }
 
@@ -124,24 +125,20 @@ export const storeOnStop = (
     const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
     const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
     const items = [...plan.minted, ...outputs]
-    // The transcript holds the whole conversation (up to 8 MiB): its JSON, and the rest's, in slices.
-    return Effect.all([
-      // The same function encodes the body a non-streaming client gets and the terminal event's
-      // `response`, so these are exactly the bytes the client sees.
-      jsonTextInSlices(responsesDialect.encodeResponse(response, context)),
-      jsonTextInSlices(withAnswer(plan.conversation, response)),
-      jsonTextInSlices(replay),
-      Effect.forEach(items, (item) => jsonTextInSlices(item))
-    ]).pipe(
-      Effect.flatMap(([body, transcript, replayJson, itemJsons]) =>
+    // The transcript holds the whole conversation (up to 8 MiB): the documents' JSON is made in
+    // slices where they are stored (`ResponsesRepo.save`), the items' here.
+    return Effect.forEach(items, (item) => jsonTextInSlices(item)).pipe(
+      Effect.flatMap((itemJsons) =>
         save({
           id: context.id,
           keyId,
           model: context.model,
-          body,
-          transcript,
-          replay: replayJson,
-          inputItems: plan.inputItemsJson,
+          // The same function encodes the body a non-streaming client gets and the terminal
+          // event's `response`, so its JSON is exactly the bytes the client sees.
+          body: responsesDialect.encodeResponse(response, context),
+          transcript: withAnswer(plan.conversation, response),
+          replay,
+          inputItems: plan.inputItems,
           items: items.map((item, i) => ({ id: item.id as string, item: itemJsons[i]! }))
         })
       ),

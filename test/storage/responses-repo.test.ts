@@ -23,10 +23,10 @@ const stored = (id: string, keyId: string): NewStoredResponse => ({
   id,
   keyId,
   model: "svc-pico-1",
-  body: JSON.stringify({ id, output: [] }),
-  transcript: JSON.stringify({ system: [], messages: [] }),
-  replay: JSON.stringify({ createdAt: 0, echo: null, events: [] }),
-  inputItems: "[]",
+  body: { id, output: [] },
+  transcript: { system: [], messages: [] },
+  replay: { createdAt: 0, echo: null, events: [] },
+  inputItems: [],
   items: [{ id: `msg_${id}_0`, item: JSON.stringify({ id: `msg_${id}_0`, type: "message", text: "a\u0000b" }) }]
 })
 
@@ -71,6 +71,22 @@ for (const target of targets) {
           expect(left.map((row) => row.id)).toEqual(["msg_resp_new_0"])
           expect((yield* repo.find("key_a", "resp_new"))?.id).toBe("resp_new")
         }))
+      })), 60_000)
+
+    it.live("stores large documents (staged in pieces) and reads them back exactly, leaving nothing staged", () =>
+      withRepo(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const sql = yield* SqlClient.SqlClient
+        const long = "é😀 \"q\" \n ".repeat(150_000)
+        const transcript = { system: [], messages: [{ role: "user", content: [{ type: "text", text: long }] }] }
+        const inputItems = [{ type: "message", role: "user", content: long }]
+        yield* repo.save({ ...stored("resp_big", "key_a"), body: { id: "resp_big", output: [], note: long }, transcript, inputItems })
+        const conversation = yield* repo.conversation("key_a", "resp_big")
+        expect(conversation?.transcript).toBe(JSON.stringify(transcript))
+        expect(conversation?.inputItems).toEqual(inputItems)
+        expect(conversation?.body).toBe(JSON.stringify({ id: "resp_big", output: [], note: long }))
+        expect(yield* repo.inputItems("key_a", "resp_big")).toEqual(inputItems)
+        expect(yield* sql`SELECT count(*)::int AS n FROM staged_documents`).toEqual([{ n: 0 }])
       })), 60_000)
 
     it.live("items and responses are scoped to the key; delete takes the items with it", () =>
