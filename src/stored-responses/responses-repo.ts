@@ -79,10 +79,16 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     const save = Effect.fn("ResponsesRepo.save")(function*(r: NewStoredResponse) {
       yield* sql.withTransaction(Effect.gen(function*() {
         // Up to 8 MiB each: staged a 1 MiB statement at a time when large (`jsonParameter`).
-        const [body, transcript, replay, inputItems] = yield* Effect.all([r.body, r.transcript, r.replay, r.inputItems].map((document) => jsonParameter(sql, document, "text")))
+        const documents = yield* Effect.all([
+          jsonParameter(sql, r.body, "text"),
+          jsonParameter(sql, r.transcript, "text"),
+          jsonParameter(sql, r.replay, "text"),
+          jsonParameter(sql, r.inputItems, "text")
+        ])
+        const [body, transcript, replay, inputItems] = documents
         yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
-          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body!.fragment}, ${transcript!.fragment}, ${replay!.fragment}, ${inputItems!.fragment})`
-        yield* Effect.forEach([body, transcript, replay, inputItems], (document) => document!.release, { discard: true })
+          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
+        yield* Effect.forEach(documents, (document) => document.release, { discard: true })
         if (r.items.length > 0) {
           const rows = r.items.map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
           yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`

@@ -189,9 +189,10 @@ export const jsonTextPiecesInSlices = (value: unknown): Effect.Effect<ReadonlyAr
 export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
   Effect.map(jsonTextPiecesInSlices(value), (pieces) => pieces.length === 1 ? pieces[0]! : pieces.join(""))
 
-/** The UTF-8 size of `value`'s JSON text, counted in slices without the text ever being made whole. */
+/** The UTF-8 size of `value`'s JSON text: of a large one counted in slices, without the text ever being made whole. */
 export const jsonBytesInSlices = (value: unknown): Effect.Effect<number> =>
   Effect.suspend(() => {
+    if (!isLarge(value)) return Effect.succeed(Buffer.byteLength(JSON.stringify(value) ?? "null"))
     let bytes = 0
     return Effect.map(inSlices(value, (piece) => void (bytes += Buffer.byteLength(piece))), () => bytes)
   })
