@@ -25,9 +25,6 @@ import type { BatchClaim, RequestOutcome } from "./batches-repo.ts"
 import { isPlainObject } from "../util/json.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 
-/** Params larger than this are parsed in slices. */
-const LARGE_PARAMS_BYTES = 64 * 1024
-
 type Answer = { readonly status: number; readonly body: unknown } | ApiError
 
 const REQUEUE_MS = 1_000
@@ -117,7 +114,7 @@ export const executeRequest = (claim: BatchClaim, key: KeyRecord | undefined): E
     const requestId = `batchreq_${claim.batchId}_${claim.idx}`
     const shape = claim.kind === "messages" ? "messages" : "openai"
     // A large request's params are parsed in slices (a request may be 16 MiB).
-    const params = claim.params.byteLength > LARGE_PARAMS_BYTES ? yield* parseStoredInSlices([claim.params]) : JSON.parse(Buffer.from(claim.params.buffer, claim.params.byteOffset, claim.params.byteLength).toString()) as unknown
+    const params = yield* parseStoredInSlices([claim.params])
     const a: Answer = key === undefined || key.revokedAt !== null
       ? new PermissionDenied({ message: "The key that created this batch was revoked" })
       : yield* answer(claim, params, key, requestId)

@@ -21,7 +21,7 @@ import { newId } from "../util/ids.ts"
 import { MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
 import { type Json, jsonType } from "../util/json.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
-import { isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
+import { jsonChunksInSlices } from "../util/sliced-stringify.ts"
 import { combine, mismatchMessage } from "./combine.ts"
 
 /** The most bytes of a value's text in one row of `state_chunks`. */
@@ -47,8 +47,7 @@ const tooLarge = () =>
   })
 
 /** A value's JSON text in pieces: made in slices when large (`JSON.stringify` of 16 MiB held the loop 170–300 ms). */
-const textOf = (value: Json): Effect.Effect<ReadonlyArray<Uint8Array>> =>
-  isLarge(value) ? Effect.map(jsonChunksInSlices(value), ({ chunks }) => chunks) : Effect.succeed([Buffer.from(JSON.stringify(value))])
+const textOf = (value: Json): Effect.Effect<ReadonlyArray<Uint8Array>> => Effect.map(jsonChunksInSlices(value), ({ chunks }) => chunks)
 
 /** `pieces` without their first `head` and last `tail` bytes (each piece holds at least one byte). */
 const trimmed = (pieces: ReadonlyArray<Uint8Array>, head: number, tail: number): ReadonlyArray<Uint8Array> =>
@@ -79,7 +78,7 @@ const combineText = (text: ReadonlyArray<Uint8Array>, bytes: number, delta: Json
       }
       return { from: last, tail: [open, ...trimmed(yield* textOf(delta), 1, 0)] }
     }
-    const current = bytes > SMALL_BYTES ? (yield* parseStoredInSlices(text)) as Json : JSON.parse(Buffer.concat(text).toString()) as Json
+    const current = (yield* parseStoredInSlices(text)) as Json
     const combined = combine(current, delta)
     if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
     return { from: 0, tail: yield* textOf(combined.value) }

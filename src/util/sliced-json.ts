@@ -185,14 +185,21 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
   return { feed, end }
 }
 
+/** A stored document of up to this many bytes is parsed at once (well under a millisecond). */
+const STORED_AT_ONCE_BYTES = 64 * 1024
+
 /**
- * A stored document's JSON text, in the chunks it is kept in, parsed in slices. No limit on its
- * values (appends add up past a request's); a failure is a defect, as the store holds only the
- * JSON the gateway wrote.
+ * A stored document's JSON text, in the chunks it is kept in: parsed at once when small, in slices
+ * when large. No limit on its values (appends add up past a request's); a failure is a defect, as
+ * the store holds only the JSON the gateway wrote.
  */
 export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<unknown> =>
-  Effect.gen(function*() {
-    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
-    for (const chunk of chunks) yield* parser.feed(chunk)
-    return yield* parser.end()
-  }).pipe(Effect.orDie)
+  Effect.suspend(() => {
+    const bytes = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0)
+    if (bytes <= STORED_AT_ONCE_BYTES) return Effect.sync(() => JSON.parse(Buffer.concat(chunks, bytes).toString()) as unknown)
+    return Effect.gen(function*() {
+      const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
+      for (const chunk of chunks) yield* parser.feed(chunk)
+      return yield* parser.end()
+    }).pipe(Effect.orDie)
+  })

@@ -15,7 +15,7 @@
  * counts of large schemas and tool-call inputs (`model/tokens.ts`).
  */
 import { Effect } from "effect"
-import { SLICE_MS, STRING_SLICE, stringSlices } from "./slices.ts"
+import { runInSlices, STRING_SLICE, stringSlices } from "./slices.ts"
 
 /** Above this many characters (strings plus a few per value) a value is serialized in slices. */
 export const LARGE_WIRE_UNITS = 256 * 1024
@@ -95,27 +95,27 @@ function* pieces(value: unknown, sortKeys: boolean): Generator<string> {
 
 /**
  * Feeds `take` the JSON text of `value` piece by piece, yielding to the event loop every
- * `SLICE_MS`. Begins with a yield: the caller's own work on the value (a translation, the walk in
- * `isLarge`) ran in this turn.
+ * `SLICE_MS` (`runInSlices`). Begins with a yield: the caller's own work on the value (a
+ * translation, the walk in `isLarge`) ran in this turn.
  */
 const inSlices = (value: unknown, take: (piece: string) => void, sortKeys = false): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    yield* Effect.yieldNow
-    let started = performance.now()
-    // The clock is read every PIECES_PER_CHECK pieces too, not only when a chunk is full: a body
-    // of many tiny values takes ~8,000 pieces to fill one, several milliseconds of work.
-    let sinceCheck = 0
-    for (const piece of pieces(value, sortKeys)) {
-      take(piece)
-      if (++sinceCheck >= PIECES_PER_CHECK) {
-        sinceCheck = 0
-        if (performance.now() - started >= SLICE_MS) {
-          yield* Effect.yieldNow
-          started = performance.now()
-        }
-      }
+  Effect.andThen(Effect.yieldNow, Effect.suspend(() => runInSlices(fed(value, take, sortKeys))))
+
+/**
+ * Hands the pieces to `take`, pausing every PIECES_PER_CHECK of them: the clock is read that often
+ * too, not only when a chunk is full (a body of many tiny values takes ~8,000 pieces to fill one,
+ * several milliseconds of work).
+ */
+function* fed(value: unknown, take: (piece: string) => void, sortKeys: boolean): Generator<void> {
+  let sinceCheck = 0
+  for (const piece of pieces(value, sortKeys)) {
+    take(piece)
+    if (++sinceCheck >= PIECES_PER_CHECK) {
+      sinceCheck = 0
+      yield
     }
-  })
+  }
+}
 
 /**
  * Feeds `take` the canonical JSON text of `value` (`JSON.stringify`'s with every object's keys
@@ -146,9 +146,13 @@ const grouped = (flush: (text: string) => void) => {
   }
 }
 
-/** The UTF-8 chunks of a large value's JSON text, made in slices (see `isLarge`: call it for a large value). */
+/** The UTF-8 chunks of a value's JSON text: of a large one made in slices, of a small one (one chunk) at once. */
 export const jsonChunksInSlices = (value: unknown): Effect.Effect<ChunkedBody> =>
   Effect.suspend(() => {
+    if (!isLarge(value)) {
+      const chunk = Buffer.from(JSON.stringify(value) ?? "null")
+      return Effect.succeed({ chunks: [chunk], bytes: chunk.byteLength })
+    }
     const chunks: Array<Uint8Array> = []
     let bytes = 0
     const groups = grouped((text) => {
