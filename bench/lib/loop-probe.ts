@@ -43,6 +43,7 @@ new PerformanceObserver((list) => {
 // machine cannot inflate (time the process waited for a core is not CPU time), unlike the delay.
 const cpuPeriodMs = Number(process.env.BENCH_PROBE_CPU_MS ?? 0)
 let cpuMax = 0
+let cpuMaxAt = 0
 if (cpuPeriodMs > 0) {
   const cpuNow = () => {
     const usage = process.threadCpuUsage()
@@ -51,7 +52,7 @@ if (cpuPeriodMs > 0) {
   let last = cpuNow()
   const tick = () => {
     const now = cpuNow()
-    if (now - last > cpuMax) cpuMax = now - last
+    if (now - last > cpuMax) { cpuMax = now - last; cpuMaxAt = Number(process.hrtime.bigint() / 1000n) }
     last = now
     setTimeout(tick, cpuPeriodMs).unref()
   }
@@ -68,7 +69,7 @@ process.on("SIGUSR2", () => {
     max: us(histogram.max),
     mean: us(histogram.mean),
     gc,
-    ...(cpuPeriodMs > 0 ? { cpuMax } : {})
+    ...(cpuPeriodMs > 0 ? { cpuMax, cpuMaxAt } : {})
   })
   histogram.reset()
   gc = {}

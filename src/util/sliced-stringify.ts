@@ -15,14 +15,18 @@
  * counts of large schemas and tool-call inputs (`model/tokens.ts`).
  */
 import { Effect } from "effect"
-import { runInSlices, STRING_SLICE, stringSlices } from "./slices.ts"
+import { runInSlices, SLICE_MS, STRING_SLICE, stringSlices } from "./slices.ts"
 
 /** Above this many characters (strings plus a few per value) a value is serialized in slices. */
 export const LARGE_WIRE_UNITS = 256 * 1024
 /** Characters gathered before they are encoded into one chunk. */
 const CHUNK_UNITS = 64 * 1024
-/** Pieces between two readings of the clock. */
-const PIECES_PER_CHECK = 256
+/**
+ * Work between two readings of the clock, in characters: about one `STRING_SLICE` of a long
+ * string, or a few hundred small pieces (each counted as `SMALL_PIECE_UNITS` at least).
+ */
+const UNITS_PER_CHECK = STRING_SLICE
+const SMALL_PIECE_UNITS = 256
 
 /** A value serialized in slices: its UTF-8 chunks and their total length. */
 export interface ChunkedBody {
@@ -102,15 +106,18 @@ const inSlices = (value: unknown, take: (piece: string) => void, sortKeys = fals
   Effect.andThen(Effect.yieldNow, Effect.suspend(() => runInSlices(fed(value, take, sortKeys))))
 
 /**
- * Hands the pieces to `take`, pausing every PIECES_PER_CHECK of them: the clock is read that often
- * too, not only when a chunk is full (a body of many tiny values takes ~8,000 pieces to fill one,
- * several milliseconds of work).
+ * Hands the pieces to `take`, pausing once their work adds up to `UNITS_PER_CHECK` (where
+ * `runInSlices` reads the clock): after every slice of a long string, or every few hundred small
+ * pieces. Counted by pieces alone (every 256), a long string's slices — each one 64 Ki characters
+ * escaped and encoded — went by between two readings: a 15.5 Mi-character tool description was
+ * serialized in one turn, 140–390 ms on a slow VM.
  */
 function* fed(value: unknown, take: (piece: string) => void, sortKeys: boolean): Generator<void> {
   let sinceCheck = 0
   for (const piece of pieces(value, sortKeys)) {
     take(piece)
-    if (++sinceCheck >= PIECES_PER_CHECK) {
+    sinceCheck += Math.max(SMALL_PIECE_UNITS, piece.length)
+    if (sinceCheck >= UNITS_PER_CHECK) {
       sinceCheck = 0
       yield
     }
@@ -192,6 +199,25 @@ export const jsonTextPiecesInSlices = (value: unknown): Effect.Effect<ReadonlyAr
  */
 export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
   Effect.map(jsonTextPiecesInSlices(value), (pieces) => pieces.length === 1 ? pieces[0]! : pieces.join(""))
+
+/**
+ * The JSON text of each of `values` (a stored response's items: thousands of small ones), a small
+ * one at once with a yield to the event loop every `SLICE_MS`, a large one in slices.
+ */
+export const jsonTextsInSlices = (values: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function*() {
+    const texts: Array<string> = []
+    let started = performance.now()
+    for (const value of values) {
+      if (isLarge(value)) texts.push(yield* jsonTextInSlices(value))
+      else texts.push(JSON.stringify(value) ?? "null")
+      if (performance.now() - started >= SLICE_MS) {
+        yield* Effect.yieldNow
+        started = performance.now()
+      }
+    }
+    return texts
+  })
 
 /** The UTF-8 size of `value`'s JSON text: of a large one counted in slices, without the text ever being made whole. */
 export const jsonBytesInSlices = (value: unknown): Effect.Effect<number> =>
