@@ -23,6 +23,7 @@ import {
 } from "../../machines/batch.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { insertFile } from "../files/files-repo.ts"
+import { insertGroups } from "../storage/insert-groups.ts"
 import { randomBase62 } from "../util/ids.ts"
 import { openaiOutputFiles } from "./openai-output.ts"
 
@@ -100,22 +101,6 @@ export interface NewBatch {
   readonly requests: ReadonlyArray<{ readonly customId: string; readonly params: string }>
   /** OpenAI: the input failed validation; the batch is created `failed` with these errors. */
   readonly validationErrors?: unknown
-}
-
-/**
- * The requests a statement inserts: at most 250, and no more once INSERT_GROUP_CHARS of their
- * params came (the first always goes). The SQL client encodes a statement's parameters in one turn
- * of the event loop: 250 requests of 128 KiB were 32 MB at once.
- */
-const INSERT_GROUP_CHARS = 1024 * 1024
-export function* insertGroups(requests: ReadonlyArray<{ readonly params: string }>): Generator<readonly [number, number]> {
-  for (let at = 0; at < requests.length;) {
-    let end = at
-    let chars = 0
-    while (end < requests.length && end - at < 250 && (end === at || chars < INSERT_GROUP_CHARS)) chars += requests[end++]!.params.length
-    yield [at, end]
-    at = end
-  }
 }
 
 /** A request a worker holds. */
@@ -268,7 +253,7 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
             ${batch.completionWindow ?? null}, ${running ? sql`now()` : null}, ${state.phase === "ended" ? sql`now()` : null}, ${ttl(batch.windowMs)})
           RETURNING ${sql.literal(COLUMNS)}`
         if (running) {
-          for (const [at, end] of insertGroups(batch.requests)) {
+          for (const [at, end] of insertGroups(batch.requests, (r) => r.params.length)) {
             const group = batch.requests.slice(at, end).map((r, i): Record<string, unknown> => ({
               batch_id: id,
               idx: at + i,

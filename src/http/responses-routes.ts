@@ -107,7 +107,7 @@ const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
   const stored = yield* (yield* ResponsesRepo).find(key.id, id)
   if (stored === undefined) return yield* notStored(id)
-  return HttpServerResponse.text(stored.body, { contentType: "application/json" })
+  return HttpServerResponse.uint8Array(stored.body, { contentType: "application/json" })
 })
 
 /** As OpenAI: `{id, object: "response", deleted: true}`; later reads, chains and references are 404s. */

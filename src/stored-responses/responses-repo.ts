@@ -14,13 +14,15 @@
 import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
+import { insertGroups } from "../storage/insert-groups.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
+import { parseStoredInSlices } from "../util/sliced-json.ts"
 
 export interface StoredResponse {
   readonly id: string
   readonly model: string
-  /** The JSON body exactly as returned to the client. */
-  readonly body: string
+  /** The JSON body exactly as returned to the client, as its UTF-8 bytes (sent as they are, never decoded). */
+  readonly body: Uint8Array
   readonly createdAt: Date
 }
 
@@ -41,18 +43,22 @@ export interface NewStoredResponse {
   readonly items: ReadonlyArray<{ readonly id: string; readonly item: string }>
 }
 
-/** What chaining on a stored response needs. */
+/** What chaining on a stored response needs, parsed. */
 export interface StoredConversation {
   readonly transcript: unknown
   readonly inputItems: ReadonlyArray<unknown>
-  readonly body: string
+  /** The stored body's `output` items. */
+  readonly output: ReadonlyArray<unknown>
 }
 
-const parseList = (text: string | null): ReadonlyArray<unknown> => {
-  if (text === null) return []
-  const value = JSON.parse(text)
-  return Array.isArray(value) ? value : []
-}
+/**
+ * A stored document (up to 8 MiB of JSON text) read as its UTF-8 bytes (`convert_to`) and parsed in
+ * slices when large: read as text, it was decoded to a string and `JSON.parse`d in one turn of the
+ * event loop each (a follow-up on an 8 MiB conversation held it 30–70 ms on a slow VM).
+ */
+const parsedDocument = (bytes: Uint8Array | null): Effect.Effect<unknown> => bytes === null ? Effect.succeed(null) : parseStoredInSlices([bytes])
+const parsedList = (bytes: Uint8Array | null): Effect.Effect<ReadonlyArray<unknown>> =>
+  Effect.map(parsedDocument(bytes), (value) => Array.isArray(value) ? value : [])
 
 export class ResponsesRepo extends Context.Service<ResponsesRepo, {
   save(response: NewStoredResponse): Effect.Effect<void, SqlError.SqlError>
@@ -89,25 +95,32 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
         yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
           VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
         yield* Effect.forEach(documents, (document) => document.release, { discard: true })
-        if (r.items.length > 0) {
-          const rows = r.items.map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
+        // A statement per ~1 MiB of items: thousands of them in one were encoded in one turn.
+        for (const [at, end] of insertGroups(r.items, (item) => item.item.length)) {
+          const rows = r.items.slice(at, end).map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
           yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
         }
       }))
     })
 
     const find = Effect.fn("ResponsesRepo.find")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ id: string; model: string; body: string; created_at: Date }>`
-        SELECT id, model, body, created_at FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      const rows = yield* sql<{ id: string; model: string; body: Uint8Array; created_at: Date }>`
+        SELECT id, model, convert_to(body, 'UTF8') AS body, created_at FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
       const row = rows[0]
       return row === undefined ? undefined : { id: row.id, model: row.model, body: row.body, createdAt: new Date(row.created_at) }
     })
 
     const conversation = Effect.fn("ResponsesRepo.conversation")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ transcript: unknown; input_items: string | null; body: string }>`
-        SELECT transcript, input_items, body FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      const rows = yield* sql<{ transcript: Uint8Array; input_items: Uint8Array | null; body: Uint8Array }>`
+        SELECT convert_to(transcript, 'UTF8') AS transcript, convert_to(input_items, 'UTF8') AS input_items, convert_to(body, 'UTF8') AS body
+        FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
       const row = rows[0]
-      return row === undefined ? undefined : { transcript: row.transcript, inputItems: parseList(row.input_items), body: row.body }
+      if (row === undefined) return undefined
+      const transcript = yield* parsedDocument(row.transcript)
+      const inputItems = yield* parsedList(row.input_items)
+      const body = yield* parsedDocument(row.body)
+      const output = (body as { output?: unknown } | null)?.output
+      return { transcript, inputItems, output: Array.isArray(output) ? output : [] }
     })
 
     const replay = Effect.fn("ResponsesRepo.replay")(function*(keyId: string, id: string) {
@@ -117,9 +130,9 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     })
 
     const inputItems = Effect.fn("ResponsesRepo.inputItems")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ input_items: string | null }>`
-        SELECT input_items FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
-      return rows[0] === undefined ? undefined : parseList(rows[0].input_items)
+      const rows = yield* sql<{ input_items: Uint8Array | null }>`
+        SELECT convert_to(input_items, 'UTF8') AS input_items FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      return rows[0] === undefined ? undefined : yield* parsedList(rows[0].input_items)
     })
 
     const findItems = Effect.fn("ResponsesRepo.findItems")(function*(keyId: string, ids: ReadonlyArray<string>) {

@@ -27,7 +27,8 @@ import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
 import type { JsonObject } from "../util/json.ts"
-import { jsonBytesInSlices, jsonTextInSlices } from "../util/sliced-stringify.ts"
+import { jsonBytesInSlices, jsonTextsInSlices } from "../util/sliced-stringify.ts"
+import { runInSlices } from "../util/slices.ts"
 
 /** How a call can fail (as `http/chat-answer.ts` names it). */
 type CallFailure = BackendError | QueueTimeout
@@ -50,23 +51,24 @@ export interface StorePlan {
   readonly minted: ReadonlyArray<JsonObject>
 }
 
-const outputOf = (body: string): ReadonlyArray<unknown> => {
-  const output = (JSON.parse(body) as { output?: unknown }).output
-  return Array.isArray(output) ? output : []
-}
+/** Values walked between two readings of the clock (`runInSlices`). */
+const VALUES_PER_STEP = 4_096
 
 /**
  * The UTF-16 units of every string in `value`: a lower bound of its JSON's UTF-8 size (a unit is
- * at least one byte; quotes and escapes only add), found without serializing it.
+ * at least one byte; quotes and escapes only add), found without serializing it. A generator for
+ * `runInSlices`: a conversation of thousands of items took 25 ms in one turn on a slow VM.
  */
-const stringUnits = (value: unknown): number => {
+function* stringUnits(value: unknown): Generator<void, number> {
   const stack: Array<unknown> = [value]
   let units = 0
+  let walked = 0
   while (stack.length > 0) {
     const current = stack.pop()
     if (typeof current === "string") units += current.length
     else if (Array.isArray(current)) for (let i = 0; i < current.length; i++) stack.push(current[i])
     else if (typeof current === "object" && current !== null) for (const key in current) stack.push((current as Record<string, unknown>)[key])
+    if (++walked % VALUES_PER_STEP === 0) yield
   }
   return units
 }
@@ -78,7 +80,7 @@ export const planStore = (
   resolve: ItemResolver
 ): Effect.Effect<StorePlan, PayloadTooLarge> => {
   const own = listInputItems(input, resolve)
-  const listed = previous === undefined ? own.items : [...previous.inputItems, ...outputOf(previous.body), ...own.items]
+  const listed = previous === undefined ? own.items : [...previous.inputItems, ...previous.output, ...own.items]
   const tooLarge = (size: string) =>
     Effect.fail(new PayloadTooLarge({
       limitBytes: STORE_LIMIT_BYTES,
@@ -86,15 +88,16 @@ export const planStore = (
       message: `This conversation is too large to store: ${size} bytes with the earlier turns, above the limit of ` +
         `${STORE_LIMIT_BYTES} bytes for a stored response. Send it with store: false (and the whole transcript), or start a new chain`
     }))
-  // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be refused:
-  // its characters alone already tell.
-  const atLeast = stringUnits(listed) + stringUnits(conversation)
-  if (atLeast > STORE_LIMIT_BYTES) return tooLarge(`at least ${atLeast}`)
-  // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms on
-  // a slow VM); its text is made when it is stored.
-  return Effect.flatMap(Effect.all([jsonBytesInSlices(listed), jsonBytesInSlices(conversation)]), ([inputItemsBytes, conversationBytes]) => {
-    const size = inputItemsBytes + conversationBytes
-    return size > STORE_LIMIT_BYTES ? tooLarge(String(size)) : Effect.succeed({ conversation, inputItems: listed, minted: own.minted })
+  return Effect.gen(function*() {
+    // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be
+    // refused: its characters alone already tell.
+    const atLeast = (yield* runInSlices(stringUnits(listed))) + (yield* runInSlices(stringUnits(conversation)))
+    if (atLeast > STORE_LIMIT_BYTES) return yield* tooLarge(`at least ${atLeast}`)
+    // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms
+    // on a slow VM); its text is made when it is stored.
+    const size = (yield* jsonBytesInSlices(listed)) + (yield* jsonBytesInSlices(conversation))
+    if (size > STORE_LIMIT_BYTES) return yield* tooLarge(String(size))
+    return { conversation, inputItems: listed, minted: own.minted }
   })
 }
 
@@ -127,7 +130,7 @@ export const storeOnStop = (
     const items = [...plan.minted, ...outputs]
     // The transcript holds the whole conversation (up to 8 MiB): the documents' JSON is made in
     // slices where they are stored (`ResponsesRepo.save`), the items' here.
-    return Effect.forEach(items, (item) => jsonTextInSlices(item)).pipe(
+    return jsonTextsInSlices(items).pipe(
       Effect.flatMap((itemJsons) =>
         save({
           id: context.id,

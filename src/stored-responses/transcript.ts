@@ -20,10 +20,9 @@ export interface Transcript {
 
 export const emptyTranscript: Transcript = { system: [], messages: [] }
 
-/** A transcript as read back from storage (jsonb arrives parsed or, on some drivers, as text). */
+/** A transcript as read back from storage (parsed by `ResponsesRepo.conversation`), or the empty one. */
 export const readTranscript = (stored: unknown): Transcript => {
-  const value = typeof stored === "string" ? JSON.parse(stored) : stored
-  const { system, messages } = (value ?? {}) as Partial<Transcript>
+  const { system, messages } = (stored ?? {}) as Partial<Transcript>
   return { system: Array.isArray(system) ? system : [], messages: Array.isArray(messages) ? messages : [] }
 }
 

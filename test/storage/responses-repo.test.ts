@@ -19,6 +19,7 @@ const retentionOneDay = ConfigProvider.layerAdd(ConfigProvider.fromUnknown({ GAT
 
 const targets = storageTargets()
 
+
 const stored = (id: string, keyId: string): NewStoredResponse => ({
   id,
   keyId,
@@ -82,11 +83,25 @@ for (const target of targets) {
         const inputItems = [{ type: "message", role: "user", content: long }]
         yield* repo.save({ ...stored("resp_big", "key_a"), body: { id: "resp_big", output: [], note: long }, transcript, inputItems })
         const conversation = yield* repo.conversation("key_a", "resp_big")
-        expect(conversation?.transcript).toBe(JSON.stringify(transcript))
+        expect(conversation?.transcript).toEqual(transcript)
         expect(conversation?.inputItems).toEqual(inputItems)
-        expect(conversation?.body).toBe(JSON.stringify({ id: "resp_big", output: [], note: long }))
+        expect(conversation?.output).toEqual([])
+        const found = yield* repo.find("key_a", "resp_big")
+        expect(Buffer.from(found!.body).toString()).toBe(JSON.stringify({ id: "resp_big", output: [], note: long }))
         expect(yield* repo.inputItems("key_a", "resp_big")).toEqual(inputItems)
         expect(yield* sql`SELECT count(*)::int AS n FROM staged_documents`).toEqual([{ n: 0 }])
+      })), 60_000)
+
+    it.live("stores thousands of items (a statement per ~1 MiB of them), every one findable by id", () =>
+      withRepo(Effect.gen(function*() {
+        const repo = yield* ResponsesRepo
+        const items = Array.from({ length: 3_000 }, (_, i) => ({ id: `msg_many_${i}`, item: JSON.stringify({ id: `msg_many_${i}`, text: `${i} ${"é".repeat(1_000)}` }) }))
+        yield* repo.save({ ...stored("resp_many", "key_a"), items })
+        const found = yield* repo.findItems("key_a", ["msg_many_0", "msg_many_249", "msg_many_250", "msg_many_1499", "msg_many_2999"])
+        expect([...found.keys()].sort()).toEqual(["msg_many_0", "msg_many_1499", "msg_many_249", "msg_many_250", "msg_many_2999"])
+        expect(found.get("msg_many_2999")).toEqual(JSON.parse(items[2999]!.item))
+        const sql = yield* SqlClient.SqlClient
+        expect(yield* sql`SELECT count(*)::int AS n FROM stored_response_items WHERE response_id = 'resp_many'`).toEqual([{ n: 3_000 }])
       })), 60_000)
 
     it.live("items and responses are scoped to the key; delete takes the items with it", () =>

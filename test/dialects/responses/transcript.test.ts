@@ -19,8 +19,8 @@ describe("responses transcript", () => {
   it("next turn: earlier conversation first, then the new items; the answer is stored with call ids", () => {
     const first = continueConversation(emptyTranscript, decodeOk({ model: "m", input: [{ role: "system", content: "S" }, { role: "user", content: "u1" }] }))
     const stored = withAnswer(first.conversation, collect(fullScript()))
-    // Through JSON and back, as the jsonb column returns it.
-    const previous = readTranscript(JSON.stringify(stored))
+    // Through JSON and back, as the store returns it.
+    const previous = readTranscript(JSON.parse(JSON.stringify(stored)))
     expect(previous.messages.at(-1)).toMatchObject({ role: "assistant", content: [{ type: "thinking" }, { type: "text" }, { type: "tool_use", id: "call_abc" }] })
 
     const next = continueConversation(previous, decodeOk({ model: "m", instructions: "I2", input: [{ type: "function_call_output", call_id: "call_abc", output: "ok" }] }))
