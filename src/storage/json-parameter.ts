@@ -7,6 +7,8 @@
  * text in one turn of the event loop, and copied it into the frame twice more (~60 ms for
  * 15.5 MiB on a slow VM); one 1 MiB statement costs a few milliseconds.
  *
+ * `textParameter` does the same for a document whose text is made already (a batch's requests).
+ *
  * Staging and the statement that uses it must run in one transaction, with `release` after it:
  * the staged rows are then never seen by anyone else, and a failure leaves none behind.
  */
@@ -15,6 +17,7 @@ import type { SqlClient, SqlError, Statement } from "effect/sql"
 import { chunksOf } from "../util/byte-chunks.ts"
 import { newId } from "../util/ids.ts"
 import { isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
+import { runInSlices, stringSlices } from "../util/slices.ts"
 
 /** The most bytes of a staged document in one statement. */
 const STAGE_CHUNK_BYTES = 1024 * 1024
@@ -29,22 +32,49 @@ export interface JsonParameter {
 }
 
 export const jsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "json" | "jsonb" | "text"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
-  const cast = sql.literal(type)
-  if (!isLarge(value)) {
-    const text = JSON.stringify(value)
-    return Effect.succeed({ fragment: sql`${text}::${cast}`, bytes: Buffer.byteLength(text), release: Effect.void })
+  if (!isLarge(value)) return Effect.succeed(inline(sql, JSON.stringify(value), type))
+  return Effect.flatMap(jsonChunksInSlices(value), ({ chunks, bytes }) => staged(sql, chunks, bytes, type))
+}
+
+/** Characters of a text parameter from which it is staged rather than sent as one parameter. */
+const LARGE_TEXT_UNITS = 256 * 1024
+
+/**
+ * A JSON document's text made already (a batch's request params) as a parameter: a small one as
+ * it is; a large one encoded to UTF-8 in slices and staged, as `jsonParameter` stages a value.
+ */
+export const textParameter = (sql: SqlClient.SqlClient, text: string, type: "json" | "jsonb" | "text"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
+  if (text.length <= LARGE_TEXT_UNITS) return Effect.succeed(inline(sql, text, type))
+  return Effect.flatMap(runInSlices(utf8Slices(text)), ({ chunks, bytes }) => staged(sql, chunks, bytes, type))
+}
+
+/** The UTF-8 chunks of a long text, a slice per step (`runInSlices`). */
+function* utf8Slices(text: string): Generator<void, { readonly chunks: ReadonlyArray<Uint8Array>; readonly bytes: number }> {
+  const chunks: Array<Uint8Array> = []
+  let bytes = 0
+  for (const slice of stringSlices(text)) {
+    const chunk = Buffer.from(slice)
+    chunks.push(chunk)
+    bytes += chunk.byteLength
+    yield
   }
-  return Effect.gen(function*() {
-    const { chunks, bytes } = yield* jsonChunksInSlices(value)
+  return { chunks, bytes }
+}
+
+const inline = (sql: SqlClient.SqlClient, text: string, type: string): JsonParameter =>
+  ({ fragment: sql`${text}::${sql.literal(type)}`, bytes: Buffer.byteLength(text), release: Effect.void })
+
+/** Writes `chunks` to `staged_documents`, 1 MiB a statement, and gives the fragment that reads them back. */
+const staged = (sql: SqlClient.SqlClient, chunks: ReadonlyArray<Uint8Array>, bytes: number, type: string): Effect.Effect<JsonParameter, SqlError.SqlError> =>
+  Effect.gen(function*() {
     const id = newId("doc")
     let n = 0
     for (const chunk of chunksOf(chunks, STAGE_CHUNK_BYTES)) {
       yield* sql`INSERT INTO staged_documents (id, n, data) VALUES (${id}, ${n++}, ${chunk})`
     }
     return {
-      fragment: sql`(SELECT convert_from(string_agg(data, ''::bytea ORDER BY n), 'UTF8') FROM staged_documents WHERE id = ${id})::${cast}`,
+      fragment: sql`(SELECT convert_from(string_agg(data, ''::bytea ORDER BY n), 'UTF8') FROM staged_documents WHERE id = ${id})::${sql.literal(type)}`,
       bytes,
       release: Effect.asVoid(sql`DELETE FROM staged_documents WHERE id = ${id}`)
     }
   })
-}

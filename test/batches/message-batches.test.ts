@@ -87,19 +87,22 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
     expect(errorOf(vision).error).toMatchObject({ type: "invalid_request_error" })
   })
 
-  it("answers a large request (params past 64 KiB, read as bytes and parsed in slices) as a small one", inOrder, async () => {
+  it("answers large requests (params past 64 KiB read as bytes and parsed in slices; past 256 Ki characters stored staged) as small ones", inOrder, async () => {
     const filler = "context é 😀 ".repeat(8_000)
+    // 300,600 characters, ~100,000 tokens (three digits a token): stored through staged_documents.
+    const staged = ("1234567890".repeat(300) + " é 😀 ").repeat(100)
+    const large = (customId: string, system: string) =>
+      ({ custom_id: customId, params: { model: "svc-nova-mini", max_tokens: 64, system, messages: [{ role: "user" as const, content: `say exactly: ${customId}` }] } })
     const batch = await client.messages.batches.create({
-      requests: [
-        { custom_id: "large", params: { model: "svc-nova-mini", max_tokens: 64, system: filler, messages: [{ role: "user", content: "say exactly: large" }] } },
-        ask("small", "say exactly: small")
-      ]
+      requests: [large("large", filler), ask("small", "say exactly: small"), large("staged", staged), ask("last", "say exactly: last")]
     })
     await waitForBatch(() => client.messages.batches.retrieve(batch.id), (b) => b.processing_status === "ended")
     const lines = await collect(client, batch.id)
     expect(lines.map((l) => [l.custom_id, l.result.type === "succeeded" ? l.result.message.content : l.result])).toEqual([
       ["large", [{ type: "text", text: "large" }]],
-      ["small", [{ type: "text", text: "small" }]]
+      ["small", [{ type: "text", text: "small" }]],
+      ["staged", [{ type: "text", text: "staged" }]],
+      ["last", [{ type: "text", text: "last" }]]
     ])
   })
 
