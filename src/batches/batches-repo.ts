@@ -24,7 +24,7 @@ import {
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { insertFile } from "../files/files-repo.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
-import { textParameter } from "../storage/json-parameter.ts"
+import { stagesText, textParameter } from "../storage/json-parameter.ts"
 import { randomBase62 } from "../util/ids.ts"
 import { openaiOutputFiles } from "./openai-output.ts"
 
@@ -103,9 +103,6 @@ export interface NewBatch {
   /** OpenAI: the input failed validation; the batch is created `failed` with these errors. */
   readonly validationErrors?: unknown
 }
-
-/** Characters of params from which a request is inserted on its own, staged (`textParameter`). */
-const LARGE_PARAMS_UNITS = 256 * 1024
 
 /** A request a worker holds. */
 export interface BatchClaim {
@@ -260,7 +257,7 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
           // A large request's params (up to 16 MiB) are staged, a statement of their own: as one
           // parameter the SQL client encoded them in one turn (~100 ms for 12 MB on a slow VM).
           const indexed = batch.requests.map((r, idx) => ({ ...r, idx }))
-          const small = indexed.filter((r) => r.params.length <= LARGE_PARAMS_UNITS)
+          const small = indexed.filter((r) => !stagesText(r.params))
           for (const [at, end] of insertGroups(small, (r) => r.params.length)) {
             const group = small.slice(at, end).map((r): Record<string, unknown> => ({
               batch_id: id,
@@ -272,7 +269,7 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
             yield* sql`INSERT INTO batch_requests ${sql.insert(group as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
           }
           for (const r of indexed) {
-            if (r.params.length <= LARGE_PARAMS_UNITS) continue
+            if (!stagesText(r.params)) continue
             const params = yield* textParameter(sql, r.params, "text")
             yield* sql`INSERT INTO batch_requests (batch_id, idx, custom_id, params, state) VALUES (${id}, ${r.idx}, ${r.customId}, ${params.fragment}, 'pending')`
             yield* params.release

@@ -39,12 +39,15 @@ export const jsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "j
 /** Characters of a text parameter from which it is staged rather than sent as one parameter. */
 const LARGE_TEXT_UNITS = 256 * 1024
 
+/** Whether `textParameter` stages `text` (statements of their own) rather than sending it as one parameter. */
+export const stagesText = (text: string): boolean => text.length > LARGE_TEXT_UNITS
+
 /**
  * A JSON document's text made already (a batch's request params) as a parameter: a small one as
  * it is; a large one encoded to UTF-8 in slices and staged, as `jsonParameter` stages a value.
  */
 export const textParameter = (sql: SqlClient.SqlClient, text: string, type: "json" | "jsonb" | "text"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
-  if (text.length <= LARGE_TEXT_UNITS) return Effect.succeed(inline(sql, text, type))
+  if (!stagesText(text)) return Effect.succeed(inline(sql, text, type))
   return Effect.flatMap(runInSlices(utf8Slices(text)), ({ chunks, bytes }) => staged(sql, chunks, bytes, type))
 }
 
