@@ -10,7 +10,7 @@
  * Found this way (2026-11-30): the sliced serializer held a 15.5 Mi-character string for one turn
  * of 140–390 ms (it read the clock every 256 pieces, and each slice of a long string is a piece).
  */
-import { readdirSync, readFileSync } from "node:fs"
+import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { TURNS_FILE, type TurnProbeReport } from "./lib/turn-probe.ts"
@@ -34,7 +34,11 @@ const { values, positionals } = parseArgs({
 const dir = positionals[0]
 if (dir === undefined) throw new Error("usage: node bench/long-turns.ts PROFILE_DIR [--min-ms 20] [--turns FILE]")
 const report = JSON.parse(readFileSync(values.turns, "utf8")) as TurnProbeReport
-const mainThread = readdirSync(dir).map((file) => join(dir, file)).find((file) => readFileSync(file, "utf8").includes("__turnProbeMarker"))
+// The largest profile with the marker: `serve` replaces itself once at start (process-settings.ts),
+// and the process it replaced leaves a short profile of its own (the probe's report is the last one's).
+const mainThread = readdirSync(dir).map((file) => join(dir, file))
+  .filter((file) => readFileSync(file, "utf8").includes("__turnProbeMarker"))
+  .sort((a, b) => statSync(b).size - statSync(a).size)[0]
 if (mainThread === undefined) throw new Error(`no profile in ${dir} holds the probe's marker (was the process started with lib/turn-probe.ts?)`)
 const profile = JSON.parse(readFileSync(mainThread, "utf8")) as Profile
 

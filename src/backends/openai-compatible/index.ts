@@ -24,9 +24,12 @@ import { ssePayloads } from "../upstream/sse.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
-import { chatCompletionsTarget, toWireRequest, UnsupportedContent } from "./wire-request.ts"
+import { chatCompletionsTarget, largeToolInputs, type MadeArguments, toWireRequest, UnsupportedContent } from "./wire-request.ts"
 import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { unwrapPlain } from "../../util/scoped.ts"
+import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
+
+const NONE_MADE_ARGUMENTS: MadeArguments = new Map()
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
 
@@ -47,15 +50,26 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     if (upstream === undefined) {
       return Effect.fail(new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }))
     }
-    try {
-      const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
-      const wire = toWireRequest(request, placement, stream)
-      return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body: sendable(body) }))
-    } catch (error) {
-      if (error instanceof UnsupportedContent) return Effect.fail(backendErrorFromStatus(400, error.message))
-      const message = `placement ${placement.id} has an invalid upstream baseUrl`
-      return Effect.fail(new BackendError({ status: 500, type: "api_error", message, retryable: false }))
+    const translated = (made: MadeArguments): Effect.Effect<UpstreamCall, BackendError> => {
+      try {
+        const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
+        const wire = toWireRequest(request, placement, stream, made)
+        return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body: sendable(body) }))
+      } catch (error) {
+        if (error instanceof UnsupportedContent) return Effect.fail(backendErrorFromStatus(400, error.message))
+        const message = `placement ${placement.id} has an invalid upstream baseUrl`
+        return Effect.fail(new BackendError({ status: 500, type: "api_error", message, retryable: false }))
+      }
     }
+    // A tool call's `arguments` is its input's JSON text: a large input's is made in slices first
+    // (`JSON.stringify` of a 15 MiB input held the event loop 240–390 ms on a slow VM).
+    const large = largeToolInputs(request, isLarge)
+    if (large.length === 0) return translated(NONE_MADE_ARGUMENTS)
+    const made = new Map<object, string>()
+    return Effect.andThen(
+      Effect.forEach(large, (input) => Effect.map(jsonTextInSlices(input), (text) => void made.set(input, text)), { discard: true }),
+      Effect.suspend(() => translated(made))
+    )
   }
 
   const parserFor = (request: CanonicalRequest, placement: PlacementRuntime) =>

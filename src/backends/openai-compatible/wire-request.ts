@@ -114,15 +114,33 @@ const userMessages = (message: Message): Array<WireMessage> => {
   return out
 }
 
-const assistantMessage = (message: Message): WireMessage => {
+/**
+ * The `arguments` text of tool calls whose input's JSON was made beforehand (in slices, by the
+ * caller: `largeToolInputs`), by input; any other input is `JSON.stringify`d here.
+ */
+export type MadeArguments = ReadonlyMap<object, string>
+const NONE_MADE: MadeArguments = new Map()
+
+const argumentsOf = (input: unknown, made: MadeArguments): string =>
+  typeof input === "string" ? input : (typeof input === "object" && input !== null ? made.get(input) : undefined) ?? JSON.stringify(input)
+
+/** The tool-call inputs of `request`'s assistant turns that pass `isLarge` (whose JSON should be made in slices). */
+export const largeToolInputs = (request: CanonicalRequest, isLarge: (value: unknown) => boolean): Array<object> => {
+  const large: Array<object> = []
+  for (const message of request.messages) {
+    if (message.role !== "assistant") continue
+    for (const block of message.content) {
+      if (block.type === "tool_use" && typeof block.input === "object" && block.input !== null && isLarge(block.input)) large.push(block.input)
+    }
+  }
+  return large
+}
+
+const assistantMessage = (message: Message, made: MadeArguments): WireMessage => {
   const text = message.content.map((block) => (block.type === "text" ? block.text : "")).join("")
   const calls = message.content.flatMap((block) =>
     block.type === "tool_use"
-      ? [{
-        id: block.id,
-        type: "function",
-        function: { name: block.name, arguments: typeof block.input === "string" ? block.input : JSON.stringify(block.input) }
-      }]
+      ? [{ id: block.id, type: "function", function: { name: block.name, arguments: argumentsOf(block.input, made) } }]
       : []
   )
   return calls.length === 0 ? { role: "assistant", content: text } : { role: "assistant", content: text === "" ? null : text, tool_calls: calls }
@@ -182,10 +200,10 @@ const responseFormat = (request: CanonicalRequest) => {
 }
 
 /** The wire body; throws `UnsupportedContent` for content the wire cannot carry. */
-export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime, stream = true): Record<string, unknown> => {
+export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime, stream = true, made: MadeArguments = NONE_MADE): Record<string, unknown> => {
   const messages = [
     ...systemMessages(request.system),
-    ...request.messages.flatMap((message) => (message.role === "user" ? userMessages(message) : [assistantMessage(message)]))
+    ...request.messages.flatMap((message) => (message.role === "user" ? userMessages(message) : [assistantMessage(message, made)]))
   ]
   const effort = placement.reasoning && request.reasoning.enabled ? request.reasoning.effort : undefined
   const optional: Record<string, unknown> = {

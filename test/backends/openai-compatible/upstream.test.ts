@@ -4,7 +4,7 @@
  */
 import { Cause, Effect, Exit, Stream } from "effect"
 import { createServer } from "node:net"
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest"
 import type { BackendError, PlacementRuntime } from "../../../src/backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../../../src/backends/openai-compatible/index.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
@@ -254,6 +254,35 @@ describe("openai-compatible backend, non-streamed (complete)", () => {
     expect(sent.headers["transfer-encoding"]).toBeUndefined()
     expect(Number(sent.headers["content-length"])).toBe(Buffer.byteLength(JSON.stringify(sent.body)))
     expect(sent.body.messages).toEqual([{ role: "user", content: prompt }])
+  })
+
+  it("sends a large tool call's input as its exact JSON text, made in slices", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "x", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }] }))
+    }
+    // ~9 Mi characters of two-byte strings: JSON.stringify of it at once held the loop 240–390 ms on a slow VM.
+    const input = { rows: Array.from({ length: 9_000 }, (_, i) => `${i} é 😀 "q" ${"z".repeat(1_000)}`) }
+    const small = { city: "Paris" }
+    const request = makeRequest({
+      model: "svc-up",
+      messages: [
+        userMessage("go"),
+        { role: "assistant", content: [{ type: "tool_use", id: "call_big", name: "f", input }, { type: "tool_use", id: "call_small", name: "g", input: small }] },
+        { role: "user", content: [{ type: "tool_result", toolUseId: "call_big", content: "done", isError: false }, { type: "tool_result", toolUseId: "call_small", content: "sunny", isError: false }] }
+      ]
+    })
+    // Never made whole in one call (what holds the loop): watched on JSON.stringify itself.
+    const stringify = vi.spyOn(JSON, "stringify")
+    let wholeInputs = 0
+    const whole = await complete(request).finally(() => {
+      wholeInputs = stringify.mock.calls.filter(([value]) => value === input).length
+      stringify.mockRestore()
+    })
+    expect(wholeInputs).toBe(0)
+    expect(whole.content).toEqual([{ type: "text", text: "ok" }])
+    const calls = upstream.received[0]!.body.messages[1].tool_calls
+    expect(calls.map((call: { function: { arguments: string } }) => call.function.arguments)).toEqual([JSON.stringify(input), JSON.stringify(small)])
   })
 
   it("turns tool calls, reasoning and a length stop into canonical blocks", async () => {
