@@ -19,11 +19,11 @@
  * are unmaintained.
  */
 import { type ParsedElementInfo, type ParsedTokenInfo, Tokenizer, TokenParser, TokenType } from "@streamparser/json"
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
 import { formatPath } from "./schema-issue.ts"
-import { SLICE_MS } from "./slices.ts"
+import { SLICE_MS, STRING_SLICE, stringSlices } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
 const SLICE_BYTES = 8 * 1024
@@ -53,6 +53,10 @@ export interface SlicedJsonParser {
   readonly feed: (bytes: Uint8Array) => Effect.Effect<void, InvalidRequest>
   /** The parsed value; `undefined` when the document held nothing but whitespace. */
   readonly end: () => Effect.Effect<unknown, InvalidRequest>
+  /** Parses the next bytes at once (the caller slices them); a failure is kept for `finish`. */
+  readonly write: (bytes: Uint8Array) => void
+  /** `end`, at once. */
+  readonly finish: () => Result.Result<unknown, InvalidRequest>
 }
 
 const malformed = (error: unknown) =>
@@ -167,22 +171,22 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
       if (failure !== undefined) return yield* failure
     })
 
-  const end = (): Effect.Effect<unknown, InvalidRequest> =>
-    Effect.suspend(() => {
-      if (failure !== undefined) return Effect.fail(failure)
-      try {
-        tokenizer.end() // a token cut short fails here; a number at the very end is emitted here
-      } catch (error) {
-        return Effect.fail(error instanceof Refused ? error.error : malformed(error))
-      }
-      // No token at all: the document was nothing but whitespace.
-      if (values === 0) return Effect.succeed(undefined)
-      if (!done) return Effect.fail(malformed("the document ended before its value was complete"))
-      if (typeof result === "object" && result !== null) sliced.add(result)
-      return Effect.succeed(result)
-    })
+  const finish = (): Result.Result<unknown, InvalidRequest> => {
+    if (failure !== undefined) return Result.fail(failure)
+    try {
+      tokenizer.end() // a token cut short fails here; a number at the very end is emitted here
+    } catch (error) {
+      return Result.fail(error instanceof Refused ? error.error : malformed(error))
+    }
+    // No token at all: the document was nothing but whitespace.
+    if (values === 0) return Result.succeed(undefined)
+    if (!done) return Result.fail(malformed("the document ended before its value was complete"))
+    if (typeof result === "object" && result !== null) sliced.add(result)
+    return Result.succeed(result)
+  }
+  const end = (): Effect.Effect<unknown, InvalidRequest> => Effect.suspend(() => Effect.fromResult(finish()))
 
-  return { feed, end }
+  return { feed, end, write, finish }
 }
 
 /** A stored document of up to this many bytes is parsed at once (well under a millisecond). */
@@ -203,3 +207,31 @@ export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.E
       return yield* parser.end()
     }).pipe(Effect.orDie)
   })
+
+/** A JSON text (a tool call's arguments) from which it is parsed in steps rather than by `JSON.parse` at once. */
+const TEXT_AT_ONCE_UNITS = 64 * 1024
+
+/**
+ * A JSON text inside a request (a tool call's `arguments`, a string on the wire) parsed for a
+ * sliced decode (`dialects/staged-decode.ts`): a short one by `JSON.parse`, a long one a
+ * `STRING_SLICE` of it per step, so the decode can pause between them (`JSON.parse` of 15 MiB of
+ * arguments held the event loop ~65 ms on a slow VM, and the collection it set off as long again).
+ * The value is `JSON.parse`'s; undefined when the text is not JSON. No limit on its values: as
+ * `JSON.parse`, it is one value of a body already counted.
+ */
+export function* parseJsonTextInSteps(text: string): Generator<void, { readonly value: unknown } | undefined> {
+  if (text.length <= TEXT_AT_ONCE_UNITS) {
+    try {
+      return { value: JSON.parse(text) as unknown }
+    } catch {
+      return undefined
+    }
+  }
+  const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, maxDepth: Number.POSITIVE_INFINITY })
+  for (const slice of stringSlices(text, STRING_SLICE)) {
+    parser.write(Buffer.from(slice))
+    yield
+  }
+  const parsed = parser.finish()
+  return Result.isSuccess(parsed) && parsed.success !== undefined ? { value: parsed.success } : undefined
+}

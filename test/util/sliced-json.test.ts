@@ -8,7 +8,7 @@ import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, requireShallow } from "../../src/util/json-limits.ts"
-import { slicedJsonParser, type SlicedJsonLimits } from "../../src/util/sliced-json.ts"
+import { parseJsonTextInSteps, slicedJsonParser, type SlicedJsonLimits } from "../../src/util/sliced-json.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
 
 /** Parses `text` fed in chunks of `chunk` bytes; the value, or the 400. */
@@ -103,5 +103,39 @@ describe("slicedJsonParser", () => {
     const { value, turns } = await loopTurnsDuring(() => valueOf(big, 1 << 20))
     expect(value).toEqual(JSON.parse(big))
     expect(turns).toBeGreaterThan(1)
+  })
+})
+
+/** Runs `parseJsonTextInSteps` to its end; its result and how many steps it paused at. */
+const inSteps = (text: string) => {
+  const steps = parseJsonTextInSteps(text)
+  let pauses = 0
+  for (;;) {
+    const next = steps.next()
+    if (next.done === true) return { parsed: next.value, pauses }
+    pauses++
+  }
+}
+
+describe("parseJsonTextInSteps (a tool call's arguments inside a request)", () => {
+  it("gives JSON.parse's value, a long text a slice per step", async () => {
+    await fc.assert(
+      fc.property(fc.jsonValue(), (inner) => {
+        // Slice boundaries fall inside escapes, surrogate pairs and numbers.
+        const text = JSON.stringify({ inner, long: "é😀\"\\\n".repeat(20_000), n: [1.5e300, -0, 12345678901234567890], ["__proto__"]: { x: 1 } })
+        const { parsed, pauses } = inSteps(text)
+        expect(parsed).toEqual({ value: JSON.parse(text) })
+        expect(pauses).toBeGreaterThan(1)
+      }),
+      { numRuns: 15 }
+    )
+  })
+
+  it("says a text that is not JSON is not, long or short, and parses a short one at once", () => {
+    expect(inSteps("{\"city\":\"Ro").parsed).toBeUndefined()
+    expect(inSteps(`{"a":"${"x".repeat(200_000)}`).parsed).toBeUndefined()
+    expect(inSteps(`{"a":1} trailing ${"x".repeat(200_000)}`).parsed).toBeUndefined()
+    expect(inSteps(" ".repeat(100_000)).parsed).toBeUndefined()
+    expect(inSteps("{\"city\":\"Paris\"}")).toEqual({ parsed: { value: { city: "Paris" } }, pauses: 0 })
   })
 })

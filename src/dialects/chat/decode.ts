@@ -14,6 +14,7 @@ import { textBlock } from "../../model/content.ts"
 import type { ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
+import { parseJsonTextInSteps } from "../../util/sliced-json.ts"
 import { decodeRequest, decoderAt, definedFields, discriminated, given, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
 import type { ChatRequestWire, UserPart } from "./request-schema.ts"
 import {
@@ -103,16 +104,16 @@ const userContent = (content: string | ReadonlyArray<unknown>, path: string): Ar
 const textBlocks = (content: string | ReadonlyArray<{ readonly text: string }>): Array<TextBlock> =>
   typeof content === "string" ? [textBlock(content)] : content.map((part) => textBlock(part.text))
 
-/** Arguments are a JSON string on the wire; unparsable ones (a truncated call) are kept verbatim. */
-const parseArguments = (json: string): Json => {
-  try {
-    return JSON.parse(json) as Json
-  } catch {
-    return json
-  }
+/**
+ * Arguments are a JSON string on the wire; unparsable ones (a truncated call) are kept verbatim. A
+ * long one is parsed in steps the decode pauses between (`parseJsonTextInSteps`).
+ */
+function* parseArguments(json: string): Sliced<Json> {
+  const parsed = yield* parseJsonTextInSteps(json)
+  return parsed === undefined ? json : parsed.value as Json
 }
 
-const assistantContent = (message: typeof MessageMembers.assistant.Type, path: string): Array<ContentBlock> => {
+function* assistantContent(message: typeof MessageMembers.assistant.Type, path: string): Sliced<Array<ContentBlock>> {
   const blocks: Array<ContentBlock> = []
   const content = given(message.content)
   if (typeof content === "string") {
@@ -126,7 +127,7 @@ const assistantContent = (message: typeof MessageMembers.assistant.Type, path: s
   const refusal = given(message.refusal)
   if (refusal !== undefined && refusal !== "" && blocks.length === 0) blocks.push(textBlock(refusal))
   for (const call of given(message.tool_calls) ?? []) {
-    blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: parseArguments(call.function.arguments) })
+    blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: yield* parseArguments(call.function.arguments) })
   }
   return blocks
 }
@@ -151,7 +152,7 @@ function* decodeMessages(raw: ReadonlyArray<unknown>): Sliced<{ system: Array<Te
         messages.push({ role: "user", content: userContent(message.content, `${path}.content`) })
         break
       case "assistant": {
-        const content = assistantContent(message, path)
+        const content = yield* assistantContent(message, path)
         if (content.length > 0) messages.push({ role: "assistant", content })
         break
       }

@@ -21,6 +21,7 @@ import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from
 import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import { decoderAt, discriminated, given, opt, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
+import { parseJsonTextInSteps } from "../../util/sliced-json.ts"
 import { isPlainObject, type JsonObject } from "../../util/json.ts"
 
 /** The stored wire item with this id, among the caller's items; undefined when there is none. */
@@ -119,7 +120,7 @@ export function* decodeInput(input: string | ReadonlyArray<unknown>, resolve: It
     if (i > 0 && pausesAt(i - 1)) yield
     const raw = input[i]
     const path = `input[${i}]`
-    const piece = decodeItem(isItemReference(raw) ? resolveReference(raw, path, resolve) : raw, path)
+    const piece = yield* decodeItem(isItemReference(raw) ? resolveReference(raw, path, resolve) : raw, path)
     if (piece === undefined) continue
     if (piece.role === "system") {
       system.push(...piece.blocks)
@@ -136,7 +137,7 @@ export function* decodeInput(input: string | ReadonlyArray<unknown>, resolve: It
   return { system, messages: turns.map(({ role, content }) => ({ role, content })) }
 }
 
-const decodeItem = (raw: unknown, path: string): Piece | undefined => {
+function* decodeItem(raw: unknown, path: string): Sliced<Piece | undefined> {
   if (isPlainObject(raw) && raw.type == null) return messagePiece(decodeEasyMessage(raw, path), path)
   const item = decodeItemMember(raw, path)
   switch (item.type) {
@@ -146,7 +147,7 @@ const decodeItem = (raw: unknown, path: string): Piece | undefined => {
       return {
         role: "assistant",
         kind: "call",
-        blocks: [{ type: "tool_use", id: item.call_id, name: item.name, input: parseArguments(item.arguments, `${path}.arguments`) }]
+        blocks: [{ type: "tool_use", id: item.call_id, name: item.name, input: yield* parseArguments(item.arguments, `${path}.arguments`) }]
       }
     case "function_call_output": {
       const { call_id: toolUseId, output } = item
@@ -225,13 +226,11 @@ const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): 
   return refuse(`${path}.file_data`, "is required")
 }
 
-const parseArguments = (json: string, path: string): Json => {
+/** A call's arguments, a JSON string on the wire; a long one parsed in steps the decode pauses between. */
+function* parseArguments(json: string, path: string): Sliced<Json> {
   if (json.trim() === "") return {}
-  try {
-    return JSON.parse(json) as Json
-  } catch {
-    return refuse(path, "is not valid JSON")
-  }
+  const parsed = yield* parseJsonTextInSteps(json)
+  return parsed === undefined ? refuse(path, "is not valid JSON") : parsed.value as Json
 }
 
 /**

@@ -97,6 +97,25 @@ describe("chat decode: messages", () => {
     ])
   })
 
+  it("parses long arguments (past 64 Ki characters, in steps) to the same input, and keeps long broken ones verbatim", () => {
+    const input = { rows: Array.from({ length: 300 }, (_, i) => `${i} é 😀 "q" ${"z".repeat(500)}`) }
+    const broken = JSON.stringify(input).slice(0, -3)
+    const { request } = decode({
+      model: "m",
+      messages: [
+        { role: "user", content: "go" },
+        { role: "assistant", content: null, tool_calls: [
+          { id: "call_1", type: "function", function: { name: "f", arguments: JSON.stringify(input) } },
+          { id: "call_2", type: "function", function: { name: "f", arguments: broken } }
+        ] }
+      ]
+    })
+    expect(request.messages[1]!.content).toEqual([
+      { type: "tool_use", id: "call_1", name: "f", input },
+      { type: "tool_use", id: "call_2", name: "f", input: broken }
+    ])
+  })
+
   it("names the deepest bad field", () => {
     const cases: Array<[unknown, string]> = [
       [{ messages: [{ role: "user", content: "x" }] }, "model"],

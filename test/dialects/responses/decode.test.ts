@@ -171,6 +171,7 @@ describe("responses decode: errors name the field", () => {
     ["image in an assistant turn", { input: [{ role: "assistant", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }, "input[0].content[0].type"],
     ["call without call_id", { input: [{ type: "function_call", name: "f", arguments: "{}" }] }, "input[0].call_id"],
     ["call with broken arguments", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{nope" }] }, "input[0].arguments"],
+    ["call with long broken arguments", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: `{"a":"${"é".repeat(100_000)}` }] }, "input[0].arguments"],
     ["output without call_id", { input: [{ type: "function_call_output", output: "x" }] }, "input[0].call_id"],
     ["item reference without stored items (the embedding API)", { input: [{ type: "item_reference", id: "msg_1" }] }, "input"],
     ["item reference without an id", { input: [{ type: "item_reference", id: 7 }] }, "input[0].id"],
