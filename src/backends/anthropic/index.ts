@@ -21,6 +21,7 @@ import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstre
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
 import { toWireRequest } from "./wire-request.ts"
+import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
@@ -148,7 +149,14 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       ...trace,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
-    return Effect.map(upstreamBody(toWireRequest(request, placement, stream)), (body) => ({ url, ...requestBody(sendable(body), headers) }))
+    // A JSON schema goes upstream as text inside a system instruction: a large one's text is made
+    // in slices first (`JSON.stringify` of a 15 MiB schema holds the event loop 100–300 ms).
+    const format = request.responseFormat
+    const schemaText: Effect.Effect<string | undefined> = format.type === "json_schema" && isLarge(format.schema) ? jsonTextInSlices(format.schema) : Effect.succeed(undefined)
+    return schemaText.pipe(
+      Effect.flatMap((text) => upstreamBody(toWireRequest(request, placement, stream, text))),
+      Effect.map((body) => ({ url, ...requestBody(sendable(body), headers) }))
+    )
   }
 
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>

@@ -82,11 +82,15 @@ const wireBlock = (block: ContentBlock): Wire | undefined => {
   }
 }
 
-const formatInstruction = (request: CanonicalRequest): string | undefined => {
+/**
+ * The JSON response format as a system instruction. `schemaText`: the schema's JSON made
+ * beforehand (in slices, by the caller, when the schema is large); else it is made here.
+ */
+const formatInstruction = (request: CanonicalRequest, schemaText: string | undefined): string | undefined => {
   const format = request.responseFormat
   if (format.type === "json_object") return "Respond with a single JSON object and nothing else."
   if (format.type === "json_schema") {
-    return `Respond with a single JSON value matching this JSON schema and nothing else: ${JSON.stringify(format.schema)}`
+    return `Respond with a single JSON value matching this JSON schema and nothing else: ${schemaText ?? JSON.stringify(format.schema)}`
   }
   return undefined
 }
@@ -106,10 +110,10 @@ const maxTokensOf = (request: CanonicalRequest): number => {
   return Math.max(DEFAULT_MAX_TOKENS, budget + DEFAULT_MAX_TOKENS)
 }
 
-export const toWireRequest = (request: CanonicalRequest, target: WireTarget, stream = true): Wire => {
+export const toWireRequest = (request: CanonicalRequest, target: WireTarget, stream = true, schemaText?: string): Wire => {
   const maxTokens = maxTokensOf(request)
   const budget = thinkingBudget(request, target, maxTokens)
-  const instruction = formatInstruction(request)
+  const instruction = formatInstruction(request, schemaText)
   const system = [...request.system.filter((b) => b.text !== ""), ...(instruction === undefined ? [] : [{ type: "text", text: instruction }])]
   const temperature = request.temperature === undefined ? undefined : Math.min(1, Math.max(0, request.temperature))
   const keepTemperature = temperature !== undefined && (budget === undefined || temperature === 1)

@@ -4,7 +4,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { ServerResponse } from "node:http"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { makeAnthropicBackend } from "../../../src/backends/anthropic/index.ts"
 import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
@@ -57,6 +57,21 @@ describe("Anthropic backend against a scripted upstream", () => {
     expect(sent.url).toBe("/v1/messages")
     expect(sent.headers).toMatchObject({ "x-api-key": "sk-upstream-test-key", "anthropic-version": "2023-06-01", "content-type": "application/json" })
     expect(sent.body).toEqual({ model: SECRET_MODEL, max_tokens: 4096, messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }], stream: true })
+  })
+
+  it("sends a large JSON schema's exact text in the system instruction, never stringifying it whole at once", async () => {
+    answerWith(200, streamHeaders, goodAnswer)
+    // ~9 Mi characters: JSON.stringify of it at once holds the event loop 100–300 ms on a slow VM.
+    const schema = { type: "object", description: Array.from({ length: 9_000 }, (_, i) => `${i} é 😀 "q" ${"z".repeat(1_000)}`).join("\n") }
+    const stringify = vi.spyOn(JSON, "stringify")
+    let wholeSchemas = 0
+    await call(makeRequest({ ...request, responseFormat: { type: "json_schema", name: "big", schema, strict: false } })).finally(() => {
+      wholeSchemas = stringify.mock.calls.filter(([value]) => value === schema).length
+      stringify.mockRestore()
+    })
+    expect(wholeSchemas).toBe(0)
+    const sent = upstream.requests.at(-1)!
+    expect(sent.body.system).toEqual([{ type: "text", text: `Respond with a single JSON value matching this JSON schema and nothing else: ${JSON.stringify(schema)}` }])
   })
 
   it("translates the answer: catalog model, no upstream id, usage folded with cache tokens", async () => {

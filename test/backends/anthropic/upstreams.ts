@@ -41,7 +41,9 @@ export const startScriptedUpstream = async (): Promise<ScriptedUpstream> => {
   let onAbort: () => void = () => {}
   const server = createServer((req, res) => {
     let text = ""
-    req.on("data", (d) => (text += d))
+    // Decoded as a stream: a character whose UTF-8 bytes a read splits is kept whole.
+    req.setEncoding("utf8")
+    req.on("data", (d: string) => (text += d))
     req.on("end", () => {
       const recorded = { method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: text === "" ? undefined : JSON.parse(text) }
       requests.push(recorded)
