@@ -29,8 +29,6 @@ import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { unwrapPlain } from "../../util/scoped.ts"
 import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
 
-const NONE_MADE_ARGUMENTS: MadeArguments = new Map()
-
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
 
 export interface OpenAICompatibleBackend extends Backend {
@@ -50,7 +48,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     if (upstream === undefined) {
       return Effect.fail(new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }))
     }
-    const translated = (made: MadeArguments): Effect.Effect<UpstreamCall, BackendError> => {
+    const translated = (made?: MadeArguments): Effect.Effect<UpstreamCall, BackendError> => {
       try {
         const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
         const wire = toWireRequest(request, placement, stream, made)
@@ -64,7 +62,7 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     // A tool call's `arguments` is its input's JSON text: a large input's is made in slices first
     // (`JSON.stringify` of a 15 MiB input held the event loop 240–390 ms on a slow VM).
     const large = largeToolInputs(request, isLarge)
-    if (large.length === 0) return translated(NONE_MADE_ARGUMENTS)
+    if (large.length === 0) return translated()
     const made = new Map<object, string>()
     return Effect.andThen(
       Effect.forEach(large, (input) => Effect.map(jsonTextInSlices(input), (text) => void made.set(input, text)), { discard: true }),
