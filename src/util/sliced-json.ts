@@ -23,7 +23,7 @@ import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
 import { formatPath } from "./schema-issue.ts"
-import { SLICE_MS, STRING_SLICE, stringSlices } from "./slices.ts"
+import { SLICE_MS, stringSlices } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
 const SLICE_BYTES = 8 * 1024
@@ -213,8 +213,8 @@ const TEXT_AT_ONCE_UNITS = 64 * 1024
 
 /**
  * A JSON text inside a request (a tool call's `arguments`, a string on the wire) parsed for a
- * sliced decode (`dialects/staged-decode.ts`): a short one by `JSON.parse`, a long one a
- * `STRING_SLICE` of it per step, so the decode can pause between them (`JSON.parse` of 15 MiB of
+ * sliced decode (`dialects/staged-decode.ts`): a short one by `JSON.parse`, a long one
+ * `SLICE_BYTES` of it per step, so the decode can pause between them (`JSON.parse` of 15 MiB of
  * arguments held the event loop ~65 ms on a slow VM, and the collection it set off as long again).
  * The value is `JSON.parse`'s; undefined when the text is not JSON. No limit on its values: as
  * `JSON.parse`, it is one value of a body already counted.
@@ -228,9 +228,14 @@ export function* parseJsonTextInSteps(text: string): Generator<void, { readonly 
     }
   }
   const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, maxDepth: Number.POSITIVE_INFINITY })
-  for (const slice of stringSlices(text, STRING_SLICE)) {
-    parser.write(Buffer.from(slice))
-    yield
+  for (const slice of stringSlices(text)) {
+    // The tokenizer takes SLICE_BYTES a step, as `feed` gives it: a slice of many tiny values is
+    // milliseconds of work.
+    const bytes = Buffer.from(slice)
+    for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
+      parser.write(bytes.subarray(at, at + SLICE_BYTES))
+      yield
+    }
   }
   const parsed = parser.finish()
   return Result.isSuccess(parsed) && parsed.success !== undefined ? { value: parsed.success } : undefined
