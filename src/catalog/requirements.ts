@@ -11,8 +11,10 @@
 import { Effect } from "effect"
 import type { ChatModel, Placement } from "../config/schema.ts"
 import { InvalidRequest, Unprocessable } from "../errors.ts"
+import type { Message } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { isToolCallForced } from "../model/request.ts"
+import { pausesAt, runAtOnce, runInSlices, type Sliced } from "../util/slices.ts"
 
 /** What one placement can guarantee, by backend. Anthropic's Messages API has no strict JSON schema mode. */
 const placementGuarantees = (placement: Placement) => ({
@@ -20,24 +22,46 @@ const placementGuarantees = (placement: Placement) => ({
   strictJsonSchema: placement.backend !== "anthropic"
 })
 
-const contentKinds = (request: CanonicalRequest) => {
+/** Whether a request's messages hold images or documents (which a model must be able to read). */
+interface ContentKinds {
+  readonly images: boolean
+  readonly documents: boolean
+}
+
+function* contentKindsOf(messages: ReadonlyArray<Message>): Sliced<ContentKinds> {
   let images = false
   let documents = false
-  for (const message of request.messages) {
-    for (const block of message.content) {
+  for (let i = 0; i < messages.length; i++) {
+    for (const block of messages[i].content) {
       const parts = block.type === "tool_result" && typeof block.content !== "string" ? block.content : [block]
       for (const part of parts) {
         if (part.type === "image") images = true
         if (part.type === "document") documents = true
       }
     }
+    if (pausesAt(i)) yield
   }
   return { images, documents }
 }
 
+/**
+ * Each message list's content kinds, once found: `prepareRequest` finds them in slices (a request
+ * of 16,000 messages is milliseconds of walking), and the checks of the same request against a
+ * model's equivalents (`model-caller.ts`, the same list under another model id) find them here.
+ */
+const kindsFound = new WeakMap<ReadonlyArray<Message>, ContentKinds>()
+
+const contentKinds = (messages: ReadonlyArray<Message>): ContentKinds => {
+  const found = kindsFound.get(messages)
+  if (found !== undefined) return found
+  const kinds = runAtOnce(contentKindsOf(messages))
+  kindsFound.set(messages, kinds)
+  return kinds
+}
+
 /** The first unmet requirement, as the error to answer with; undefined when the model can serve. */
 export const unmetRequirement = (model: ChatModel, request: CanonicalRequest): InvalidRequest | Unprocessable | undefined => {
-  const { images, documents } = contentKinds(request)
+  const { images, documents } = contentKinds(request.messages)
   if (images && !model.capabilities.vision) {
     return new InvalidRequest({ message: `The model ${model.id} does not accept images (no vision capability)`, param: "messages" })
   }
@@ -85,6 +109,9 @@ export const prepareRequest = (model: ChatModel, decoded: CanonicalRequest, opti
     reasoning,
     ...(maxOutputTokens === undefined ? {} : { maxOutputTokens })
   }
-  const unmet = unmetRequirement(model, request)
-  return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
+  return Effect.flatMap(runInSlices(contentKindsOf(request.messages)), (kinds) => {
+    kindsFound.set(request.messages, kinds)
+    const unmet = unmetRequirement(model, request)
+    return unmet === undefined ? Effect.succeed(request) : Effect.fail(unmet)
+  })
 }

@@ -20,7 +20,7 @@ import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
 import { aroundYields, wasSliced } from "../util/sliced-json.ts"
-import { SLICE_MS } from "../util/slices.ts"
+import { type Sliced, SLICE_MS } from "../util/slices.ts"
 
 type Decodable = Schema.Top & { readonly DecodingServices: never }
 
@@ -67,29 +67,6 @@ export const discriminated = <const M extends Record<string, Decodable>>(key: st
     // The tag decoder accepted a tag with no member: impossible, the literals are the members' names.
     return refuse(`${path}.${key}`, "unknown")
   }
-}
-
-/**
- * A decode that may pause: a generator that `yield`s (nothing) between pieces of work on a long
- * list and returns the decoded value. The decode is the same code either way; only its driver
- * (`runDecode`) decides whether a pause gives the event loop a turn.
- */
-export type Sliced<A> = Generator<void, A, void>
-
-/** Items of a list between two of a decode's pauses. */
-const PAUSE_EVERY = 128
-
-/** Whether a decode at item `index` of a long list offers a pause. */
-export const pausesAt = (index: number): boolean => index % PAUSE_EVERY === PAUSE_EVERY - 1
-
-/** `list.map(decode)`, offering a pause every PAUSE_EVERY items. */
-export function* slicedMap<A, B>(list: ReadonlyArray<A>, decode: (item: A, index: number) => B): Sliced<Array<B>> {
-  const out: Array<B> = []
-  for (let i = 0; i < list.length; i++) {
-    out.push(decode(list[i], i))
-    if (pausesAt(i)) yield
-  }
-  return out
 }
 
 /** A decode with no long list of its own, as a sliced one (it never pauses). */

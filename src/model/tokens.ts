@@ -17,6 +17,7 @@ import { Effect } from "effect"
 import type { ContentBlock, Message } from "./content.ts"
 import type { CanonicalRequest } from "./request.ts"
 import { isLarge, jsonBytesInSlices, jsonTextPiecesInSlices } from "../util/sliced-stringify.ts"
+import { pausesAt, runInSlices, type Sliced } from "../util/slices.ts"
 import { textTokenBoundSteps } from "./token-bound.ts"
 import { countTexts, type Text, TextPieces } from "./tokenizer.ts"
 
@@ -133,13 +134,6 @@ function* eachPromptPart(request: CanonicalRequest, large?: LargeJson): Generato
   for (const message of request.messages) yield messagePart(message, large)
 }
 
-/** The JSON values of a request whose text `eachPromptPart` would make: schemas and tool-call inputs. */
-function* jsonValues(request: CanonicalRequest): Generator<unknown> {
-  for (const tool of request.tools) yield tool.inputSchema
-  if (request.responseFormat.type === "json_schema") yield request.responseFormat.schema
-  for (const message of request.messages) yield* blockJsonValues(message.content)
-}
-
 function* blockJsonValues(blocks: ReadonlyArray<ContentBlock>): Generator<unknown> {
   for (const block of blocks) {
     if (block.type === "tool_use") yield block.input
@@ -147,11 +141,21 @@ function* blockJsonValues(blocks: ReadonlyArray<ContentBlock>): Generator<unknow
   }
 }
 
-/** The large JSON values of `request` (over `LARGE_WIRE_UNITS` characters), found synchronously: most requests have none. */
-const largeJsonValues = (request: CanonicalRequest, skip?: (value: object) => boolean): Array<object> => {
+/**
+ * The large JSON values of `request` (over `LARGE_WIRE_UNITS` characters) among those whose text
+ * `eachPromptPart` would make (schemas, tool-call inputs), found with a pause every few messages:
+ * most requests have none, and a request of 16,000 messages is milliseconds of looking.
+ */
+function* largeJsonValues(request: CanonicalRequest, skip?: (value: object) => boolean): Sliced<Array<object>> {
   const large: Array<object> = []
-  for (const value of jsonValues(request)) {
+  const consider = (value: unknown) => {
     if (typeof value === "object" && value !== null && skip?.(value) !== true && isLarge(value)) large.push(value)
+  }
+  for (const tool of request.tools) consider(tool.inputSchema)
+  if (request.responseFormat.type === "json_schema") consider(request.responseFormat.schema)
+  for (let i = 0; i < request.messages.length; i++) {
+    for (const value of blockJsonValues(request.messages[i].content)) consider(value)
+    if (pausesAt(i)) yield
   }
   return large
 }
@@ -162,8 +166,18 @@ const jsonSizes = (large: ReadonlyArray<object>): Effect.Effect<LargeJson> => {
   return Effect.as(Effect.forEach(large, (value) => Effect.map(jsonBytesInSlices(value), (bytes) => void sizes.set(value, bytes)), { discard: true }), sizes)
 }
 
-/** The preamble, then each message. */
-export const promptParts = (request: CanonicalRequest): Array<PromptPart> => [...eachPromptPart(request)]
+/** The preamble, then each message, made with a pause every few messages. */
+function* promptPartsOf(request: CanonicalRequest): Sliced<Array<PromptPart>> {
+  const parts = [preamblePart(request, undefined)]
+  for (let i = 0; i < request.messages.length; i++) {
+    parts.push(messagePart(request.messages[i]))
+    if (pausesAt(i)) yield
+  }
+  return parts
+}
+
+/** The preamble, then each message (in slices: a long request's parts are milliseconds of making). */
+export const promptParts = (request: CanonicalRequest): Effect.Effect<Array<PromptPart>> => runInSlices(promptPartsOf(request))
 
 /** Exact tokens of each part, in order (one job for the tokenizer thread). */
 export const countPartTokens = (parts: ReadonlyArray<PromptPart>): Effect.Effect<Array<number>> =>
@@ -178,7 +192,7 @@ export const countPartTokens = (parts: ReadonlyArray<PromptPart>): Effect.Effect
 
 /** Exact input tokens of a request. */
 export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<number> =>
-  Effect.andThen(largeJsonTexts(request), Effect.suspend(() => Effect.map(countPartTokens(promptParts(request)), (counts) => counts.reduce((sum, n) => sum + n, 0))))
+  Effect.andThen(largeJsonTexts(request), Effect.flatMap(promptParts(request), (parts) => Effect.map(countPartTokens(parts), (counts) => counts.reduce((sum, n) => sum + n, 0))))
 
 /**
  * For the exact count, which needs their text: the JSON of a request's large values made in
@@ -187,12 +201,10 @@ export const countRequestTokens = (request: CanonicalRequest): Effect.Effect<num
  * to the tokenizer thread as they are (`TextPieces`), joined there.
  */
 const largeJsonTexts = (request: CanonicalRequest): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const large = largeJsonValues(request, (value) => jsonMemo.has(value))
-    return large.length === 0
+  Effect.flatMap(runInSlices(largeJsonValues(request, (value) => jsonMemo.has(value))), (large) =>
+    large.length === 0
       ? Effect.void
-      : Effect.forEach(large, (value) => Effect.map(jsonTextPiecesInSlices(value), (pieces) => void jsonMemo.set(value, new TextPieces(pieces))), { discard: true })
-  })
+      : Effect.forEach(large, (value) => Effect.map(jsonTextPiecesInSlices(value), (pieces) => void jsonMemo.set(value, new TextPieces(pieces))), { discard: true }))
 
 /** Characters bounded between two yields to the event loop (a fraction of a millisecond). */
 const BOUND_SLICE_UNITS = 16_384
@@ -245,12 +257,10 @@ function* requestTexts(request: CanonicalRequest, flat: { tokens: number }, larg
 }
 
 /** An upper bound on a request's input tokens (what metering reserves): never below `countRequestTokens`. */
-export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> =>
-  Effect.suspend(() => {
-    const bound = (large: LargeJson | undefined) => {
-      const flat = { tokens: 0 }
-      return Effect.map(textsTokenBound(requestTexts(request, flat, large)), (texts) => texts + flat.tokens)
-    }
-    const large = largeJsonValues(request)
-    return large.length === 0 ? bound(undefined) : Effect.flatMap(jsonSizes(large), bound)
-  })
+export const requestTokenBound = (request: CanonicalRequest): Effect.Effect<number> => {
+  const bound = (large: LargeJson | undefined) => {
+    const flat = { tokens: 0 }
+    return Effect.map(textsTokenBound(requestTexts(request, flat, large)), (texts) => texts + flat.tokens)
+  }
+  return Effect.flatMap(runInSlices(largeJsonValues(request)), (large) => large.length === 0 ? bound(undefined) : Effect.flatMap(jsonSizes(large), bound))
+}

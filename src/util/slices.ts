@@ -10,23 +10,57 @@ import { Effect } from "effect"
 export const SLICE_MS = 2
 
 /**
+ * A pass that may pause: a generator that `yield`s (nothing) between pieces of work on a long list
+ * and returns its result. The pass is the same code however it is run; only its driver decides
+ * whether a pause gives the event loop a turn (`runInSlices`) or not (`runAtOnce`).
+ */
+export type Sliced<A> = Generator<void, A, void>
+
+/** Items of a list between two of a pass's pauses (a few tens of microseconds of work or more). */
+const PAUSE_EVERY = 128
+
+/** Whether a pass at item `index` of a long list offers a pause. */
+export const pausesAt = (index: number): boolean => index % PAUSE_EVERY === PAUSE_EVERY - 1
+
+/** `list.map(f)`, offering a pause every PAUSE_EVERY items. */
+export function* slicedMap<A, B>(list: ReadonlyArray<A>, f: (item: A, index: number) => B): Sliced<Array<B>> {
+  const out: Array<B> = []
+  for (let i = 0; i < list.length; i++) {
+    out.push(f(list[i], i))
+    if (pausesAt(i)) yield
+  }
+  return out
+}
+
+const nothingExpected = (_: unknown): _ is never => false
+
+/**
  * Runs `steps` to its end and gives back what it returns, yielding to the event loop whenever
  * a slice has run `SLICE_MS` (the clock is read at each step, so a step should be a few tens of
- * microseconds of work or more). The first slice runs in the caller's turn.
+ * microseconds of work or more). The first slice runs in the caller's turn. What the steps throw
+ * fails the Effect when `isExpected` says so (a refusal), and is a defect otherwise.
  */
-export const runInSlices = <A>(steps: Iterator<unknown, A>): Effect.Effect<A> =>
+export const runInSlices = <A, E = never>(
+  steps: Iterator<unknown, A>,
+  isExpected: (error: unknown) => error is E = nothingExpected
+): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     let started = performance.now()
-    const slice = (): Effect.Effect<A> => {
-      for (;;) {
-        const step = steps.next()
-        if (step.done === true) return Effect.succeed(step.value)
-        if (performance.now() - started >= SLICE_MS) {
-          return Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
-            started = performance.now()
-            return slice()
-          }))
+    const slice = (): Effect.Effect<A, E> => {
+      try {
+        for (;;) {
+          const step = steps.next()
+          if (step.done === true) return Effect.succeed(step.value)
+          if (performance.now() - started >= SLICE_MS) {
+            return Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
+              started = performance.now()
+              return slice()
+            }))
+          }
         }
+      } catch (error) {
+        if (isExpected(error)) return Effect.fail(error)
+        throw error
       }
     }
     return slice()

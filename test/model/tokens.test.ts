@@ -170,7 +170,7 @@ describe("countRequestTokens", () => {
 
   it.effect("bounds the request as its parts' flat tokens plus the bound of their texts", () =>
     Effect.gen(function*() {
-      const parts = promptParts(withTools)
+      const parts = yield* promptParts(withTools)
       const flat = parts.reduce((sum, part) => sum + part.flat, 0)
       assert.strictEqual(yield* requestTokenBound(withTools), flat + (yield* textsTokenBound(parts.flatMap((part) => part.texts.map(asString)))))
     }))
@@ -187,7 +187,7 @@ describe("countRequestTokens", () => {
     const bound = await Effect.runPromise(requestTokenBound(large))
     // The large values count their JSON's bytes (made in slices, never the whole text at once);
     // everything else as before.
-    const parts = promptParts(large)
+    const parts = await Effect.runPromise(promptParts(large))
     const largeTexts = new Set([JSON.stringify(schema), JSON.stringify(input)])
     const otherTexts = parts.flatMap((part) => part.texts.map(asString)).filter((text) => !largeTexts.has(text))
     const bytes = Buffer.byteLength(JSON.stringify(schema)) + Buffer.byteLength(JSON.stringify(input))
@@ -197,9 +197,9 @@ describe("countRequestTokens", () => {
     // neither has seen before).
     const fresh = structuredClone(large)
     const exact = await Effect.runPromise(countRequestTokens(fresh))
-    assert.isTrue(promptParts(fresh).some((part) => part.texts.some((text) => typeof text !== "string")), "the large values' JSON went as pieces")
+    assert.isTrue((await Effect.runPromise(promptParts(fresh))).some((part) => part.texts.some((text) => typeof text !== "string")), "the large values' JSON went as pieces")
     const copy = structuredClone(large)
-    const sync = (await Effect.runPromise(countPartTokens(promptParts(copy)))).reduce((sum, n) => sum + n, 0)
+    const sync = (await Effect.runPromise(countPartTokens(await Effect.runPromise(promptParts(copy))))).reduce((sum, n) => sum + n, 0)
     assert.strictEqual(exact, sync)
     assert.isAtLeast(bound, exact)
   })
@@ -207,7 +207,7 @@ describe("countRequestTokens", () => {
   it("lets the event loop run while it bounds a request of many tiny messages", async () => {
     const many = makeRequest({ model: "svc-x", messages: Array.from({ length: 20_000 }, (_, i) => userMessage(`m${i}`)) })
     const { value, turns } = await loopTurnsDuring(() => Effect.runPromise(requestTokenBound(many)))
-    const parts = promptParts(many)
+    const parts = await Effect.runPromise(promptParts(many))
     assert.strictEqual(value, parts.reduce((sum, part) => sum + part.flat, 0) + Effect.runSync(textsTokenBound(parts.flatMap((part) => part.texts.map(asString)))))
     // 20,000 texts of a few characters: without a cost per text they would be a few slices at most.
     assert.isAbove(turns, 20)

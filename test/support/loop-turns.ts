@@ -16,3 +16,11 @@ export const loopTurnsDuring = async <A>(work: () => Promise<A>): Promise<{ read
     running = false
   }
 }
+
+/** Runs a sliced pass (a generator that pauses with `yield`) to its end: its result and how often it offered a pause. */
+export const pausesOf = <A>(steps: Iterator<unknown, A>): { readonly value: A; readonly pauses: number } => {
+  for (let pauses = 0; ; pauses++) {
+    const step = steps.next()
+    if (step.done === true) return { value: step.value, pauses }
+  }
+}

@@ -20,8 +20,9 @@ import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
-import { toWireRequest } from "./wire-request.ts"
+import { wireRequest } from "./wire-request.ts"
 import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
+import { runInSlices } from "../../util/slices.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
@@ -128,6 +129,18 @@ const canonicalEvents = (body: StreamedBody, modelId: string) => Stream.suspend(
 
 const readText = (body: { text(): Promise<string> }) => Effect.promise(() => body.text().catch(() => ""))
 
+/**
+ * The Messages body of `request` for `placement`, translated in slices: a JSON schema goes upstream
+ * as text inside a system instruction, and a large one's text is made first, in slices of its own
+ * (`JSON.stringify` of a 15 MiB schema holds the event loop 100–300 ms); then the messages, with a
+ * pause every few (16,000 messages are milliseconds of translating).
+ */
+export const anthropicWireBody = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean): Effect.Effect<Record<string, unknown>> => {
+  const format = request.responseFormat
+  const schemaText: Effect.Effect<string | undefined> = format.type === "json_schema" && isLarge(format.schema) ? jsonTextInSlices(format.schema) : Effect.succeed(undefined)
+  return Effect.flatMap(schemaText, (text) => runInSlices(wireRequest(request, placement, stream, text)))
+}
+
 export const makeAnthropicBackend = (): AnthropicBackend => {
   const pools = makeUpstreamPools()
   const poolFor = (origin: string) => pools.get(origin)
@@ -149,12 +162,8 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       ...trace,
       ...(upstream.apiKey === undefined ? {} : { "x-api-key": upstream.apiKey })
     }
-    // A JSON schema goes upstream as text inside a system instruction: a large one's text is made
-    // in slices first (`JSON.stringify` of a 15 MiB schema holds the event loop 100–300 ms).
-    const format = request.responseFormat
-    const schemaText: Effect.Effect<string | undefined> = format.type === "json_schema" && isLarge(format.schema) ? jsonTextInSlices(format.schema) : Effect.succeed(undefined)
-    return schemaText.pipe(
-      Effect.flatMap((text) => upstreamBody(toWireRequest(request, placement, stream, text))),
+    return anthropicWireBody(request, placement, stream).pipe(
+      Effect.flatMap(upstreamBody),
       Effect.map((body) => ({ url, ...requestBody(sendable(body), headers) }))
     )
   }

@@ -20,6 +20,7 @@ import type { ContentBlock, DocumentBlock, ImageBlock, TextBlock } from "../../m
 import { isPlainObject } from "../../util/json.ts"
 import type { CanonicalRequest, ReasoningEffort } from "../../model/request.ts"
 import { isToolCallForced } from "../../model/request.ts"
+import { pausesAt, runAtOnce, type Sliced } from "../../util/slices.ts"
 import type { PlacementRuntime } from "../backend.ts"
 
 /** What the translation needs to know of the placement. */
@@ -110,7 +111,17 @@ const maxTokensOf = (request: CanonicalRequest): number => {
   return Math.max(DEFAULT_MAX_TOKENS, budget + DEFAULT_MAX_TOKENS)
 }
 
-export const toWireRequest = (request: CanonicalRequest, target: WireTarget, stream = true, schemaText?: string): Wire => {
+/**
+ * The wire body, with a pause every few messages (a request of 16,000 messages is milliseconds of
+ * translating). `schemaText`: see `formatInstruction`.
+ */
+export function* wireRequest(request: CanonicalRequest, target: WireTarget, stream = true, schemaText?: string): Sliced<Wire> {
+  const messages: Array<Wire> = []
+  for (let i = 0; i < request.messages.length; i++) {
+    const message = request.messages[i]
+    messages.push({ role: message.role, content: message.content.map(wireBlock).filter((block) => block !== undefined) })
+    if (pausesAt(i)) yield
+  }
   const maxTokens = maxTokensOf(request)
   const budget = thinkingBudget(request, target, maxTokens)
   const instruction = formatInstruction(request, schemaText)
@@ -121,10 +132,7 @@ export const toWireRequest = (request: CanonicalRequest, target: WireTarget, str
   return {
     model: target.upstreamModel,
     max_tokens: maxTokens,
-    messages: request.messages.map((message) => ({
-      role: message.role,
-      content: message.content.map(wireBlock).filter((block) => block !== undefined)
-    })),
+    messages,
     ...(system.length === 0 ? {} : { system: system.map((block) => ({ type: "text", text: block.text })) }),
     ...(request.tools.length === 0 ? {} : {
       tools: request.tools.map((tool) => ({
@@ -146,3 +154,7 @@ export const toWireRequest = (request: CanonicalRequest, target: WireTarget, str
     stream
   }
 }
+
+/** `wireRequest` at once (a caller that cannot pause; tests). */
+export const toWireRequest = (request: CanonicalRequest, target: WireTarget, stream = true, schemaText?: string): Wire =>
+  runAtOnce(wireRequest(request, target, stream, schemaText))

@@ -24,10 +24,11 @@ import { ssePayloads } from "../upstream/sse.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
 import { sendable, upstreamBody } from "../upstream/upstream-body.ts"
 import { postForStream, postForWhole, type UpstreamCall } from "./upstream-http.ts"
-import { chatCompletionsTarget, largeToolInputs, type MadeArguments, toWireRequest, UnsupportedContent } from "./wire-request.ts"
+import { chatCompletionsTarget, largeToolInputs, type MadeArguments, UnsupportedContent, wireRequest } from "./wire-request.ts"
 import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { unwrapPlain } from "../../util/scoped.ts"
 import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
+import { runInSlices } from "../../util/slices.ts"
 
 export { chatCompletionsTarget, toWireRequest } from "./wire-request.ts"
 
@@ -39,6 +40,27 @@ export interface OpenAICompatibleBackend extends Backend {
 const asBackendError = (error: unknown): BackendError =>
   error instanceof BackendError ? error : backendErrorFromStatus(502, `the upstream stream could not be read: ${String(error)}`)
 
+const isUnsupported = (error: unknown): error is UnsupportedContent => error instanceof UnsupportedContent
+
+/** The JSON texts of `large` tool-call inputs, made in slices (none: the translation's default). */
+const madeArguments = (large: ReadonlyArray<object>): Effect.Effect<MadeArguments | undefined> => {
+  if (large.length === 0) return Effect.succeed(undefined)
+  const made = new Map<object, string>()
+  return Effect.as(Effect.forEach(large, (input) => Effect.map(jsonTextInSlices(input), (text) => void made.set(input, text)), { discard: true }), made)
+}
+
+/**
+ * The Chat Completions body of `request` for `placement`, translated in slices: a tool call's
+ * `arguments` is its input's JSON text, and a large input's is made first, in slices of its own
+ * (`JSON.stringify` of a 15 MiB input held the event loop 240–390 ms on a slow VM); then the
+ * messages, with a pause every few (16,000 messages are milliseconds of translating).
+ */
+export const openAiWireBody = (request: CanonicalRequest, placement: PlacementRuntime, stream: boolean): Effect.Effect<Record<string, unknown>, UnsupportedContent> =>
+  runInSlices(largeToolInputs(request, isLarge)).pipe(
+    Effect.flatMap(madeArguments),
+    Effect.flatMap((made) => runInSlices(wireRequest(request, placement, stream, made), isUnsupported))
+  )
+
 export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   const pools = makeUpstreamPools()
 
@@ -48,25 +70,18 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
     if (upstream === undefined) {
       return Effect.fail(new BackendError({ status: 500, type: "api_error", message: `placement ${placement.id} has no upstream baseUrl`, retryable: false }))
     }
-    const translated = (made?: MadeArguments): Effect.Effect<UpstreamCall, BackendError> => {
-      try {
-        const { origin, path } = chatCompletionsTarget(upstream.baseUrl)
-        const wire = toWireRequest(request, placement, stream, made)
-        return Effect.map(upstreamBody(wire), (body) => ({ origin, path, target: upstream, body: sendable(body) }))
-      } catch (error) {
-        if (error instanceof UnsupportedContent) return Effect.fail(backendErrorFromStatus(400, error.message))
-        const message = `placement ${placement.id} has an invalid upstream baseUrl`
-        return Effect.fail(new BackendError({ status: 500, type: "api_error", message, retryable: false }))
-      }
+    let target: ReturnType<typeof chatCompletionsTarget>
+    try {
+      target = chatCompletionsTarget(upstream.baseUrl)
+    } catch {
+      const message = `placement ${placement.id} has an invalid upstream baseUrl`
+      return Effect.fail(new BackendError({ status: 500, type: "api_error", message, retryable: false }))
     }
-    // A tool call's `arguments` is its input's JSON text: a large input's is made in slices first
-    // (`JSON.stringify` of a 15 MiB input held the event loop 240–390 ms on a slow VM).
-    const large = largeToolInputs(request, isLarge)
-    if (large.length === 0) return translated()
-    const made = new Map<object, string>()
-    return Effect.andThen(
-      Effect.forEach(large, (input) => Effect.map(jsonTextInSlices(input), (text) => void made.set(input, text)), { discard: true }),
-      Effect.suspend(() => translated(made))
+    const { origin, path } = target
+    return openAiWireBody(request, placement, stream).pipe(
+      Effect.mapError((error) => backendErrorFromStatus(400, error.message)),
+      Effect.flatMap(upstreamBody),
+      Effect.map((body) => ({ origin, path, target: upstream, body: sendable(body) }))
     )
   }
 

@@ -18,6 +18,7 @@
  */
 import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
 import type { CanonicalRequest, ToolChoice } from "../../model/request.ts"
+import { pausesAt, runAtOnce, type Sliced } from "../../util/slices.ts"
 import type { PlacementRuntime } from "../backend.ts"
 
 /** A canonical request this wire cannot carry; the backend answers it with a 400. */
@@ -125,9 +126,11 @@ const argumentsOf = (input: unknown, made: MadeArguments): string =>
   typeof input === "string" ? input : (typeof input === "object" && input !== null ? made.get(input) : undefined) ?? JSON.stringify(input)
 
 /** The tool-call inputs of `request`'s assistant turns that pass `isLarge` (whose JSON should be made in slices). */
-export const largeToolInputs = (request: CanonicalRequest, isLarge: (value: unknown) => boolean): Array<object> => {
+export function* largeToolInputs(request: CanonicalRequest, isLarge: (value: unknown) => boolean): Sliced<Array<object>> {
   const large: Array<object> = []
-  for (const message of request.messages) {
+  for (let i = 0; i < request.messages.length; i++) {
+    const message = request.messages[i]
+    if (pausesAt(i)) yield
     if (message.role !== "assistant") continue
     for (const block of message.content) {
       if (block.type === "tool_use" && typeof block.input === "object" && block.input !== null && isLarge(block.input)) large.push(block.input)
@@ -199,12 +202,18 @@ const responseFormat = (request: CanonicalRequest) => {
   }
 }
 
-/** The wire body; throws `UnsupportedContent` for content the wire cannot carry. */
-export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime, stream = true, made: MadeArguments = NONE_MADE): Record<string, unknown> => {
-  const messages = [
-    ...systemMessages(request.system),
-    ...request.messages.flatMap((message) => (message.role === "user" ? userMessages(message) : [assistantMessage(message, made)]))
-  ]
+/**
+ * The wire body, with a pause every few messages (a request of 16,000 messages is milliseconds of
+ * translating); throws `UnsupportedContent` for content the wire cannot carry.
+ */
+export function* wireRequest(request: CanonicalRequest, placement: PlacementRuntime, stream = true, made: MadeArguments = NONE_MADE): Sliced<Record<string, unknown>> {
+  const messages = systemMessages(request.system)
+  for (let i = 0; i < request.messages.length; i++) {
+    const message = request.messages[i]
+    if (message.role === "user") messages.push(...userMessages(message))
+    else messages.push(assistantMessage(message, made))
+    if (pausesAt(i)) yield
+  }
   const effort = placement.reasoning && request.reasoning.enabled ? request.reasoning.effort : undefined
   const optional: Record<string, unknown> = {
     max_completion_tokens: request.maxOutputTokens,
@@ -224,3 +233,7 @@ export const toWireRequest = (request: CanonicalRequest, placement: PlacementRun
   } else body.stream = false
   return body
 }
+
+/** `wireRequest` at once (a caller that cannot pause; tests). */
+export const toWireRequest = (request: CanonicalRequest, placement: PlacementRuntime, stream = true, made: MadeArguments = NONE_MADE): Record<string, unknown> =>
+  runAtOnce(wireRequest(request, placement, stream, made))

@@ -42,7 +42,7 @@ export const promptJson = (request: CanonicalRequest): PromptJson => ({
  */
 export const promptPrefixes = (request: CanonicalRequest, json: PromptJson = promptJson(request)): Effect.Effect<Array<PromptPrefix>> =>
   Effect.gen(function*() {
-    const [preamble, ...messages] = yield* countPartTokens(promptParts(request))
+    const [preamble, ...messages] = yield* countPartTokens(yield* promptParts(request))
     // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
     let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
     let tokens = preamble

@@ -15,7 +15,8 @@ import type { ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } fr
 import { makeRequest } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
 import { parseJsonTextInSteps } from "../../util/sliced-json.ts"
-import { decodeRequest, decoderAt, definedFields, discriminated, given, pausesAt, refuse, type Sliced } from "../staged-decode.ts"
+import { decodeRequest, decoderAt, definedFields, discriminated, given, refuse } from "../staged-decode.ts"
+import { pausesAt, type Sliced } from "../../util/slices.ts"
 import type { ChatRequestWire, UserPart } from "./request-schema.ts"
 import {
   AssistantPartMembers,

@@ -15,7 +15,8 @@ import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from
 import type { JsonObject } from "../../util/json.ts"
 import type { CanonicalRequest, ReasoningEffort, ReasoningSettings, ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { makeRequest } from "../../model/request.ts"
-import { decoderAt, discriminated, refuse, type Sliced, slicedMap } from "../staged-decode.ts"
+import { decoderAt, discriminated, refuse } from "../staged-decode.ts"
+import { pausesAt, type Sliced, slicedMap } from "../../util/slices.ts"
 import type { WireContentBlock, WireMessage, WireRequest, WireThinking, WireToolChoice } from "./wire-schema.ts"
 import { ContentBlockMembers, CountTokensEnvelope, CreateMessageEnvelope, MessageEnvelope } from "./wire-schema.ts"
 
@@ -106,10 +107,12 @@ const blocksOf = (content: WireMessage["content"]): Array<ContentBlock> =>
   typeof content === "string" ? [{ type: "text", text: content }] : content.map(contentBlock)
 
 /** System turns lifted out, consecutive same-role turns merged. */
-const conversation = (wire: ReadonlyArray<WireMessage>) => {
+function* conversation(wire: ReadonlyArray<WireMessage>): Sliced<{ system: Array<TextBlock>; messages: Array<Message> }> {
   const system: Array<TextBlock> = []
   const messages: Array<{ role: Message["role"]; content: Array<ContentBlock> }> = []
-  for (const message of wire) {
+  for (let i = 0; i < wire.length; i++) {
+    const message = wire[i]
+    if (pausesAt(i)) yield
     if (message.role === "system") {
       for (const block of blocksOf(message.content)) if (block.type === "text") system.push(block)
       continue
@@ -155,8 +158,8 @@ const responseFormat = (body: WireRequest): ResponseFormat => {
 }
 
 /** The canonical request of a decoded body; refuses one that is well-formed but inconsistent. */
-const canonicalRequest = (body: WireRequest, wire: ReadonlyArray<WireMessage>): CanonicalRequest => {
-  const { system: liftedSystem, messages } = conversation(wire)
+function* canonicalRequest(body: WireRequest, wire: ReadonlyArray<WireMessage>): Sliced<CanonicalRequest> {
+  const { system: liftedSystem, messages } = yield* conversation(wire)
   if (messages.length === 0) {
     return refuse("messages", "at least one user or assistant turn is required")
   }
@@ -191,11 +194,11 @@ const decodeCountEnvelope = decoderAt(CountTokensEnvelope)
 /** The canonical request of a `POST /v1/messages` body; throws the 400 naming the first bad field. */
 export function* messagesRequestOf(body: unknown): Sliced<CanonicalRequest> {
   const envelope = decodeCreateEnvelope(body, "")
-  return canonicalRequest(envelope, yield* wireMessages(envelope.messages))
+  return yield* canonicalRequest(envelope, yield* wireMessages(envelope.messages))
 }
 
 /** The same for a count_tokens body (no `max_tokens`; one that is sent is ignored). */
 export function* countTokensRequestOf(body: unknown): Sliced<CanonicalRequest> {
   const envelope = decodeCountEnvelope(body, "")
-  return canonicalRequest(envelope, yield* wireMessages(envelope.messages))
+  return yield* canonicalRequest(envelope, yield* wireMessages(envelope.messages))
 }

@@ -4,7 +4,8 @@
  * `encode-body.ts` and `encode-stream.ts` (canonical → wire).
  */
 import type { ChatDialect, Decoded } from "../dialect.ts"
-import { decodeRequest, type Sliced } from "../staged-decode.ts"
+import { decodeRequest } from "../staged-decode.ts"
+import type { Sliced } from "../../util/slices.ts"
 import { countTokensRequestOf, messagesRequestOf } from "./decode.ts"
 import { encodeMessage } from "./encode-body.ts"
 import { makeMessagesStreamEncoder } from "./encode-stream.ts"

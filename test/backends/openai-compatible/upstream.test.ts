@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import type { BackendError, PlacementRuntime } from "../../../src/backends/backend.ts"
 import { makeOpenAICompatibleBackend } from "../../../src/backends/openai-compatible/index.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
-import { userMessage } from "../../../src/model/content.ts"
+import { assistantMessage, userMessage } from "../../../src/model/content.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
 import type { CanonicalEvent } from "../../../src/model/events.ts"
 import { collect } from "../../../src/model/events.ts"
@@ -283,6 +283,23 @@ describe("openai-compatible backend, non-streamed (complete)", () => {
     expect(whole.content).toEqual([{ type: "text", text: "ok" }])
     const calls = upstream.received[0]!.body.messages[1].tool_calls
     expect(calls.map((call: { function: { arguments: string } }) => call.function.arguments)).toEqual([JSON.stringify(input), JSON.stringify(small)])
+  })
+
+  it("sends a request of 20,000 messages whole and in order; a document by URL at its end is a 400; a bad base URL a 500", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" })
+      res.end(JSON.stringify({ id: "c", object: "chat.completion", created: 1, model: "x", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }] }))
+    }
+    const messages = Array.from({ length: 20_000 }, (_, i) => (i % 2 === 0 ? userMessage(`q${i}`) : assistantMessage(`a${i}`)))
+    const whole = await complete(makeRequest({ model: "svc-up", messages }))
+    expect(whole.content).toEqual([{ type: "text", text: "ok" }])
+    expect(upstream.received[0]!.body.messages.map((m: { content: string }) => m.content)).toEqual(messages.map((_, i) => (i % 2 === 0 ? `q${i}` : `a${i}`)))
+    const byUrl = userMessage([{ type: "document", source: { kind: "url", url: "https://example.com/a.pdf" } }])
+    const refused = failureOf(await completeExit(makeRequest({ model: "svc-up", messages: [...messages, byUrl] })))
+    expect(refused).toMatchObject({ status: 400, retryable: false })
+    expect(refused.message).toContain("documents by URL")
+    expect(failureOf(await completeExit(ask("hi"), placementFor("not a url")))).toMatchObject({ status: 500, retryable: false })
+    expect(upstream.received).toHaveLength(1)
   })
 
   it("turns tool calls, reasoning and a length stop into canonical blocks", async () => {
