@@ -26,7 +26,9 @@ describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
         // lyra answers only after a minute: a step that is still running when cancelled
         for (const p of config.models.find((m: any) => m.id === "svc-lyra-3").placements) p.simulator = { ttftMs: 60_000, tokensPerSecond: 0 }
       }),
-      GATEWAY_RUN_LEASE_MS: "3000",
+      // The default lease (15 s), not a short one: nothing here is about recovery, and with 3 s a
+      // starved loop on a loaded 2-core VM let the run's own lease lapse mid-test (CI, 2026-11-30:
+      // a \`run.resumed\` among the budget test's events).
       GATEWAY_RUN_SSE_HEARTBEAT_MS: "300"
     })
     runs = client(gw.baseUrl, gw.apiKey!)
