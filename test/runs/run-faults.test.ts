@@ -21,8 +21,10 @@ const faultEnv = {
   GATEWAY_RETRY_BASE_MS: "20",
   GATEWAY_CIRCUIT_COOLDOWN_MS: "200",
   GATEWAY_RUN_STEP_RETRIES: "2",
-  GATEWAY_RUN_RETRY_BASE_MS: "100",
-  GATEWAY_RUN_LEASE_MS: "3000"
+  GATEWAY_RUN_RETRY_BASE_MS: "100"
+  // The default run lease (15 s): nothing here waits for a lease to lapse (a stopped gateway lets
+  // its leases go), and with 3 s a starved loop on a loaded VM can let a run's own lease lapse,
+  // putting a \`run.resumed\` among events these tests list exactly (seen in runs.test.ts).
 }
 
 describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
