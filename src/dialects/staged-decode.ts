@@ -12,8 +12,9 @@
  *   `decodeRequest`; each Schema is JIT-compiled (`SchemaJITCompiler`), so a valid value is
  *   checked by generated code with no Effect run per stage. An invalid one takes Schema's detailed
  *   path, which builds the issue. Its long lists (messages, input items) are decoded by a
- *   generator that pauses every PAUSE_EVERY items (`Sliced`), so a large body's decode gives the
- *   event loop turns instead of holding it (~6–9 ms for 21,800 messages on a slow VM).
+ *   generator that pauses every 128 items (`Sliced`, `pausesAt` in `util/slices.ts`), so a large
+ *   body's decode gives the event loop turns instead of holding it (~6–9 ms for 21,800 messages
+ *   on a slow VM).
  */
 import { Effect, Schema, SchemaIssue, SchemaParser } from "effect"
 import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
