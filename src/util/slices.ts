@@ -1,8 +1,10 @@
 /**
  * Work on the event loop in slices: a long pass over a request or a stored document (a parse, a
  * serialization, a check) gives the loop back every `SLICE_MS`, so no other client waits longer
- * than that for it. The one rule for how long a slice runs; its users: the sliced JSON parser,
- * the sliced serializer, the storable check, the staged decoders and the artifact row writer.
+ * than that for it. The one rule for how long a slice runs, and where a pass over a list pauses;
+ * its users: the sliced JSON parser, the sliced serializer, the storable check, the staged
+ * decoders, every pass over a request's messages (requirements, token bound, upstream
+ * translations) and the artifact row writer.
  */
 import { Effect } from "effect"
 
