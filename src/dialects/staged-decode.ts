@@ -21,7 +21,7 @@ import * as SchemaJIT from "effect/schema/SchemaJITCompiler"
 import { InvalidRequest } from "../errors.ts"
 import { invalidField, invalidRequestFromIssue } from "../util/schema-issue.ts"
 import { aroundYields, wasSliced } from "../util/sliced-json.ts"
-import { type Sliced, SLICE_MS } from "../util/slices.ts"
+import { runInSlices, type Sliced, SLICE_MS } from "../util/slices.ts"
 
 type Decodable = Schema.Top & { readonly DecodingServices: never }
 
@@ -83,26 +83,12 @@ export const whole = <A>(decode: (body: unknown) => A) =>
  * (`aroundYields`). The 400 (`isExpected`) fails the Effect; anything else thrown is a defect.
  */
 export const runDecode = <A, E>(body: unknown, steps: () => Sliced<A>, isExpected: (error: unknown) => error is E): Effect.Effect<A, E> =>
-  aroundYields(body, Effect.suspend(() => {
-    let decode: Sliced<A> | undefined
-    const slices = wasSliced(body)
-    const turn = (): Effect.Effect<A, E> => {
-      // The clock is read only for a large body: a small one runs to its end whatever the time.
-      const started = slices ? performance.now() : 0
-      try {
-        // Made inside the try: a decode may refuse before its first pause (or be a plain call that throws).
-        decode ??= steps()
-        for (let next = decode.next(); ; next = decode.next()) {
-          if (next.done === true) return Effect.succeed(next.value)
-          if (slices && performance.now() - started >= SLICE_MS) return Effect.andThen(Effect.yieldNow, Effect.suspend(turn))
-        }
-      } catch (error) {
-        if (isExpected(error)) return Effect.fail(error)
-        throw error
-      }
-    }
-    return turn()
-  }))
+  aroundYields(body, runInSlices(madeWhenRun(steps), isExpected, wasSliced(body) ? SLICE_MS : Number.POSITIVE_INFINITY))
+
+/** `steps()` made at the first step, inside the driver's catch: a decode may refuse before its first pause (or be a plain call that throws). */
+function* madeWhenRun<A>(steps: () => Sliced<A>): Sliced<A> {
+  return yield* steps()
+}
 
 const isInvalidRequest = (error: unknown): error is InvalidRequest => error instanceof InvalidRequest
 

@@ -168,10 +168,11 @@ const jsonSizes = (large: ReadonlyArray<object>): Effect.Effect<LargeJson> => {
 
 /** The preamble, then each message, made with a pause every few messages. */
 function* promptPartsOf(request: CanonicalRequest): Sliced<Array<PromptPart>> {
-  const parts = [preamblePart(request, undefined)]
-  for (let i = 0; i < request.messages.length; i++) {
-    parts.push(messagePart(request.messages[i]))
-    if (pausesAt(i)) yield
+  const parts: Array<PromptPart> = []
+  for (const part of eachPromptPart(request)) {
+    parts.push(part)
+    // The preamble is part 0: message i is part i + 1.
+    if (parts.length > 1 && pausesAt(parts.length - 2)) yield
   }
   return parts
 }

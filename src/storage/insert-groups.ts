@@ -1,8 +1,9 @@
 /**
  * Rows cut into insert statements of a size the SQL client can encode without holding the event
  * loop: it encodes a statement's parameters in one turn (250 batch requests of 128 KiB were 32 MB
- * at once; a stored response's 1,800 items of 4 KiB, 7 MB: ~150 ms in one turn on a slow VM, under the turn probe). Each
- * statement then waits for the database, so the loop turns between them.
+ * at once; a stored response's 1,800 items of 4 KiB, 7 MB: ~150 ms in one turn on a slow VM,
+ * under the turn probe). Each statement then waits for the database, so the loop turns between
+ * them.
  */
 
 /** Characters of text parameters a statement takes before it is cut (the first row always goes). */

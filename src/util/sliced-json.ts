@@ -23,7 +23,7 @@ import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
 import { formatPath } from "./schema-issue.ts"
-import { SLICE_MS, stringSlices } from "./slices.ts"
+import { type Sliced, SLICE_MS, stringSlices } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
 const SLICE_BYTES = 8 * 1024
@@ -219,7 +219,7 @@ const TEXT_AT_ONCE_UNITS = 64 * 1024
  * The value is `JSON.parse`'s; undefined when the text is not JSON. No limit on its values: as
  * `JSON.parse`, it is one value of a body already counted.
  */
-export function* parseJsonTextInSteps(text: string): Generator<void, { readonly value: unknown } | undefined> {
+export function* parseJsonTextInSteps(text: string): Sliced<{ readonly value: unknown } | undefined> {
   if (text.length <= TEXT_AT_ONCE_UNITS) {
     try {
       return { value: JSON.parse(text) as unknown }

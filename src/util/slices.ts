@@ -40,11 +40,13 @@ const nothingExpected = (_: unknown): _ is never => false
  * Runs `steps` to its end and gives back what it returns, yielding to the event loop whenever
  * a slice has run `SLICE_MS` (the clock is read at each step, so a step should be a few tens of
  * microseconds of work or more). The first slice runs in the caller's turn. What the steps throw
- * fails the Effect when `isExpected` says so (a refusal), and is a defect otherwise.
+ * fails the Effect when `isExpected` says so (a refusal), and is a defect otherwise. `sliceMs`:
+ * how long a slice runs (`Infinity`: to the end, the pauses ignored).
  */
 export const runInSlices = <A, E = never>(
   steps: Iterator<unknown, A>,
-  isExpected: (error: unknown) => error is E = nothingExpected
+  isExpected: (error: unknown) => error is E = nothingExpected,
+  sliceMs: number = SLICE_MS
 ): Effect.Effect<A, E> =>
   Effect.suspend(() => {
     let started = performance.now()
@@ -53,7 +55,7 @@ export const runInSlices = <A, E = never>(
         for (;;) {
           const step = steps.next()
           if (step.done === true) return Effect.succeed(step.value)
-          if (performance.now() - started >= SLICE_MS) {
+          if (performance.now() - started >= sliceMs) {
             return Effect.andThen(Effect.yieldNow, Effect.suspend(() => {
               started = performance.now()
               return slice()
