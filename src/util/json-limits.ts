@@ -230,10 +230,13 @@ export const findUnstorableInSlices = (value: unknown, maxBytes: number = MAX_ST
 /** `tools[0].input_schema.properties…`: a path shortened for a message. */
 const shortPath = (path: ReadonlyArray<PropertyKey>) => formatPath(path.slice(0, 4)) + (path.length > 4 ? "…" : "")
 
+/** What a value deeper than `MAX_JSON_DEPTH` is said to be, in every 400 about it. */
+export const NESTED_TOO_DEEP = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
+
 /** The 400 for a container at `path` deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */
 export const tooDeep = (path: ReadonlyArray<PropertyKey>): InvalidRequest => {
   const [top] = path
-  const limit = `nested deeper than the limit of ${MAX_JSON_DEPTH} levels`
+  const limit = NESTED_TOO_DEEP
   return top === undefined || typeof top === "number"
     ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(path)})` })
     : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(path)})`, param: formatPath([top]) })

@@ -21,8 +21,8 @@
 import { type ParsedElementInfo, type ParsedTokenInfo, Tokenizer, TokenParser, TokenType } from "@streamparser/json"
 import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
-import { MAX_JSON_DEPTH, MAX_JSON_VALUES, tooDeep } from "./json-limits.ts"
-import { formatPath } from "./schema-issue.ts"
+import { findTooDeep, MAX_JSON_DEPTH, MAX_JSON_VALUES, NESTED_TOO_DEEP, tooDeep } from "./json-limits.ts"
+import { formatPath, invalidField } from "./schema-issue.ts"
 import { type Sliced, SLICE_MS, stringSlices } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
@@ -31,6 +31,8 @@ const SLICE_BYTES = 8 * 1024
 export interface SlicedJsonLimits {
   readonly maxDepth?: number
   readonly maxValues?: number
+  /** The 400 for a container deeper than `maxDepth` at `path` (default: `tooDeep`, about the body). */
+  readonly tooDeep?: (path: ReadonlyArray<PropertyKey>) => InvalidRequest
 }
 
 /** A refusal thrown from inside a token callback; the tokenizer rethrows it unchanged. */
@@ -79,6 +81,7 @@ export const aroundYields = <A, E>(body: unknown, effect: Effect.Effect<A, E>): 
 export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParser => {
   const maxDepth = limits.maxDepth ?? MAX_JSON_DEPTH
   const maxValues = limits.maxValues ?? MAX_JSON_VALUES
+  const nestedTooDeep = limits.tooDeep ?? tooDeep
   // Long strings (base64 images) are gathered in a typed buffer rather than by concatenation.
   const tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 })
   // Only the whole document is emitted: no callback per value.
@@ -115,7 +118,7 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
       case TokenType.LEFT_BRACE:
       case TokenType.LEFT_BRACKET:
         countValue()
-        if (open.length >= maxDepth) refuse(tooDeep(open.map((o) => o.key)))
+        if (open.length >= maxDepth) refuse(nestedTooDeep(open.map((o) => o.key)))
         open.push({ array: info.token === TokenType.LEFT_BRACKET, key: 0 })
         expectKey = info.token === TokenType.LEFT_BRACE
         break
@@ -212,28 +215,37 @@ export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.E
 const TEXT_AT_ONCE_UNITS = 64 * 1024
 
 /**
- * A JSON text inside a request (a tool call's `arguments`, a string on the wire) parsed for a
- * sliced decode (`dialects/staged-decode.ts`): a short one by `JSON.parse`, a long one
+ * A JSON text inside a request (a tool call's `arguments`, a string on the wire, at `path`) parsed
+ * for a sliced decode (`dialects/staged-decode.ts`): a short one by `JSON.parse`, a long one
  * `SLICE_BYTES` of it per step, so the decode can pause between them (`JSON.parse` of 15 MiB of
  * arguments held the event loop ~65 ms on a slow VM, and the collection it set off as long again).
- * The value is `JSON.parse`'s; undefined when the text is not JSON. No limit on its values: as
- * `JSON.parse`, it is one value of a body already counted.
+ * The value is `JSON.parse`'s; undefined when the text is not JSON. No limit on its values (as
+ * `JSON.parse`, it is one value of a body already counted), but the body's limit on depth: a
+ * value nested deeper than `MAX_JSON_DEPTH` is refused (thrown: the decode's 400 naming `path`),
+ * as it would be anywhere else in the body — the gateway serializes it, and `JSON.stringify`
+ * overflows the stack at a few thousand levels.
  */
-export function* parseJsonTextInSteps(text: string): Sliced<{ readonly value: unknown } | undefined> {
+export function* parseJsonTextInSteps(text: string, path: string): Sliced<{ readonly value: unknown } | undefined> {
+  const refused = () => invalidField(path, NESTED_TOO_DEEP)
   if (text.length <= TEXT_AT_ONCE_UNITS) {
+    let value: unknown
     try {
-      return { value: JSON.parse(text) as unknown }
+      value = JSON.parse(text)
     } catch {
       return undefined
     }
+    if (findTooDeep(value) !== undefined) throw refused()
+    return { value }
   }
-  const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, maxDepth: Number.POSITIVE_INFINITY })
+  let deep: InvalidRequest | undefined
+  const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, tooDeep: () => (deep = refused()) })
   for (const slice of stringSlices(text)) {
     // The tokenizer takes SLICE_BYTES a step, as `feed` gives it: a slice of many tiny values is
     // milliseconds of work.
     const bytes = Buffer.from(slice)
     for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
       parser.write(bytes.subarray(at, at + SLICE_BYTES))
+      if (deep !== undefined) throw deep
       yield
     }
   }

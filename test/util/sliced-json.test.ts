@@ -108,7 +108,7 @@ describe("slicedJsonParser", () => {
 
 /** Runs `parseJsonTextInSteps` to its end; its result and how many steps it paused at. */
 const inSteps = (text: string) => {
-  const steps = parseJsonTextInSteps(text)
+  const steps = parseJsonTextInSteps(text, "messages[1].tool_calls[0].function.arguments")
   let pauses = 0
   for (;;) {
     const next = steps.next()
@@ -137,5 +137,24 @@ describe("parseJsonTextInSteps (a tool call's arguments inside a request)", () =
     expect(inSteps(`{"a":1} trailing ${"x".repeat(200_000)}`).parsed).toBeUndefined()
     expect(inSteps(" ".repeat(100_000)).parsed).toBeUndefined()
     expect(inSteps("{\"city\":\"Paris\"}")).toEqual({ parsed: { value: { city: "Paris" } }, pauses: 0 })
+  })
+
+  it("refuses a value nested deeper than a body may be, naming the field, short or long, and stops reading a long one there", () => {
+    for (const text of ["[".repeat(129) + "]".repeat(129), "[".repeat(200_000) + "]".repeat(200_000)]) {
+      const steps = parseJsonTextInSteps(text, "input[3].arguments")
+      let pauses = 0
+      const refused = (() => {
+        try {
+          while (steps.next().done !== true) pauses++
+        } catch (error) {
+          return error as { message: string; param: string }
+        }
+        return undefined
+      })()
+      expect(refused).toMatchObject({ param: "input[3].arguments", message: "input[3].arguments: nested deeper than the limit of 128 levels" })
+      // The long one is refused in its first step, not after reading 400,000 characters.
+      expect(pauses).toBe(0)
+    }
+    expect(inSteps("[".repeat(128) + "]".repeat(128)).parsed).toEqual({ value: JSON.parse("[".repeat(128) + "]".repeat(128)) })
   })
 })

@@ -106,11 +106,12 @@ const textBlocks = (content: string | ReadonlyArray<{ readonly text: string }>):
   typeof content === "string" ? [textBlock(content)] : content.map((part) => textBlock(part.text))
 
 /**
- * Arguments are a JSON string on the wire; unparsable ones (a truncated call) are kept verbatim. A
- * long one is parsed in steps the decode pauses between (`parseJsonTextInSteps`).
+ * Arguments are a JSON string on the wire; unparsable ones (a truncated call) are kept verbatim,
+ * one nested deeper than the body may be is refused. A long one is parsed in steps the decode
+ * pauses between (`parseJsonTextInSteps`).
  */
-function* parseArguments(json: string): Sliced<Json> {
-  const parsed = yield* parseJsonTextInSteps(json)
+function* parseArguments(json: string, path: string): Sliced<Json> {
+  const parsed = yield* parseJsonTextInSteps(json, path)
   return parsed === undefined ? json : parsed.value as Json
 }
 
@@ -127,8 +128,9 @@ function* assistantContent(message: typeof MessageMembers.assistant.Type, path: 
   }
   const refusal = given(message.refusal)
   if (refusal !== undefined && refusal !== "" && blocks.length === 0) blocks.push(textBlock(refusal))
-  for (const call of given(message.tool_calls) ?? []) {
-    blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input: yield* parseArguments(call.function.arguments) })
+  for (const [j, call] of (given(message.tool_calls) ?? []).entries()) {
+    const input = yield* parseArguments(call.function.arguments, `${path}.tool_calls[${j}].function.arguments`)
+    blocks.push({ type: "tool_use", id: call.id, name: call.function.name, input })
   }
   return blocks
 }

@@ -227,10 +227,13 @@ const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): 
   return refuse(`${path}.file_data`, "is required")
 }
 
-/** A call's arguments, a JSON string on the wire; a long one parsed in steps the decode pauses between. */
+/**
+ * A call's arguments, a JSON string on the wire; a long one parsed in steps the decode pauses
+ * between; one nested deeper than the body may be is refused.
+ */
 function* parseArguments(json: string, path: string): Sliced<Json> {
   if (json.trim() === "") return {}
-  const parsed = yield* parseJsonTextInSteps(json)
+  const parsed = yield* parseJsonTextInSteps(json, path)
   return parsed === undefined ? refuse(path, "is not valid JSON") : parsed.value as Json
 }
 

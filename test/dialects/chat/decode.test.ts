@@ -116,6 +116,22 @@ describe("chat decode: messages", () => {
     ])
   })
 
+  it("refuses arguments nested deeper than a body may be, short or long (the gateway serializes them): a 400 naming the call", () => {
+    for (const depth of [200, 40_000]) {
+      const deep = "[".repeat(depth) + "]".repeat(depth)
+      const error = decodeError({
+        model: "m",
+        messages: [{ role: "user", content: "go" }, { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: deep } }] }]
+      })
+      expect(error.param).toBe("messages[1].tool_calls[0].function.arguments")
+      expect(error.message).toContain("nested deeper than the limit of 128 levels")
+    }
+    // At the limit itself, taken as it is.
+    const atLimit = "[".repeat(128) + "]".repeat(128)
+    const { request } = decode({ model: "m", messages: [{ role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "f", arguments: atLimit } }] }] })
+    expect(request.messages[0]!.content).toEqual([{ type: "tool_use", id: "c", name: "f", input: JSON.parse(atLimit) }])
+  })
+
   it("names the deepest bad field", () => {
     const cases: Array<[unknown, string]> = [
       [{ messages: [{ role: "user", content: "x" }] }, "model"],

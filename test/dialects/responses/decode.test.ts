@@ -171,6 +171,8 @@ describe("responses decode: errors name the field", () => {
     ["image in an assistant turn", { input: [{ role: "assistant", content: [{ type: "input_image", image_url: "https://x/y.png" }] }] }, "input[0].content[0].type"],
     ["call without call_id", { input: [{ type: "function_call", name: "f", arguments: "{}" }] }, "input[0].call_id"],
     ["call with broken arguments", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{nope" }] }, "input[0].arguments"],
+    ["call with arguments nested too deep", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "[".repeat(200) + "]".repeat(200) }] }, "input[0].arguments"],
+    ["call with long arguments nested too deep", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: "{\"a\":".repeat(40_000) + "1" + "}".repeat(40_000) }] }, "input[0].arguments"],
     ["call with long broken arguments", { input: [{ type: "function_call", call_id: "c", name: "f", arguments: `{"a":"${"é".repeat(100_000)}` }] }, "input[0].arguments"],
     ["output without call_id", { input: [{ type: "function_call_output", output: "x" }] }, "input[0].call_id"],
     ["item reference without stored items (the embedding API)", { input: [{ type: "item_reference", id: "msg_1" }] }, "input"],
