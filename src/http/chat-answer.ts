@@ -16,7 +16,7 @@
  *   continues on another placement, marked by an SSE comment (`switchover`).
  * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
  */
-import { Cause, Clock, Context, Deferred, Effect, Fiber, Option, Pull, Scope, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, Fiber, Option, Pull, Result, Scope, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { BackendError } from "../backends/backend.ts"
@@ -32,6 +32,7 @@ import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey, withRequestId } from "./route.ts"
 import { nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
+import { defectMessage } from "./render-error.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
 
@@ -116,6 +117,10 @@ class EncoderFrames implements SseFrames<CanonicalEvent, AnswerFailure> {
     if (this.#notes !== undefined) noteFailure(this.#notes, failure)
     return this.#encoder.error(failure)
   }
+
+  defect(): string {
+    return this.#encoder.error({ status: 500, type: "api_error", message: defectMessage(this.#notes?.record.requestId) })
+  }
 }
 
 /**
@@ -123,24 +128,40 @@ class EncoderFrames implements SseFrames<CanonicalEvent, AnswerFailure> {
  * API's web handler, the keepalive path, the standalone simulator). The frames of one chunk go out
  * as one write. One pull stage does what `mapArray` + `catch` + `filter` + `encodeText` would do in
  * four: an open stream holds each stage's closures for as long as it lasts, and every chunk passes
- * through each.
+ * through each. A defect (a bug, in an encoder or below) sends the dialect's error event, then
+ * fails the body with its cause, so it is still logged as one.
  */
 const frames = (events: Stream.Stream<CanonicalEvent, AnswerFailure>, sse: SseFrames<CanonicalEvent, AnswerFailure>): Stream.Stream<Uint8Array> =>
   Stream.transformPull(events, (pull) =>
     Effect.sync(() => {
-      let ended = false
+      let ended: Cause.Cause<never> | "done" | undefined
+      const endWithDefect = (cause: Cause.Cause<never>) => {
+        ended = cause
+        return Effect.succeed([utf8.encode(sse.defect())] as const)
+      }
       const next: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() =>
-        ended
+        ended === "done"
           ? Cause.done()
-          : Effect.matchEffect(pull, {
+          : ended !== undefined
+          ? Effect.failCause(ended)
+          : Effect.matchCauseEffect(pull, {
             onSuccess: (chunk) => {
-              const text = sse.chunk(chunk)
+              let text: string
+              try {
+                text = sse.chunk(chunk)
+              } catch (defect) {
+                return endWithDefect(Cause.die(defect))
+              }
               return text === "" ? next : Effect.succeed([utf8.encode(text)] as const)
             },
-            onFailure: (error) => {
-              if (Cause.isDone(error)) return Cause.done()
-              ended = true
-              return Effect.succeed([utf8.encode(sse.failure(error))] as const)
+            onFailure: (cause) => {
+              if (Pull.isDoneCause(cause)) return Cause.done()
+              const error = Cause.findError(cause)
+              if (Result.isSuccess(error)) {
+                ended = "done"
+                return Effect.succeed([utf8.encode(sse.failure(error.success as AnswerFailure))] as const)
+              }
+              return Cause.hasDies(cause) ? endWithDefect(error.failure) : Effect.failCause(error.failure)
             }
           })
       )

@@ -96,6 +96,8 @@ export interface SseFrames<A, E> {
   readonly chunk: (chunk: NonEmptyReadonlyArray<A>) => string
   /** The frame that ends a stream that failed (the dialect's error event): never a silent cut. */
   readonly failure: (error: E) => string
+  /** The frame that ends a stream a defect (a bug) broke: the dialect's error event for an internal error. */
+  readonly defect: () => string
 }
 
 /**
@@ -147,17 +149,33 @@ export const writeSse = <A, E>(response: ServerResponse, headers: Record<string,
 const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyReadonlyArray<A>, E>, frames: SseFrames<A, E>): Effect.Effect<void, never> => {
   const pump: Effect.Effect<void> = Effect.matchCauseEffect(pull, {
     onSuccess: (chunk) => {
-      const text = frames.chunk(chunk)
+      let text: string
+      try {
+        text = frames.chunk(chunk)
+      } catch (defect) {
+        return endWithDefect(response, frames, Cause.die(defect))
+      }
       return text === "" || response.write(text) ? pump : Effect.andThen(writable(response), pump)
     },
     onFailure: (cause) => {
       if (Pull.isDoneCause(cause)) return Effect.sync(() => response.end())
       const error = Cause.findError(cause)
-      // Not a failure of the answer (a defect, an interruption): the writer's exit says so.
-      if (Result.isFailure(error)) return Effect.failCause(error.failure)
-      response.end(frames.failure(error.success as E))
-      return Effect.void
+      if (Result.isSuccess(error)) {
+        response.end(frames.failure(error.success as E))
+        return Effect.void
+      }
+      // Not a failure of the answer: a defect, or an interruption (the client is gone: nothing to write).
+      return Cause.hasDies(cause) ? endWithDefect(response, frames, error.failure) : Effect.failCause(error.failure)
     }
   })
   return pump
+}
+
+/**
+ * A defect (a bug, in an encoder or below) still ends the stream with the dialect's error event;
+ * the writer's exit carries the cause, so it is logged as a defect.
+ */
+const endWithDefect = <A, E>(response: ServerResponse, frames: SseFrames<A, E>, cause: Cause.Cause<never>): Effect.Effect<never> => {
+  if (!response.destroyed && !response.writableEnded) response.end(frames.defect())
+  return Effect.failCause(cause)
 }

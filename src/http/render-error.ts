@@ -100,9 +100,13 @@ export const renderError = (error: ApiError, shape: ErrorShape, requestId: strin
   return HttpServerResponse.jsonUnsafe(body, { status, headers })
 }
 
+/** What a client is told of a defect (a bug): nothing of it but the id to quote. */
+export const defectMessage = (requestId: string | undefined) =>
+  requestId === undefined ? "Internal error" : `Internal error; quote request id ${requestId} when reporting it`
+
 /** A defect (a bug) still answers in the surface's shape, never with a bare 500 page. */
 export const renderDefect = (shape: ErrorShape, requestId: string) => {
-  const message = `Internal error; quote request id ${requestId} when reporting it`
+  const message = defectMessage(requestId)
   const body = shape === "messages"
     ? { type: "error", error: { type: "api_error", message }, request_id: requestId }
     : shape === "openai"

@@ -19,6 +19,7 @@
 import { Effect, Stream } from "effect"
 import type { OutputBlock } from "./content.ts"
 import type { Json } from "../util/json.ts"
+import { isTooDeep } from "../util/json-limits.ts"
 import type { Usage } from "./usage.ts"
 import { TextPieces } from "../util/text-pieces.ts"
 import { withItemAt } from "../util/arrays.ts"
@@ -130,14 +131,21 @@ const openBlock = (start: BlockStart): OpenBlock => {
   }
 }
 
-/** Malformed or truncated arguments (e.g. cut by max_tokens) become `{}` rather than failing. */
+/**
+ * Malformed or truncated arguments (e.g. cut by max_tokens) become `{}` rather than failing, and so
+ * do arguments nested deeper than a request body may be (`MAX_JSON_DEPTH`): `JSON.parse` takes any
+ * depth, but every encoder stringifies the input, and `JSON.stringify` overflows the stack a few
+ * thousand levels down. An upstream's output is held to the limit its input is.
+ */
 const parseToolInput = (json: string): Json => {
   if (json.trim() === "") return {}
+  let input: Json
   try {
-    return JSON.parse(json) as Json
+    input = JSON.parse(json) as Json
   } catch {
     return {}
   }
+  return isTooDeep(input) ? {} : input
 }
 
 const closeBlock = (block: OpenBlock): OutputBlock => {

@@ -106,6 +106,9 @@ const deepPath = (value: object, maxDepth: number): ReadonlyArray<PropertyKey> =
   return []
 }
 
+/** Whether `value` nests deeper than `maxDepth` levels (a walk without allocation per node). */
+export const isTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): boolean => isContainer(value) && nestsDeeper(value, maxDepth)
+
 /** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
 export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined =>
   isContainer(value) && nestsDeeper(value, maxDepth) ? { kind: "depth", path: deepPath(value, maxDepth) } : undefined

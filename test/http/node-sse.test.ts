@@ -24,7 +24,7 @@ describe("node-sse writeSse", () => {
         if (pulled === CHUNKS) return Cause.done()
         return Effect.succeed([pulled++] as const)
       })))
-      const frames: SseFrames<number, never> = { chunk: (chunk) => letterOf(chunk[0]).repeat(CHUNK_BYTES), failure: () => "" }
+      const frames: SseFrames<number, never> = { chunk: (chunk) => letterOf(chunk[0]).repeat(CHUNK_BYTES), failure: () => "", defect: () => "" }
       const server = createServer((_request, response) => {
         Effect.runFork(writeSse(response, { "x-test": "yes" }, events, frames).pipe(Scope.provide(Scope.makeUnsafe())))
       })
@@ -69,7 +69,8 @@ describe("node-sse writeSse", () => {
       const events = Stream.concat(Stream.fromArray([1, 0, 2]), Stream.fail("upstream broke"))
       const frames: SseFrames<number, string> = {
         chunk: (chunk) => chunk.map((n) => "data: x\n\n".repeat(n)).join(""),
-        failure: (error) => `event: error\ndata: ${error}\n\n`
+        failure: (error) => `event: error\ndata: ${error}\n\n`,
+        defect: () => "event: error\ndata: internal\n\n"
       }
       // The writer closes the scope when the stream has ended: the finalizer sees the failure's frame sent.
       const closed = Deferred.makeUnsafe<boolean>()
@@ -100,7 +101,7 @@ describe("node-sse writeSse", () => {
       let pulled = 0
       // A chunk now, then nothing more: the stream stays open until the client leaves.
       const events = Stream.fromPull(Effect.succeed(Effect.suspend(() => (pulled++ === 0 ? Effect.succeed([1] as const) : Effect.never))))
-      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "" }
+      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "", defect: () => "" }
       const closed = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
       const server = createServer((_request, response) => {
         const scope = Scope.makeUnsafe()
@@ -126,7 +127,7 @@ describe("node-sse writeSse", () => {
   it.live("a client already gone when the stream starts: the writer is interrupted at once and closes the scope", () =>
     Effect.gen(function*() {
       const events: Stream.Stream<number> = Stream.fromPull(Effect.succeed(Effect.never))
-      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "" }
+      const frames: SseFrames<number, never> = { chunk: () => "data: x\n\n", failure: () => "", defect: () => "" }
       const closed = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
       const server = createServer((_request, response) => {
         response.once("close", () => {
@@ -146,6 +147,50 @@ describe("node-sse writeSse", () => {
       const exit = yield* Deferred.await(closed)
       expect(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)).toBe(true)
     }).pipe(Effect.scoped), 30_000)
+
+  // A defect (a bug in an encoder, or below it in the events) is not a silent cut either: the
+  // stream ends with the dialect's error event, and the scope closes with the defect (logged).
+  for (const [where, events, chunk] of [
+    ["the encoder throws", Stream.fromArray([1, 2, 3]), (n: number) => {
+      if (n === 3) throw new RangeError("Maximum call stack size exceeded")
+      return `data: ${n}\n\n`
+    }],
+    ["the events die", Stream.concat(Stream.fromArray([1, 2]), Stream.die(new Error("a bug"))), (n: number) => `data: ${n}\n\n`]
+  ] as const) {
+    it.live(`a stream broken by a defect (${where}) ends with the defect's frame after what it sent`, () =>
+      Effect.gen(function*() {
+        const frames: SseFrames<number, string> = {
+          chunk: (c) => c.map(chunk).join(""),
+          failure: (error) => `event: error\ndata: ${error}\n\n`,
+          defect: () => "event: error\ndata: internal\n\n"
+        }
+        const closed = Deferred.makeUnsafe<Exit.Exit<unknown, unknown>>()
+        const server = createServer((_request, response) => {
+          const scope = Scope.makeUnsafe()
+          Effect.runSync(Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(exit)))))
+          Effect.runFork(writeSse(response, {}, Stream.rechunk(1)(events), frames).pipe(Scope.provide(scope)))
+        })
+        yield* Effect.acquireRelease(
+          Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
+          () => Effect.sync(() => server.close())
+        )
+        const port = (server.address() as AddressInfo).port
+        const text = yield* Effect.callback<string>((resume) => {
+          get(`http://127.0.0.1:${port}/`, (res) => {
+            let body = ""
+            res.setEncoding("utf8")
+            res.on("data", (part: string) => (body += part))
+            res.on("end", () => resume(Effect.succeed(body)))
+            // A cut connection closes without an end: what arrived, marked.
+            res.on("close", () => resume(Effect.succeed(`${body}(cut)`)))
+            res.on("error", () => {})
+          }).on("error", () => resume(Effect.succeed("(cut before the head)")))
+        })
+        expect(text).toBe("data: 1\n\ndata: 2\n\nevent: error\ndata: internal\n\n")
+        const exit = yield* Deferred.await(closed)
+        expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
+      }).pipe(Effect.scoped), 30_000)
+  }
 })
 
 const letterOf = (i: number) => String.fromCharCode(65 + (i % 26))

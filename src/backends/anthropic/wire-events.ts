@@ -16,6 +16,7 @@ import { makeUsage } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type SseEvent, sseEvents } from "../upstream/sse.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
+import { isTooDeep } from "../../util/json-limits.ts"
 
 export interface TranslateStep {
   readonly events: ReadonlyArray<CanonicalEvent>
@@ -99,7 +100,8 @@ const initialDeltas = (index: number, block: NonNullable<WireEvent["content_bloc
   if (block.type === "thinking" && block.thinking) out.push({ type: "thinking_delta", index, thinking: block.thinking })
   if (block.type === "thinking" && block.signature) out.push({ type: "signature_delta", index, signature: block.signature })
   const input = block.input
-  if (block.type === "tool_use" && typeof input === "object" && input !== null && Object.keys(input).length > 0) {
+  // An input deeper than a body may be is taken as `{}`, as the events' close takes its text (parseToolInput).
+  if (block.type === "tool_use" && typeof input === "object" && input !== null && Object.keys(input).length > 0 && !isTooDeep(input)) {
     out.push({ type: "tool_input_delta", index, partialJson: JSON.stringify(input) })
   }
   return out
