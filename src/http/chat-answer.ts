@@ -137,7 +137,14 @@ const frames = (events: Stream.Stream<CanonicalEvent, AnswerFailure>, sse: SseFr
       let ended: Cause.Cause<never> | "done" | undefined
       const endWithDefect = (cause: Cause.Cause<never>) => {
         ended = cause
-        return Effect.succeed([utf8.encode(sse.defect())] as const)
+        let frame: string
+        try {
+          frame = sse.defect()
+        } catch {
+          // The encoder is broken past making even its error event: the body fails (a cut).
+          return Effect.failCause(cause)
+        }
+        return Effect.succeed([utf8.encode(frame)] as const)
       }
       const next: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() =>
         ended === "done"

@@ -176,6 +176,14 @@ const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyRea
  * the writer's exit carries the cause, so it is logged as a defect.
  */
 const endWithDefect = <A, E>(response: ServerResponse, frames: SseFrames<A, E>, cause: Cause.Cause<never>): Effect.Effect<never> => {
-  if (!response.destroyed && !response.writableEnded) response.end(frames.defect())
+  if (!response.destroyed && !response.writableEnded) {
+    let frame: string | undefined
+    try {
+      frame = frames.defect()
+    } catch {
+      // The encoder is broken past making even its error event: the connection is cut (below).
+    }
+    if (frame !== undefined) response.end(frame)
+  }
   return Effect.failCause(cause)
 }

@@ -32,7 +32,8 @@ const picosPerToken = (usdPerMillionTokens: number): bigint => {
   return BigInt(Math.round(usdPerMillionTokens * 1e6))
 }
 
-const tokens = (n: number): bigint => BigInt(Math.max(0, Math.trunc(n)))
+/** A count as a whole number of tokens; what is not a finite positive number (a broken upstream's figure) is none. */
+const tokens = (n: number): bigint => (Number.isFinite(n) && n > 0 ? BigInt(Math.trunc(n)) : 0n)
 
 const ceilToMicros = (picos: bigint): Micros => Number((picos + PICOS_PER_MICRO - 1n) / PICOS_PER_MICRO)
 

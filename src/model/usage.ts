@@ -19,6 +19,22 @@ export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, cachedInputT
 
 export const makeUsage = (fields: Partial<Usage>): Usage => ({ ...emptyUsage, ...fields })
 
+/**
+ * Most tokens one count of one call may report: more than any model reads or writes in a call. A
+ * larger figure is an upstream's error, and a ledger row must stay a whole number its `bigint`
+ * column (and every sum of them) can hold.
+ */
+export const MAX_REPORTED_TOKENS = 1_000_000_000
+
+/**
+ * A token count as an upstream reported it, made one the gateway can charge and store: a whole
+ * number from 0 to `MAX_REPORTED_TOKENS`. What is not a positive number (absent, null, a string,
+ * an object, NaN, negative) counts 0: a broken upstream never fails the answer's settlement,
+ * never credits a key, and never writes a row the ledger cannot hold.
+ */
+export const reportedTokens = (value: unknown): number =>
+  typeof value === "number" && value > 0 ? Math.min(Math.trunc(value), MAX_REPORTED_TOKENS) : 0
+
 export const addUsage = (a: Usage, b: Usage): Usage => ({
   inputTokens: a.inputTokens + b.inputTokens,
   outputTokens: a.outputTokens + b.outputTokens,

@@ -454,7 +454,7 @@ export const shapeProblems = (shape: ErrorShape, body: unknown): ReadonlyArray<s
   }
 }
 
-const SSE_END: Readonly<Record<string, RegExp>> = {
+export const SSE_END: Readonly<Record<string, RegExp>> = {
   "/v1/messages": /event: (message_stop|error)\n/,
   "/v1/chat/completions": /data: \[DONE\]|data: \{"error"/,
   "/v1/completions": /data: \[DONE\]|data: \{"error"/,
@@ -462,7 +462,7 @@ const SSE_END: Readonly<Record<string, RegExp>> = {
 }
 
 /** Reads a body for at most `ms` (streams may be endless, e.g. a run's events). */
-const readBounded = async (response: Response, ms: number, maxBytes: number) => {
+export const readBounded = async (response: Response, ms: number, maxBytes: number) => {
   const reader = response.body?.getReader()
   if (reader === undefined) return { text: "", complete: true }
   const decoder = new TextDecoder()

@@ -48,6 +48,13 @@ describe("costMicros", () => {
     expect(sum).toBe(10_000 * 712_500)
   })
 
+  it("never throws for a usage: a count that is not a finite positive number costs nothing", () => {
+    // The adapters clean what upstreams report (reportedTokens); this is the last line: a NaN count
+    // made BigInt throw, and the answer's settlement failed with it.
+    expect(costMicros(makeUsage({ inputTokens: Number.NaN, outputTokens: Number.POSITIVE_INFINITY, cachedInputTokens: -4 }), sonnetLike)).toBe(0)
+    expect(costMicros(makeUsage({ inputTokens: 1_000_000.9, outputTokens: -2 }), sonnetLike)).toBe(costMicros(makeUsage({ inputTokens: 1_000_000 }), sonnetLike))
+  })
+
   it("rejects negative or non-finite rates", () => {
     expect(() => costMicros(makeUsage({ inputTokens: 1 }), { input: -1, output: 0, cachedInput: null })).toThrow(RangeError)
     expect(() => costMicros(makeUsage({ inputTokens: 1 }), { input: Number.NaN, output: 0, cachedInput: null })).toThrow(RangeError)

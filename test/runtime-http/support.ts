@@ -31,7 +31,7 @@ export const placeModel = (
  * `svc-lyra-3` by an Anthropic one at `url`, capacity 8 each, no equivalents: one upstream server
  * that answers both dialects, for what the gateway does with either adapter.
  */
-export const gatewayOnUpstream = (url: string) =>
+export const gatewayOnUpstream = (url: string, env: Record<string, string> = {}) =>
   gatewayWith((config) => {
     const pico = config.models.find((m: Editable) => m.id === "svc-pico-1")
     pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
@@ -39,7 +39,7 @@ export const gatewayOnUpstream = (url: string) =>
     const lyra = config.models.find((m: Editable) => m.id === "svc-lyra-3")
     lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
     lyra.equivalents = []
-  })
+  }, env)
 
 export interface TestGateway extends GatewayHandle {
   close(): Promise<void>

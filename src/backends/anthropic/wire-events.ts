@@ -12,7 +12,7 @@
  * - an `error` event, malformed data, or an end before `message_stop` is a `BackendError`.
  */
 import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.ts"
-import { makeUsage } from "../../model/usage.ts"
+import { makeUsage, MAX_REPORTED_TOKENS, reportedTokens } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type SseEvent, sseEvents } from "../upstream/sse.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
@@ -78,6 +78,13 @@ const stopReasons: Record<string, StopReason> = {
 
 const protocolError = (message: string) => backendErrorFromStatus(502, `The upstream broke the Messages stream protocol: ${message}`)
 
+/**
+ * A field the protocol says is a non-empty string, or undefined: an upstream's JSON is only parsed,
+ * never checked against the protocol's types, and one object where a string belongs must not
+ * reach an encoder (it may be nested past what `JSON.stringify` can write, or lack `length`).
+ */
+const textOf = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
+
 const canonicalStart = (block: NonNullable<WireEvent["content_block"]>): BlockStart | undefined => {
   switch (block.type) {
     case "text":
@@ -85,9 +92,9 @@ const canonicalStart = (block: NonNullable<WireEvent["content_block"]>): BlockSt
     case "thinking":
       return { type: "thinking" }
     case "redacted_thinking":
-      return { type: "redacted_thinking", data: block.data ?? "" }
+      return { type: "redacted_thinking", data: textOf(block.data) ?? "" }
     case "tool_use":
-      return { type: "tool_use", id: block.id ?? "", name: block.name ?? "" }
+      return { type: "tool_use", id: textOf(block.id) ?? "", name: textOf(block.name) ?? "" }
     default:
       return undefined
   }
@@ -96,9 +103,12 @@ const canonicalStart = (block: NonNullable<WireEvent["content_block"]>): BlockSt
 /** Content a block start already carries (normally none: real upstreams start blocks empty). */
 const initialDeltas = (index: number, block: NonNullable<WireEvent["content_block"]>): Array<CanonicalEvent> => {
   const out: Array<CanonicalEvent> = []
-  if (block.type === "text" && block.text) out.push({ type: "text_delta", index, text: block.text })
-  if (block.type === "thinking" && block.thinking) out.push({ type: "thinking_delta", index, thinking: block.thinking })
-  if (block.type === "thinking" && block.signature) out.push({ type: "signature_delta", index, signature: block.signature })
+  const text = textOf(block.text)
+  const thinking = textOf(block.thinking)
+  const signature = textOf(block.signature)
+  if (block.type === "text" && text !== undefined) out.push({ type: "text_delta", index, text })
+  if (block.type === "thinking" && thinking !== undefined) out.push({ type: "thinking_delta", index, thinking })
+  if (block.type === "thinking" && signature !== undefined) out.push({ type: "signature_delta", index, signature })
   const input = block.input
   // An input deeper than a body may be is taken as `{}`, as the events' close takes its text (parseToolInput).
   if (block.type === "tool_use" && typeof input === "object" && input !== null && Object.keys(input).length > 0 && !isTooDeep(input)) {
@@ -138,30 +148,40 @@ class Translator implements UpstreamTranslator {
   private usage() {
     const finalUsage = this.#finalUsage
     const startUsage = this.#startUsage
-    const pick = (key: keyof WireUsage) => (finalUsage[key] ?? startUsage[key] ?? 0) as number
+    const pick = (key: keyof WireUsage) => reportedTokens(finalUsage[key] ?? startUsage[key])
     const cacheRead = pick("cache_read_input_tokens")
     const outputTokens = pick("output_tokens")
-    const reported = finalUsage.output_tokens_details?.thinking_tokens
     return makeUsage({
-      inputTokens: pick("input_tokens") + cacheRead + pick("cache_creation_input_tokens"),
+      inputTokens: Math.min(pick("input_tokens") + cacheRead + pick("cache_creation_input_tokens"), MAX_REPORTED_TOKENS),
       cachedInputTokens: cacheRead,
       outputTokens,
-      reasoningTokens: reported ?? 0
+      reasoningTokens: reportedTokens(finalUsage.output_tokens_details?.thinking_tokens)
     })
   }
 
   private delta(event: WireEvent): Array<CanonicalEvent> {
     const d = event.delta
     const open = this.#open
-    if (open === undefined || event.index !== open.upstream || d === undefined) return []
+    if (open === undefined || event.index !== open.upstream || typeof d !== "object" || d === null) return []
     const { index, type } = open
-    if (d.type === "text_delta" && type === "text" && d.text) return [{ type: "text_delta", index, text: d.text }]
-    if (d.type === "thinking_delta" && type === "thinking" && d.thinking) {
-      this.#thinking.add(d.thinking)
-      return [{ type: "thinking_delta", index, thinking: d.thinking }]
+    if (d.type === "text_delta" && type === "text") {
+      const text = textOf(d.text)
+      return text === undefined ? [] : [{ type: "text_delta", index, text }]
     }
-    if (d.type === "signature_delta" && type === "thinking" && d.signature) return [{ type: "signature_delta", index, signature: d.signature }]
-    if (d.type === "input_json_delta" && type === "tool_use" && d.partial_json) return [{ type: "tool_input_delta", index, partialJson: d.partial_json }]
+    if (d.type === "thinking_delta" && type === "thinking") {
+      const thinking = textOf(d.thinking)
+      if (thinking === undefined) return []
+      this.#thinking.add(thinking)
+      return [{ type: "thinking_delta", index, thinking }]
+    }
+    if (d.type === "signature_delta" && type === "thinking") {
+      const signature = textOf(d.signature)
+      return signature === undefined ? [] : [{ type: "signature_delta", index, signature }]
+    }
+    if (d.type === "input_json_delta" && type === "tool_use") {
+      const partialJson = textOf(d.partial_json)
+      return partialJson === undefined ? [] : [{ type: "tool_input_delta", index, partialJson }]
+    }
     return [] // citations and other deltas have no canonical form
   }
 
@@ -169,8 +189,9 @@ class Translator implements UpstreamTranslator {
     // After message_stop the answer is whole: nothing that follows can spoil it.
     if (this.#finished || event.type === "ping") return []
     if (event.type === "error") {
-      const status = statusOfErrorType[event.error?.type ?? ""] ?? 500
-      return backendErrorFromStatus(status, event.error?.message ?? "The upstream stream failed")
+      const type = textOf(event.error?.type)
+      const status = (type !== undefined && Object.hasOwn(statusOfErrorType, type) ? statusOfErrorType[type] : undefined) ?? 500
+      return backendErrorFromStatus(status, textOf(event.error?.message) ?? "The upstream stream failed")
     }
     if (event.type === "message_start") {
       if (this.#started) return protocolError("a second message_start")
@@ -194,9 +215,9 @@ class Translator implements UpstreamTranslator {
       case "content_block_stop":
         return this.#open !== undefined && event.index === this.#open.upstream ? this.closeOpen() : []
       case "message_delta": {
-        const reason = event.delta?.stop_reason
-        const sequence = event.delta?.stop_sequence
-        if (reason != null) this.#stop = { reason: stopReasons[reason] ?? "end_turn", ...(sequence == null ? {} : { sequence }) }
+        const reason = textOf(event.delta?.stop_reason)
+        const sequence = textOf(event.delta?.stop_sequence)
+        if (reason !== undefined) this.#stop = { reason: (Object.hasOwn(stopReasons, reason) ? stopReasons[reason] : undefined) ?? "end_turn", ...(sequence === undefined ? {} : { sequence }) }
         this.#finalUsage = { ...this.#finalUsage, ...event.usage }
         return []
       }
@@ -242,7 +263,7 @@ class Translator implements UpstreamTranslator {
   }
 
   get unreportedThinking(): string | undefined {
-    if (!this.#finished || this.#finalUsage.output_tokens_details?.thinking_tokens != null) return undefined
+    if (!this.#finished || typeof this.#finalUsage.output_tokens_details?.thinking_tokens === "number") return undefined
     const text = this.#thinking.text()
     return text === "" ? undefined : text
   }

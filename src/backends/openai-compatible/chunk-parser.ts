@@ -26,7 +26,7 @@
 import { randomBytes } from "node:crypto"
 import type { CanonicalEvent, StopReason } from "../../model/events.ts"
 import type { Usage } from "../../model/usage.ts"
-import { makeUsage } from "../../model/usage.ts"
+import { makeUsage, reportedTokens } from "../../model/usage.ts"
 import type { BackendError } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
@@ -107,14 +107,12 @@ const stopReasonOf = (finish: string | undefined, sawTools: boolean, refused: bo
   }
 }
 
-const count = (value: unknown): number => (typeof value === "number" && Number.isFinite(value) ? value : 0)
-
 const usageOf = (usage: Wire): Usage =>
   makeUsage({
-    inputTokens: count(usage.prompt_tokens),
-    outputTokens: count(usage.completion_tokens),
-    cachedInputTokens: count(wire(usage.prompt_tokens_details).cached_tokens),
-    reasoningTokens: count(wire(usage.completion_tokens_details).reasoning_tokens)
+    inputTokens: reportedTokens(usage.prompt_tokens),
+    outputTokens: reportedTokens(usage.completion_tokens),
+    cachedInputTokens: reportedTokens(wire(usage.prompt_tokens_details).cached_tokens),
+    reasoningTokens: reportedTokens(wire(usage.completion_tokens_details).reasoning_tokens)
   })
 
 /**

@@ -11,6 +11,7 @@ import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
 import { collect } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
+import { MAX_REPORTED_TOKENS } from "../../../src/model/usage.ts"
 import { sse } from "./upstreams.ts"
 
 describe("SSE events (the Messages reader)", () => {
@@ -96,6 +97,43 @@ describe("upstream event translation", () => {
     expect(collect(counted.events).usage.reasoningTokens).toBe(0)
     expect(counted.unreportedThinking).toBe("two words")
     expect(collect(counted.events).content).toEqual([{ type: "thinking", thinking: "two words", signature: "sig" }])
+  })
+
+  it("takes what the protocol says is text only as text, and a count only as a whole number in range", () => {
+    // The deep value is spliced into the event's text: this file cannot stringify it either.
+    const deep = `${"[".repeat(5_000)}${"]".repeat(5_000)}`
+    const { events, error } = translateMessagesSse(sse(
+      start({ input_tokens: -3, cache_read_input_tokens: 2.5 } as Record<string, number>),
+      // A redacted block's data nested past what JSON.stringify can write (a 500 on the Messages surface).
+      { type: "content_block_start", index: 0, content_block: { type: "redacted_thinking", data: "DEEP" } },
+      { type: "content_block_stop", index: 0 },
+      { type: "content_block_start", index: 1, content_block: { type: "text", text: { not: "text" } } },
+      { type: "content_block_delta", index: 1, delta: null },
+      { type: "content_block_delta", index: 1, delta: { type: "text_delta", text: ["x"] } },
+      { type: "content_block_delta", index: 1, delta: { type: "text_delta", text: "kept" } },
+      { type: "content_block_stop", index: 1 },
+      { type: "content_block_start", index: 2, content_block: { type: "tool_use", id: { a: 1 }, name: 7, input: {} } },
+      { type: "content_block_delta", index: 2, delta: { type: "input_json_delta", partial_json: { a: 1 } } },
+      { type: "content_block_stop", index: 2 },
+      // An object where a count belongs was NaN, and a NaN count failed the settlement (a 500).
+      { type: "message_delta", delta: { stop_reason: "constructor", stop_sequence: { s: 1 } }, usage: { output_tokens: {} } },
+      { type: "message_stop" }
+    ).replace('"DEEP"', deep), "m")
+    expect(error).toBeUndefined()
+    expect(eventOrderViolation(events)).toBeUndefined()
+    const answer = collect(events)
+    expect(answer.content).toEqual([
+      { type: "redacted_thinking", data: "" },
+      { type: "text", text: "kept" },
+      { type: "tool_use", id: "", name: "", input: {} }
+    ])
+    expect(answer.stopReason).toBe("end_turn")
+    expect(answer.stopSequence).toBeUndefined()
+    expect(answer.usage).toEqual({ inputTokens: 2, cachedInputTokens: 2, outputTokens: 0, reasoningTokens: 0 })
+    const huge = translateMessagesSse(sse(start({ input_tokens: 1e300, cache_read_input_tokens: 1e300 }), ...stop("end_turn", { output_tokens: 1e300 })), "m")
+    expect(huge.events.at(-1)).toMatchObject({ usage: { inputTokens: MAX_REPORTED_TOKENS, cachedInputTokens: MAX_REPORTED_TOKENS, outputTokens: MAX_REPORTED_TOKENS } })
+    const error2 = translateMessagesSse(sse(start(), { type: "error", error: { type: "constructor", message: { deep: true } } }), "m").error
+    expect(error2).toMatchObject({ status: 500, message: "The upstream stream failed" })
   })
 
   it("fails on protocol breaks and error events", () => {

@@ -14,6 +14,7 @@ import { userMessage } from "../../../src/model/content.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
 import type { CanonicalEvent } from "../../../src/model/events.ts"
 import { makeRequest } from "../../../src/model/request.ts"
+import { MAX_REPORTED_TOKENS } from "../../../src/model/usage.ts"
 import { contextFor } from "../../dialects/chat/support.ts"
 import { sse, upstreamChunk } from "./fake-upstream.ts"
 
@@ -193,6 +194,16 @@ describe("chunk parser", () => {
     const usage = { prompt_tokens: 50, completion_tokens: 9, total_tokens: 59, prompt_tokens_details: { cached_tokens: 20 }, completion_tokens_details: { reasoning_tokens: 4 } }
     const withUsage = parse(sse(upstreamChunk({ content: "x" }, "stop"), { ...upstreamChunk({}), choices: [], usage }, "[DONE]"))
     expect(withUsage.at(-1)).toEqual({ type: "message_stop", stopReason: "end_turn", usage: { inputTokens: 50, outputTokens: 9, cachedInputTokens: 20, reasoningTokens: 4 } })
+  })
+
+  it("takes a reported count only as a whole number from 0 to MAX_REPORTED_TOKENS (what else an upstream sends counts 0)", () => {
+    const usageOf = (usage: unknown) => parse(sse(upstreamChunk({ content: "x" }, "stop"), { ...upstreamChunk({}), choices: [], usage }, "[DONE]")).at(-1)
+    // An object where a count belongs was NaN, and a NaN count failed the answer's settlement (a 500).
+    expect(usageOf({ prompt_tokens: {}, completion_tokens: "7", prompt_tokens_details: { cached_tokens: null }, completion_tokens_details: { reasoning_tokens: [] } }))
+      .toMatchObject({ usage: { inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, reasoningTokens: 0 } })
+    // Negative (a credit), fractional (no bigint column takes it), past any call (1e300).
+    expect(usageOf({ prompt_tokens: -5, completion_tokens: 2.5, prompt_tokens_details: { cached_tokens: 1e300 } }))
+      .toMatchObject({ usage: { inputTokens: 0, outputTokens: 2, cachedInputTokens: MAX_REPORTED_TOKENS } })
   })
 
   it("leaves usage to estimate when the upstream sends none, and accepts a body that ends after finish_reason", () => {
