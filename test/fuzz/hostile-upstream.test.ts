@@ -14,7 +14,7 @@ import { readBounded, shapeProblems, SSE_END } from "./hostile-requests.ts"
 import { startScriptedUpstream, type UpstreamScript, upstreamScript } from "./hostile-upstream-answers.ts"
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20_261_130)
-const RUNS = Number(process.env.FUZZ_UPSTREAM_RUNS ?? 250)
+const RUNS = Number(process.env.FUZZ_UPSTREAM_RUNS ?? 200)
 /** Longer than any answer takes (retries of a failing upstream back off 1 ms here). */
 const HANG_MS = 15_000
 
@@ -29,8 +29,12 @@ const SURFACES: ReadonlyArray<{ readonly path: string; readonly shape: ErrorShap
 ]
 const BACKENDS = [["openai", "svc-pico-1"], ["anthropic", "svc-lyra-3"]] as const
 
-const caseArbitrary = fc.record({ surface: fc.nat(SURFACES.length - 1), backend: fc.nat(1), stream: fc.boolean() }).chain(({ surface, backend, stream }) =>
-  upstreamScript(BACKENDS[backend]![0], stream).map((script) => ({ surface: SURFACES[surface]!, model: BACKENDS[backend]![1], stream, script }))
+/** An agent run's step calls the model itself: its answer goes into the run's log, not to a client. */
+const RUNS_SURFACE = { path: "/v1/agent-runs", shape: "flat" as ErrorShape, body: (model: string) => ({ model, input: "go", tools: [{ name: weather.name, description: weather.description, input_schema: weather.schema }] }) }
+const FINISHED = new Set(["requires_action", "completed", "failed", "cancelled", "incomplete"])
+
+const caseArbitrary = fc.record({ surface: fc.nat(SURFACES.length), backend: fc.nat(1), stream: fc.boolean() }).chain(({ surface, backend, stream }) =>
+  upstreamScript(BACKENDS[backend]![0], stream).map((script) => ({ surface: SURFACES[surface] ?? RUNS_SURFACE, model: BACKENDS[backend]![1], stream, script }))
 )
 
 describe("fuzz: hostile upstream answers on every chat surface", () => {
@@ -39,8 +43,8 @@ describe("fuzz: hostile upstream answers on every chat surface", () => {
   let key: string
   beforeAll(async () => {
     upstream = await startScriptedUpstream()
-    // Failures are retried at once and an open circuit is probed again at once: every case reaches the upstream.
-    gw = await gatewayOnUpstream(upstream.url, { GATEWAY_RETRY_BASE_MS: "1", GATEWAY_CIRCUIT_COOLDOWN_MS: "1" })
+    // Failures are retried at once (a run's step twice) and an open circuit is probed again at once: every case reaches the upstream.
+    gw = await gatewayOnUpstream(upstream.url, { GATEWAY_RETRY_BASE_MS: "1", GATEWAY_CIRCUIT_COOLDOWN_MS: "1", GATEWAY_RUN_RETRY_BASE_MS: "1", GATEWAY_RUN_STEP_RETRIES: "2" })
     key = (await createKey(gw)).secret
   })
   afterAll(async () => {
@@ -64,6 +68,22 @@ describe("fuzz: hostile upstream answers on every chat surface", () => {
           signal: AbortSignal.timeout(HANG_MS)
         })
         sent.set(response.headers.get("request-id") ?? response.headers.get("x-request-id") ?? `#${tried}`, label)
+        if (surface === RUNS_SURFACE) {
+          // The run's step runs on: it must end (or wait for tool results) with a reason, never an unexpected failure.
+          const created = await response.json() as { run?: { id: string } }
+          const problems: Array<string> = response.status === 202 && created.run !== undefined ? [] : [`create: ${response.status} ${JSON.stringify(created).slice(0, 200)}`]
+          let run: { status: string; outcome: { reason?: string } | null } | undefined
+          for (const deadline = Date.now() + HANG_MS; created.run !== undefined && Date.now() < deadline;) {
+            const got = await fetch(`${gw.baseUrl}/v1/agent-runs/${created.run.id}`, { headers: { authorization: `Bearer ${key}` } })
+            run = (await got.json() as { run: typeof run }).run
+            if (FINISHED.has(run!.status)) break
+            await new Promise((resolve) => setTimeout(resolve, 10))
+          }
+          if (created.run !== undefined && !FINISHED.has(run?.status ?? "")) problems.push(`the run did not finish within ${HANG_MS} ms: ${JSON.stringify(run)}`)
+          if (run?.outcome?.reason === "execution_error") problems.push(`the run failed unexpectedly: ${JSON.stringify(run.outcome)}`)
+          expect(problems, label).toEqual([])
+          return
+        }
         const isSse = (response.headers.get("content-type") ?? "").includes("text/event-stream")
         const problems: Array<string> = []
         const { text, complete } = await readBounded(response, HANG_MS, 64 * 1024 * 1024).catch((error: Error) => {
@@ -90,6 +110,23 @@ describe("fuzz: hostile upstream answers on every chat surface", () => {
             JSON.parse(text)
           } catch {
             problems.push(`2xx body does not parse: ${text.slice(0, 200)}`)
+          }
+        }
+        // A stored answer read back and continued: what the upstream sent is now the gateway's own input.
+        const stored = surface.path === "/v1/responses" && response.status === 200 ? /"id":"(resp_[A-Za-z0-9]+)"/.exec(text)?.[1] : undefined
+        if (stored !== undefined) {
+          const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" }
+          for (const [method, path, body] of [
+            ["GET", `/v1/responses/${stored}`, undefined],
+            ["GET", `/v1/responses/${stored}/input_items`, undefined],
+            ["POST", "/v1/responses", JSON.stringify({ ...(surface.body(model, false) as object), previous_response_id: stored })]
+          ] as const) {
+            const next = await fetch(`${gw.baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(HANG_MS) })
+            const nextText = await next.text()
+            if (nextText.includes("Internal error")) problems.push(`${method} ${path} after it: ${next.status} ${nextText.slice(0, 200)}`)
+            // A stream that failed after `response.created` is not kept (its id reads as absent).
+            const kept = !isSse || /event: response\.(completed|incomplete)\n/.test(text)
+            if (method === "GET" && next.status !== 200 && (kept || next.status !== 404)) problems.push(`${method} ${path} after it: ${next.status} ${nextText.slice(0, 200)}`)
           }
         }
         const bystander = await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(HANG_MS) }).then((r) => r.status, () => "no answer")
