@@ -22,7 +22,9 @@
  *               `FIRST_BYTE` → `streaming`; `SUCCEEDED` → `done` (a non-streamed answer).
  *               `FAILED` follows the spec's retry rules: not retryable, or `maxAttempts` (5)
  *               attempts made → `failed` at once; another candidate untried in this round →
- *               `waiting` (failover, no delay); otherwise → `retryWait` (back off, then try all).
+ *               `waiting` (failover, no delay); an upstream that asks to be left alone longer
+ *               than `MAX_HONORED_RETRY_AFTER_SECONDS` → `failed` (the client gets its
+ *               `retry-after`); otherwise → `retryWait` (back off, then try all).
  * - `retryWait` backing off; `RETRY_DUE` → `waiting` with a fresh round.
  * - `streaming` events are reaching the client, so a failure can no longer be hidden.
  *               `SUCCEEDED` → `done`. `FAILED` (a break inside a tool call or a thinking block)
@@ -57,6 +59,14 @@ export interface DispatchInput {
 
 /** The spec's cap: at most five attempts in total, across retries and failovers. */
 export const MAX_ATTEMPTS = 5
+
+/**
+ * The longest `retry-after` the gateway waits out itself (seconds). An upstream may ask for
+ * minutes or days (a quota window); holding the client's request that long helps no one, so a
+ * longer wait ends the request with the upstream's `retry-after` passed on — as the official
+ * SDKs ignore a `retry-after` of a minute or more.
+ */
+export const MAX_HONORED_RETRY_AFTER_SECONDS = 60
 
 type DispatchFailure = "error" | "queue_timeout" | "no_candidates"
 type DispatchPhase = "waiting" | "calling" | "retryWait" | "streaming" | "done" | "failed"
@@ -121,6 +131,10 @@ const recordFailure = (context: DispatchContext, error: AttemptError): DispatchC
 
 const cannotRetry = (context: DispatchContext, error: AttemptError) => !error.retryable || context.attempts >= context.maxAttempts
 
+/** Whether the upstream asked for a wait longer than the gateway waits out (a 429's `retry-after`). */
+export const asksTooLongAWait = (error: AttemptError) =>
+  error.status === 429 && error.retryAfterSeconds !== undefined && error.retryAfterSeconds > MAX_HONORED_RETRY_AFTER_SECONDS
+
 export const startDispatch = (input: DispatchInput): DispatchState => {
   const context: DispatchContext = {
     candidates: input.candidates,
@@ -167,7 +181,8 @@ export const stepDispatch = (state: DispatchState, event: DispatchEvent): Dispat
         case "FAILED": {
           const failed = recordFailure(context, event.error)
           if (cannotRetry(context, event.error)) return fail(failed, "error")
-          return alternatives(context).length > 0 ? to("waiting", failed) : to("retryWait", failed)
+          if (alternatives(context).length > 0) return to("waiting", failed)
+          return asksTooLongAWait(event.error) ? fail(failed, "error") : to("retryWait", failed)
         }
         default:
           return state

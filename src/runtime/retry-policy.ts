@@ -7,12 +7,13 @@
  *
  * Rules: only `retryable` errors are retried (429 `rate_limit_error` and 5xx, a broken stream
  * included; backends set the flag). A 429 with `retry-after` waits exactly that long, with no
- * jitter: the upstream told us when. Anything else backs off exponentially from one second
- * (1, 2, 4, 8 s) scaled by a random factor in 0.8–1.2. At most five attempts in total, i.e. four
- * retries.
+ * jitter: the upstream told us when — up to a minute (`MAX_HONORED_RETRY_AFTER_SECONDS`); a longer
+ * one is not waited out, the request ends with it. Anything else backs off exponentially from one
+ * second (1, 2, 4, 8 s) scaled by a random factor in 0.8–1.2. At most five attempts in total, i.e.
+ * four retries.
  */
 import { Duration, Effect, Schedule } from "effect"
-import { MAX_ATTEMPTS, type AttemptError } from "../../machines/dispatch.ts"
+import { asksTooLongAWait, MAX_ATTEMPTS, type AttemptError } from "../../machines/dispatch.ts"
 import type { BackendError } from "../backends/backend.ts"
 
 export { MAX_ATTEMPTS }
@@ -33,7 +34,7 @@ export const nextDelay = (
   random: () => number = Math.random,
   baseMs: number = BASE_DELAY_MS
 ): number | undefined => {
-  if (!error.retryable || attempt >= MAX_ATTEMPTS) return undefined
+  if (!error.retryable || attempt >= MAX_ATTEMPTS || asksTooLongAWait(error)) return undefined
   const exact = retryAfterMs(error)
   if (exact !== undefined) return exact
   return baseMs * 2 ** (attempt - 1) * (0.8 + 0.4 * random())
@@ -47,7 +48,7 @@ export const nextDelay = (
 export const retrySchedule: Schedule.Schedule<Duration.Duration, BackendError> = Schedule.exponential(BASE_DELAY_MS).pipe(
   Schedule.jittered,
   Schedule.setInputType<BackendError>(),
-  Schedule.while(({ input }) => input.retryable),
+  Schedule.while(({ input }) => input.retryable && !asksTooLongAWait(input)),
   Schedule.modifyDelay(({ input, duration }) => {
     const exact = retryAfterMs(input)
     return Effect.succeed(exact === undefined ? duration : Duration.millis(exact))

@@ -9,6 +9,8 @@ export const candidates = [
 export const errors = {
   serverError: { status: 500, retryable: true },
   rateLimited: { status: 429, retryable: true, retryAfterSeconds: 7 },
+  // Longer than the gateway waits out: failover yes, a back-off no.
+  rateLimitedForAnHour: { status: 429, retryable: true, retryAfterSeconds: 3_600 },
   badRequest: { status: 400, retryable: false }
 } satisfies Record<string, AttemptError>
 

@@ -11,6 +11,7 @@ import {
   type DispatchState,
   eligibleCandidates,
   MAX_ATTEMPTS,
+  MAX_HONORED_RETRY_AFTER_SECONDS,
   startDispatch,
   stepDispatch
 } from "../../machines/dispatch.ts"
@@ -53,7 +54,13 @@ describe("dispatch machine: every reachable state", () => {
       else if (others.length > 0) {
         assert.strictEqual(next.value, "waiting", at(prev, event)) // failover without delay
         assert.notInclude(eligibleCandidates(next).map((c) => c.placementId), prev.context.current)
-      } else assert.strictEqual(next.value, "retryWait", at(prev, event))
+      } else if ((error.retryAfterSeconds ?? 0) > MAX_HONORED_RETRY_AFTER_SECONDS) assert.strictEqual(next.value, "failed", at(prev, event))
+      else assert.strictEqual(next.value, "retryWait", at(prev, event))
+    }
+    // What ends at once: a retry-after the gateway does not wait out, met on the last candidate.
+    assert.isTrue(edges.some((e) => e.prev.value === "calling" && failedWith(e.event) === errors.rateLimitedForAnHour && e.next.value === "failed"))
+    for (const { prev, event, next } of edges.filter((e) => e.next.value === "retryWait" && e.prev.value !== "retryWait")) {
+      assert.isAtMost(next.context.lastError?.retryAfterSeconds ?? 0, MAX_HONORED_RETRY_AFTER_SECONDS, at(prev, event))
     }
     for (const { event, next } of edges.filter((e) => e.prev.value === "retryWait" && e.next.value === "waiting")) {
       assert.strictEqual(event.type, "RETRY_DUE")

@@ -86,6 +86,19 @@ describe("Dispatcher", () => {
       assert.deepStrictEqual(calls, ["p1", "p1"])
     }).pipe(withDispatcher))
 
+  it.effect("a 429 asking for more than a minute is not waited out: failed over, else ended with it at once", () =>
+    Effect.gen(function*() {
+      const { candidates, calls } = two([fail(rateLimited(3_600)), ok], [ok])
+      const servedBy = yield* run({ candidates })
+      assert.strictEqual(servedBy.servedModel, "svc-two")
+      const alone = two([fail(rateLimited(3_600)), ok], [ok])
+      // No clock moves: the answer is the upstream's 429 (its retry-after passed on), not a wait.
+      const error = yield* run({ candidates: alone.candidates.slice(0, 1) }).pipe(Effect.flip)
+      assert.strictEqual((error as BackendError).retryAfterSeconds, 3_600)
+      assert.deepStrictEqual([calls, alone.calls], [["p1", "p2"], ["p1"]])
+      yield* assertNoLeases
+    }).pipe(withDispatcher))
+
   it.effect("does not retry a non-retryable error, nor fail it over", () =>
     Effect.gen(function*() {
       const { candidates, calls } = two([fail(badRequest)], [ok])

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { TestClock } from "effect/testing"
 import { backendErrorFromStatus, type BackendError } from "../../src/backends/backend.ts"
+import { MAX_HONORED_RETRY_AFTER_SECONDS } from "../../machines/dispatch.ts"
 import { MAX_ATTEMPTS, nextDelay, retrySchedule } from "../../src/runtime/retry-policy.ts"
 
 const serverError = backendErrorFromStatus(500, "boom")
@@ -20,6 +21,11 @@ describe("nextDelay", () => {
   it("waits exactly retry-after on a 429, whatever the jitter", () => {
     assert.strictEqual(nextDelay(1, rateLimited, () => 0), 3_000)
     assert.strictEqual(nextDelay(3, rateLimited, () => 0.9), 3_000)
+  })
+
+  it("does not wait out a retry-after longer than a minute (the request ends with it)", () => {
+    assert.strictEqual(nextDelay(1, backendErrorFromStatus(429, "slow down", MAX_HONORED_RETRY_AFTER_SECONDS)), MAX_HONORED_RETRY_AFTER_SECONDS * 1_000)
+    assert.isUndefined(nextDelay(1, backendErrorFromStatus(429, "come back tomorrow", 86_400)))
   })
 
   it("does not retry non-retryable errors, nor after the fifth attempt", () => {
@@ -63,6 +69,15 @@ describe("retrySchedule", () => {
       assert.strictEqual(calls(), 2)
       yield* TestClock.adjust(3_000)
       assert.strictEqual(calls(), 3)
+    }))
+
+  it.effect("a 429 whose retry-after is longer than a minute is not retried", () =>
+    Effect.gen(function*() {
+      const tomorrow = backendErrorFromStatus(429, "come back tomorrow", 86_400)
+      const { call, calls } = failing(tomorrow)
+      const error = yield* Effect.retry(call, retrySchedule).pipe(Effect.flip)
+      assert.strictEqual(error, tomorrow)
+      assert.strictEqual(calls(), 1)
     }))
 
   it.effect("a non-retryable error is not retried", () =>
