@@ -1,6 +1,7 @@
 /** The failure rules both HTTP backends share (backends/upstream/upstream.ts). */
 import { describe, expect, it } from "vitest"
-import { connectionError, errorFromResponse, retryAfterSeconds, scrubError } from "../../src/backends/upstream/upstream.ts"
+import { connectionError, errorFromResponse, MAX_RETRY_AFTER_SECONDS, retryAfterSeconds, scrubError } from "../../src/backends/upstream/upstream.ts"
+import { callFailureToApiError } from "../../src/http/chat-answer.ts"
 
 const placement = { modelId: "svc-up", upstreamModel: "secret-model-9" }
 
@@ -12,6 +13,17 @@ describe("upstream failures", () => {
     expect(retryAfterSeconds({ "retry-after": "Thu, 01 Jan 2026 00:00:30 GMT" }, now)).toBe(30)
     expect(retryAfterSeconds({ "retry-after-ms": "not a number", "retry-after": "3" }, now)).toBe(3)
     expect(retryAfterSeconds({}, now)).toBeUndefined()
+  })
+
+  it("takes a wait for at most a day: 1e300 seconds or a date centuries ahead (a 500 once) read as a day", () => {
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    expect(retryAfterSeconds({ "retry-after": "1e300" }, now)).toBe(MAX_RETRY_AFTER_SECONDS)
+    expect(retryAfterSeconds({ "retry-after-ms": "1e20" }, now)).toBe(MAX_RETRY_AFTER_SECONDS)
+    expect(retryAfterSeconds({ "retry-after": "Wed, 21 Oct 2999 07:28:00 GMT" }, now)).toBe(MAX_RETRY_AFTER_SECONDS)
+    expect(retryAfterSeconds({ "retry-after": String(MAX_RETRY_AFTER_SECONDS) }, now)).toBe(MAX_RETRY_AFTER_SECONDS)
+    // The gateway's own answer carries it: a 503 whose retry-after is a whole number of seconds.
+    const error = errorFromResponse(429, { "retry-after": "1e300" }, "{}", placement)
+    expect(callFailureToApiError(error)).toMatchObject({ status: 503, retryAfterSeconds: MAX_RETRY_AFTER_SECONDS })
   })
 
   it("reads the message of both APIs' error bodies and never names the upstream model", () => {

@@ -15,6 +15,8 @@ import type { AddressInfo } from "node:net"
 export interface UpstreamScript {
   readonly status: number
   readonly contentType: string
+  /** Headers beside the content type (an error's `retry-after`). */
+  readonly headers: Readonly<Record<string, string>>
   /** Written one after another, each its own write. */
   readonly parts: ReadonlyArray<string>
   /** Destroy the connection after the parts instead of ending the response. */
@@ -201,19 +203,30 @@ export const upstreamScript = (dialect: "openai" | "anthropic", stream: boolean)
     }).map(({ parts, contentType, cut, split }) => ({
       status: 200,
       contentType,
+      headers: {},
       // A part cut in two at `split`: the gateway must join what arrives in pieces.
       parts: splitOne(parts, split),
       cut,
       label: `${dialect} ${stream ? "stream" : "whole"} 200${cut ? " cut" : ""}`
     })) },
-    { weight: 1, arbitrary: fc.record({ status: fc.constantFrom(400, 401, 404, 413, 429, 500, 502, 503, 529, 302, 204), parts: errorParts }).map(({ status, parts }) => ({
+    { weight: 1, arbitrary: fc.record({ status: fc.constantFrom(400, 401, 404, 413, 429, 500, 502, 503, 529, 302, 204), parts: errorParts, headers: retryHeaders }).map(({ status, parts, headers }) => ({
       status,
       contentType: "application/json",
+      headers,
       parts,
       cut: false,
       label: `${dialect} ${stream ? "stream" : "whole"} ${status}`
     })) }
   )
+
+/**
+ * An error's wait as an upstream may state it: none, nothing usable, or past what the gateway
+ * waits out (a minute). Never a usable wait under a minute: the case would take that long.
+ */
+const retryHeaders = fc.record({
+  "retry-after": fc.constantFrom("0", "-5", "abc", "1e300", "86400", "Wed, 21 Oct 2099 07:28:00 GMT", "Thu, 01 Jan 1970 00:00:00 GMT", ""),
+  "retry-after-ms": fc.constantFrom("0", "-1", "1e20", "x", "")
+}, { requiredKeys: [] })
 
 const splitOne = (parts: ReadonlyArray<string>, at: number): ReadonlyArray<string> => {
   if (parts.length === 0) return parts
@@ -235,7 +248,7 @@ export const startScriptedUpstream = async () => {
         res.writeHead(500).end()
         return
       }
-      const headers: Record<string, string> = script.contentType === "" ? {} : { "content-type": script.contentType }
+      const headers: Record<string, string> = { ...script.headers, ...(script.contentType === "" ? {} : { "content-type": script.contentType }) }
       if (script.status === 302) headers.location = "http://127.0.0.1:1/elsewhere"
       res.writeHead(script.status, headers)
       for (const part of script.parts) res.write(part)

@@ -61,8 +61,20 @@ const header = (headers: Headers, name: string): string | undefined => {
   return typeof value === "string" ? value : value?.[0]
 }
 
-/** Seconds the upstream asks us to wait: `retry-after-ms` first, then `retry-after`. */
+/**
+ * The longest wait an upstream's `retry-after` is taken for (a day): what it asks beyond is read as
+ * a day. The wait is passed on to the client as a whole number of seconds, and `1e300` (or a date
+ * centuries ahead) is none a client can use — it made the answer's own error fail to build (a 500).
+ */
+export const MAX_RETRY_AFTER_SECONDS = 86_400
+
+/** Seconds the upstream asks us to wait: `retry-after-ms` first, then `retry-after`; at most a day. */
 export const retryAfterSeconds = (headers: Headers, nowMs: number = Date.now()): number | undefined => {
+  const seconds = statedWait(headers, nowMs)
+  return seconds === undefined ? undefined : Math.min(seconds, MAX_RETRY_AFTER_SECONDS)
+}
+
+const statedWait = (headers: Headers, nowMs: number): number | undefined => {
   const ms = header(headers, "retry-after-ms")?.trim()
   if (ms !== undefined && ms !== "" && Number.isFinite(Number(ms)) && Number(ms) >= 0) return Number(ms) / 1000
   const raw = header(headers, "retry-after")?.trim()
