@@ -197,13 +197,15 @@ export const upstreamScript = (dialect: "openai" | "anthropic", stream: boolean)
     { weight: 8, arbitrary: fc.record({
       parts: dialect === "openai" ? (stream ? openAiStreamParts : openAiWhole) : (stream ? anthropicStreamParts : anthropicWhole),
       // A stream sometimes answered as JSON, a whole answer sometimes as a stream, or as neither.
-      contentType: fc.oneof({ weight: 8, arbitrary: fc.constant(stream ? "text/event-stream" : "application/json") }, { weight: 1, arbitrary: fc.constantFrom("text/event-stream", "application/json", "text/plain", "") }),
+      contentType: fc.oneof({ weight: 8, arbitrary: fc.constant(stream ? "text/event-stream" : "application/json") }, { weight: 1, arbitrary: fc.constantFrom("text/event-stream", "application/json", "text/plain", "", "application/json; charset=utf-16", "text/event-stream; charset=latin1") }),
       cut: fc.oneof({ weight: 9, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
-      split: fc.nat(40)
-    }).map(({ parts, contentType, cut, split }) => ({
+      split: fc.nat(40),
+      // An encoding the body does not have (the gateway asks for none).
+      encoding: fc.oneof({ weight: 12, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.constantFrom("gzip", "br", "deflate", "identity", "zstd") })
+    }).map(({ parts, contentType, cut, split, encoding }) => ({
       status: 200,
       contentType,
-      headers: {},
+      headers: encoding === undefined ? {} : { "content-encoding": encoding },
       // A part cut in two at `split`: the gateway must join what arrives in pieces.
       parts: splitOne(parts, split),
       cut,
