@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Scope, Stream } from "effect"
-import { createServer, get, type IncomingMessage } from "node:http"
+import { createServer, get, type IncomingMessage, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { type SseFrames, writeSse } from "../../src/http/node-sse.ts"
 
@@ -28,11 +28,7 @@ describe("node-sse writeSse", () => {
       const server = createServer((_request, response) => {
         Effect.runFork(writeSse(response, { "x-test": "yes" }, events, frames).pipe(Scope.provide(Scope.makeUnsafe())))
       })
-      yield* Effect.acquireRelease(
-        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-        () => Effect.sync(() => server.close())
-      )
-      const port = (server.address() as AddressInfo).port
+      const port = yield* listen(server)
 
       const response = yield* Effect.callback<IncomingMessage>((resume) => {
         get(`http://127.0.0.1:${port}/`, (res) => resume(Effect.succeed(res)))
@@ -79,19 +75,8 @@ describe("node-sse writeSse", () => {
         Effect.runSync(Scope.addFinalizer(scope, Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(response.writableEnded)))))
         Effect.runFork(writeSse(response, {}, Stream.rechunk(1)(events), frames).pipe(Scope.provide(scope)))
       })
-      yield* Effect.acquireRelease(
-        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-        () => Effect.sync(() => server.close())
-      )
-      const port = (server.address() as AddressInfo).port
-      const text = yield* Effect.callback<string>((resume) => {
-        get(`http://127.0.0.1:${port}/`, (res) => {
-          let body = ""
-          res.setEncoding("utf8")
-          res.on("data", (part: string) => (body += part))
-          res.on("end", () => resume(Effect.succeed(body)))
-        })
-      })
+      const port = yield* listen(server)
+      const text = yield* bodyOf(port)
       expect(text).toBe("data: x\n\ndata: x\n\ndata: x\n\nevent: error\ndata: upstream broke\n\n")
       expect(yield* Deferred.await(closed)).toBe(true)
     }).pipe(Effect.scoped), 30_000)
@@ -108,11 +93,7 @@ describe("node-sse writeSse", () => {
         Effect.runSync(Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(exit)))))
         Effect.runFork(writeSse(response, {}, events, frames).pipe(Scope.provide(scope)))
       })
-      yield* Effect.acquireRelease(
-        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-        () => Effect.sync(() => server.close())
-      )
-      const port = (server.address() as AddressInfo).port
+      const port = yield* listen(server)
       yield* Effect.callback<void>((resume) => {
         const request = get(`http://127.0.0.1:${port}/`, (res) => res.once("data", () => {
           request.destroy()
@@ -138,11 +119,7 @@ describe("node-sse writeSse", () => {
         })
         response.destroy()
       })
-      yield* Effect.acquireRelease(
-        Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-        () => Effect.sync(() => server.close())
-      )
-      const port = (server.address() as AddressInfo).port
+      const port = yield* listen(server)
       get(`http://127.0.0.1:${port}/`).on("error", () => {})
       const exit = yield* Deferred.await(closed)
       expect(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)).toBe(true)
@@ -170,22 +147,8 @@ describe("node-sse writeSse", () => {
           Effect.runSync(Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => Deferred.doneUnsafe(closed, Exit.succeed(exit)))))
           Effect.runFork(writeSse(response, {}, Stream.rechunk(1)(events), frames).pipe(Scope.provide(scope)))
         })
-        yield* Effect.acquireRelease(
-          Effect.callback<void>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.void))),
-          () => Effect.sync(() => server.close())
-        )
-        const port = (server.address() as AddressInfo).port
-        const text = yield* Effect.callback<string>((resume) => {
-          get(`http://127.0.0.1:${port}/`, (res) => {
-            let body = ""
-            res.setEncoding("utf8")
-            res.on("data", (part: string) => (body += part))
-            res.on("end", () => resume(Effect.succeed(body)))
-            // A cut connection closes without an end: what arrived, marked.
-            res.on("close", () => resume(Effect.succeed(`${body}(cut)`)))
-            res.on("error", () => {})
-          }).on("error", () => resume(Effect.succeed("(cut before the head)")))
-        })
+        const port = yield* listen(server)
+        const text = yield* bodyOf(port)
         expect(text).toBe("data: 1\n\ndata: 2\n\nevent: error\ndata: internal\n\n")
         const exit = yield* Deferred.await(closed)
         expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause)).toBe(true)
@@ -194,3 +157,23 @@ describe("node-sse writeSse", () => {
 })
 
 const letterOf = (i: number) => String.fromCharCode(65 + (i % 26))
+
+/** Listens on a free port for the test; closed with its scope. */
+const listen = (server: Server) =>
+  Effect.acquireRelease(
+    Effect.callback<number>((resume) => void server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as AddressInfo).port)))),
+    () => Effect.sync(() => server.close())
+  )
+
+/** A GET's whole body; a cut connection gives what arrived, marked "(cut)". */
+const bodyOf = (port: number) =>
+  Effect.callback<string>((resume) => {
+    get(`http://127.0.0.1:${port}/`, (res) => {
+      let body = ""
+      res.setEncoding("utf8")
+      res.on("data", (part: string) => (body += part))
+      res.on("end", () => resume(Effect.succeed(body)))
+      res.on("close", () => resume(Effect.succeed(`${body}(cut)`)))
+      res.on("error", () => {})
+    }).on("error", () => resume(Effect.succeed("(cut before the head)")))
+  })
