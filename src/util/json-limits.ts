@@ -111,7 +111,7 @@ export const isTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): bo
 
 /** The first place where `value` nests deeper than `maxDepth` levels, or undefined. */
 export const findTooDeep = (value: unknown, maxDepth: number = MAX_JSON_DEPTH): JsonProblem | undefined =>
-  isContainer(value) && nestsDeeper(value, maxDepth) ? { kind: "depth", path: deepPath(value, maxDepth) } : undefined
+  isTooDeep(value, maxDepth) ? { kind: "depth", path: deepPath(value as object, maxDepth) } : undefined
 
 /**
  * A string PostgreSQL text and jsonb can hold: no NUL, no lone surrogate. `isWellFormed` is the
