@@ -4,12 +4,13 @@
  * surface, streamed and not. Properties: no defect (the gateway's own bug: a 500 "Internal error"
  * or a stream cut by one), every error body in the surface's shape, every stream ended by its
  * dialect's last event or its error event, every whole 2xx answer JSON, and the server answering
- * beside it. `FUZZ_SEED` and `FUZZ_UPSTREAM_RUNS` change the seed and the count.
+ * beside it, on both engines. `FUZZ_SEED` and `FUZZ_UPSTREAM_RUNS` change the seed and the count.
  */
 import fc from "fast-check"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { ErrorShape } from "../../src/http/route.ts"
 import { createKey, gatewayOnUpstream, type TestGateway } from "../runtime-http/support.ts"
+import { engines } from "../support/engines.ts"
 import { readBounded, shapeProblems, SSE_END } from "./hostile-requests.ts"
 import { startScriptedUpstream, type UpstreamScript, upstreamScript } from "./hostile-upstream-answers.ts"
 
@@ -37,19 +38,31 @@ const caseArbitrary = fc.record({ surface: fc.nat(SURFACES.length), backend: fc.
   upstreamScript(BACKENDS[backend]![0], stream).map((script) => ({ surface: SURFACES[surface] ?? RUNS_SURFACE, model: BACKENDS[backend]![1], stream, script }))
 )
 
-describe("fuzz: hostile upstream answers on every chat surface", () => {
+// On PostgreSQL (stored answers, runs and the ledger in SQL) half as many cases: each costs twice the time.
+describe.each(engines())("fuzz: hostile upstream answers on every chat surface ($name)", (engine) => {
+  const runs = engine.name === "embedded" ? RUNS : Math.ceil(RUNS / 2)
   let upstream: Awaited<ReturnType<typeof startScriptedUpstream>>
   let gw: TestGateway
   let key: string
+  let cleanup = () => {}
   beforeAll(async () => {
     upstream = await startScriptedUpstream()
+    const storage = engine.name === "postgres" ? engine.setup() : undefined
+    cleanup = storage?.cleanup ?? cleanup
     // Failures are retried at once (a run's step twice) and an open circuit is probed again at once: every case reaches the upstream.
-    gw = await gatewayOnUpstream(upstream.url, { GATEWAY_RETRY_BASE_MS: "1", GATEWAY_CIRCUIT_COOLDOWN_MS: "1", GATEWAY_RUN_RETRY_BASE_MS: "1", GATEWAY_RUN_STEP_RETRIES: "2" })
+    gw = await gatewayOnUpstream(upstream.url, {
+      ...storage?.env,
+      GATEWAY_RETRY_BASE_MS: "1",
+      GATEWAY_CIRCUIT_COOLDOWN_MS: "1",
+      GATEWAY_RUN_RETRY_BASE_MS: "1",
+      GATEWAY_RUN_STEP_RETRIES: "2"
+    })
     key = (await createKey(gw)).secret
   })
   afterAll(async () => {
     await gw?.close()
     await upstream?.close()
+    cleanup()
   })
 
   it("no defect, errors in the surface's shape, every stream ended by its dialect, the server answering", { timeout: 600_000 }, async () => {
@@ -139,7 +152,7 @@ describe("fuzz: hostile upstream answers on every chat surface", () => {
         }
         expect(problems, `${label}: ${response.status}`).toEqual([])
       }),
-      { seed: SEED, numRuns: RUNS, endOnFailure: true }
+      { seed: SEED, numRuns: runs, endOnFailure: true }
     )
     // The log is written in batches: read it once the last line is out.
     await new Promise((resolve) => setTimeout(resolve, 1_200))
@@ -149,7 +162,7 @@ describe("fuzz: hostile upstream answers on every chat surface", () => {
       return `${(id !== undefined && sent.get(id)) || "?"}\n    ${line.slice(0, 600)}`
     })
     expect(named, `${tried} cases`).toEqual([])
-    expect(tried).toBe(RUNS)
+    expect(tried).toBe(runs)
   })
 })
 

@@ -30,6 +30,7 @@ export const LONG_FILES: ReadonlyArray<string> = [
   "runs/recovery.test.ts",
   "runtime/redis-queues-model.test.ts",
   "artifacts/query-property.test.ts",
+  "fuzz/hostile-upstream.test.ts",
   "batches/batch-recovery.test.ts",
   "runs/charges.test.ts",
   "http/send-timeout.test.ts",
