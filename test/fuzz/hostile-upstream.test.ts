@@ -132,6 +132,7 @@ describe.each(engines())("fuzz: hostile upstream answers on every chat surface (
           for (const [method, path, body] of [
             ["GET", `/v1/responses/${stored}`, undefined],
             ["GET", `/v1/responses/${stored}/input_items`, undefined],
+            ["GET", `/v1/responses/${stored}?stream=true`, undefined],
             ["POST", "/v1/responses", JSON.stringify({ ...(surface.body(model, false) as object), previous_response_id: stored })]
           ] as const) {
             const next = await fetch(`${gw.baseUrl}${path}`, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(HANG_MS) })
@@ -140,6 +141,10 @@ describe.each(engines())("fuzz: hostile upstream answers on every chat surface (
             // A stream that failed after `response.created` is not kept (its id reads as absent).
             const kept = !isSse || /event: response\.(completed|incomplete)\n/.test(text)
             if (method === "GET" && next.status !== 200 && (kept || next.status !== 404)) problems.push(`${method} ${path} after it: ${next.status} ${nextText.slice(0, 200)}`)
+            // A replay ends as the answer did.
+            if (path.endsWith("?stream=true") && next.status === 200 && !SSE_END["/v1/responses"]!.test(`${nextText.trimEnd().split("\n\n").at(-1) ?? ""}\n`)) {
+              problems.push(`the replay ended without its terminal event: …${nextText.slice(-300)}`)
+            }
           }
         }
         const bystander = await fetch(`${gw.baseUrl}/v1/models`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(HANG_MS) }).then((r) => r.status, () => "no answer")
