@@ -65,7 +65,8 @@ describe.each(engines())("fuzz: hostile upstream answers on every chat surface (
     cleanup()
   })
 
-  it("no defect, errors in the surface's shape, every stream ended by its dialect, the server answering", { timeout: 600_000 }, async () => {
+  // A soak (`npm run fuzz -- --upstream`) runs many more cases: its time grows with them.
+  it("no defect, errors in the surface's shape, every stream ended by its dialect, the server answering", { timeout: Math.max(600_000, runs * 200) }, async () => {
     /** Each case's request id → what it was, to name the case of a defect the log shows later. */
     const sent = new Map<string, string>()
     let tried = 0
