@@ -31,7 +31,7 @@ import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey, withRequestId } from "./route.ts"
-import { nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
+import { defectFrame, nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
 import { defectMessage } from "./render-error.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
@@ -137,14 +137,8 @@ const frames = (events: Stream.Stream<CanonicalEvent, AnswerFailure>, sse: SseFr
       let ended: Cause.Cause<never> | "done" | undefined
       const endWithDefect = (cause: Cause.Cause<never>) => {
         ended = cause
-        let frame: string
-        try {
-          frame = sse.defect()
-        } catch {
-          // The encoder is broken past making even its error event: the body fails (a cut).
-          return Effect.failCause(cause)
-        }
-        return Effect.succeed([utf8.encode(frame)] as const)
+        const frame = defectFrame(sse)
+        return frame === undefined ? Effect.failCause(cause) : Effect.succeed([utf8.encode(frame)] as const)
       }
       const next: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() =>
         ended === "done"

@@ -177,13 +177,20 @@ const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyRea
  */
 const endWithDefect = <A, E>(response: ServerResponse, frames: SseFrames<A, E>, cause: Cause.Cause<never>): Effect.Effect<never> => {
   if (!response.destroyed && !response.writableEnded) {
-    let frame: string | undefined
-    try {
-      frame = frames.defect()
-    } catch {
-      // The encoder is broken past making even its error event: the connection is cut (below).
-    }
+    const frame = defectFrame(frames)
     if (frame !== undefined) response.end(frame)
   }
   return Effect.failCause(cause)
+}
+
+/**
+ * The frame that ends a stream a defect broke, or undefined when the encoder is broken past making
+ * even its error event: the stream is then cut, as the last resort.
+ */
+export const defectFrame = <A, E>(frames: SseFrames<A, E>): string | undefined => {
+  try {
+    return frames.defect()
+  } catch {
+    return undefined
+  }
 }

@@ -85,6 +85,10 @@ const protocolError = (message: string) => backendErrorFromStatus(502, `The upst
  */
 const textOf = (value: unknown): string | undefined => (typeof value === "string" && value !== "" ? value : undefined)
 
+/** `map[key]` for the map's own keys only (`"constructor"` is not a stop reason). */
+const ownValue = <V>(map: Readonly<Record<string, V>>, key: string | undefined): V | undefined =>
+  key !== undefined && Object.hasOwn(map, key) ? map[key] : undefined
+
 const canonicalStart = (block: NonNullable<WireEvent["content_block"]>): BlockStart | undefined => {
   switch (block.type) {
     case "text":
@@ -190,7 +194,7 @@ class Translator implements UpstreamTranslator {
     if (this.#finished || event.type === "ping") return []
     if (event.type === "error") {
       const type = textOf(event.error?.type)
-      const status = (type !== undefined && Object.hasOwn(statusOfErrorType, type) ? statusOfErrorType[type] : undefined) ?? 500
+      const status = ownValue(statusOfErrorType, type) ?? 500
       return backendErrorFromStatus(status, textOf(event.error?.message) ?? "The upstream stream failed")
     }
     if (event.type === "message_start") {
@@ -217,7 +221,7 @@ class Translator implements UpstreamTranslator {
       case "message_delta": {
         const reason = textOf(event.delta?.stop_reason)
         const sequence = textOf(event.delta?.stop_sequence)
-        if (reason !== undefined) this.#stop = { reason: (Object.hasOwn(stopReasons, reason) ? stopReasons[reason] : undefined) ?? "end_turn", ...(sequence === undefined ? {} : { sequence }) }
+        if (reason !== undefined) this.#stop = { reason: ownValue(stopReasons, reason) ?? "end_turn", ...(sequence === undefined ? {} : { sequence }) }
         this.#finalUsage = { ...this.#finalUsage, ...event.usage }
         return []
       }
