@@ -216,10 +216,12 @@ class ChunkParserImpl implements ChunkParser {
       if (args !== "") events.push({ type: "tool_input_delta", index: call.block, partialJson: args })
       return
     }
-    this.unnamedChars += args.length
-    if (this.unnamedChars > MAX_UNNAMED_ARGS_CHARS) throw broken(`the upstream sent more than ${MAX_UNNAMED_ARGS_CHARS} characters of tool-call arguments without the call's name`)
     call.args += args
-    if (call.name !== undefined) this.openCall(call, events)
+    this.unnamedChars += args.length
+    // A fragment that names its call opens it, however long its arguments (a whole answer's call
+    // comes as one fragment): only arguments still waiting for their name are bounded.
+    if (call.name !== undefined) return this.openCall(call, events)
+    if (this.unnamedChars > MAX_UNNAMED_ARGS_CHARS) throw broken(`the upstream sent more than ${MAX_UNNAMED_ARGS_CHARS} characters of tool-call arguments without the call's name`)
   }
 
   private stop(events: Array<CanonicalEvent>): Array<CanonicalEvent> {

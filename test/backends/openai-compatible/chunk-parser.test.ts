@@ -175,6 +175,14 @@ describe("chunk parser", () => {
       named.push(JSON.stringify(upstreamChunk({ tool_calls: [{ index: i, function: { name: "f", arguments: "1}" } }] })), events)
     }
     expect(events.filter((e) => e.type === "block_start")).toHaveLength(MAX_UNNAMED_CALLS + 1)
+    // A call named in the fragment that carries its arguments (as a whole answer's is) is open at
+    // once, whatever their length.
+    const long = `{"v":"${"x".repeat(MAX_UNNAMED_ARGS_CHARS)}"}`
+    const whole = makeChunkParser(parserOptions).pushChunk(completionAsChunk({
+      choices: [{ index: 0, message: { role: "assistant", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: long } }] }, finish_reason: "tool_calls" }]
+    }))
+    expect(whole.find((e) => e.type === "block_start")).toMatchObject({ block: { type: "tool_use", name: "f" } })
+    expect(whole.filter((e) => e.type === "tool_input_delta").map((e) => e.type === "tool_input_delta" ? e.partialJson : "").join("")).toBe(long)
   })
 
   it("surfaces reasoning_content as thinking only when visible reasoning was asked", () => {
