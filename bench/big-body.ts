@@ -24,7 +24,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { Worker } from "node:worker_threads"
+import { startBystander } from "./lib/bystander.ts"
 import { benchChatModel } from "./lib/catalog.ts"
 import { LOOP_PROBE, pin, randomToken, startFixed, startGateway, stopAll } from "./lib/procs.ts"
 
@@ -115,41 +115,6 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
       if (shape === "many") return fill(`{${model},"max_tokens":16,"prompt":[`, `"a"`, `]}`)
       if (shape === "string") return hugeString(`{${model},"max_tokens":16,"prompt":"`, `"}`)
       return undefined
-  }
-}
-
-/** GET /v1/models every 5 ms in its own thread; `collect` returns the slowest answer since the last call. */
-const bystanderCode = `
-const { parentPort, workerData } = require("node:worker_threads")
-let worst = 0, count = 0, failures = 0, stop = false
-parentPort.on("message", (m) => {
-  if (m === "stop") { stop = true; return }
-  parentPort.postMessage({ worst, count, failures }); worst = 0; count = 0; failures = 0
-})
-;(async () => {
-  while (!stop) {
-    const started = performance.now()
-    try {
-      const res = await fetch(workerData + "/v1/models")
-      await res.arrayBuffer()
-      if (res.status !== 200) failures++
-    } catch { failures++ }
-    const took = performance.now() - started
-    count++
-    if (took > worst) worst = took
-    await new Promise((resolve) => setTimeout(resolve, 5))
-  }
-  process.exit(0)
-})()`
-
-const startBystander = (baseUrl: string) => {
-  const worker = new Worker(bystanderCode, { eval: true, workerData: baseUrl })
-  return {
-    collect: () => new Promise<{ worst: number; count: number; failures: number }>((resolve) => {
-      worker.once("message", resolve)
-      worker.postMessage("collect")
-    }),
-    stop: () => worker.terminate()
   }
 }
 

@@ -35,6 +35,7 @@ import { defectFrame, nodeResponseOf, type SseFrames, writeSse } from "./node-ss
 import { defectMessage } from "./render-error.ts"
 import { SSE_HEADERS } from "./sse.ts"
 import { onExitPlain, toPullPlain } from "../util/scoped.ts"
+import { type ChunkedBody, isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 
 export type CallFailure = BackendError | QueueTimeout
 
@@ -211,20 +212,36 @@ const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<stri
  * pass that turns them back into node's. The platform then finds the response ended and writes
  * nothing. Elsewhere (the embedding API's web handler) the platform's response.
  */
-const respondJson = (ctx: RequestContext, body: string, headers: Record<string, string>) => {
+const respondJson = (ctx: RequestContext, body: string | ChunkedBody, headers: Record<string, string>) => {
   const response = nodeResponseOf(ctx.request)
-  if (response === undefined) return HttpServerResponse.text(body, { contentType: "application/json", headers })
+  if (response === undefined) {
+    return typeof body === "string"
+      ? HttpServerResponse.text(body, { contentType: "application/json", headers })
+      : HttpServerResponse.uint8Array(Buffer.concat(body.chunks, body.bytes), { contentType: "application/json", headers })
+  }
   // A client already gone gets nothing (as the platform does); the log line still says 200.
   if (!response.destroyed) {
     // Added to the caller's own record (made for this answer). The body's length, as the platform
     // sends it: an explicit head would otherwise make node chunk the body.
     headers["content-type"] = "application/json"
-    headers["content-length"] = String(Buffer.byteLength(body))
+    headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.bytes)
     response.writeHead(200, withRequestId(headers, ctx.requestId))
-    response.end(body)
+    if (typeof body === "string") response.end(body)
+    else {
+      for (const chunk of body.chunks) response.write(chunk)
+      response.end()
+    }
   }
   return HttpServerResponse.empty({ status: 200 })
 }
+
+/**
+ * A whole answer's JSON text: at once when small; a large one (a 30 MiB answer from the upstream)
+ * in slices, as UTF-8 chunks (`util/sliced-stringify.ts`) — `JSON.stringify` of it and node's
+ * encoding of that string held the event loop ~400 ms together on a slow VM.
+ */
+const answerBody = (encoded: unknown): Effect.Effect<string | ChunkedBody> =>
+  isLarge(encoded) ? jsonChunksInSlices(encoded) : Effect.succeed(JSON.stringify(encoded))
 
 /**
  * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an
@@ -278,7 +295,7 @@ const answer = Effect.fnUntraced(function*(
     const response = hooks.events === undefined
       ? call.response
       : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(answerFailureToApiError))
-    return respondJson(ctx, JSON.stringify(dialect.encodeResponse(response, context)), { "xsvc-model": call.servedModel, ...call.headers })
+    return respondJson(ctx, yield* answerBody(dialect.encodeResponse(response, context)), { "xsvc-model": call.servedModel, ...call.headers })
   }
 
   const settings = yield* Settings

@@ -10,7 +10,7 @@ import { Readable } from "node:stream"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RELEASED_BODY_CHARS, requestBody, sendable } from "../../src/backends/upstream/upstream-body.ts"
-import { callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
+import { bodyText, callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
 import { exposedGc } from "../support/gc.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
@@ -107,23 +107,23 @@ describe("callWhole", () => {
     const answer = await callWhole(pool, { method: "POST", path: "/echo", headers: { "x-test": "yes" }, body: "héllo" })
     expect(answer.status).toBe(201)
     expect(answer.headers["x-seen"]).toBe("yes")
-    expect(JSON.parse(answer.text)).toEqual({ got: "héllo" })
+    expect(JSON.parse(bodyText(answer))).toEqual({ got: "héllo" })
   })
 
   it("sends a body given as a stream of chunks", async () => {
     const body = Readable.from([Buffer.from("ab"), Buffer.from("cd")], { objectMode: false })
     const answer = await callWhole(pool, { method: "POST", path: "/echo", headers: { "content-length": "4" }, body })
-    expect(JSON.parse(answer.text)).toEqual({ got: "abcd" })
+    expect(JSON.parse(bodyText(answer))).toEqual({ got: "abcd" })
   })
 
   it("joins a body that arrives in many chunks, multi-byte characters included", async () => {
     const answer = await callWhole(pool, { method: "POST", path: "/chunks", headers: {}, body: "" })
-    expect(answer.text).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
+    expect(bodyText(answer)).toBe([0, 1, 2, 3, 4].map((i) => `data: ${i} é\n\n`).join(""))
   })
 
   it("skips an informational answer (103 Early Hints) and reads the final one", async () => {
     const whole = await callWhole(pool, { method: "POST", path: "/early-hints", headers: {}, body: "" })
-    expect([whole.status, whole.text]).toEqual([200, "data: after hints\n\n"])
+    expect([whole.status, bodyText(whole)]).toEqual([200, "data: after hints\n\n"])
     const streamed = await callStreamed(pool, { method: "POST", path: "/early-hints", headers: {}, body: "" })
     expect([streamed.statusCode, await streamed.body.text()]).toEqual([200, "data: after hints\n\n"])
   })
@@ -258,7 +258,7 @@ describe("a call's request body", () => {
     for (const text of ["{\"small\":\"é\"}", bodyOf(1, 20), bodyOf(2, 300)]) {
       const { body, headers } = requestBody(sendable(text), {})
       const answer = await callWhole(pool, { method: "POST", path: "/echo", headers, body })
-      expect(JSON.parse(answer.text)).toEqual({ got: text })
+      expect(JSON.parse(bodyText(answer))).toEqual({ got: text })
       if (text.length >= RELEASED_BODY_CHARS) expect(headers["content-length"]).toBe(String(Buffer.byteLength(text)))
     }
   })

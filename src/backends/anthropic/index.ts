@@ -24,7 +24,7 @@ import { wireRequest } from "./wire-request.ts"
 import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
 import { runInSlices } from "../../util/slices.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
+import { bodyText, callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { acquireInterruptible, unwrapPlain } from "../../util/scoped.ts"
@@ -173,29 +173,21 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       return Effect.tryPromise({
         try: (signal) => callWhole(poolFor(call.url.origin), { method: "POST", path: call.url.pathname + call.url.search, headers: call.headers, body: call.body }, signal),
         catch: connectionError
-      }).pipe(Effect.flatMap(({ status, headers, text }) => {
-        if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, text, placement))
+      }).pipe(Effect.flatMap((answer) => {
+        const { status, headers } = answer
+        if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, errorText(answer), placement))
         const translator = makeUpstreamTranslator(placement.modelId)
-        const events: Array<CanonicalEvent> = []
-        const steps: Array<TranslateStep> = []
-        if (String(headers["content-type"] ?? "").includes("text/event-stream")) {
-          // An upstream that streams whatever `stream` says: decoded like a stream.
-          steps.push(translateRead(translator, sseEvents(), text, true))
-        } else {
-          let body: unknown
-          try {
-            body = JSON.parse(text)
-          } catch {
-            return Effect.fail(new BackendError({ status: 502, type: "api_error", message: "The upstream answered with a body that is not JSON", retryable: true }))
+        const translate = (steps: ReadonlyArray<TranslateStep>) => {
+          const events: Array<CanonicalEvent> = []
+          for (const step of [...steps, translator.end()]) {
+            events.push(...step.events)
+            if (step.error !== undefined) return Effect.fail(step.error)
           }
-          for (const event of messageAsEvents(body)) steps.push(translator.pushEvent(event))
+          return Effect.map(withThinking(translator)(events), collect)
         }
-        steps.push(translator.end())
-        for (const step of steps) {
-          events.push(...step.events)
-          if (step.error !== undefined) return Effect.fail(step.error)
-        }
-        return Effect.map(withThinking(translator)(events), collect)
+        // An upstream that streams whatever `stream` says: decoded like a stream.
+        if (String(headers["content-type"] ?? "").includes("text/event-stream")) return translate([translateRead(translator, sseEvents(), bodyText(answer), true)])
+        return Effect.flatMap(parseWholeJson(answer), (body) => translate(messageAsEvents(body).map((event) => translator.pushEvent(event))))
       }))
     }))
 

@@ -6,12 +6,11 @@
 import { Effect, type Scope } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { BackendError, UpstreamTarget } from "../backend.ts"
-import { backendErrorFromStatus } from "../backend.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireInterruptible } from "../../util/scoped.ts"
 import { requestBody, type SendableBody } from "../upstream/upstream-body.ts"
-import { callStreamed, callWhole, destroyBody, type StreamedBody } from "../upstream/upstream-call.ts"
+import { bodyText, callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -49,14 +48,11 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
     try: (signal) =>
       callWhole(pools.get(call.origin), { path: call.path, method: "POST", ...requestBody(call.body, requestHeaders(call, "application/json", traceHeadersOf(fiber))) }, signal),
     catch: connectionError
-  }).pipe(Effect.flatMap(({ status, headers, text }): Effect.Effect<WholeAnswer, BackendError> => {
-    if (status < 200 || status >= 300) return Effect.fail(httpError(status, text, headers))
-    if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.succeed({ kind: "sse", text })
-    try {
-      return Effect.succeed({ kind: "json", body: JSON.parse(text) as unknown })
-    } catch {
-      return Effect.fail(backendErrorFromStatus(502, "the upstream answered with a body that is not JSON"))
-    }
+  }).pipe(Effect.flatMap((answer): Effect.Effect<WholeAnswer, BackendError> => {
+    const { status, headers } = answer
+    if (status < 200 || status >= 300) return Effect.fail(httpError(status, errorText(answer), headers))
+    if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.succeed({ kind: "sse", text: bodyText(answer) })
+    return Effect.map(parseWholeJson(answer), (body) => ({ kind: "json", body }))
   })))
 
 /**

@@ -10,7 +10,7 @@
  * pauses. In the gateway, bytes surviving a scavenge per non-streamed request went 27.2 → 20.5 KiB
  * (`bench/alloc-profile.ts --survivors`). Which reference kept them alive was not pinned down.
  *
- * - `callWhole` reads the whole answer as text (non-streamed calls and error bodies).
+ * - `callWhole` reads the whole answer's bytes (non-streamed calls and error bodies).
  * - `callStreamed` hands back the status and headers once they arrive, and the body as an async
  *   iterable of chunks that pauses the socket while the reader is behind (backpressure);
  *   `destroy()` aborts the call if the body is not fully read.
@@ -18,6 +18,9 @@
  *   then on whoever reads the body ends the call with `destroy()` (`destroyBody`, on its scope).
  */
 import { Effect } from "effect"
+import { type BackendError, backendErrorFromStatus } from "../backend.ts"
+import { LARGE_BODY_BYTES } from "../../util/json-limits.ts"
+import { slicedJsonParser } from "../../util/sliced-json.ts"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Readable } from "node:stream"
 import type { Dispatcher } from "undici"
@@ -35,7 +38,60 @@ type UpstreamHeaders = IncomingHttpHeaders
 export interface WholeResponse {
   readonly status: number
   readonly headers: UpstreamHeaders
-  readonly text: string
+  /** The body's bytes as they arrived (`bodyText`, `parseWholeJson`, `errorText` read them). */
+  readonly chunks: ReadonlyArray<Buffer>
+  readonly bytes: number
+}
+
+/** A whole answer's body as text. */
+export const bodyText = (answer: WholeResponse): string =>
+  answer.chunks.length === 1 ? answer.chunks[0]!.toString("utf8") : Buffer.concat(answer.chunks, answer.bytes).toString("utf8")
+
+/** The most of an error body read: its message is at its start, and no more is shown. */
+const ERROR_TEXT_BYTES = 64 * 1024
+
+/**
+ * An error answer's text, its first `ERROR_TEXT_BYTES` only: an error body as large as a whole
+ * answer may be (32 MiB) is never decoded or parsed whole on the event loop for a message.
+ */
+export const errorText = (answer: WholeResponse): string => {
+  if (answer.bytes <= ERROR_TEXT_BYTES) return bodyText(answer)
+  const head: Array<Buffer> = []
+  for (let taken = 0; taken < ERROR_TEXT_BYTES && head.length < answer.chunks.length;) {
+    const chunk = answer.chunks[head.length]!
+    head.push(chunk)
+    taken += chunk.length
+  }
+  return Buffer.concat(head).subarray(0, ERROR_TEXT_BYTES).toString("utf8")
+}
+
+/** The upstream's whole answer was not one JSON document. */
+export const notJson = () => backendErrorFromStatus(502, "The upstream answered with a body that is not JSON")
+
+/**
+ * A whole answer's JSON value. A small one (up to `LARGE_BODY_BYTES`, as for request bodies) is
+ * `JSON.parse`d at once; a large one is parsed in slices that yield to the event loop
+ * (`util/sliced-json.ts`), from its chunks as they arrived, with no copy of the whole: `JSON.parse`
+ * of a 30 MiB answer of tiny values (a `logprobs` list) held every other client for 1.3–1.5 s on a
+ * slow VM. No limit on depth or values here: the answer is read by fields, and what is passed on
+ * is bounded where it is taken (tool inputs, blocks).
+ */
+export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, BackendError> => {
+  if (answer.bytes <= LARGE_BODY_BYTES) {
+    try {
+      return Effect.succeed(JSON.parse(bodyText(answer)) as unknown)
+    } catch {
+      return Effect.fail(notJson())
+    }
+  }
+  return Effect.suspend(() => {
+    const parser = slicedJsonParser({ maxDepth: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY })
+    return Effect.forEach(answer.chunks, parser.feed, { discard: true }).pipe(
+      Effect.andThen(parser.end()),
+      Effect.flatMap((value) => value === undefined ? Effect.fail(notJson()) : Effect.succeed(value)),
+      Effect.catchTag("InvalidRequest", () => Effect.fail(notJson()))
+    )
+  })
 }
 
 type Controller = Dispatcher.DispatchController
@@ -120,7 +176,7 @@ export const callWhole = (dispatcher: Dispatcher, request: UpstreamRequest, sign
         if (settled) return
         settled = true
         abort.done()
-        resolve({ status, headers, text: chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8") })
+        resolve({ status, headers, chunks, bytes })
       },
       onResponseError: (_controller, error) => fail(error)
     })
