@@ -6,7 +6,7 @@ import { applyTestEnvironment } from "./test/support/test-environment.ts"
 // Compile cache and a tmpfs temporary directory for every test and gateway process (see there).
 applyTestEnvironment()
 
-const LATENCY = ["test/http/hostile-input.test.ts"]
+const LATENCY = ["test/http/hostile-input.test.ts", "test/http/hostile-upstream-size.test.ts"]
 
 export default defineConfig({
   test: {

@@ -14,15 +14,12 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI, { toFile } from "openai"
-import { Worker } from "node:worker_threads"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Bystander, startBystander } from "../support/bystander.ts"
 import { engines } from "../support/engines.ts"
 import { type SharedGateway, sharedGateway } from "../support/shared-gateway.ts"
 
 const MIB = 1 << 20
-/** The issue's bound for another client's request while a hostile one is processed. */
-const BYSTANDER_MS = 100
-
 const inputs: ReadonlyArray<readonly [string, string]> = [
   ["1 MiB unbroken", "A".repeat(MIB)],
   ["1 MiB of emoji", "😀".repeat(MIB / 4)]
@@ -30,49 +27,6 @@ const inputs: ReadonlyArray<readonly [string, string]> = [
 
 /** A tool whose input schema carries the hostile string. */
 const schemaWith = (text: string) => ({ type: "object", properties: { q: { type: "string", description: text } } })
-
-/** GET /v1/models in a loop, in its own thread; `collect` returns the slowest answer since the last call. */
-const bystanderCode = `
-const { parentPort, workerData } = require("node:worker_threads")
-let worst = 0, count = 0, failures = 0, askedAt = -1
-parentPort.on("message", () => { askedAt = performance.now() })
-;(async () => {
-  for (;;) {
-    const started = performance.now()
-    try {
-      const res = await fetch(workerData + "/v1/models")
-      await res.arrayBuffer()
-      if (res.status !== 200) failures++
-    } catch { failures++ }
-    const took = performance.now() - started
-    count++
-    if (took > worst) worst = took
-    // Answered once a request that began after the ask is done: one in flight when the ask came
-    // (held by the hostile call that just returned) is counted in this window, not the next.
-    if (askedAt >= 0 && started >= askedAt) {
-      parentPort.postMessage({ worst, count, failures })
-      worst = 0; count = 0; failures = 0; askedAt = -1
-    }
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-})()`
-
-interface Bystander {
-  /** The slowest answer, how many, and how many failed since the last call (once every request in flight now has ended). */
-  collect(): Promise<{ worst: number; count: number; failures: number }>
-  stop(): Promise<number>
-}
-
-const startBystander = (baseUrl: string): Bystander => {
-  const worker = new Worker(bystanderCode, { eval: true, workerData: baseUrl })
-  return {
-    collect: () => new Promise((resolve) => {
-      worker.once("message", resolve)
-      worker.postMessage("collect")
-    }),
-    stop: () => worker.terminate()
-  }
-}
 
 /** Creates an agent run on `gw` and waits until its step has run; returns the final run. */
 const runToEnd = async (gw: SharedGateway, body: unknown) => {
@@ -122,39 +76,13 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
     gw = await warmAll().get(engine.name)!
     anthropic = new Anthropic({ apiKey: gw.apiKey, baseURL: gw.baseUrl, maxRetries: 0, timeout: 60_000 })
     openai = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0, timeout: 60_000 })
-    bystander = startBystander(gw.baseUrl)
-    // Until the bystander's thread has an answer (not a sleep chosen to be long enough).
-    for (const deadline = Date.now() + 10_000; (await bystander.collect()).count === 0;) {
-      if (Date.now() > deadline) throw new Error("the bystander got no answer in 10 s")
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
+    bystander = await startBystander(gw.baseUrl)
   }, 120_000)
   afterAll(async () => {
     await bystander?.stop()
   })
 
-  /**
-   * Runs the hostile call, then checks every bystander request answered in time. On a busy CI
-   * machine (many files on 2 cores) even an idle gateway's answer can now and then take 100 ms
-   * of wall time: a window over the bound is measured again, up to three windows, and one must
-   * hold. A request that really holds the event loop (seconds, before the fix) fails all three.
-   */
-  const whileBystanding = async (call: () => Promise<void>) => {
-    const measure = async () => {
-      await bystander.collect() // start a fresh window
-      await call()
-      const seen = await bystander.collect()
-      expect(seen.failures).toBe(0)
-      expect(seen.count).toBeGreaterThan(0)
-      return seen.worst
-    }
-    const seen: Array<number> = []
-    for (let attempt = 0; attempt < 3; attempt++) {
-      seen.push(await measure())
-      if (seen.at(-1)! < BYSTANDER_MS) return
-    }
-    expect(Math.min(...seen), `slowest GET /v1/models while the hostile request ran: ${seen.map((ms) => ms.toFixed(1)).join(", ")} ms`).toBeLessThan(BYSTANDER_MS)
-  }
+  const whileBystanding = (call: () => Promise<void>) => bystander.whileBystanding(call)
 
   it("meters a prompt near the context window at its exact count, so the loose bound never cuts the answer", async () => {
     // 25,001 tokens exactly, 40,001 by the bound metering reserves: above pico's 32,000-token

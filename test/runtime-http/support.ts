@@ -31,15 +31,17 @@ export const placeModel = (
  * `svc-lyra-3` by an Anthropic one at `url`, capacity 8 each, no equivalents: one upstream server
  * that answers both dialects, for what the gateway does with either adapter.
  */
-export const gatewayOnUpstream = (url: string, env: Record<string, string> = {}) =>
-  gatewayWith((config) => {
-    const pico = config.models.find((m: Editable) => m.id === "svc-pico-1")
-    pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
-    pico.equivalents = []
-    const lyra = config.models.find((m: Editable) => m.id === "svc-lyra-3")
-    lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
-    lyra.equivalents = []
-  }, env)
+export const gatewayOnUpstream = (url: string, env: Record<string, string> = {}) => gatewayWith(placedOnUpstream(url), env)
+
+/** The config edit of `gatewayOnUpstream`: pico and lyra served by the upstream at `url` alone. */
+export const placedOnUpstream = (url: string) => (config: Editable) => {
+  const pico = config.models.find((m: Editable) => m.id === "svc-pico-1")
+  pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 8, baseUrl: `${url}/v1`, upstreamModel: "upstream-pico" }]
+  pico.equivalents = []
+  const lyra = config.models.find((m: Editable) => m.id === "svc-lyra-3")
+  lyra.placements = [{ id: "lyra-up", backend: "anthropic", capacity: 8, baseUrl: url, upstreamModel: "upstream-lyra" }]
+  lyra.equivalents = []
+}
 
 export interface TestGateway extends GatewayHandle {
   close(): Promise<void>
