@@ -6,7 +6,7 @@
  * the same for large requests).
  *
  *   node bench/big-answer.ts [--reps 2] [--mib 30] [--backend openai,anthropic] [--surface chat,messages,responses]
- *                            [--shape idle,text,args,many] [--stream] [--prof DIR] [--env NAME=VALUE]…
+ *                            [--shape idle,text,args,many] [--stream] [--prof DIR] [--node-args "--trace-gc"] [--env NAME=VALUE]…
  *
  * Shapes: `text` one huge text; `args` a tool call whose arguments hold ~15M tiny values (from an
  * OpenAI-compatible server a JSON string, from Anthropic an `input` object); `many` ~1M tiny
@@ -38,6 +38,7 @@ const { values } = parseArgs({
     shape: { type: "string", default: "idle,text,args,many" },
     stream: { type: "boolean", default: false },
     prof: { type: "string" },
+    "node-args": { type: "string", default: "" },
     env: { type: "string", multiple: true, default: [] }
   }
 })
@@ -206,7 +207,11 @@ const gateway = await startGateway({
   adminToken: randomToken(),
   logDir,
   cpu: 0,
-  nodeArgs: [...LOOP_PROBE, ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : [])],
+  nodeArgs: [
+    ...LOOP_PROBE,
+    ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
+    ...values["node-args"].split(" ").filter((arg) => arg !== "")
+  ],
   env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...extraEnv }
 })
 console.log(`logs: ${logDir}`)

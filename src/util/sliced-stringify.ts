@@ -34,8 +34,8 @@ export interface ChunkedBody {
   readonly bytes: number
 }
 
-/** Whether `value` is over LARGE_WIRE_UNITS characters; stops as soon as it is. */
-export const isLarge = (value: unknown): boolean => {
+/** Whether `value` is over `limit` characters (LARGE_WIRE_UNITS by default); stops as soon as it is. */
+export const isLarge = (value: unknown, limit: number = LARGE_WIRE_UNITS): boolean => {
   const stack: Array<unknown> = [value]
   let units = 0
   while (stack.length > 0) {
@@ -46,7 +46,7 @@ export const isLarge = (value: unknown): boolean => {
       else for (const key in current) stack.push((current as Record<string, unknown>)[key])
     }
     units += 4
-    if (units > LARGE_WIRE_UNITS) return true
+    if (units > limit) return true
   }
   return false
 }

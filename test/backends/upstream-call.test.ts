@@ -7,10 +7,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
+import { Effect } from "effect"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RELEASED_BODY_CHARS, requestBody, sendable } from "../../src/backends/upstream/upstream-body.ts"
-import { bodyText, callStreamed, callWhole, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
+import { bodyText, callStreamed, callWhole, errorText, MAX_ANSWER_VALUES, parseWholeJson, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
+import { LARGE_BODY_BYTES } from "../../src/util/json-limits.ts"
 import { exposedGc } from "../support/gc.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
@@ -289,5 +291,52 @@ describe("a call's request body", () => {
     } finally {
       await holdPool.destroy()
     }
+  })
+})
+
+describe("a whole answer's JSON (parseWholeJson, errorText)", () => {
+  /** An answer as `callWhole` gives it: the text's bytes cut into chunks of `size`. */
+  const answerOf = (text: string, size = 7_001) => {
+    const bytes = Buffer.from(text)
+    const chunks: Array<Buffer> = []
+    for (let at = 0; at < bytes.length; at += size) chunks.push(bytes.subarray(at, at + size))
+    return { status: 200, headers: {}, chunks, bytes: bytes.length }
+  }
+
+  it("parses a large answer in slices, yielding to the event loop, to what JSON.parse makes", async () => {
+    // Multi-byte characters cut across chunks, and enough values to take several slices.
+    const value = { id: "x", items: Array.from({ length: 60_000 }, (_, i) => ({ i, s: `é😀${i}` })) }
+    const text = JSON.stringify(value)
+    expect(text.length).toBeGreaterThan(LARGE_BODY_BYTES)
+    let turns = 0
+    const tick = setInterval(() => turns++, 0)
+    try {
+      expect(await Effect.runPromise(parseWholeJson(answerOf(text)))).toEqual(value)
+    } finally {
+      clearInterval(tick)
+    }
+    expect(turns).toBeGreaterThan(0)
+    // A small one at once, the same value.
+    expect(await Effect.runPromise(parseWholeJson(answerOf(`{"a":[1,"é"]}`, 3)))).toEqual({ a: [1, "é"] })
+  })
+
+  it("refuses a body that is not JSON, and one of more values than any answer holds, as 502s", async () => {
+    const refusal = (text: string) => Effect.runPromise(Effect.flip(parseWholeJson(answerOf(text))))
+    for (const text of ["", "   ", `{"a":`, "x".repeat(LARGE_BODY_BYTES + 1), `{"a":"${"b".repeat(LARGE_BODY_BYTES)}"`]) {
+      expect(await refusal(text)).toMatchObject({ status: 502, message: "The upstream answered with a body that is not JSON" })
+    }
+    const many = `[${new Array(MAX_ANSWER_VALUES + 1).fill("0").join(",")}]`
+    expect(await refusal(many)).toMatchObject({ status: 502, message: `The upstream's answer holds more than ${MAX_ANSWER_VALUES} JSON values` })
+    // At the limit it is taken.
+    const atLimit = `[${new Array(MAX_ANSWER_VALUES - 1).fill("0").join(",")}]`
+    expect(await Effect.runPromise(Effect.map(parseWholeJson(answerOf(atLimit, 65_536)), (v) => (v as Array<number>).length))).toBe(MAX_ANSWER_VALUES - 1)
+  })
+
+  it("reads only the head of a large error body", () => {
+    const message = `{"error":{"message":"slow down"}}`
+    expect(errorText(answerOf(message))).toBe(message)
+    const huge = errorText(answerOf(`${message}${" ".repeat(1 << 20)}`))
+    expect(huge.startsWith(message)).toBe(true)
+    expect(huge.length).toBe(64 * 1024)
   })
 })

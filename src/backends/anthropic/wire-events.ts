@@ -15,6 +15,8 @@ import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.
 import { makeUsage, MAX_REPORTED_TOKENS, reportedTokens } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type SseEvent, sseEvents } from "../upstream/sse.ts"
+import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
+import { isLarge } from "../../util/sliced-stringify.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
 import { isTooDeep } from "../../util/json-limits.ts"
 
@@ -133,8 +135,10 @@ class Translator implements UpstreamTranslator {
   #finalUsage: WireUsage = {}
   #stop: { reason: StopReason; sequence?: string } = { reason: "end_turn" }
   /** The open block: upstream index → canonical index and type. */
-  #open: { upstream: number; index: number; type: BlockStart["type"] } | undefined = undefined
+  #open: { upstream: number; index: number; type: BlockStart["type"]; inputChars: number } | undefined = undefined
   #nextIndex = 0
+  /** Blocks the upstream started, server tool blocks (skipped) included: at most MAX_ANSWER_BLOCKS. */
+  #blocks = 0
   /** Thinking text, kept for `unreportedThinking` (as a few flat runs: `TextPieces`). */
   readonly #thinking = new TextPieces()
 
@@ -163,7 +167,7 @@ class Translator implements UpstreamTranslator {
     })
   }
 
-  private delta(event: WireEvent): Array<CanonicalEvent> {
+  private delta(event: WireEvent): Array<CanonicalEvent> | BackendError {
     const d = event.delta
     const open = this.#open
     if (open === undefined || event.index !== open.upstream || typeof d !== "object" || d === null) return []
@@ -184,7 +188,10 @@ class Translator implements UpstreamTranslator {
     }
     if (d.type === "input_json_delta" && type === "tool_use") {
       const partialJson = textOf(d.partial_json)
-      return partialJson === undefined ? [] : [{ type: "tool_input_delta", index, partialJson }]
+      if (partialJson === undefined) return []
+      open.inputChars += partialJson.length
+      if (open.inputChars > MAX_TOOL_INPUT_CHARS) return toolInputTooLong()
+      return [{ type: "tool_input_delta", index, partialJson }]
     }
     return [] // citations and other deltas have no canonical form
   }
@@ -206,12 +213,15 @@ class Translator implements UpstreamTranslator {
     if (!this.#started) return protocolError(`${event.type} before message_start`)
     switch (event.type) {
       case "content_block_start": {
+        if (++this.#blocks > MAX_ANSWER_BLOCKS) return tooManyBlocks()
         const closed = this.closeOpen()
         const block = event.content_block ?? {}
         const start = canonicalStart(block)
         if (start === undefined) return closed // a server tool block: skipped, not numbered
+        // An input the block carries (a whole answer's): measured before it is serialized.
+        if (start.type === "tool_use" && isLarge(block.input, MAX_TOOL_INPUT_CHARS)) return toolInputTooLong()
         const index = this.#nextIndex++
-        this.#open = { upstream: event.index ?? -1, index, type: start.type }
+        this.#open = { upstream: event.index ?? -1, index, type: start.type, inputChars: 0 }
         return [...closed, { type: "block_start", index, block: start }, ...initialDeltas(index, block)]
       }
       case "content_block_delta":
@@ -298,7 +308,8 @@ export const messageAsEvents = (body: unknown): ReadonlyArray<unknown> => {
   const message = body as { type?: unknown; content?: unknown; usage?: unknown; stop_reason?: unknown; stop_sequence?: unknown; error?: unknown }
   if (message === null || typeof message !== "object") return [body]
   if (message.type === "error") return [message]
-  const content = Array.isArray(message.content) ? message.content : []
+  // One block past the limit is enough for the translator to refuse the answer: the rest are not copied.
+  const content = Array.isArray(message.content) ? message.content.slice(0, MAX_ANSWER_BLOCKS + 1) : []
   return [
     { type: "message_start", message: { usage: message.usage ?? {} } },
     ...content.flatMap((block, index) => [

@@ -30,6 +30,7 @@ import { makeUsage, reportedTokens } from "../../model/usage.ts"
 import type { BackendError } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
+import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
 
 export interface ChunkParserOptions {
   /** Catalog id reported in `message_start`. */
@@ -64,6 +65,8 @@ interface ToolCallState {
   id: string | undefined
   name: string | undefined
   args: string
+  /** Its arguments' length so far (what `args` held, and what went out since it was opened). */
+  chars: number
   state: "pending" | "open" | "closed"
   block: number
 }
@@ -160,6 +163,7 @@ class ChunkParserImpl implements ChunkParser {
   private appendText(kind: "text" | "thinking", text: string, events: Array<CanonicalEvent>) {
     if (this.open?.kind !== kind) {
       this.close(events)
+      if (this.nextBlock >= MAX_ANSWER_BLOCKS) throw tooManyBlocks()
       const block = this.nextBlock++
       this.open = { kind, block }
       events.push({ type: "block_start", index: block, block: { type: kind } })
@@ -186,6 +190,7 @@ class ChunkParserImpl implements ChunkParser {
     this.unnamedCalls--
     this.unnamedChars -= call.args.length
     this.close(events)
+    if (this.nextBlock >= MAX_ANSWER_BLOCKS) throw tooManyBlocks()
     call.state = "open"
     call.block = this.nextBlock++
     call.id ??= `call_${randomBytes(12).toString("hex")}`
@@ -200,7 +205,7 @@ class ChunkParserImpl implements ChunkParser {
     let call = calls.get(key)
     if (call === undefined) {
       if (this.unnamedCalls >= MAX_UNNAMED_CALLS) throw broken(`the upstream started more than ${MAX_UNNAMED_CALLS} tool calls without their names`)
-      call = { id: undefined, name: undefined, args: "", state: "pending", block: -1 }
+      call = { id: undefined, name: undefined, args: "", chars: 0, state: "pending", block: -1 }
       calls.set(key, call)
       this.unnamedCalls++
     }
@@ -210,6 +215,8 @@ class ChunkParserImpl implements ChunkParser {
     const name = text(fn.name)
     if (name !== undefined && name !== "") call.name ??= name
     const args = text(fn.arguments) ?? ""
+    call.chars += args.length
+    if (call.chars > MAX_TOOL_INPUT_CHARS) throw toolInputTooLong()
     if (args !== "") this.keep(args)
     if (call.state === "closed") throw broken("the upstream interleaved the fragments of several tool calls")
     if (call.state === "open") {
@@ -307,13 +314,15 @@ export const completionAsChunk = (body: unknown): unknown => {
   if (body === null || typeof body !== "object") return body
   const completion = body as { choices?: unknown; error?: unknown }
   if (!Array.isArray(completion.choices)) return completion
+  // Only the first choice is read (`pushChunk`): the others are not copied.
+  const first: unknown = completion.choices.find((raw: unknown) => (wire(raw).index ?? 0) === 0)
   return {
     ...completion,
-    choices: completion.choices.map((raw: unknown) => {
+    choices: (first === undefined ? [] : [first]).map((raw: unknown) => {
       const choice = wire(raw)
       const message = wire(choice.message)
       const toolCalls = Array.isArray(message.tool_calls)
-        ? message.tool_calls.map((call: unknown, index: number) => ({ index, ...wire(call) }))
+        ? message.tool_calls.slice(0, MAX_ANSWER_BLOCKS + 1).map((call: unknown, index: number) => ({ index, ...wire(call) }))
         : undefined
       return { index: choice.index ?? 0, delta: { ...message, ...(toolCalls === undefined ? {} : { tool_calls: toolCalls }) }, finish_reason: choice.finish_reason ?? null }
     })

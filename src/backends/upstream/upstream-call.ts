@@ -21,6 +21,7 @@ import { Effect } from "effect"
 import { type BackendError, backendErrorFromStatus } from "../backend.ts"
 import { LARGE_BODY_BYTES } from "../../util/json-limits.ts"
 import { slicedJsonParser } from "../../util/sliced-json.ts"
+import { InvalidRequest } from "../../errors.ts"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Readable } from "node:stream"
 import type { Dispatcher } from "undici"
@@ -69,12 +70,22 @@ export const errorText = (answer: WholeResponse): string => {
 export const notJson = () => backendErrorFromStatus(502, "The upstream answered with a body that is not JSON")
 
 /**
+ * The most JSON values a whole answer may hold: far above what a model answers (a long answer with
+ * `logprobs` and 20 alternatives per token for 8k tokens is ~0.7M), and what bounds the value the
+ * parse builds. Built from a 30 MiB answer of tiny values (15M of them), that value alone made
+ * V8's full collections pause the event loop 2–3 s on a slow VM, however the parse was sliced.
+ */
+export const MAX_ANSWER_VALUES = 1_000_000
+const tooManyValues = () => backendErrorFromStatus(502, `The upstream's answer holds more than ${MAX_ANSWER_VALUES} JSON values`)
+
+/**
  * A whole answer's JSON value. A small one (up to `LARGE_BODY_BYTES`, as for request bodies) is
  * `JSON.parse`d at once; a large one is parsed in slices that yield to the event loop
  * (`util/sliced-json.ts`), from its chunks as they arrived, with no copy of the whole: `JSON.parse`
  * of a 30 MiB answer of tiny values (a `logprobs` list) held every other client for 1.3–1.5 s on a
- * slow VM. No limit on depth or values here: the answer is read by fields, and what is passed on
- * is bounded where it is taken (tool inputs, blocks).
+ * slow VM. No limit on depth here (the parser keeps its own stack; what is passed on is bounded
+ * where it is taken: tool inputs, blocks); at most `MAX_ANSWER_VALUES` values. A small answer is
+ * within both by its size.
  */
 export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, BackendError> => {
   if (answer.bytes <= LARGE_BODY_BYTES) {
@@ -85,11 +96,19 @@ export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, Ba
     }
   }
   return Effect.suspend(() => {
-    const parser = slicedJsonParser({ maxDepth: Number.POSITIVE_INFINITY, maxValues: Number.POSITIVE_INFINITY })
+    let tooMany = false
+    const parser = slicedJsonParser({
+      maxDepth: Number.POSITIVE_INFINITY,
+      maxValues: MAX_ANSWER_VALUES,
+      tooMany: () => {
+        tooMany = true
+        return new InvalidRequest({ message: "too many values" })
+      }
+    })
     return Effect.forEach(answer.chunks, parser.feed, { discard: true }).pipe(
       Effect.andThen(parser.end()),
       Effect.flatMap((value) => value === undefined ? Effect.fail(notJson()) : Effect.succeed(value)),
-      Effect.catchTag("InvalidRequest", () => Effect.fail(notJson()))
+      Effect.catchTag("InvalidRequest", () => Effect.fail(tooMany ? tooManyValues() : notJson()))
     )
   })
 }

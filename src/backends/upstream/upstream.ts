@@ -62,6 +62,26 @@ const header = (headers: Headers, name: string): string | undefined => {
 }
 
 /**
+ * The most content blocks (text, thinking, tool calls, server tool blocks) one answer may have.
+ * Real answers have a few (a few hundred with many citations); a million tiny blocks from a broken
+ * or hostile upstream held every other client for 5–18 s on a slow VM, and made a 30 MiB answer
+ * 200 MB of Responses output. Past it the answer is a 502.
+ */
+export const MAX_ANSWER_BLOCKS = 4_096
+
+/**
+ * The longest tool-call input taken from an upstream, in characters of its JSON text (for an input
+ * that comes as an object, `isLarge`'s count: its strings' characters and 4 per value). It is far
+ * above what a model's output limit lets it write (128k tokens is ~0.5 MB); every pass over it
+ * (parse, serialize, count) runs at once, and 2 MiB of tiny values is ~100 ms of work on a slow VM —
+ * 30 MiB held every other client for 1.6–3 s. Past it the answer is a 502.
+ */
+export const MAX_TOOL_INPUT_CHARS = 2 * 1024 * 1024
+
+export const tooManyBlocks = () => backendErrorFromStatus(502, `The upstream's answer has more than ${MAX_ANSWER_BLOCKS} content blocks`)
+export const toolInputTooLong = () => backendErrorFromStatus(502, `The upstream sent a tool call whose input is longer than ${MAX_TOOL_INPUT_CHARS} characters`)
+
+/**
  * The longest wait an upstream's `retry-after` is taken for (a day): what it asks beyond is read as
  * a day. The wait is passed on to the client as a whole number of seconds, and `1e300` (or a date
  * centuries ahead) is none a client can use — it made the answer's own error fail to build (a 500).

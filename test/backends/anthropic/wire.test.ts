@@ -5,8 +5,8 @@
 import { describe, expect, it } from "vitest"
 import { messagesUrl } from "../../../src/backends/anthropic/index.ts"
 import { type SseEvent, sseEvents } from "../../../src/backends/upstream/sse.ts"
-import { errorFromResponse, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
-import { translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
+import { errorFromResponse, MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
+import { messageAsEvents, translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
 import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
 import { collect } from "../../../src/model/events.ts"
@@ -147,6 +147,38 @@ describe("upstream event translation", () => {
     ]
     for (const [text, expected] of cases) expect(translateMessagesSse(text, "m").error).toMatchObject(expected)
     expect(translateMessagesSse("event: ping\ndata:\n\n" + sse(start(), ...stop("end_turn")), "m").error).toBeUndefined()
+  })
+
+  it("takes at most MAX_ANSWER_BLOCKS blocks and MAX_TOOL_INPUT_CHARS of a tool's input, streamed or whole", () => {
+    const text = (index: number) => [
+      { type: "content_block_start", index, content_block: { type: "text", text: "" } },
+      { type: "content_block_stop", index }
+    ]
+    const blocks = (n: number) => Array.from({ length: n }, (_, i) => text(i)).flat()
+    expect(translateMessagesSse(sse(start(), ...blocks(MAX_ANSWER_BLOCKS), ...stop("end_turn")), "m").error).toBeUndefined()
+    expect(translateMessagesSse(sse(start(), ...blocks(MAX_ANSWER_BLOCKS + 1), ...stop("end_turn")), "m").error)
+      .toMatchObject({ status: 502, message: `The upstream's answer has more than ${MAX_ANSWER_BLOCKS} content blocks` })
+    // Server tool blocks count too (they are skipped, not free).
+    const server = Array.from({ length: MAX_ANSWER_BLOCKS }, (_, i) => [
+      { type: "content_block_start", index: i, content_block: { type: "server_tool_use", id: `s${i}`, name: "web_search", input: {} } },
+      { type: "content_block_stop", index: i }
+    ]).flat()
+    expect(translateMessagesSse(sse(start(), ...server, ...text(MAX_ANSWER_BLOCKS), ...stop("end_turn")), "m").error).toMatchObject({ status: 502 })
+    // A whole answer of a million blocks: refused, and its blocks are not all expanded first.
+    const whole = { type: "message", content: new Array(1_000_000).fill({ type: "text", text: "a" }), stop_reason: "end_turn", usage: { input_tokens: 1, output_tokens: 1 } }
+    expect(messageAsEvents(whole).length).toBeLessThan(2 * MAX_ANSWER_BLOCKS + 8)
+    // A tool's input: in pieces up to the limit, then past it; and whole, as an object.
+    const tool = { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "t", name: "f", input: {} } }
+    const piece = (json: string) => ({ type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: json } })
+    const long = `{"v":"${"x".repeat(MAX_TOOL_INPUT_CHARS - 8)}"}`
+    expect(long.length).toBe(MAX_TOOL_INPUT_CHARS)
+    const taken = translateMessagesSse(sse(start(), tool, piece(long.slice(0, 1000)), piece(long.slice(1000)), { type: "content_block_stop", index: 0 }, ...stop("tool_use")), "m")
+    expect(taken.error).toBeUndefined()
+    expect(collect(taken.events).content[0]).toMatchObject({ type: "tool_use", input: { v: "x".repeat(MAX_TOOL_INPUT_CHARS - 8) } })
+    expect(translateMessagesSse(sse(start(), tool, piece(long), piece("x"), ...stop("tool_use")), "m").error)
+      .toMatchObject({ status: 502, message: `The upstream sent a tool call whose input is longer than ${MAX_TOOL_INPUT_CHARS} characters` })
+    const bigInput = { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "t", name: "f", input: { v: "x".repeat(MAX_TOOL_INPUT_CHARS) } } }
+    expect(translateMessagesSse(sse(start(), bigInput, { type: "content_block_stop", index: 0 }, ...stop("tool_use")), "m").error).toMatchObject({ status: 502 })
   })
 })
 

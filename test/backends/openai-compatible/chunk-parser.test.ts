@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest"
 import { BackendError } from "../../../src/backends/backend.ts"
 import { completionAsChunk, makeChunkParser, MAX_UNNAMED_ARGS_CHARS, MAX_UNNAMED_CALLS } from "../../../src/backends/openai-compatible/chunk-parser.ts"
 import { ssePayloads } from "../../../src/backends/upstream/sse.ts"
+import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS } from "../../../src/backends/upstream/upstream.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
 import { chatDialect } from "../../../src/dialects/chat/index.ts"
 import { userMessage } from "../../../src/model/content.ts"
@@ -183,6 +184,35 @@ describe("chunk parser", () => {
     }))
     expect(whole.find((e) => e.type === "block_start")).toMatchObject({ block: { type: "tool_use", name: "f" } })
     expect(whole.filter((e) => e.type === "tool_input_delta").map((e) => e.type === "tool_input_delta" ? e.partialJson : "").join("")).toBe(long)
+  })
+
+  it("takes at most MAX_ANSWER_BLOCKS blocks and MAX_TOOL_INPUT_CHARS of a call's arguments, streamed or whole", () => {
+    const completion = (toolCalls: ReadonlyArray<unknown>) => completionAsChunk({
+      choices: [{ index: 0, message: { role: "assistant", content: "hi", tool_calls: toolCalls }, finish_reason: "tool_calls" }]
+    })
+    const calls = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `c${i}`, type: "function", function: { name: "f", arguments: "{}" } }))
+    // The text is one block: MAX_ANSWER_BLOCKS - 1 calls beside it fit, one more does not.
+    const fits = makeChunkParser(parserOptions)
+    expect(fits.end(fits.pushChunk(completion(calls(MAX_ANSWER_BLOCKS - 1)))).filter((e) => e.type === "block_start")).toHaveLength(MAX_ANSWER_BLOCKS)
+    expect(failure(() => makeChunkParser(parserOptions).pushChunk(completion(calls(MAX_ANSWER_BLOCKS)))))
+      .toMatchObject({ status: 502, message: `The upstream's answer has more than ${MAX_ANSWER_BLOCKS} content blocks` })
+    // A million calls are not all copied first: only one past the limit is.
+    expect((completion(calls(1_000_000)) as { choices: Array<{ delta: { tool_calls: Array<unknown> } }> }).choices[0]!.delta.tool_calls).toHaveLength(MAX_ANSWER_BLOCKS + 1)
+    // Arguments: whole, at the limit and past it; streamed, past it over many fragments.
+    const args = (n: number) => `{"v":"${"x".repeat(n - 8)}"}`
+    expect(args(MAX_TOOL_INPUT_CHARS)).toHaveLength(MAX_TOOL_INPUT_CHARS)
+    const whole = (text: string) => makeChunkParser(parserOptions).pushChunk(completion([{ id: "c", type: "function", function: { name: "f", arguments: text } }]))
+    expect(whole(args(MAX_TOOL_INPUT_CHARS)).some((e) => e.type === "tool_input_delta")).toBe(true)
+    const tooLong = { status: 502, message: `The upstream sent a tool call whose input is longer than ${MAX_TOOL_INPUT_CHARS} characters` }
+    expect(failure(() => whole(args(MAX_TOOL_INPUT_CHARS + 1)))).toMatchObject(tooLong)
+    const streamed = makeChunkParser(parserOptions)
+    streamed.push(JSON.stringify(upstreamChunk({ tool_calls: [{ index: 0, id: "c", function: { name: "f", arguments: "" } }] })))
+    const piece = "x".repeat(64 * 1024)
+    let sent = 0
+    expect(failure(() => {
+      for (; sent < 1_000; sent++) streamed.push(JSON.stringify(upstreamChunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] })))
+    })).toMatchObject(tooLong)
+    expect(sent).toBe(MAX_TOOL_INPUT_CHARS / piece.length)
   })
 
   it("surfaces reasoning_content as thinking only when visible reasoning was asked", () => {
