@@ -144,9 +144,10 @@ const upstreamServer = createServer((request: IncomingMessage, response: ServerR
     const streamed = /"stream"\s*:\s*true/.test(body)
     const answer = current
     if (answer === undefined || body.includes(`"hi"`)) {
-      const small = request.url!.includes("/messages") ? anthropicSmall : openaiSmall
-      response.writeHead(200, { "content-type": "application/json" })
-      return response.end(streamed ? small.events.map((e) => `data: ${e}\n\n`).join("") : small.whole)
+      const anthropic = request.url!.includes("/messages")
+      const small = anthropic ? anthropicSmall : openaiSmall
+      response.writeHead(200, { "content-type": streamed ? "text/event-stream" : "application/json" })
+      return response.end(streamed ? small.events.map((e) => anthropic ? `${e}\n\n` : `data: ${e}\n\n`).join("") : small.whole)
     }
     if (!streamed) {
       response.writeHead(200, { "content-type": "application/json" })
@@ -160,11 +161,20 @@ const upstreamServer = createServer((request: IncomingMessage, response: ServerR
 })
 const openaiSmall: Answer = {
   whole: `{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,"model":"fixed","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`,
-  events: []
+  events: [
+    `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":"fixed","choices":[{"index":0,"delta":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`,
+    "[DONE]"
+  ]
 }
 const anthropicSmall: Answer = {
   whole: `{"id":"msg_1","type":"message","role":"assistant","model":"fixed","stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1},"content":[{"type":"text","text":"hello"}]}`,
-  events: []
+  events: [
+    `event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"fixed","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}`,
+    `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":"hello"}}`,
+    `event: content_block_stop\ndata: {"type":"content_block_stop","index":0}`,
+    `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":1}}`,
+    `event: message_stop\ndata: {"type":"message_stop"}`
+  ]
 }
 
 const extraEnv = Object.fromEntries(values.env.map((pair) => {

@@ -20,6 +20,7 @@ import type * as Pull from "effect/Pull"
 import type { CanonicalEvent } from "../model/events.ts"
 import { type BackendError, backendErrorFromStatus } from "./backend.ts"
 import { connectionError, UPSTREAM_TIMEOUT_MS } from "./upstream/upstream.ts"
+import { runInSlices } from "../util/slices.ts"
 import type { BodyRead, StreamedBody } from "./upstream/upstream-call.ts"
 
 /** What one read (or the end) of the body completed. */
@@ -47,6 +48,39 @@ const isNonEmpty = <A>(as: ReadonlyArray<A>): as is NonEmptyReadonlyArray<A> => 
 
 export const decodeBody = (body: StreamedBody, decoder: BodyDecoder, noProgressMs = UPSTREAM_TIMEOUT_MS): Stream.Stream<CanonicalEvent, BackendError> =>
   Stream.fromPull(Effect.sync(() => new BodyEvents(body, decoder, noProgressMs).pull))
+
+/** The most of a whole answer's bytes fed to its decoder at once (as a socket's read gives them). */
+const WHOLE_PIECE_BYTES = 64 * 1024
+
+/**
+ * A whole answer that came as SSE (an upstream that streams whatever `stream` says), already read:
+ * decoded as a stream's reads are, by the same decoder, a piece at a time with a pause for the
+ * event loop whenever the work has run a slice (`runInSlices`) — decoded at once, 30 MiB of small
+ * events held every other client for a second or more. The first error fails it; the answer's
+ * events are completed by `finish`, as a stream's last read is.
+ */
+export const decodeWhole = (chunks: ReadonlyArray<Uint8Array>, decoder: BodyDecoder): Effect.Effect<ReadonlyArray<CanonicalEvent>, BackendError> =>
+  Effect.flatMap(runInSlices(wholeSteps(chunks, decoder)), ({ events, error }) => {
+    if (error !== undefined) return Effect.fail(error)
+    const finish = decoder.finish
+    return finish === undefined || events.at(-1)?.type !== "message_stop" ? Effect.succeed(events) : finish(events)
+  })
+
+function* wholeSteps(chunks: ReadonlyArray<Uint8Array>, decoder: BodyDecoder): Generator<void, DecodeStep> {
+  const events: Array<CanonicalEvent> = []
+  const take = (step: DecodeStep) => {
+    for (const event of step.events) events.push(event)
+    return step.error
+  }
+  for (const chunk of chunks) {
+    for (let at = 0; at < chunk.length; at += WHOLE_PIECE_BYTES) {
+      const error = take(decoder.feed(chunk.subarray(at, at + WHOLE_PIECE_BYTES)))
+      if (error !== undefined) return { events, error }
+      yield
+    }
+  }
+  return { events, error: take(decoder.end()) }
+}
 
 /**
  * One body's decoding, as one object with its steps as methods: an open stream holds it for as

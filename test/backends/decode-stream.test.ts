@@ -8,11 +8,12 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { BackendError } from "../../src/backends/backend.ts"
-import { type BodyDecoder, decodeBody } from "../../src/backends/decode-stream.ts"
+import { BackendError, backendErrorFromStatus } from "../../src/backends/backend.ts"
+import { type BodyDecoder, decodeBody, decodeWhole } from "../../src/backends/decode-stream.ts"
 import { callStreamed } from "../../src/backends/upstream/upstream-call.ts"
 import { ssePayloads } from "../../src/backends/upstream/sse.ts"
 import type { CanonicalEvent } from "../../src/model/events.ts"
+import { makeUsage } from "../../src/model/usage.ts"
 
 let server: Server
 let pool: Pool
@@ -66,5 +67,50 @@ describe("decodeBody", () => {
     // 30 events at one per 20 ms: ~600 ms in all, twice the deadline, each pull served in time.
     const events = await Effect.runPromise(Effect.scoped(Effect.flatMap(stream("/events", 300), (s) => Stream.runCollect(Stream.take(s, 30)))))
     expect(events).toHaveLength(30)
+  })
+})
+
+describe("decodeWhole (a whole answer that came as SSE)", () => {
+  const text = (index: number, t: string): CanonicalEvent => ({ type: "text_delta", index, text: t })
+
+  it("feeds the decoder 64 KiB at a time, yielding to the event loop between slices, and finishes the answer", async () => {
+    let turns = 0
+    const turnsAtFeed: Array<number> = []
+    const fed: Array<number> = []
+    const decoder: BodyDecoder = {
+      feed: (bytes) => {
+        fed.push(bytes.length)
+        turnsAtFeed.push(turns)
+        // Each piece is a slice's worth of work (SLICE_MS is 2): a yield must follow it.
+        for (const until = performance.now() + 3; performance.now() < until;);
+        return { events: [text(0, "a")] }
+      },
+      end: () => ({ events: [{ type: "message_stop", stopReason: "end_turn", usage: makeUsage({ outputTokens: 1 }) }] }),
+      finish: (events) => Effect.succeed([...events.slice(0, -1), { type: "message_stop", stopReason: "end_turn", usage: makeUsage({ outputTokens: 9 }) }])
+    }
+    // Counts the event loop's turns (a check phase each) until the decode is done.
+    let done = false
+    const counter = () => setImmediate(() => {
+      turns++
+      if (!done) counter()
+    })
+    counter()
+    const events = await Effect.runPromise(decodeWhole([new Uint8Array(100 * 1024), new Uint8Array(150 * 1024)], decoder)).finally(() => (done = true))
+    expect(fed).toEqual([65_536, 36_864, 65_536, 65_536, 22_528])
+    // The loop turned between every two pieces.
+    for (let i = 1; i < turnsAtFeed.length; i++) expect(turnsAtFeed[i]).toBeGreaterThan(turnsAtFeed[i - 1]!)
+    expect(events).toHaveLength(6)
+    expect(events.at(-1)).toMatchObject({ type: "message_stop", usage: { outputTokens: 9 } })
+  })
+
+  it("fails with the first error, after no further piece", async () => {
+    let fed = 0
+    const decoder: BodyDecoder = {
+      feed: () => (++fed === 2 ? { events: [], error: backendErrorFromStatus(502, "broken") } : { events: [] }),
+      end: () => ({ events: [] })
+    }
+    const failed = await Effect.runPromise(Effect.flip(decodeWhole([new Uint8Array(300 * 1024)], decoder)))
+    expect(failed).toMatchObject({ status: 502, message: "broken" })
+    expect(fed).toBe(2)
   })
 })

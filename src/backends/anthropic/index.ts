@@ -16,7 +16,7 @@ import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type SseEvent, sseEvents, SseLineTooLong, type SseReader } from "../upstream/sse.ts"
-import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
+import { type BodyDecoder, decodeBody, type DecodeStep, decodeWhole } from "../decode-stream.ts"
 import { connectionError, errorFromResponse, makeUpstreamPools } from "../upstream/upstream.ts"
 import type { TranslateStep, UpstreamTranslator } from "./wire-events.ts"
 import { makeUpstreamTranslator, messageAsEvents } from "./wire-events.ts"
@@ -24,7 +24,7 @@ import { wireRequest } from "./wire-request.ts"
 import { isLarge, jsonTextInSlices } from "../../util/sliced-stringify.ts"
 import { runInSlices } from "../../util/slices.ts"
 import { requestBody, sendable, upstreamBody } from "../upstream/upstream-body.ts"
-import { bodyText, callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
 import { traceHeadersOf } from "../../observability/tracing.ts"
 import { emptyKeepingCapacity } from "../../util/arrays.ts"
 import { acquireInterruptible, unwrapPlain } from "../../util/scoped.ts"
@@ -176,18 +176,17 @@ export const makeAnthropicBackend = (): AnthropicBackend => {
       }).pipe(Effect.flatMap((answer) => {
         const { status, headers } = answer
         if (status < 200 || status >= 300) return Effect.fail(errorFromResponse(status, headers, errorText(answer), placement))
-        const translator = makeUpstreamTranslator(placement.modelId)
-        const translate = (steps: ReadonlyArray<TranslateStep>) => {
+        // An upstream that streams whatever `stream` says: decoded as a stream's reads are (in slices).
+        if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.map(decodeWhole(answer.chunks, new MessagesDecoder(placement.modelId)), collect)
+        return Effect.flatMap(parseWholeJson(answer), (body) => {
+          const translator = makeUpstreamTranslator(placement.modelId)
           const events: Array<CanonicalEvent> = []
-          for (const step of [...steps, translator.end()]) {
-            events.push(...step.events)
+          for (const step of [...messageAsEvents(body).map((event) => translator.pushEvent(event)), translator.end()]) {
+            for (const event of step.events) events.push(event)
             if (step.error !== undefined) return Effect.fail(step.error)
           }
           return Effect.map(withThinking(translator)(events), collect)
-        }
-        // An upstream that streams whatever `stream` says: decoded like a stream.
-        if (String(headers["content-type"] ?? "").includes("text/event-stream")) return translate([translateRead(translator, sseEvents(), bodyText(answer), true)])
-        return Effect.flatMap(parseWholeJson(answer), (body) => translate(messageAsEvents(body).map((event) => translator.pushEvent(event))))
+        })
       }))
     }))
 

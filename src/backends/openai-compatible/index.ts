@@ -18,7 +18,7 @@ import { type CanonicalEvent, type CanonicalResponse, collect } from "../../mode
 import type { CanonicalRequest } from "../../model/request.ts"
 import type { Backend, PlacementRuntime } from "../backend.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
-import { type BodyDecoder, decodeBody, type DecodeStep } from "../decode-stream.ts"
+import { type BodyDecoder, decodeBody, type DecodeStep, decodeWhole } from "../decode-stream.ts"
 import { type ChunkParser, completionAsChunk, makeChunkParser } from "./chunk-parser.ts"
 import { ssePayloads } from "../upstream/sse.ts"
 import { makeUpstreamPools, scrubError } from "../upstream/upstream.ts"
@@ -112,23 +112,21 @@ export const makeOpenAICompatibleBackend = (): OpenAICompatibleBackend => {
   const complete = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<CanonicalResponse, BackendError> =>
     Effect.flatMap(prepare(request, placement, false), (call) => {
       const parser = parserFor(request, placement)
+      const finish = withUsage(request, parser, placement)
       return postForWhole(pools, call).pipe(
         Effect.flatMap((answer) =>
-          Effect.try({
-            try: () => {
-              const events: Array<CanonicalEvent> = []
-              if (answer.kind === "json") events.push(...parser.pushChunk(completionAsChunk(answer.body)))
-              else {
-                const sse = ssePayloads()
-                for (const data of [...sse.feed(answer.text), ...sse.end()]) events.push(...parser.push(data))
-              }
-              events.push(...parser.end())
-              return events
-            },
-            catch: asBackendError
-          })
+          // SSE bytes: decoded as a stream's reads are (in slices), by the stream's decoder.
+          answer.kind === "sse" ? decodeWhole(answer.chunks, new ChunksDecoder(parser, placement, finish)) : Effect.flatMap(
+            Effect.try({
+              try: () => {
+                const events = parser.pushChunk(completionAsChunk(answer.body))
+                return parser.end(events)
+              },
+              catch: asBackendError
+            }),
+            finish
+          )
         ),
-        Effect.flatMap(withUsage(request, parser, placement)),
         Effect.map((events) => collect(events)),
         Effect.mapError(scrubError(placement))
       )

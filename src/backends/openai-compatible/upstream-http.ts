@@ -10,7 +10,7 @@ import { traceHeadersOf } from "../../observability/tracing.ts"
 import { connectionError, errorFromResponse, type UpstreamPools } from "../upstream/upstream.ts"
 import { acquireInterruptible } from "../../util/scoped.ts"
 import { requestBody, type SendableBody } from "../upstream/upstream-body.ts"
-import { bodyText, callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
+import { callStreamed, callWhole, destroyBody, errorText, parseWholeJson, type StreamedBody } from "../upstream/upstream-call.ts"
 
 /**
  * A non-2xx answer from an OpenAI-compatible upstream. The upstream model name in its message is
@@ -35,13 +35,13 @@ const requestHeaders = (call: UpstreamCall, accept: string, trace: Readonly<Reco
   ...(call.target.apiKey === undefined || call.target.apiKey === "" ? {} : { authorization: `Bearer ${call.target.apiKey}` })
 })
 
-/** A non-streamed answer: a JSON completion, or (from an upstream that streams regardless) SSE text. */
-export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { readonly kind: "sse"; readonly text: string }
+/** A non-streamed answer: a JSON completion, or (from an upstream that streams regardless) SSE bytes. */
+export type WholeAnswer = { readonly kind: "json"; readonly body: unknown } | { readonly kind: "sse"; readonly chunks: ReadonlyArray<Uint8Array> }
 
 /**
  * POSTs the body and reads the whole answer (non-streamed calls). Interrupting the call (client
  * gone, deadline) aborts the upstream request. Some servers stream whatever `stream` says: an
- * event-stream answer is handed back as its text, for the caller to decode like a stream.
+ * event-stream answer is handed back as its bytes, for the caller to decode like a stream.
  */
 export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.Effect<WholeAnswer, BackendError> =>
   Effect.withFiber((fiber) => Effect.tryPromise({
@@ -51,7 +51,7 @@ export const postForWhole = (pools: UpstreamPools, call: UpstreamCall): Effect.E
   }).pipe(Effect.flatMap((answer): Effect.Effect<WholeAnswer, BackendError> => {
     const { status, headers } = answer
     if (status < 200 || status >= 300) return Effect.fail(httpError(status, errorText(answer), headers))
-    if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.succeed({ kind: "sse", text: bodyText(answer) })
+    if (String(headers["content-type"] ?? "").includes("text/event-stream")) return Effect.succeed({ kind: "sse", chunks: answer.chunks })
     return Effect.map(parseWholeJson(answer), (body) => ({ kind: "json", body }))
   })))
 

@@ -390,4 +390,25 @@ describe("openai-compatible backend, non-streamed, against an upstream that stre
     expect(upstream.received.at(-1)!.body.stream).toBe(false)
     expect(response).toMatchObject({ content: [{ type: "text", text: "Hello there" }], stopReason: "end_turn", usage: { inputTokens: 5, outputTokens: 2 } })
   })
+
+  it("decodes a long one (in pieces: decodeWhole) into the whole answer", async () => {
+    // ~6 MB of small events, read in many chunks.
+    const pieces = Array.from({ length: 60_000 }, (_, i) => upstreamChunk({ content: `w${i % 10} ` }))
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(upstreamChunk({ role: "assistant", content: "" }), ...pieces, upstreamChunk({}, "stop"), { ...upstreamChunk({}), choices: [], usage: { prompt_tokens: 5, completion_tokens: 60_000 } }, "[DONE]"))
+    }
+    const response = await Effect.runPromise(backend.complete!(ask("hi"), placement()))
+    const text = Array.from({ length: 60_000 }, (_, i) => `w${i % 10} `).join("")
+    expect(response).toMatchObject({ content: [{ type: "text", text }], usage: { outputTokens: 60_000 } })
+  })
+
+  it("fails as the stream would when the event stream breaks its protocol", async () => {
+    upstream.handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.end(sse(upstreamChunk({ role: "assistant", content: "Hello" })))
+    }
+    const failed = await Effect.runPromise(Effect.flip(backend.complete!(ask("hi"), placement())))
+    expect(failed).toMatchObject({ status: 502, message: expect.stringContaining("ended before the answer was complete") })
+  })
 })
