@@ -236,14 +236,6 @@ const respondJson = (ctx: RequestContext, body: string | ChunkedBody, headers: R
 }
 
 /**
- * A whole answer's JSON text: at once when small; a large one (a 30 MiB answer from the upstream)
- * in slices, as UTF-8 chunks (`util/sliced-stringify.ts`) — `JSON.stringify` of it and node's
- * encoding of that string held the event loop ~400 ms together on a slow VM.
- */
-const answerBody = (encoded: unknown): Effect.Effect<string | ChunkedBody> =>
-  isLarge(encoded) ? jsonChunksInSlices(encoded) : Effect.succeed(JSON.stringify(encoded))
-
-/**
  * Runs interruptibly: Effect's HTTP server starts every request fiber uninterruptible, and only an
  * interruptible region lets a client that disconnects (while waiting for a slot, or during a
  * non-streaming answer) interrupt it, so its waiter leaves the queue and its slot comes back.
@@ -295,7 +287,11 @@ const answer = Effect.fnUntraced(function*(
     const response = hooks.events === undefined
       ? call.response
       : yield* collectStream(hooks.events(Stream.fromIterable(responseEvents(call.response)), context)).pipe(Effect.mapError(answerFailureToApiError))
-    return respondJson(ctx, yield* answerBody(dialect.encodeResponse(response, context)), { "xsvc-model": call.servedModel, ...call.headers })
+    const encoded = dialect.encodeResponse(response, context)
+    // A large answer (a 30 MiB one from the upstream) in slices, as UTF-8 chunks: `JSON.stringify`
+    // of it and node's encoding of that string held the event loop ~400 ms together on a slow VM.
+    const body = isLarge(encoded) ? yield* jsonChunksInSlices(encoded) : JSON.stringify(encoded)
+    return respondJson(ctx, body, { "xsvc-model": call.servedModel, ...call.headers })
   }
 
   const settings = yield* Settings
