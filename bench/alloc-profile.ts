@@ -26,7 +26,7 @@ import { parseArgs } from "node:util"
 import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { makePool, openLoop, sequential } from "./lib/load.ts"
-import { randomToken, startGateway, stopAll } from "./lib/procs.ts"
+import { randomToken, startGateway, stopAll, envPairs } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -90,7 +90,7 @@ const connect = async (wsUrl: string) => {
 const inspectPort = 9300 + Math.floor(Math.random() * 500)
 const logDir = mkdtempSync(join(tmpdir(), "alloc-profile-"))
 const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: 0 })
-const extraEnv = Object.fromEntries(values.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))
+const extraEnv = envPairs(values.env)
 const gateway = await startGateway({
   name: "gateway",
   config: fixedUpstreamConfig(upstream.url, values.anthropic ? "anthropic" : "openai-compatible"),

@@ -27,7 +27,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { startBystander } from "./lib/bystander.ts"
 import { benchChatModel } from "./lib/catalog.ts"
-import { LOOP_PROBE, pin, randomToken, startGateway, stopAll } from "./lib/procs.ts"
+import { pin, startProbedGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -177,10 +177,6 @@ const anthropicSmall: Answer = {
   ]
 }
 
-const extraEnv = Object.fromEntries(values.env.map((pair) => {
-  const at = pair.indexOf("=")
-  return [pair.slice(0, at), pair.slice(at + 1)]
-}))
 
 const PATHS: Record<Surface, string> = { chat: "/v1/chat/completions", messages: "/v1/messages", responses: "/v1/responses" }
 const requestFor = (surface: Surface, model: string) => {
@@ -206,24 +202,7 @@ const modelOn = (id: string, backend: string) => ({
   maxOutput: 1_000_000_000,
   supportedParameters: ["messages", "max_tokens", "stream", "tools"]
 })
-const gateway = await startGateway({
-  name: "gateway",
-  config: {
-    models: [modelOn("svc-openai", "openai-compatible"), modelOn("svc-anthropic", "anthropic")],
-    embeddingModels: [],
-    plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 10_000_000, tpm: 1e15, concurrency: 100_000 } },
-    defaultPlan: "bench"
-  },
-  adminToken: randomToken(),
-  logDir,
-  cpu: 0,
-  nodeArgs: [
-    ...LOOP_PROBE,
-    ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
-    ...values["node-args"].split(" ").filter((arg) => arg !== "")
-  ],
-  env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...extraEnv }
-})
+const gateway = await startProbedGateway(logDir, [modelOn("svc-openai", "openai-compatible"), modelOn("svc-anthropic", "anthropic")], { prof: values.prof, nodeArgs: values["node-args"], env: values.env })
 console.log(`logs: ${logDir}`)
 const bystander = startBystander(gateway.url)
 try {

@@ -26,7 +26,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { startBystander } from "./lib/bystander.ts"
 import { benchChatModel } from "./lib/catalog.ts"
-import { LOOP_PROBE, pin, randomToken, startFixed, startGateway, stopAll } from "./lib/procs.ts"
+import { pin, startFixed, startProbedGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -118,10 +118,6 @@ const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number 
   }
 }
 
-const extraEnv = Object.fromEntries(values.env.map((pair) => {
-  const at = pair.indexOf("=")
-  return [pair.slice(0, at), pair.slice(at + 1)]
-}))
 
 const logDir = mkdtempSync(join(tmpdir(), "big-body-"))
 pin(process.pid, 1)
@@ -133,24 +129,7 @@ const model = {
   capabilities: { tools: true, reasoning: false, vision: false, documents: false },
   supportedParameters: ["messages", "max_tokens", "stream", "tools"]
 }
-const gateway = await startGateway({
-  name: "gateway",
-  config: {
-    models: [model],
-    embeddingModels: [],
-    plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 10_000_000, tpm: 1e15, concurrency: 100_000 } },
-    defaultPlan: "bench"
-  },
-  adminToken: randomToken(),
-  logDir,
-  cpu: 0,
-  nodeArgs: [
-    ...LOOP_PROBE,
-    ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
-    ...values["node-args"].split(" ").filter((a) => a !== "")
-  ],
-  env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...extraEnv }
-})
+const gateway = await startProbedGateway(logDir, [model], { prof: values.prof, nodeArgs: values["node-args"], env: values.env })
 console.log(`logs: ${logDir}`)
 const bystander = startBystander(gateway.url)
 try {

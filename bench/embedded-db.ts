@@ -33,7 +33,7 @@ import { loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { makePool, openLoop, summarize } from "./lib/load.ts"
-import { NODE, ROOT, cpuMicros, randomToken, rssBytes, spawnPinned, stopAll } from "./lib/procs.ts"
+import { NODE, ROOT, cpuMicros, randomToken, rssBytes, spawnPinned, stopAll, envPairs } from "./lib/procs.ts"
 import { median } from "./lib/stats.ts"
 import { benchChatModel } from "./lib/catalog.ts"
 
@@ -57,7 +57,7 @@ const { values } = parseArgs({
 })
 const runs = Number(values.runs)
 const rate = Number(values.rate)
-const extraEnv = Object.fromEntries(values.env.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]))
+const extraEnv = envPairs(values.env)
 
 const statusField = (pid: number, field: string): number => {
   const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))

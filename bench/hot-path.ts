@@ -38,7 +38,7 @@ import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import { type PerfBreakdown, perfBreakdown, perfNodeArgs, recordThread } from "./lib/perf-record.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
-import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll, threadMicros } from "./lib/procs.ts"
+import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll, threadMicros, envPairs } from "./lib/procs.ts"
 
 const { values } = parseArgs({
   options: {
@@ -68,11 +68,7 @@ const logDir = mkdtempSync(join(tmpdir(), "hot-path-"))
 pin(process.pid, 1)
 const upstream = await startFixedUpstream({ deltas: Number(values.deltas), gapMs: Number(values["gap-ms"]), ttftMs: Number(values["ttft-ms"]) })
 const receiver = values.otlp ? await startOtlpReceiver() : undefined
-const extraEnv = Object.fromEntries(values.env.map((pair) => {
-  const at = pair.indexOf("=")
-  if (at <= 0) throw new Error(`--env expects NAME=VALUE, got ${pair}`)
-  return [pair.slice(0, at), pair.slice(at + 1)]
-}))
+const extraEnv = envPairs(values.env)
 const config = fixedUpstreamConfig(upstream.url)
 const nodeArgs = [
   ...LOOP_PROBE,

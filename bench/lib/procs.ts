@@ -387,3 +387,32 @@ export const reachable = (what: "postgres" | "redis", url: string): boolean => {
     return false
   }
 }
+
+/** `NAME=VALUE` pairs (the benches' `--env`) as an environment. */
+export const envPairs = (pairs: ReadonlyArray<string>): Record<string, string> =>
+  Object.fromEntries(pairs.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]))
+
+/**
+ * The gateway of the large-payload benches (`big-body.ts`, `big-answer.ts`): `models` on core 0
+ * with the event-loop probe (and its CPU-stretch timer), a plan whose limits never bind, warnings
+ * only in its log; `prof` adds `--cpu-prof` into that directory.
+ */
+export const startProbedGateway = (logDir: string, models: ReadonlyArray<unknown>, options: { readonly prof?: string | undefined; readonly nodeArgs: string; readonly env: ReadonlyArray<string> }) =>
+  startGateway({
+    name: "gateway",
+    config: {
+      models,
+      embeddingModels: [],
+      plans: { bench: { allowanceUsd: 1_000_000_000, rpm: 10_000_000, tpm: 1e15, concurrency: 100_000 } },
+      defaultPlan: "bench"
+    },
+    adminToken: randomToken(),
+    logDir,
+    cpu: 0,
+    nodeArgs: [
+      ...LOOP_PROBE,
+      ...(options.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${options.prof}`] : []),
+      ...options.nodeArgs.split(" ").filter((arg) => arg !== "")
+    ],
+    env: { GATEWAY_LOG_LEVEL: "warn", BENCH_PROBE_CPU_MS: "2", ...envPairs(options.env) }
+  })
