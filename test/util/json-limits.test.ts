@@ -1,7 +1,7 @@
 /** The depth and storability checks on parsed bodies (`src/util/json-limits.ts`). */
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { findTooDeep, findUnstorable, findUnstorableInSlices, MAX_JSON_DEPTH, MAX_STORED_JSON_BYTES } from "../../src/util/json-limits.ts"
+import { findTooDeep, findUnstorable, findUnstorableInSlices, holdsMoreValues, MAX_JSON_DEPTH, MAX_STORED_JSON_BYTES } from "../../src/util/json-limits.ts"
 import { STRING_SLICE } from "../../src/util/slices.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
 
@@ -81,5 +81,21 @@ describe("findUnstorableInSlices (large values)", () => {
     expect(single.value).toBeUndefined()
     expect(single.turns).toBeGreaterThan(3)
     expect(await inSlices([big.one, big.one], MAX_STORED_JSON_BYTES)).toMatchObject({ kind: "size" })
+  })
+})
+
+describe("holdsMoreValues (a long streamed event, before it is parsed)", () => {
+  const MIB = 1 << 20
+  it("counts containers and commas outside strings, and only in a long text", () => {
+    const many = `[${new Array(70_000).fill("0".repeat(16)).join(",")}]`
+    expect(many.length).toBeGreaterThan(MIB)
+    expect(holdsMoreValues(many, 65_536)).toBe(true)
+    expect(holdsMoreValues(many, 70_001)).toBe(false)
+    // The same commas inside a string (escaped quotes and backslashes included) are one value.
+    const text = JSON.stringify({ content: `a\\"b,${",{[".repeat(MIB / 2)}\\` })
+    expect(holdsMoreValues(text, 65_536)).toBe(false)
+    expect(JSON.parse(text).content.length).toBeGreaterThan(MIB)
+    // A short text is not scanned (its parse is milliseconds).
+    expect(holdsMoreValues(`[${new Array(100_000).fill("0").join(",")}]`, 65_536)).toBe(false)
   })
 })

@@ -15,10 +15,10 @@ import type { BlockStart, CanonicalEvent, StopReason } from "../../model/events.
 import { makeUsage, MAX_REPORTED_TOKENS, reportedTokens } from "../../model/usage.ts"
 import { BackendError, backendErrorFromStatus } from "../backend.ts"
 import { type SseEvent, sseEvents } from "../upstream/sse.ts"
-import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
+import { eventTooLarge, MAX_ANSWER_BLOCKS, MAX_EVENT_VALUES, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
 import { isLarge } from "../../util/sliced-stringify.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
-import { isTooDeep } from "../../util/json-limits.ts"
+import { holdsMoreValues, isTooDeep } from "../../util/json-limits.ts"
 
 export interface TranslateStep {
   readonly events: ReadonlyArray<CanonicalEvent>
@@ -260,6 +260,7 @@ class Translator implements UpstreamTranslator {
   }
 
   push(sse: SseEvent): TranslateStep {
+    if (holdsMoreValues(sse.data, MAX_EVENT_VALUES)) return { events: [], error: eventTooLarge() }
     let parsed: WireEvent
     try {
       parsed = JSON.parse(sse.data) as WireEvent

@@ -30,7 +30,8 @@ import { makeUsage, reportedTokens } from "../../model/usage.ts"
 import type { BackendError } from "../backend.ts"
 import { backendErrorFromStatus } from "../backend.ts"
 import { TextPieces } from "../../util/text-pieces.ts"
-import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
+import { eventTooLarge, MAX_ANSWER_BLOCKS, MAX_EVENT_VALUES, MAX_TOOL_INPUT_CHARS, tooManyBlocks, toolInputTooLong } from "../upstream/upstream.ts"
+import { holdsMoreValues } from "../../util/json-limits.ts"
 
 export interface ChunkParserOptions {
   /** Catalog id reported in `message_start`. */
@@ -252,6 +253,7 @@ class ChunkParserImpl implements ChunkParser {
       if (!this.started) throw broken("the upstream ended the stream before sending anything")
       return this.stop(out)
     }
+    if (holdsMoreValues(data, MAX_EVENT_VALUES)) throw eventTooLarge()
     let chunk: unknown
     try {
       chunk = JSON.parse(data)

@@ -23,6 +23,7 @@ import type { Pool } from "undici"
 import UndiciPool from "undici/lib/dispatcher/pool.js"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
 import { UpstreamAnswerTooLarge } from "./upstream-call.ts"
+import { MAX_JSON_VALUES } from "../../util/json-limits.ts"
 
 /**
  * How long an upstream may take to answer, and to send the next bytes of its body; a streamed
@@ -77,6 +78,15 @@ export const MAX_ANSWER_BLOCKS = 4_096
  * 30 MiB held every other client for 1.6–3 s. Past it the answer is a 502.
  */
 export const MAX_TOOL_INPUT_CHARS = 2 * 1024 * 1024
+
+/**
+ * The most JSON values one streamed event may hold (a request body's limit): a model's events hold
+ * a token or a block's start, tens of values; a 15 MiB line of tiny values, parsed at once, held
+ * every other client for a second on a slow VM. Checked (`holdsMoreValues`) only for an event of
+ * 1 Mi characters or more.
+ */
+export const MAX_EVENT_VALUES = MAX_JSON_VALUES
+export const eventTooLarge = () => backendErrorFromStatus(502, `The upstream sent a stream event of more than ${MAX_EVENT_VALUES} JSON values`)
 
 export const tooManyBlocks = () => backendErrorFromStatus(502, `The upstream's answer has more than ${MAX_ANSWER_BLOCKS} content blocks`)
 export const toolInputTooLong = () => backendErrorFromStatus(502, `The upstream sent a tool call whose input is longer than ${MAX_TOOL_INPUT_CHARS} characters`)

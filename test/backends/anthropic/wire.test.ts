@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest"
 import { messagesUrl } from "../../../src/backends/anthropic/index.ts"
 import { type SseEvent, sseEvents } from "../../../src/backends/upstream/sse.ts"
-import { errorFromResponse, MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
+import { errorFromResponse, MAX_ANSWER_BLOCKS, MAX_EVENT_VALUES, MAX_TOOL_INPUT_CHARS, retryAfterSeconds } from "../../../src/backends/upstream/upstream.ts"
 import { messageAsEvents, translateMessagesSse } from "../../../src/backends/anthropic/wire-events.ts"
 import { toWireRequest } from "../../../src/backends/anthropic/wire-request.ts"
 import { eventOrderViolation } from "../../../src/model/event-order.ts"
@@ -177,6 +177,10 @@ describe("upstream event translation", () => {
     expect(collect(taken.events).content[0]).toMatchObject({ type: "tool_use", input: { v: "x".repeat(MAX_TOOL_INPUT_CHARS - 8) } })
     expect(translateMessagesSse(sse(start(), tool, piece(long), piece("x"), ...stop("tool_use")), "m").error)
       .toMatchObject({ status: 502, message: `The upstream sent a tool call whose input is longer than ${MAX_TOOL_INPUT_CHARS} characters` })
+    // A streamed event of more values than any holds: refused before it is parsed.
+    const heavy = { type: "content_block_start", index: 0, content_block: { type: "web_search_tool_result", content: new Array(140_000).fill(["aaaa", 1]) } }
+    expect(translateMessagesSse(sse(start(), heavy, ...stop("end_turn")), "m").error)
+      .toMatchObject({ status: 502, message: `The upstream sent a stream event of more than ${MAX_EVENT_VALUES} JSON values` })
     const bigInput = { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: "t", name: "f", input: { v: "x".repeat(MAX_TOOL_INPUT_CHARS) } } }
     expect(translateMessagesSse(sse(start(), bigInput, { type: "content_block_stop", index: 0 }, ...stop("tool_use")), "m").error).toMatchObject({ status: 502 })
   })

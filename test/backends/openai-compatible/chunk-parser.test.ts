@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import { BackendError } from "../../../src/backends/backend.ts"
 import { completionAsChunk, makeChunkParser, MAX_UNNAMED_ARGS_CHARS, MAX_UNNAMED_CALLS } from "../../../src/backends/openai-compatible/chunk-parser.ts"
 import { ssePayloads } from "../../../src/backends/upstream/sse.ts"
-import { MAX_ANSWER_BLOCKS, MAX_TOOL_INPUT_CHARS } from "../../../src/backends/upstream/upstream.ts"
+import { MAX_ANSWER_BLOCKS, MAX_EVENT_VALUES, MAX_TOOL_INPUT_CHARS } from "../../../src/backends/upstream/upstream.ts"
 import { makeSimulatorBackend, simulatorPlacement } from "../../../src/backends/simulator/simulator.ts"
 import { chatDialect } from "../../../src/dialects/chat/index.ts"
 import { userMessage } from "../../../src/model/content.ts"
@@ -213,6 +213,18 @@ describe("chunk parser", () => {
       for (; sent < 1_000; sent++) streamed.push(JSON.stringify(upstreamChunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] })))
     })).toMatchObject(tooLong)
     expect(sent).toBe(MAX_TOOL_INPUT_CHARS / piece.length)
+  })
+
+  it("refuses a streamed chunk of more values than any event holds, before parsing it; a long text passes", () => {
+    const parser = makeChunkParser(parserOptions)
+    parser.push(JSON.stringify(upstreamChunk({ role: "assistant", content: "" })))
+    const logprobs = { content: new Array(40_000).fill({ token: "a", logprob: 0, bytes: [97], top_logprobs: [] }) }
+    const heavy = JSON.stringify({ ...upstreamChunk({ content: "a" }), choices: [{ index: 0, delta: { content: "a" }, logprobs, finish_reason: null }] })
+    expect(heavy.length).toBeGreaterThan(1 << 20)
+    expect(failure(() => parser.push(heavy))).toMatchObject({ status: 502, message: `The upstream sent a stream event of more than ${MAX_EVENT_VALUES} JSON values` })
+    const long = makeChunkParser(parserOptions)
+    const text = "a, ".repeat(1 << 19)
+    expect(long.push(JSON.stringify(upstreamChunk({ role: "assistant", content: text })))).toContainEqual({ type: "text_delta", index: 0, text })
   })
 
   it("surfaces reasoning_content as thinking only when visible reasoning was asked", () => {
