@@ -76,7 +76,7 @@ export const notJson = () => backendErrorFromStatus(502, "The upstream answered 
  * V8's full collections pause the event loop 2–3 s on a slow VM, however the parse was sliced.
  */
 export const MAX_ANSWER_VALUES = 1_000_000
-const tooManyValues = () => backendErrorFromStatus(502, `The upstream's answer holds more than ${MAX_ANSWER_VALUES} JSON values`)
+const tooManyValues = (limit: number) => backendErrorFromStatus(502, `The upstream's answer holds more than ${limit} JSON values`)
 
 /**
  * A whole answer's JSON value. A small one (up to `LARGE_BODY_BYTES`, as for request bodies) is
@@ -87,7 +87,7 @@ const tooManyValues = () => backendErrorFromStatus(502, `The upstream's answer h
  * where it is taken: tool inputs, blocks); at most `MAX_ANSWER_VALUES` values. A small answer is
  * within both by its size.
  */
-export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, BackendError> => {
+export const parseWholeJson = (answer: WholeResponse, maxValues: number = MAX_ANSWER_VALUES): Effect.Effect<unknown, BackendError> => {
   if (answer.bytes <= LARGE_BODY_BYTES) {
     try {
       return Effect.succeed(JSON.parse(bodyText(answer)) as unknown)
@@ -99,7 +99,7 @@ export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, Ba
     let tooMany = false
     const parser = slicedJsonParser({
       maxDepth: Number.POSITIVE_INFINITY,
-      maxValues: MAX_ANSWER_VALUES,
+      maxValues,
       tooMany: () => {
         tooMany = true
         return new InvalidRequest({ message: "too many values" })
@@ -108,7 +108,7 @@ export const parseWholeJson = (answer: WholeResponse): Effect.Effect<unknown, Ba
     return Effect.forEach(answer.chunks, parser.feed, { discard: true }).pipe(
       Effect.andThen(parser.end()),
       Effect.flatMap((value) => value === undefined ? Effect.fail(notJson()) : Effect.succeed(value)),
-      Effect.catchTag("InvalidRequest", () => Effect.fail(tooMany ? tooManyValues() : notJson()))
+      Effect.catchTag("InvalidRequest", () => Effect.fail(tooMany ? tooManyValues(maxValues) : notJson()))
     )
   })
 }
