@@ -20,7 +20,7 @@ import type * as Pull from "effect/Pull"
 import type { CanonicalEvent } from "../model/events.ts"
 import { type BackendError, backendErrorFromStatus } from "./backend.ts"
 import { connectionError, UPSTREAM_TIMEOUT_MS } from "./upstream/upstream.ts"
-import { runInSlices } from "../util/slices.ts"
+import { runInSlices, type Sliced } from "../util/slices.ts"
 import type { BodyRead, StreamedBody } from "./upstream/upstream-call.ts"
 
 /** What one read (or the end) of the body completed. */
@@ -66,7 +66,7 @@ export const decodeWhole = (chunks: ReadonlyArray<Uint8Array>, decoder: BodyDeco
     return finish === undefined || events.at(-1)?.type !== "message_stop" ? Effect.succeed(events) : finish(events)
   })
 
-function* wholeSteps(chunks: ReadonlyArray<Uint8Array>, decoder: BodyDecoder): Generator<void, DecodeStep> {
+function* wholeSteps(chunks: ReadonlyArray<Uint8Array>, decoder: BodyDecoder): Sliced<DecodeStep> {
   const events: Array<CanonicalEvent> = []
   const take = (step: DecodeStep) => {
     for (const event of step.events) events.push(event)

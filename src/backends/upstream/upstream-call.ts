@@ -77,6 +77,8 @@ export const notJson = () => backendErrorFromStatus(502, "The upstream answered 
  */
 export const MAX_ANSWER_VALUES = 1_000_000
 const tooManyValues = (limit: number) => backendErrorFromStatus(502, `The upstream's answer holds more than ${limit} JSON values`)
+/** The parser's refusal past the value limit, told apart from a malformed body by identity. */
+const PAST_VALUE_LIMIT = new InvalidRequest({ message: "more JSON values than an answer may hold" })
 
 /**
  * A whole answer's JSON value. A small one (up to `LARGE_BODY_BYTES`, as for request bodies) is
@@ -96,19 +98,11 @@ export const parseWholeJson = (answer: WholeResponse, maxValues: number = MAX_AN
     }
   }
   return Effect.suspend(() => {
-    let tooMany = false
-    const parser = slicedJsonParser({
-      maxDepth: Number.POSITIVE_INFINITY,
-      maxValues,
-      tooMany: () => {
-        tooMany = true
-        return new InvalidRequest({ message: "too many values" })
-      }
-    })
+    const parser = slicedJsonParser({ maxDepth: Number.POSITIVE_INFINITY, maxValues, tooMany: () => PAST_VALUE_LIMIT })
     return Effect.forEach(answer.chunks, parser.feed, { discard: true }).pipe(
       Effect.andThen(parser.end()),
       Effect.flatMap((value) => value === undefined ? Effect.fail(notJson()) : Effect.succeed(value)),
-      Effect.catchTag("InvalidRequest", () => Effect.fail(tooMany ? tooManyValues(maxValues) : notJson()))
+      Effect.catchTag("InvalidRequest", (refusal) => Effect.fail(refusal === PAST_VALUE_LIMIT ? tooManyValues(maxValues) : notJson()))
     )
   })
 }
