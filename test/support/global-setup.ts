@@ -9,6 +9,7 @@ import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
+import { monthOf } from "../../src/metering/month.ts"
 import { freshPostgresDatabase } from "./engines.ts"
 import { startSharedGateways } from "./shared-gateway.ts"
 import { RUN_TMPDIR_VARIABLE } from "./test-environment.ts"
@@ -100,6 +101,7 @@ const migratedPostgresTemplate = async (adminUrl: string) => {
  * saves two `gateway migrate` runs (~2 s of CPU at the start, when every core is busy).
  */
 const prepare = async () => {
+  await awayFromMonthEnd()
   const pgProbe = probe(POSTGRES_URL, sslRequest, (r) => r.length === 1 && (r[0] === 0x4e || r[0] === 0x53))
   const [pg, redis, migrated, template] = await Promise.all([
     pgProbe,
@@ -108,6 +110,25 @@ const prepare = async () => {
     pgProbe.then((reachable) => (reachable ? migratedPostgresTemplate(POSTGRES_URL) : null))
   ])
   return { pg, redis, migrated, template }
+}
+
+/**
+ * Allowances and usage are per calendar month (UTC), and many suites spend one key's allowance
+ * and then check what is left, or read this month's usage. A run that straddles the month's end
+ * sees a fresh month halfway. A clean-clone run near midnight on 30 November most likely failed
+ * that way in two files: the Redis-loss waves found $0.047 "left" after spending $0.048 (the new
+ * month's budget), and the dashboard read 0 as a key's usage (of the new month).
+ * The gateway is right to start the new month; the tests assume one month. So a run that begins
+ * within `MONTH_END_MARGIN_MS` of the month's end (longer than the slowest full run seen, ~8 min)
+ * waits for the next month first, at most that long, and says so.
+ */
+const MONTH_END_MARGIN_MS = 15 * 60_000
+
+const awayFromMonthEnd = async () => {
+  const wait = monthOf(Date.now()).end - Date.now()
+  if (wait > MONTH_END_MARGIN_MS) return
+  console.warn(`\n⚠ the month ends in ${Math.ceil(wait / 1000)} s: waiting for it, so no suite sees two months\n`)
+  await new Promise((resolve) => setTimeout(resolve, wait + 1_000))
 }
 
 /** The preparation shared by the projects' setups, and how many of them have not torn down yet. */
