@@ -37,12 +37,18 @@ export interface SettingsShape {
   readonly retryBaseMs: number
   /** How long an open circuit waits before a half-open probe. */
   readonly circuitCooldownMs: number
-  /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
   /** After a coordination-store loss, how long unseeded budgets wait before they are rebuilt. */
   readonly allowanceRecoveryFenceMs: number
   /** How often the allowance checks the coordination store's epoch (how soon a loss is noticed). */
   readonly allowanceEpochCheckMs: number
+  /** False (GATEWAY_METERING=off): no rate limits, no allowance; usage is still recorded. */
   readonly metering: boolean
+  /**
+   * How long the request path waits for the database (a key's look-up, a budget's rebuild) before
+   * it answers 503 — or, for a key verified shortly before, goes on with what it knew. A stalled
+   * database (a partition, a lock, a frozen disk) must not hold requests without end.
+   */
+  readonly storageTimeoutMs: number
   /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
   readonly embeddedSharedBuffersMb: number
   /** How long a client may take to send a request's headers (and to start one on a new connection). */
@@ -150,6 +156,7 @@ export const settingsConfig = Config.all({
   circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
   allowanceRecoveryFenceMs: Config.Int("GATEWAY_ALLOWANCE_RECOVERY_FENCE_MS").pipe(Config.withDefault(5_000)),
   allowanceEpochCheckMs: Config.Int("GATEWAY_ALLOWANCE_EPOCH_CHECK_MS").pipe(Config.withDefault(1_000)),
+  storageTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_STORAGE_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
   embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
     .pipe(Config.withDefault(8)),

@@ -11,6 +11,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
+import type { ServiceUnavailable } from "../errors.ts"
 import { AdminToken } from "../keys/admin-token.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
@@ -53,7 +54,7 @@ interface SessionRow {
 
 export class DashboardSessions extends Context.Service<DashboardSessions, {
   /** A session for the admin token or an active `svc_` key; undefined for anything else. */
-  signIn(token: string): Effect.Effect<SignedIn | undefined, SqlError.SqlError>
+  signIn(token: string): Effect.Effect<SignedIn | undefined, SqlError.SqlError | ServiceUnavailable>
   lookup(sessionId: string): Effect.Effect<SessionLookup, SqlError.SqlError>
   signOut(sessionId: string): Effect.Effect<void, SqlError.SqlError>
   /** Constant-time check of a presented CSRF token against the session's. */

@@ -127,7 +127,6 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
             }))
           }
           return keys.authenticate(secret).pipe(
-            Effect.catchTag("SqlError", () => Effect.fail(new ServiceUnavailable({ status: 503, message: "Key store unavailable", retryAfterSeconds: 1 }))),
             Effect.flatMap((key) =>
               key === undefined ? Effect.fail(new Unauthenticated({ message: "Invalid API key" })) : Effect.succeed(key)
             ),

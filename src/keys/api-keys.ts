@@ -3,11 +3,18 @@
  * permission changes, revocation, and authentication through an in-memory cache so the hot path
  * costs no SQL round trip. Changes made through this service drop the cached entry at once;
  * entries made elsewhere (another instance, the CLI) are picked up within `CACHE_TTL_MS`.
+ *
+ * When the key store cannot answer (an error, or no answer within `storageTimeoutMs`: a stalled
+ * database must not hold requests without end), a key verified at most `STALE_IF_ERROR_MS` past
+ * its cache lifetime is still honoured, as Kong's `resurrect_ttl` does, so a database fail-over
+ * of a few seconds does not stop the traffic of keys in use; any other key gets a 503. Concurrent
+ * look-ups of one key share one query.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer } from "effect"
 import type { SqlError } from "effect/sql"
 import { ConfigFile } from "../config/config-file.ts"
-import { InvalidRequest, NotFound } from "../errors.ts"
+import { Settings } from "../config/settings.ts"
+import { InvalidRequest, NotFound, ServiceUnavailable } from "../errors.ts"
 import { type KeyRecord, KeysRepo } from "./keys-repo.ts"
 import { allPermissions, type Permissions } from "./permissions.ts"
 import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
@@ -15,6 +22,16 @@ import { newId } from "../util/ids.ts"
 
 const CACHE_TTL_MS = 5_000
 const CACHE_MAX_ENTRIES = 50_000
+/** How long past its cache lifetime a verified key is honoured while the key store cannot answer. */
+export const STALE_IF_ERROR_MS = 30_000
+
+interface CachedKey {
+  readonly record: KeyRecord | undefined
+  /** Until when the entry is used without asking the store. */
+  readonly expiresAt: number
+  /** When the store last answered for it: stale use ends `CACHE_TTL_MS + STALE_IF_ERROR_MS` after. */
+  readonly verifiedAt: number
+}
 
 export interface CreatedKey {
   readonly record: KeyRecord
@@ -32,15 +49,17 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   get(id: string): Effect.Effect<KeyRecord, NotFound | SqlError.SqlError>
   update(id: string, changes: { plan?: string; permissions?: Permissions; name?: string | null }): Effect.Effect<KeyRecord, NotFound | InvalidRequest | SqlError.SqlError>
   revoke(id: string): Effect.Effect<KeyRecord, NotFound | SqlError.SqlError>
-  /** The active key a secret belongs to, or undefined (unknown or revoked). */
-  authenticate(secret: string): Effect.Effect<KeyRecord | undefined, SqlError.SqlError>
+  /** The active key a secret belongs to, or undefined (unknown or revoked); 503 when the store cannot tell. */
+  authenticate(secret: string): Effect.Effect<KeyRecord | undefined, ServiceUnavailable>
   /** On a fresh store, creates the first key and returns it; afterwards returns undefined. */
   bootstrap(): Effect.Effect<CreatedKey | undefined, InvalidRequest | SqlError.SqlError>
 }>()("gateway/keys/ApiKeys") {
   static readonly layer = Layer.effect(ApiKeys, Effect.gen(function*() {
     const repo = yield* KeysRepo
     const config = yield* ConfigFile
-    const cache = new Map<string, { record: KeyRecord | undefined; expiresAt: number }>()
+    const { storageTimeoutMs } = yield* Settings
+    const cache = new Map<string, CachedKey>()
+    const lookups = new Map<string, Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable>>()
     const hashById = new Map<string, string>()
 
     const checkPlan = (plan: string) => {
@@ -85,17 +104,74 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       return record
     })
 
+    const unavailable = (why: string) => new ServiceUnavailable({ status: 503, message: `Key store unavailable (${why})`, retryAfterSeconds: 1 })
+
+    /**
+     * Whether the key store's last look-up failed or timed out (and none has succeeded since):
+     * known keys are then honoured at once from the cache, with their look-up in the background.
+     */
+    let storeTroubled = false
+    let warnedAt = 0
+
+    /**
+     * The store's answer for a hash, cached when it comes; concurrent callers share one query. The
+     * query runs on its own fiber: interrupted at the deadline, it drains its connection (or has
+     * it closed, up to 5 s later) there, while its callers already have their answer.
+     */
+    const runInBackground = yield* FiberSet.makeRuntime<never>()
+    const lookUp = (hash: string): Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable> => {
+      const running = lookups.get(hash)
+      if (running !== undefined) return running
+      const done = Deferred.makeUnsafe<KeyRecord | undefined, ServiceUnavailable>()
+      lookups.set(hash, done)
+      runInBackground(Effect.gen(function*() {
+        const row = yield* repo.findByHash(hash)
+        const record = row === undefined || row.revokedAt !== null ? undefined : row
+        const now = yield* Clock.currentTimeMillis
+        if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
+        cache.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
+        if (record !== undefined) hashById.set(record.id, hash)
+        storeTroubled = false
+        return record
+      }).pipe(
+        Effect.mapError(() => unavailable("the database failed")),
+        Effect.timeoutOrElse({ duration: storageTimeoutMs, orElse: () => Effect.fail(unavailable(`no answer within ${storageTimeoutMs} ms`)) }),
+        Effect.tapError(() => Effect.sync(() => (storeTroubled = true))),
+        Effect.onExit((exit) => {
+          if (lookups.get(hash) === done) lookups.delete(hash)
+          return Deferred.done(done, exit)
+        })
+      ))
+      return done
+    }
+
+    const honourStale = Effect.fnUntraced(function*(cached: CachedKey, now: number, cause?: unknown) {
+      if (now - warnedAt >= 10_000) {
+        warnedAt = now
+        yield* Effect.logWarning(`keys: the key store cannot answer; keys verified in the last ${(CACHE_TTL_MS + STALE_IF_ERROR_MS) / 1000} s are honoured meanwhile`, cause)
+      }
+      return cached.record
+    })
+
     const authenticate = Effect.fnUntraced(function*(secret: string) {
       const hash = sha256Hex(secret)
       const now = yield* Clock.currentTimeMillis
       const cached = cache.get(hash)
       if (cached !== undefined && cached.expiresAt > now) return cached.record
-      const row = yield* repo.findByHash(hash)
-      const record = row === undefined || row.revokedAt !== null ? undefined : row
-      if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
-      cache.set(hash, { record, expiresAt: now + CACHE_TTL_MS })
-      if (row !== undefined) hashById.set(row.id, hash)
-      return record
+      const stale = cached !== undefined && now - cached.verifiedAt <= CACHE_TTL_MS + STALE_IF_ERROR_MS ? cached : undefined
+      const busy = lookups.has(hash)
+      const answer = lookUp(hash)
+      // A known key does not wait on a store in trouble, nor queue behind its own look-up.
+      if (stale !== undefined && (storeTroubled || busy)) return yield* honourStale(stale, now)
+      const result = yield* Effect.exit(Deferred.await(answer).pipe(Effect.timeoutOrElse({
+        duration: storageTimeoutMs,
+        orElse: () => Effect.fail(unavailable(`no answer within ${storageTimeoutMs} ms`))
+      })))
+      if (Exit.isSuccess(result)) return result.value
+      // Said here too: the look-up's own fiber says it only once its statement has drained.
+      storeTroubled = true
+      if (stale === undefined) return yield* result
+      return yield* honourStale(stale, now, result.cause)
     })
 
     const bootstrap = Effect.fn("ApiKeys.bootstrap")(function*() {

@@ -79,6 +79,12 @@ export interface AllowanceOptions {
    * plus a Redis reconnection (ioredis retries at most every 2 s) plus a margin.
    */
   readonly recoveryFenceMs?: number
+  /**
+   * How long a budget's rebuild may wait on SQL before the reservation is refused with a 503 (the
+   * rebuild itself is abandoned and tried again by the next reservation): a stalled database must
+   * not hold requests without end.
+   */
+  readonly storageTimeoutMs?: number
 }
 
 export interface ReserveRequest {
@@ -168,6 +174,7 @@ function make(options: AllowanceOptions) {
     const maxHoldMs = options.maxHoldMs ?? 2 * 60 * 60_000
     const epochCheckEveryMs = options.epochCheckEveryMs ?? 1_000
     const recoveryFenceMs = options.recoveryFenceMs ?? 5_000
+    const storageTimeoutMs = options.storageTimeoutMs ?? 10_000
     const live = new Map<string, Reservation>()
     const background = yield* FiberSet.make()
     const seeding = new Map<string, Deferred.Deferred<void, ServiceUnavailable>>()
@@ -260,36 +267,53 @@ function make(options: AllowanceOptions) {
      * stale: read again (the last try counts it, which may count it twice but never misses it).
      */
     const seed = (keyId: string, t: Target) => Effect.suspend(() => {
-      const running = seeding.get(t.budget)
-      if (running !== undefined) return Deferred.await(running)
-      const done = Deferred.makeUnsafe<void, ServiceUnavailable>()
-      seeding.set(t.budget, done)
-      const rebuild = Effect.gen(function*() {
-        for (let attempt = 0; ; attempt++) {
-          const pending = yield* store.budgetPendingCharges(t.budget)
-          const spent = yield* ledger.spentOn({ keyId, funding: t.funding, from: t.from, to: t.to, requestIds: pending })
-          const grants = t.funding === "credits"
-            ? yield* sql<{ id: string; amount: number }>`SELECT id, amount_micros::float8 AS amount FROM credit_grants WHERE key_id = ${keyId}`
-            : []
-          const counted = new Set(spent.counted)
-          const answer = yield* store.budgetSeed({
-            budget: t.budget,
-            spent: spent.micros,
-            granted: grants.reduce((sum, g) => sum + Number(g.amount), 0),
-            grantIds: grants.map((g) => g.id),
-            expireAt: t.expireAt,
-            now: yield* Clock.currentTimeMillis,
-            counted: spent.counted,
-            uncounted: pending.filter((id) => !counted.has(id)),
-            final: attempt >= 3
+      let running = seeding.get(t.budget)
+      if (running === undefined) {
+        const done = Deferred.makeUnsafe<void, ServiceUnavailable>()
+        running = done
+        seeding.set(t.budget, done)
+        // On its own fiber: interrupted at the deadline, a statement drains its connection (up to
+        // 5 s) there, while the reservations waiting on it already have their 503.
+        runInBackground(rebuild(keyId, t).pipe(
+          Effect.mapError(unavailable("rebuild")),
+          Effect.timeoutOrElse({ duration: storageTimeoutMs, orElse: () => Effect.fail(rebuildTimedOut()) }),
+          Effect.onExit((exit) => {
+            if (seeding.get(t.budget) === done) seeding.delete(t.budget)
+            return Deferred.done(done, exit)
           })
-          if (answer !== "Stale") return
+        ))
+      }
+      const waited = running
+      return Deferred.await(waited).pipe(Effect.timeoutOrElse({
+        duration: storageTimeoutMs,
+        orElse: () => {
+          if (seeding.get(t.budget) === waited) seeding.delete(t.budget)
+          return Effect.fail(rebuildTimedOut())
         }
-      }).pipe(Effect.mapError(unavailable("rebuild")))
-      return rebuild.pipe(Effect.onExit((exit) => {
-        seeding.delete(t.budget)
-        return Deferred.done(done, exit)
       }))
+    })
+    const rebuildTimedOut = unavailable(`rebuild: the database gave no answer within ${storageTimeoutMs} ms`)
+    const rebuild = (keyId: string, t: Target) => Effect.gen(function*() {
+      for (let attempt = 0; ; attempt++) {
+        const pending = yield* store.budgetPendingCharges(t.budget)
+        const spent = yield* ledger.spentOn({ keyId, funding: t.funding, from: t.from, to: t.to, requestIds: pending })
+        const grants = t.funding === "credits"
+          ? yield* sql<{ id: string; amount: number }>`SELECT id, amount_micros::float8 AS amount FROM credit_grants WHERE key_id = ${keyId}`
+          : []
+        const counted = new Set(spent.counted)
+        const answer = yield* store.budgetSeed({
+          budget: t.budget,
+          spent: spent.micros,
+          granted: grants.reduce((sum, g) => sum + Number(g.amount), 0),
+          grantIds: grants.map((g) => g.id),
+          expireAt: t.expireAt,
+          now: yield* Clock.currentTimeMillis,
+          counted: spent.counted,
+          uncounted: pending.filter((id) => !counted.has(id)),
+          final: attempt >= 3
+        })
+        if (answer !== "Stale") return
+      }
     })
 
     /** An unseeded budget: wait out a recovery fence if one is up, then rebuild it. */

@@ -349,7 +349,11 @@ export class Meter extends Context.Service<Meter, {
     Layer.provideMerge(Layer.mergeAll(
       Layer.unwrap(Effect.gen(function*() {
         const settings = yield* Settings
-        return Allowance.layerWith({ recoveryFenceMs: settings.allowanceRecoveryFenceMs, epochCheckEveryMs: settings.allowanceEpochCheckMs })
+        return Allowance.layerWith({
+          recoveryFenceMs: settings.allowanceRecoveryFenceMs,
+          epochCheckEveryMs: settings.allowanceEpochCheckMs,
+          storageTimeoutMs: settings.storageTimeoutMs
+        })
       })),
       RateLimits.layer
     )),

@@ -1,0 +1,154 @@
+/**
+ * A stalled PostgreSQL (a partition, a lock, a frozen disk: connections stay open and nothing
+ * comes back) must not hold requests without end. The gateway reaches its database through a
+ * proxy in this process that can freeze: it stops forwarding in both directions and keeps every
+ * socket open, so no error ever arrives — only silence.
+ *
+ * What must hold, with `GATEWAY_STORAGE_TIMEOUT_MS` at 1.5 s:
+ * - a key never seen is answered 503 api_error naming the key store within the deadline, not
+ *   after the pool's own cancellation (5 s more) and never never;
+ * - a key verified shortly before keeps working (stale-if-error), also once its cache entry
+ *   expired, without waiting on the store again;
+ * - a key whose budget was never rebuilt gets a 503 naming the rebuild within the deadline;
+ * - once the database answers again, every key works, and every answered call is in the ledger.
+ */
+import { execFileSync } from "node:child_process"
+import { rmSync } from "node:fs"
+import { connect, createServer, type Server, type Socket } from "node:net"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { fastConfigEnv } from "../support/fast-config.ts"
+import type { GatewayHandle } from "../support/gateway-process.ts"
+import { startInProcessGateway } from "../support/in-process-gateway.ts"
+import { createKey, post } from "./support.ts"
+
+const { postgresUrl } = inject("services")
+
+const DEADLINE_MS = 1_500
+/** Well before the deadline plus the pool's cancellation wait (5 s): the answer did not wait on it. */
+const ANSWERED_WITHIN_MS = DEADLINE_MS + 2_500
+const KEY_CACHE_MS = 5_000
+
+/** A TCP proxy to `target` that can freeze (stop forwarding, keep sockets open) and thaw. */
+const freezableProxy = async (target: URL) => {
+  let frozen = false
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname)
+    for (const socket of [client, upstream]) {
+      sockets.add(socket)
+      socket.on("close", () => sockets.delete(socket))
+      socket.on("error", () => {
+        client.destroy()
+        upstream.destroy()
+      })
+    }
+    client.on("close", () => upstream.destroy())
+    upstream.on("close", () => client.destroy())
+    client.on("data", (bytes) => frozen || upstream.write(bytes))
+    upstream.on("data", (bytes) => frozen || client.write(bytes))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return {
+    port: (server.address() as { port: number }).port,
+    freeze: () => (frozen = true),
+    /** Forwards again; connections that lost bytes while frozen are reset (their stream is torn). */
+    thaw: () => {
+      frozen = false
+      for (const socket of sockets) socket.destroy()
+    },
+    close: () => {
+      for (const socket of sockets) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  }
+}
+
+const body = { model: "svc-pico-1", max_tokens: 16, messages: [{ role: "user", content: "hello" }] }
+
+describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
+  let gw: GatewayHandle
+  let proxy: Awaited<ReturnType<typeof freezableProxy>>
+  let db: { url: string; drop(): void }
+  const dir = freshDataDir()
+
+  beforeAll(async () => {
+    db = migratedPostgresDatabase(postgresUrl!)
+    proxy = await freezableProxy(new URL(db.url))
+    const url = new URL(db.url)
+    url.host = `127.0.0.1:${proxy.port}`
+    gw = await startInProcessGateway({
+      GATEWAY_DATA_DIR: dir,
+      DATABASE_URL: url.toString(),
+      GATEWAY_ADMIN_TOKEN: "stall-admin",
+      GATEWAY_STORAGE_TIMEOUT_MS: String(DEADLINE_MS),
+      ...fastConfigEnv(dir)
+    })
+  }, 120_000)
+
+  afterAll(async () => {
+    proxy?.thaw()
+    await gw?.stop()
+    await proxy?.close()
+    db?.drop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const timed = async (key: string) => {
+    const started = performance.now()
+    const res = await post(gw, "/v1/chat/completions", key, body)
+    const json = (await res.json()) as { error?: { type: string; message: string } }
+    return { status: res.status, error: json.error, ms: performance.now() - started }
+  }
+
+  it("answers within its deadline, keeps keys in use working, and loses no usage", async () => {
+    const known = await createKey(gw)
+    const unseeded = await createKey(gw)
+    const stranger = await createKey(gw)
+    let answeredForKnown = 0
+    expect((await timed(known.secret)).status).toBe(200)
+    answeredForKnown++
+    // Verified (cached) but never metered: its budget is not built yet.
+    expect((await fetch(`${gw.baseUrl}/v1/responses/resp_none`, { headers: { authorization: `Bearer ${unseeded.secret}` } })).status).toBe(404)
+    const verifiedAt = performance.now()
+
+    proxy.freeze()
+
+    // Past the key cache's lifetime: the store is asked, gives no answer within the deadline, and
+    // the key verified shortly before is honoured.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, verifiedAt + KEY_CACHE_MS + 200 - performance.now())))
+    const first = await timed(known.secret)
+    expect(first.status).toBe(200)
+    expect(first.ms).toBeLessThan(ANSWERED_WITHIN_MS)
+    answeredForKnown++
+
+    const strangerCall = await timed(stranger.secret)
+    expect({ status: strangerCall.status, type: strangerCall.error?.type }).toEqual({ status: 503, type: "api_error" })
+    expect(strangerCall.error?.message).toMatch(/Key store unavailable \(no answer within 1500 ms\)/)
+    expect(strangerCall.ms).toBeLessThan(ANSWERED_WITHIN_MS)
+
+    const unseededCall = await timed(unseeded.secret)
+    expect({ status: unseededCall.status, type: unseededCall.error?.type }).toEqual({ status: 503, type: "api_error" })
+    expect(unseededCall.error?.message).toMatch(/allowance store is unavailable \(rebuild: the database gave no answer within 1500 ms\)/)
+    expect(unseededCall.ms).toBeLessThan(ANSWERED_WITHIN_MS)
+
+    // The store is known to be in trouble now: the known key no longer waits on it.
+    for (let i = 0; i < 3; i++) {
+      const call = await timed(known.secret)
+      expect(call.status).toBe(200)
+      expect(call.ms).toBeLessThan(DEADLINE_MS)
+      answeredForKnown++
+    }
+
+    proxy.thaw()
+
+    await expect.poll(async () => (await timed(stranger.secret)).status).toBe(200)
+    await expect.poll(async () => (await timed(unseeded.secret)).status).toBe(200)
+    expect((await timed(known.secret)).status).toBe(200)
+    answeredForKnown++
+    // The calls answered while the database stalled reach the ledger once it answers.
+    await expect.poll(() =>
+      Number(execFileSync("psql", [db.url, "-tAc", `SELECT count(*) FROM usage_ledger WHERE key_id = '${known.id}'`]).toString().trim())
+    ).toBe(answeredForKnown)
+  }, 60_000)
+})
