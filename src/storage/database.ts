@@ -31,7 +31,11 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
     // `serve` starts the embedded database's thread before it reads its settings (see there).
     discardEarlyThread()
     return Layer.merge(
-      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_SQL_MESSAGE_BYTES }),
+      // TCP keepalive: a connection whose server vanished (a partition, a host gone without a
+      // reset) fails ~20 s after it went quiet (10 s idle, then libuv's 10 probes a second apart)
+      // instead of when the kernel gives up on it, minutes later. A server that is there but
+      // silent is for the callers' deadlines (`GATEWAY_STORAGE_TIMEOUT_MS`).
+      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_SQL_MESSAGE_BYTES, keepAlive: "10 seconds" }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     )
   }
