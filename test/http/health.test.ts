@@ -4,34 +4,12 @@
  * `redis-server` is killed, and PostgreSQL is reached through a TCP proxy in this process that is
  * then shut.
  */
-import { createServer, connect, type Server, type Socket } from "node:net"
 import { afterAll, describe, expect, inject, it } from "vitest"
 import { engines, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { startPrivateRedis } from "../support/private-redis.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
-
-/** A TCP proxy to PostgreSQL that can be shut, cutting every connection through it. */
-const startProxy = async (target: URL) => {
-  const sockets = new Set<Socket>()
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), target.hostname)
-    for (const s of [client, upstream]) {
-      sockets.add(s)
-      s.once("close", () => sockets.delete(s))
-      s.on("error", () => {})
-    }
-    client.pipe(upstream).pipe(client)
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return {
-    port: (server.address() as { port: number }).port,
-    shut: () => {
-      server.close()
-      for (const s of sockets) s.destroy()
-    }
-  }
-}
+import { type PostgresProxy, startPostgresProxy } from "../support/postgres-proxy.ts"
 
 const get = async (gw: GatewayHandle, path: string) => {
   const res = await fetch(`${gw.baseUrl}${path}`)
@@ -75,14 +53,12 @@ describe("readiness names what is unreachable", () => {
     cleanups.push(() => redis.stop())
     const dataDir = freshDataDir()
     let env: Record<string, string> = { GATEWAY_DATA_DIR: dataDir, REDIS_URL: redis.url, GATEWAY_REDIS_PREFIX: `gw-health-${process.pid}:` }
-    let proxy: Awaited<ReturnType<typeof startProxy>> | undefined
+    let proxy: PostgresProxy | undefined
     if (services.postgresUrl !== null) {
       const db = migratedPostgresDatabase(services.postgresUrl)
       cleanups.push(db.drop)
-      proxy = await startProxy(new URL(db.url))
-      const viaProxy = new URL(db.url)
-      viaProxy.host = `127.0.0.1:${proxy.port}`
-      env = { ...env, DATABASE_URL: viaProxy.toString() }
+      proxy = await startPostgresProxy(new URL(db.url))
+      env = { ...env, DATABASE_URL: proxy.through(db.url) }
     }
     const gw = await startInProcessGateway(env)
     cleanups.push(() => gw.stop())

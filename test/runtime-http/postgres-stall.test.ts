@@ -1,8 +1,8 @@
 /**
  * A stalled PostgreSQL (a partition, a lock, a frozen disk: connections stay open and nothing
  * comes back) must not hold requests without end. The gateway reaches its database through a
- * proxy in this process that can freeze: it stops forwarding in both directions and keeps every
- * socket open, so no error ever arrives — only silence.
+ * proxy in this process that can freeze (`support/postgres-proxy.ts`): it stops forwarding in both
+ * directions and keeps every socket open, so no error ever arrives — only silence.
  *
  * What must hold, with `GATEWAY_STORAGE_TIMEOUT_MS` at 1.5 s:
  * - a key never seen is answered 503 api_error naming the key store within the deadline, not
@@ -14,12 +14,12 @@
  */
 import { execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
-import { connect, createServer, type Server, type Socket } from "node:net"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
+import { type PostgresProxy, startPostgresProxy } from "../support/postgres-proxy.ts"
 import { createKey, post } from "./support.ts"
 
 const { postgresUrl } = inject("services")
@@ -29,57 +29,20 @@ const DEADLINE_MS = 1_500
 const ANSWERED_WITHIN_MS = DEADLINE_MS + 2_500
 const KEY_CACHE_MS = 5_000
 
-/** A TCP proxy to `target` that can freeze (stop forwarding, keep sockets open) and thaw. */
-const freezableProxy = async (target: URL) => {
-  let frozen = false
-  const sockets = new Set<Socket>()
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port || 5432), target.hostname)
-    for (const socket of [client, upstream]) {
-      sockets.add(socket)
-      socket.on("close", () => sockets.delete(socket))
-      socket.on("error", () => {
-        client.destroy()
-        upstream.destroy()
-      })
-    }
-    client.on("close", () => upstream.destroy())
-    upstream.on("close", () => client.destroy())
-    client.on("data", (bytes) => frozen || upstream.write(bytes))
-    upstream.on("data", (bytes) => frozen || client.write(bytes))
-  })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  return {
-    port: (server.address() as { port: number }).port,
-    freeze: () => (frozen = true),
-    /** Forwards again; connections that lost bytes while frozen are reset (their stream is torn). */
-    thaw: () => {
-      frozen = false
-      for (const socket of sockets) socket.destroy()
-    },
-    close: () => {
-      for (const socket of sockets) socket.destroy()
-      return new Promise<void>((resolve) => server.close(() => resolve()))
-    }
-  }
-}
-
 const body = { model: "svc-pico-1", max_tokens: 16, messages: [{ role: "user", content: "hello" }] }
 
 describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
   let gw: GatewayHandle
-  let proxy: Awaited<ReturnType<typeof freezableProxy>>
+  let proxy: PostgresProxy
   let db: { url: string; drop(): void }
   const dir = freshDataDir()
 
   beforeAll(async () => {
     db = migratedPostgresDatabase(postgresUrl!)
-    proxy = await freezableProxy(new URL(db.url))
-    const url = new URL(db.url)
-    url.host = `127.0.0.1:${proxy.port}`
+    proxy = await startPostgresProxy(new URL(db.url))
     gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: proxy.through(db.url),
       GATEWAY_ADMIN_TOKEN: "stall-admin",
       GATEWAY_STORAGE_TIMEOUT_MS: String(DEADLINE_MS),
       ...fastConfigEnv(dir)
