@@ -14,6 +14,7 @@
 import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
+import { withinStorageDeadline } from "../storage/deadline.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
@@ -160,6 +161,22 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
       Effect.repeat(Schedule.spaced("1 hour"))
     ))
 
-    return ResponsesRepo.of({ save, find, conversation, replay, inputItems, findItems, remove, prune, retentionDays })
+    // Every call is made for a request (`prune` runs on its own): none may wait on a stalled
+    // database without end. A save stages up to four 8 MiB documents, so it gets three times the
+    // reads' deadline.
+    const { storageTimeoutMs } = yield* Settings
+    const read = withinStorageDeadline(storageTimeoutMs)
+    const write = withinStorageDeadline(3 * storageTimeoutMs)
+    return ResponsesRepo.of({
+      save: (r) => write(save(r)),
+      find: (keyId, id) => read(find(keyId, id)),
+      conversation: (keyId, id) => read(conversation(keyId, id)),
+      replay: (keyId, id) => read(replay(keyId, id)),
+      inputItems: (keyId, id) => read(inputItems(keyId, id)),
+      findItems: (keyId, ids) => read(findItems(keyId, ids)),
+      remove: (keyId, id) => read(remove(keyId, id)),
+      prune,
+      retentionDays
+    })
   }))
 }

@@ -10,6 +10,7 @@
  * - a key verified shortly before keeps working (stale-if-error), also once its cache entry
  *   expired, without waiting on the store again;
  * - a key whose budget was never rebuilt gets a 503 naming the rebuild within the deadline;
+ * - a stored response's read gets a 503 (storage unavailable) within the deadline;
  * - once the database answers again, every key works, and every answered call is in the ledger.
  */
 import { execFileSync } from "node:child_process"
@@ -94,6 +95,13 @@ describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
     expect({ status: unseededCall.status, type: unseededCall.error?.type }).toEqual({ status: 503, type: "api_error" })
     expect(unseededCall.error?.message).toMatch(/allowance store is unavailable \(rebuild: the database gave no answer within 1500 ms\)/)
     expect(unseededCall.ms).toBeLessThan(ANSWERED_WITHIN_MS)
+
+    // A request's own storage work has the deadline too (here a stored response's read).
+    const started = performance.now()
+    const read = await fetch(`${gw.baseUrl}/v1/responses/resp_none`, { headers: { authorization: `Bearer ${known.secret}` } })
+    const readError = ((await read.json()) as { error?: { type: string } }).error
+    expect({ status: read.status, type: readError?.type }).toEqual({ status: 503, type: "api_error" })
+    expect(performance.now() - started).toBeLessThan(ANSWERED_WITHIN_MS)
 
     // The store is known to be in trouble now: the known key no longer waits on it.
     for (let i = 0; i < 3; i++) {
