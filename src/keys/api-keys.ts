@@ -23,7 +23,7 @@ import { newId } from "../util/ids.ts"
 const CACHE_TTL_MS = 5_000
 const CACHE_MAX_ENTRIES = 50_000
 /** How long past its cache lifetime a verified key is honoured while the key store cannot answer. */
-export const STALE_IF_ERROR_MS = 30_000
+const STALE_IF_ERROR_MS = 30_000
 
 interface CachedKey {
   readonly record: KeyRecord | undefined
