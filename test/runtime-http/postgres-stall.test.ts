@@ -10,7 +10,7 @@
  * - a key verified shortly before keeps working (stale-if-error), also once its cache entry
  *   expired, without waiting on the store again;
  * - a key whose budget was never rebuilt gets a 503 naming the rebuild within the deadline;
- * - a stored response's read gets a 503 (storage unavailable) within the deadline;
+ * - a stored response's, a file list's and a state's read get a 503 (storage unavailable) within it;
  * - once the database answers again, every key works, and every answered call is in the ledger.
  */
 import { execFileSync } from "node:child_process"
@@ -43,7 +43,9 @@ describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
     proxy = await startPostgresProxy(new URL(db.url))
     gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
-      DATABASE_URL: proxy.through(db.url),
+      // A connection attempt into the stall waits 30 s (5 by default), so no answer within the
+      // deadline can come from a failed attempt instead of the deadline itself.
+      DATABASE_URL: `${proxy.through(db.url)}?connect_timeout=30`,
       GATEWAY_ADMIN_TOKEN: "stall-admin",
       GATEWAY_STORAGE_TIMEOUT_MS: String(DEADLINE_MS),
       ...fastConfigEnv(dir)
@@ -96,12 +98,14 @@ describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
     expect(unseededCall.error?.message).toMatch(/allowance store is unavailable \(rebuild: the database gave no answer within 1500 ms\)/)
     expect(unseededCall.ms).toBeLessThan(ANSWERED_WITHIN_MS)
 
-    // A request's own storage work has the deadline too (here a stored response's read).
-    const started = performance.now()
-    const read = await fetch(`${gw.baseUrl}/v1/responses/resp_none`, { headers: { authorization: `Bearer ${known.secret}` } })
-    const readError = ((await read.json()) as { error?: { type: string } }).error
-    expect({ status: read.status, type: readError?.type }).toEqual({ status: 503, type: "api_error" })
-    expect(performance.now() - started).toBeLessThan(ANSWERED_WITHIN_MS)
+    // A request's own storage work has the deadline too: a stored response, a file list, a state.
+    for (const path of ["/v1/responses/resp_none", "/v1/files", "/v1/states/state_none"]) {
+      const started = performance.now()
+      const read = await fetch(`${gw.baseUrl}${path}`, { headers: { authorization: `Bearer ${known.secret}` } })
+      const readError = ((await read.json()) as { error?: { type: string } }).error
+      expect({ path, status: read.status, type: readError?.type }).toEqual({ path, status: 503, type: "api_error" })
+      expect(performance.now() - started, path).toBeLessThan(ANSWERED_WITHIN_MS)
+    }
 
     // The store is known to be in trouble now: the known key no longer waits on it.
     for (let i = 0; i < 3; i++) {
