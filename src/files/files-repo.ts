@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
-import { withinStorageDeadline } from "../storage/deadline.ts"
+import { storageDeadlines } from "../storage/deadline.ts"
 import { byteLengthOf, chunksOf } from "../util/byte-chunks.ts"
 import { randomBase62 } from "../util/ids.ts"
 
@@ -167,15 +167,13 @@ export class FilesRepo extends Context.Service<FilesRepo, {
     )
 
     // Every call is made for a request: none may wait on a stalled database without end. A
-    // file's bytes (up to `fileMaxBytes`) go in and out in chunks, so those get three times it.
-    const { storageTimeoutMs } = yield* Settings
-    const read = withinStorageDeadline(storageTimeoutMs)
-    const bulk = withinStorageDeadline(3 * storageTimeoutMs)
+    // file's bytes go in and out as a large document's.
+    const { read, write } = yield* storageDeadlines
     return FilesRepo.of({
       maxBytes,
-      create: (keyId, file) => bulk(create(keyId, file)),
+      create: (keyId, file) => write(create(keyId, file)),
       get: (keyId, id) => read(get(keyId, id)),
-      content: (keyId, id) => bulk(content(keyId, id)),
+      content: (keyId, id) => write(content(keyId, id)),
       list: (keyId, options) => read(list(keyId, options)),
       remove: (keyId, id) => read(remove(keyId, id))
     })

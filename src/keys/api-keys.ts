@@ -13,8 +13,8 @@
 import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer } from "effect"
 import type { SqlError } from "effect/sql"
 import { ConfigFile } from "../config/config-file.ts"
-import { Settings } from "../config/settings.ts"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../errors.ts"
+import { isPastDeadline, storageDeadlines } from "../storage/deadline.ts"
 import { type KeyRecord, KeysRepo } from "./keys-repo.ts"
 import { allPermissions, type Permissions } from "./permissions.ts"
 import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
@@ -57,7 +57,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   static readonly layer = Layer.effect(ApiKeys, Effect.gen(function*() {
     const repo = yield* KeysRepo
     const config = yield* ConfigFile
-    const { storageTimeoutMs } = yield* Settings
+    const { storageTimeoutMs, read } = yield* storageDeadlines
     const cache = new Map<string, CachedKey>()
     const lookups = new Map<string, Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable>>()
     const hashById = new Map<string, string>()
@@ -114,9 +114,8 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     let warnedAt = 0
 
     /**
-     * The store's answer for a hash, cached when it comes; concurrent callers share one query. The
-     * query runs on its own fiber: interrupted at the deadline, it drains its connection (or has
-     * it closed, up to 5 s later) there, while its callers already have their answer.
+     * The store's answer for a hash, cached when it comes; concurrent callers share one query,
+     * which answers at the deadline (`storage/deadline.ts`) whatever its statement does after.
      */
     const runInBackground = yield* FiberSet.makeRuntime<never>()
     const lookUp = (hash: string): Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable> => {
@@ -124,21 +123,19 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       if (running !== undefined) return running
       const done = Deferred.makeUnsafe<KeyRecord | undefined, ServiceUnavailable>()
       lookups.set(hash, done)
-      runInBackground(Effect.gen(function*() {
-        const row = yield* repo.findByHash(hash)
-        const record = row === undefined || row.revokedAt !== null ? undefined : row
-        const now = yield* Clock.currentTimeMillis
-        if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
-        cache.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
-        if (record !== undefined) hashById.set(record.id, hash)
-        storeTroubled = false
-        return record
-      }).pipe(
-        Effect.mapError(() => unavailable("the database failed")),
-        Effect.timeoutOrElse({ duration: storageTimeoutMs, orElse: () => Effect.fail(unavailable(`no answer within ${storageTimeoutMs} ms`)) }),
+      runInBackground(read(repo.findByHash(hash)).pipe(
+        Effect.flatMap((row) => Effect.map(Clock.currentTimeMillis, (now) => {
+          const record = row === undefined || row.revokedAt !== null ? undefined : row
+          if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
+          cache.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
+          if (record !== undefined) hashById.set(record.id, hash)
+          storeTroubled = false
+          return record
+        })),
+        Effect.mapError((error) => unavailable(isPastDeadline(error) ? `no answer within ${storageTimeoutMs} ms` : "the database failed")),
         Effect.tapError(() => Effect.sync(() => (storeTroubled = true))),
         Effect.onExit((exit) => {
-          if (lookups.get(hash) === done) lookups.delete(hash)
+          lookups.delete(hash)
           return Deferred.done(done, exit)
         })
       ))
@@ -163,13 +160,8 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       const answer = lookUp(hash)
       // A known key does not wait on a store in trouble, nor queue behind its own look-up.
       if (stale !== undefined && (storeTroubled || busy)) return yield* honourStale(stale, now)
-      const result = yield* Effect.exit(Deferred.await(answer).pipe(Effect.timeoutOrElse({
-        duration: storageTimeoutMs,
-        orElse: () => Effect.fail(unavailable(`no answer within ${storageTimeoutMs} ms`))
-      })))
+      const result = yield* Effect.exit(Deferred.await(answer))
       if (Exit.isSuccess(result)) return result.value
-      // Said here too: the look-up's own fiber says it only once its statement has drained.
-      storeTroubled = true
       if (stale === undefined) return yield* result
       return yield* honourStale(stale, now, result.cause)
     })

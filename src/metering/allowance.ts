@@ -43,6 +43,7 @@ import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
 import type { BudgetAnswer, BudgetReserveRequest, BudgetState, Epoch } from "../coordination/types.ts"
 import { InvalidRequest, LimitExceeded, ServiceUnavailable } from "../errors.ts"
+import { isPastDeadline, withinStorageDeadline } from "../storage/deadline.ts"
 import { newId } from "../util/ids.ts"
 import { formatUsd, type Micros, usdToMicros } from "../model/money.ts"
 import { monthOf, secondsUntilNextMonth } from "./month.ts"
@@ -267,30 +268,20 @@ function make(options: AllowanceOptions) {
      * stale: read again (the last try counts it, which may count it twice but never misses it).
      */
     const seed = (keyId: string, t: Target) => Effect.suspend(() => {
-      let running = seeding.get(t.budget)
-      if (running === undefined) {
-        const done = Deferred.makeUnsafe<void, ServiceUnavailable>()
-        running = done
-        seeding.set(t.budget, done)
-        // On its own fiber: interrupted at the deadline, a statement drains its connection (up to
-        // 5 s) there, while the reservations waiting on it already have their 503.
-        runInBackground(rebuild(keyId, t).pipe(
-          Effect.mapError(unavailable("rebuild")),
-          Effect.timeoutOrElse({ duration: storageTimeoutMs, orElse: () => Effect.fail(rebuildTimedOut()) }),
-          Effect.onExit((exit) => {
-            if (seeding.get(t.budget) === done) seeding.delete(t.budget)
-            return Deferred.done(done, exit)
-          })
-        ))
-      }
-      const waited = running
-      return Deferred.await(waited).pipe(Effect.timeoutOrElse({
-        duration: storageTimeoutMs,
-        orElse: () => {
-          if (seeding.get(t.budget) === waited) seeding.delete(t.budget)
-          return Effect.fail(rebuildTimedOut())
-        }
-      }))
+      const running = seeding.get(t.budget)
+      if (running !== undefined) return Deferred.await(running)
+      const done = Deferred.makeUnsafe<void, ServiceUnavailable>()
+      seeding.set(t.budget, done)
+      // On its own fiber, answering at the deadline (`storage/deadline.ts`) for every reservation
+      // that waits on it, whatever its statement does after.
+      runInBackground(withinStorageDeadline(storageTimeoutMs)(rebuild(keyId, t)).pipe(
+        Effect.mapError((error) => (isPastDeadline(error) ? rebuildTimedOut : unavailable("rebuild"))()),
+        Effect.onExit((exit) => {
+          seeding.delete(t.budget)
+          return Deferred.done(done, exit)
+        })
+      ))
+      return Deferred.await(done)
     })
     const rebuildTimedOut = unavailable(`rebuild: the database gave no answer within ${storageTimeoutMs} ms`)
     const rebuild = (keyId: string, t: Target) => Effect.gen(function*() {

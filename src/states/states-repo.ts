@@ -15,9 +15,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
-import { Settings } from "../config/settings.ts"
 import { Conflict, InvalidRequest, NotFound, PayloadTooLarge } from "../errors.ts"
-import { withinStorageDeadline } from "../storage/deadline.ts"
+import { storageDeadlines } from "../storage/deadline.ts"
 import { byteLengthOf, chunksOf } from "../util/byte-chunks.ts"
 import { newId } from "../util/ids.ts"
 import { MAX_STORED_JSON_BYTES } from "../util/json-limits.ts"
@@ -165,11 +164,8 @@ export class StatesRepo extends Context.Service<StatesRepo, {
         return { stateId: id, seq: seq + 1, text: [...current.slice(0, from), ...tail], bytes }
       })).pipe(Effect.withSpan("StatesRepo.append"))
 
-    // Every call is made for a request: none may wait on a stalled database without end. A
-    // state's document (up to 8 MiB) is written in chunks, so writes get three times it.
-    const { storageTimeoutMs } = yield* Settings
-    const read = withinStorageDeadline(storageTimeoutMs)
-    const write = withinStorageDeadline(3 * storageTimeoutMs)
+    // Every call is made for a request: none may wait on a stalled database without end.
+    const { read, write } = yield* storageDeadlines
     return StatesRepo.of({
       create: (keyId, value) => write(create(keyId, value)),
       get: (keyId, id) => read(get(keyId, id)),

@@ -5,18 +5,29 @@
  * storage-failure renderer (`http/app.ts`) answers as 503. The work runs on a fiber of its own and
  * is interrupted then without being waited for: interrupting a statement means cancelling it, and
  * on a stalled connection the SQL client gives up on that only 5 s later (closing it).
+ *
+ * The deadline is `GATEWAY_STORAGE_TIMEOUT_MS` (`storageDeadlines.read`); work that moves a large
+ * document (a file's bytes, a state's or a stored response's up to 8 MiB, in chunks) gets three
+ * times it (`storageDeadlines.write`), so a slow machine is not cut off mid-save.
  */
 import { Effect, Fiber } from "effect"
 import { SqlError } from "effect/sql"
+import { Settings } from "../config/settings.ts"
+
+const DEADLINE = "deadline"
 
 const noAnswer = (ms: number) =>
   new SqlError.SqlError({
     reason: new SqlError.ConnectionError({
       cause: new Error(`the database gave no answer within ${ms} ms`),
       message: `the database gave no answer within ${ms} ms`,
-      operation: "deadline"
+      operation: DEADLINE
     })
   })
+
+/** Whether a failure is a deadline's (`withinStorageDeadline`), not the database's own. */
+export const isPastDeadline = (error: unknown): boolean =>
+  SqlError.isSqlError(error) && error.reason._tag === "ConnectionError" && error.reason.operation === DEADLINE
 
 export const withinStorageDeadline = (ms: number) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError.SqlError, R> =>
@@ -27,3 +38,9 @@ export const withinStorageDeadline = (ms: number) =>
       Effect.onInterrupt(() => letGo)
     )
   })
+
+/** The request path's two deadlines, from the settings (see the module comment). */
+export const storageDeadlines = Effect.gen(function*() {
+  const { storageTimeoutMs } = yield* Settings
+  return { storageTimeoutMs, read: withinStorageDeadline(storageTimeoutMs), write: withinStorageDeadline(3 * storageTimeoutMs) }
+})

@@ -14,7 +14,7 @@
 import { Context, Effect, Layer, Schedule } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
-import { withinStorageDeadline } from "../storage/deadline.ts"
+import { storageDeadlines } from "../storage/deadline.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
@@ -162,11 +162,8 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     ))
 
     // Every call is made for a request (`prune` runs on its own): none may wait on a stalled
-    // database without end. A save stages up to four 8 MiB documents, so it gets three times the
-    // reads' deadline.
-    const { storageTimeoutMs } = yield* Settings
-    const read = withinStorageDeadline(storageTimeoutMs)
-    const write = withinStorageDeadline(3 * storageTimeoutMs)
+    // database without end.
+    const { read, write } = yield* storageDeadlines
     return ResponsesRepo.of({
       save: (r) => write(save(r)),
       find: (keyId, id) => read(find(keyId, id)),
