@@ -25,36 +25,47 @@ export class StorageEngine extends Context.Service<StorageEngine, {
   readonly openPort?: (() => MessagePort | undefined) | undefined
 }>()("gateway/storage/StorageEngine") {}
 
+const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrations), table: "gateway_migrations" }).pipe(
+  Layer.provide(NodeServices.layer)
+)
+
+/** The client, migrated: PostgreSQL when a URL is set, otherwise the embedded database. */
 const clientLayer = Layer.unwrap(Effect.gen(function*() {
   const settings = yield* Settings
   if (settings.databaseUrl !== undefined) {
     // `serve` starts the embedded database's thread before it reads its settings (see there).
     discardEarlyThread()
+    // TCP keepalive: a connection whose server vanished (a partition, a host gone without a
+    // reset) fails ~20 s after it went quiet (10 s idle, then libuv's 10 probes a second apart)
+    // instead of when the kernel gives up on it, minutes later.
+    const connection = { url: settings.databaseUrl, maxMessageSize: MAX_SQL_MESSAGE_BYTES, keepAlive: "10 seconds" } as const
+    // The migrations run first, on a connection of their own that is closed when they are done:
+    // a backfill may rightly keep the server silent for minutes, so they have no answer deadline.
+    const migrated = Layer.effectDiscard(Effect.scoped(Layer.build(migrationsLayer.pipe(Layer.provide(PgClient.layer({ ...connection, maxConnections: 1 }))))))
     return Layer.merge(
-      // TCP keepalive: a connection whose server vanished (a partition, a host gone without a
-      // reset) fails ~20 s after it went quiet (10 s idle, then libuv's 10 probes a second apart)
-      // instead of when the kernel gives up on it, minutes later. A server that is there but
-      // silent is for the callers' deadlines (`GATEWAY_STORAGE_TIMEOUT_MS`).
-      PgClient.layer({ url: settings.databaseUrl, maxConnections: 10, maxMessageSize: MAX_SQL_MESSAGE_BYTES, keepAlive: "10 seconds" }),
+      // A server that is there but silent (a stall, a lock that never clears) fails a statement's
+      // connection once it has sent nothing for three storage deadlines (the patched driver's
+      // `answerTimeout`): whoever waits on it — a request, the ledger's flush, a background loop —
+      // gets a retryable failure instead of waiting without end. The request path's own reads
+      // answer sooner, at one deadline (`storage/deadline.ts`).
+      PgClient.layer({ ...connection, maxConnections: 10, answerTimeout: 3 * settings.storageTimeoutMs }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })
-    )
+    ).pipe(Layer.provide(migrated))
   }
   let open: (() => MessagePort | undefined) | undefined
   const client = embeddedClient({ dataDir: settings.dataDir, sharedBuffersMb: settings.embeddedSharedBuffersMb, exposePorts: (o) => (open = o) })
-  return Layer.merge(PgClient.layerFrom(client), Layer.succeed(StorageEngine)({ kind: "embedded", openPort: () => open?.() }))
+  return migrationsLayer.pipe(
+    Layer.provideMerge(Layer.merge(PgClient.layerFrom(client), Layer.succeed(StorageEngine)({ kind: "embedded", openPort: () => open?.() })))
+  )
 }))
 
-const migrationsLayer = PgMigrator.layer({ loader: PgMigrator.fromRecord(migrations), table: "gateway_migrations" }).pipe(
-  Layer.provide(NodeServices.layer)
-)
-
-/** The client with `withTransaction` keeping storage failures as failures (`sql-failures.ts`). */
-const failingClientLayer = Layer.effectDiscard(Effect.map(SqlClient.SqlClient, keepTransactionFailures)).pipe(
+/**
+ * SqlClient + PgClient, migrated, with `withTransaction` keeping storage failures as failures
+ * (`sql-failures.ts`). Requires Settings.
+ */
+export const DatabaseLive = Layer.effectDiscard(Effect.map(SqlClient.SqlClient, keepTransactionFailures)).pipe(
   Layer.provideMerge(clientLayer)
 )
-
-/** SqlClient + PgClient, migrated. Requires Settings. */
-export const DatabaseLive = migrationsLayer.pipe(Layer.provideMerge(failingClientLayer))
 
 /** Makes a Redacted URL printable without its password, for logs. */
 export const describeDatabase = (url: Redacted.Redacted<string> | undefined) => {

@@ -11,7 +11,10 @@
  *   expired, without waiting on the store again;
  * - a key whose budget was never rebuilt gets a 503 naming the rebuild within the deadline;
  * - a stored response's, a file list's and a state's read get a 503 (storage unavailable) within it;
- * - once the database answers again, every key works, and every answered call is in the ledger.
+ * - once the database answers again, every key works, and every answered call is in the ledger;
+ * - every other route that waits on the database (batches, agent runs, artifacts, the admin API, a
+ *   usage report queued behind a stalled ledger flush) gets a 503 once its statement has had no
+ *   answer for three deadlines (the connection's answer deadline), not a wait without end.
  */
 import { execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
@@ -28,6 +31,8 @@ const { postgresUrl } = inject("services")
 const DEADLINE_MS = 1_500
 /** Well before the deadline plus the pool's cancellation wait (5 s): the answer did not wait on it. */
 const ANSWERED_WITHIN_MS = DEADLINE_MS + 2_500
+/** A connection whose statement has had no answer for three deadlines fails (`storage/database.ts`). */
+const ANSWER_DEADLINE_MS = 3 * DEADLINE_MS
 const KEY_CACHE_MS = 5_000
 
 const body = { model: "svc-pico-1", max_tokens: 16, messages: [{ role: "user", content: "hello" }] }
@@ -125,5 +130,40 @@ describe.runIf(postgresUrl !== null)("a stalled PostgreSQL", () => {
     await expect.poll(() =>
       Number(execFileSync("psql", [db.url, "-tAc", `SELECT count(*) FROM usage_ledger WHERE key_id = '${known.id}'`]).toString().trim())
     ).toBe(answeredForKnown)
+  }, 60_000)
+
+  it("fails every other route's statement at the connection's answer deadline", async () => {
+    const key = await createKey(gw)
+    const bearer = { authorization: `Bearer ${key.secret}` }
+    const admin = { authorization: "Bearer stall-admin" }
+    const reads: ReadonlyArray<readonly [string, Record<string, string>]> = [
+      ["/v1/batches", bearer],
+      ["/v1/messages/batches", bearer],
+      ["/v1/agent-runs", bearer],
+      ["/v1/artifacts/art_none", bearer],
+      ["/admin/v1/keys", admin],
+      [`/admin/v1/usage?keyId=${key.id}`, admin]
+    ]
+    const readAll = () =>
+      Promise.all(reads.map(async ([path, headers]) => {
+        const started = performance.now()
+        const res = await fetch(`${gw.baseUrl}${path}`, { headers, signal: AbortSignal.timeout(30_000) }).catch((error: Error) => ({ status: error.name }))
+        return { path, status: res.status, ms: performance.now() - started }
+      }))
+    // Each answers while the database does (and leaves open connections in the pool, so what
+    // follows waits on a statement's answer, not on a new connection's 30 s attempt).
+    for (const read of await readAll()) expect(read.status, read.path).not.toBe(503)
+    // A metered call, so the ledger has a row to flush into the stall: the usage report queues
+    // behind that flush.
+    expect((await post(gw, "/v1/chat/completions", key.secret, body)).status).toBe(200)
+
+    proxy.freeze()
+    const stalled = await readAll()
+    proxy.thaw()
+
+    for (const read of stalled) expect({ path: read.path, status: read.status }).toEqual({ path: read.path, status: 503 })
+    // The report may wait for the flush's statement to fail and then for its own: two deadlines.
+    for (const read of stalled) expect(read.ms, read.path).toBeLessThan(2 * ANSWER_DEADLINE_MS + 2_500)
+    await expect.poll(async () => (await readAll()).map((read) => read.status).filter((status) => status === 503).length).toBe(0)
   }, 60_000)
 })
