@@ -49,6 +49,12 @@ export interface SettingsShape {
    * database (a partition, a lock, a frozen disk) must not hold requests without end.
    */
   readonly storageTimeoutMs: number
+  /**
+   * How many usage rows may wait to be written before new calls are refused (503): while the
+   * database refuses the ledger's writes (a full disk), memory stays bounded and no call goes
+   * unrecorded. ~430 bytes a row.
+   */
+  readonly ledgerMaxPending: number
   /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
   readonly embeddedSharedBuffersMb: number
   /** How long a client may take to send a request's headers (and to start one on a new connection). */
@@ -157,6 +163,7 @@ export const settingsConfig = Config.all({
   allowanceRecoveryFenceMs: Config.Int("GATEWAY_ALLOWANCE_RECOVERY_FENCE_MS").pipe(Config.withDefault(5_000)),
   allowanceEpochCheckMs: Config.Int("GATEWAY_ALLOWANCE_EPOCH_CHECK_MS").pipe(Config.withDefault(1_000)),
   storageTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_STORAGE_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
+  ledgerMaxPending: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_LEDGER_MAX_PENDING").pipe(Config.withDefault(100_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
   embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
     .pipe(Config.withDefault(8)),

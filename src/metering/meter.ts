@@ -243,6 +243,9 @@ export class Meter extends Context.Service<Meter, {
     const admitsInProcess = rateLimits.admitNow !== undefined && allowance.now !== undefined
     const begin = (request: BeginRequest): Effect.Effect<MeteredCall, LimitExceeded | ServiceUnavailable> =>
       Effect.clockWith((clock) => {
+        // A ledger that cannot write what it holds takes no new calls (usage-ledger.ts).
+        const backlog = ledger.refusal()
+        if (backlog !== undefined) return Effect.fail(backlog)
         const plan = planOf(request.key)
         const { key, model } = request
         const inputTokens = Math.max(0, Math.ceil(request.inputTokens))

@@ -7,9 +7,17 @@
  * primary key (ON CONFLICT DO NOTHING), so a batch retried after an ambiguous failure is written
  * once. Closing the layer (graceful stop) stops the fiber and flushes everything, retrying for a
  * while if the database hiccups.
+ *
+ * The buffer is bounded: while the database refuses the writes but still answers reads (a full
+ * disk: keys and budgets keep working), calls would go on and the buffer would grow until the
+ * process ran out of memory, taking every unwritten row with it. Past `maxPending` rows, `refusal`
+ * answers new calls with a 503 (the metering refuses them before they start) until the rows are
+ * written; calls already running still record theirs.
  */
 import { Clock, Context, Effect, Layer, Latch, Schedule, Semaphore } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
+import { Settings } from "../config/settings.ts"
+import { ServiceUnavailable } from "../errors.ts"
 import type { Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
 import { monthOf } from "./month.ts"
@@ -56,6 +64,8 @@ export interface SpendQuery {
 export interface LedgerOptions {
   readonly flushIntervalMs?: number
   readonly batchSize?: number
+  /** Rows that may wait to be written before new calls are refused (`GATEWAY_LEDGER_MAX_PENDING`). */
+  readonly maxPending?: number
 }
 
 export class UsageLedger extends Context.Service<UsageLedger, {
@@ -63,6 +73,8 @@ export class UsageLedger extends Context.Service<UsageLedger, {
   record(entry: LedgerEntry): Effect.Effect<void>
   /** The same, as a plain call (the metering hot path). */
   recordNow(entry: LedgerEntry): void
+  /** The 503 for a new call while `maxPending` rows wait to be written; undefined otherwise. */
+  refusal(): ServiceUnavailable | undefined
   /** Writes everything buffered so far. */
   flush(): Effect.Effect<void, SqlError.SqlError>
   /** Per-model totals of `[from, to)`, for one key or (keyId absent) all keys; flushes first. */
@@ -82,7 +94,11 @@ export class UsageLedger extends Context.Service<UsageLedger, {
   readonly unflushed: Effect.Effect<ReadonlyArray<LedgerEntry>>
 }>()("gateway/metering/UsageLedger") {
   static readonly layerWith = (options: LedgerOptions) => Layer.effect(UsageLedger, make(options))
-  static readonly layer = UsageLedger.layerWith({})
+  /** Needs SqlClient and Settings. */
+  static readonly layer = Layer.unwrap(Effect.gen(function*() {
+    const { ledgerMaxPending } = yield* Settings
+    return UsageLedger.layerWith({ maxPending: ledgerMaxPending })
+  }))
   /** Flushes on every 10 entries or 50 ms, for tests that watch batching. */
   static readonly layerTest = UsageLedger.layerWith({ flushIntervalMs: 50, batchSize: 10 })
 }
@@ -96,6 +112,7 @@ function make(options: LedgerOptions) {
     const sql = yield* SqlClient.SqlClient
     const flushIntervalMs = options.flushIntervalMs ?? 1_000
     const batchSize = options.batchSize ?? 200
+    const maxPending = options.maxPending ?? 100_000
     const buffer: Array<LedgerEntry> = []
     const wake = Latch.makeUnsafe(false)
     // One writer at a time; readers that add the buffer to SQL totals take it too, so an entry is
@@ -149,6 +166,13 @@ function make(options: LedgerOptions) {
     }
     const record = (entry: LedgerEntry) => Effect.sync(() => recordNow(entry))
 
+    const refusal = () =>
+      buffer.length < maxPending ? undefined : new ServiceUnavailable({
+        status: 503,
+        message: `Usage ledger unavailable: ${buffer.length} calls' usage waits to be written (the database refuses it); new calls resume once it is written`,
+        retryAfterSeconds: 5
+      })
+
     // Registered before the loop is forked, so at close the loop stops first, then this drains.
     yield* Effect.addFinalizer(() =>
       flush().pipe(
@@ -161,7 +185,11 @@ function make(options: LedgerOptions) {
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       yield* wake.await.pipe(Effect.timeoutOption(flushIntervalMs))
       wake.closeUnsafe()
-      yield* flush().pipe(Effect.catch((error) => Effect.logWarning(`usage ledger: flush failed, will retry (${buffer.length} pending)`, error)))
+      yield* flush().pipe(Effect.catch((error) =>
+        buffer.length < maxPending
+          ? Effect.logWarning(`usage ledger: flush failed, will retry (${buffer.length} pending)`, error)
+          : Effect.logError(`usage ledger: flush failed, will retry (${buffer.length} pending: new calls are refused until they are written)`, error)
+      ))
     })))
 
     const summary = Effect.fn("UsageLedger.summary")(function*(query: { keyId?: string | undefined; from: Date; to: Date }) {
@@ -217,6 +245,7 @@ function make(options: LedgerOptions) {
     return UsageLedger.of({
       record,
       recordNow,
+      refusal,
       flush,
       summary,
       spentOn,
