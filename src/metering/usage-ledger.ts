@@ -18,6 +18,7 @@ import { Clock, Context, Effect, Layer, Latch, Schedule, Semaphore } from "effec
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { ServiceUnavailable } from "../errors.ts"
+import { isDataException, sqlState } from "../storage/sql-failures.ts"
 import type { Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
 import { monthOf } from "./month.ts"
@@ -136,11 +137,22 @@ function make(options: LedgerOptions) {
         ON CONFLICT (request_id) DO NOTHING`
     }
 
+    // A row the database cannot store (class 22, a value it refuses; class 23, a constraint) would
+    // fail its batch on every try and hold back every row behind it for good — and, once the
+    // buffer is full, every call. Its batch is written row by row instead, and only such a row is
+    // dropped, logged whole as an error so an operator can put it back by hand.
+    const unstorable = (error: SqlError.SqlError) => isDataException(error) || sqlState(error)?.startsWith("23") === true
+    const insertEach = (batch: ReadonlyArray<LedgerEntry>) =>
+      Effect.forEach(batch, (entry) =>
+        insert([entry]).pipe(Effect.catchIf(unstorable, (error) =>
+          Effect.logError(`usage ledger: a row the database cannot store is dropped: ${JSON.stringify(entry)}`, error)
+        )), { discard: true })
+
     const flush = Effect.fn("UsageLedger.flush")(function*() {
       yield* lock.withPermits(1)(Effect.gen(function*() {
         while (buffer.length > 0) {
           const batch = buffer.slice(0, batchSize)
-          yield* insert(batch)
+          yield* insert(batch).pipe(Effect.catchIf(unstorable, () => insertEach(batch)))
           buffer.splice(0, batch.length)
         }
       }))

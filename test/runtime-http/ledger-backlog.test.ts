@@ -6,7 +6,9 @@
  * - the next call is refused with a 503 naming the ledger (with Retry-After), on every surface,
  *   as the official SDKs read it;
  * - once the database takes the rows again, calls are answered, and the ledger holds one row for
- *   every answered call: none lost, none twice.
+ *   every answered call: none lost, none twice;
+ * - a row the database cannot store (a data exception, here raised by a trigger for one model's
+ *   rows) does not hold back the rows beside it: they are written, and only it is dropped (logged).
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { execFileSync } from "node:child_process"
@@ -85,5 +87,27 @@ describe.runIf(postgresUrl !== null)("a ledger the database will not take", () =
     await chat()
     answered++
     await expect.poll(rows).toBe(answered)
+  }, 60_000)
+
+  it("writes the rows beside one the database cannot store", async () => {
+    const key = await createKey(gw)
+    const openai = new OpenAI({ apiKey: key.secret, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    const chat = (model: string) => openai.chat.completions.create({ model, max_tokens: 16, messages: [{ role: "user", content: "hello" }] })
+    const rowsOf = (model: string) => Number(psql(`SELECT count(*) FROM usage_ledger WHERE key_id = '${key.id}' AND model = '${model}'`))
+    psql(`CREATE FUNCTION refuse_lyra() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+        IF NEW.model = 'svc-lyra-3' THEN RAISE EXCEPTION 'value out of range (test)' USING ERRCODE = '22003'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER refuse_lyra BEFORE INSERT ON usage_ledger FOR EACH ROW EXECUTE FUNCTION refuse_lyra()`)
+    try {
+      // One flush's batch holds both models' rows (the calls are answered well within a second).
+      await Promise.all([chat("svc-pico-1"), chat("svc-lyra-3"), chat("svc-pico-1")])
+      await expect.poll(() => rowsOf("svc-pico-1")).toBe(2)
+      // The refused row left the buffer: as many new calls as it may hold are taken (with the row
+      // still there the last would be refused), and written.
+      for (let i = 0; i < MAX_PENDING; i++) await chat("svc-pico-1")
+      await expect.poll(() => rowsOf("svc-pico-1")).toBe(2 + MAX_PENDING)
+      expect(rowsOf("svc-lyra-3")).toBe(0)
+    } finally {
+      psql("DROP TRIGGER refuse_lyra ON usage_ledger")
+    }
   }, 60_000)
 })
