@@ -69,7 +69,7 @@ export class Artifacts extends Context.Service<Artifacts, {
     // two connections use both cores (README, "Artifacts"); the embedded engine has one connection.
     const writeWidth = engine.kind === "embedded" ? 1 : 2
     // A large content's parse worker writes its data on connections of its own (`row-writer.ts`).
-    const writeTarget = writeTargetOf(engine, settings.databaseUrl, writeWidth)
+    const writeTarget = writeTargetOf(engine, settings.databaseUrl, writeWidth, settings.storageTimeoutMs)
 
     const wakeSweeper = Latch.makeUnsafe(false)
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {

@@ -11,6 +11,7 @@ import { Effect, Redacted, type Scope, type Semaphore } from "effect"
 import { SqlError, UnknownError } from "effect/sql/SqlError"
 import { InvalidRequest, PayloadTooLarge } from "../errors.ts"
 import type { StorageEngine } from "../storage/database.ts"
+import { connectionGuards } from "../storage/pg-connection.ts"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { concatChunks, type Envelope, isEnvelopeError, readEnvelope } from "./envelope.ts"
 import type { Format, Shape } from "./model.ts"
@@ -70,10 +71,12 @@ const unexpected = (message: FromParseWorker) => Effect.die(new Error(`parse wor
  * Where a large content's parse worker writes: PostgreSQL at the gateway's URL on `width`
  * connections, or a new connection to the embedded database (made when the worker starts).
  */
-export const writeTargetOf = (engine: StorageEngine["Service"], databaseUrl: Redacted.Redacted<string> | undefined, width: number) =>
+export const writeTargetOf = (engine: StorageEngine["Service"], databaseUrl: Redacted.Redacted<string> | undefined, width: number, storageTimeoutMs: number) =>
 (): WriteTarget | undefined => {
   if (engine.kind === "postgres") {
-    return databaseUrl === undefined ? undefined : { kind: "postgres", url: Redacted.value(databaseUrl), width, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
+    return databaseUrl === undefined
+      ? undefined
+      : { kind: "postgres", url: Redacted.value(databaseUrl), width, maxMessageSize: MAX_SQL_MESSAGE_BYTES, guards: connectionGuards(storageTimeoutMs) }
   }
   const port = engine.openPort?.()
   return port === undefined ? undefined : { kind: "embedded", port, maxMessageSize: MAX_SQL_MESSAGE_BYTES }

@@ -1,5 +1,6 @@
 /** Messages between the upload (`content-parser.ts`) and its parse worker (`parse-worker.ts`). */
 import type { MessagePort } from "node:worker_threads"
+import type { ConnectionGuards } from "../storage/pg-connection.ts"
 import type { Format, Shape } from "./model.ts"
 import type { ParseHints } from "./parse-content.ts"
 import type { Piece } from "./row-batches.ts"
@@ -38,6 +39,8 @@ type WriteTargetConnection =
     /** Statements at once (connections). */
     readonly width: number
     readonly maxMessageSize: number
+    /** Keepalive and the answer deadline, as the gateway's own pool has them (`storage/pg-connection.ts`). */
+    readonly guards: ConnectionGuards
   }
   /** A connection to the embedded database worker (`storage/port-stream.ts`), transferred to the parse worker. */
   | { readonly kind: "embedded"; readonly port: MessagePort; readonly maxMessageSize: number }

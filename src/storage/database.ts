@@ -13,6 +13,7 @@ import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { embeddedClient } from "./embedded-database.ts"
 import { discardEarlyThread } from "./embedded-thread.ts"
 import { migrations } from "./migrations.ts"
+import { connectionGuards } from "./pg-connection.ts"
 import { keepTransactionFailures } from "./sql-failures.ts"
 
 /** Which engine this process runs on; tests and `/admin` read it. */
@@ -35,20 +36,16 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
   if (settings.databaseUrl !== undefined) {
     // `serve` starts the embedded database's thread before it reads its settings (see there).
     discardEarlyThread()
-    // TCP keepalive: a connection whose server vanished (a partition, a host gone without a
-    // reset) fails ~20 s after it went quiet (10 s idle, then libuv's 10 probes a second apart)
-    // instead of when the kernel gives up on it, minutes later.
-    const connection = { url: settings.databaseUrl, maxMessageSize: MAX_SQL_MESSAGE_BYTES, keepAlive: "10 seconds" } as const
+    const guards = connectionGuards(settings.storageTimeoutMs)
+    const connection = { url: settings.databaseUrl, maxMessageSize: MAX_SQL_MESSAGE_BYTES, keepAlive: guards.keepAlive }
     // The migrations run first, on a connection of their own that is closed when they are done:
     // a backfill may rightly keep the server silent for minutes, so they have no answer deadline.
     const migrated = Layer.effectDiscard(Effect.scoped(Layer.build(migrationsLayer.pipe(Layer.provide(PgClient.layer({ ...connection, maxConnections: 1 }))))))
     return Layer.merge(
-      // A server that is there but silent (a stall, a lock that never clears) fails a statement's
-      // connection once it has sent nothing for three storage deadlines (the patched driver's
-      // `answerTimeout`): whoever waits on it — a request, the ledger's flush, a background loop —
-      // gets a retryable failure instead of waiting without end. The request path's own reads
-      // answer sooner, at one deadline (`storage/deadline.ts`).
-      PgClient.layer({ ...connection, maxConnections: 10, answerTimeout: 3 * settings.storageTimeoutMs }),
+      // Whoever waits on a silent server (a request, the ledger's flush, a background loop) gets a
+      // retryable failure at the answer deadline (`pg-connection.ts`); the request path's own
+      // reads answer sooner, at one deadline (`storage/deadline.ts`).
+      PgClient.layer({ ...connection, maxConnections: 10, answerTimeout: guards.answerTimeout }),
       Layer.succeed(StorageEngine)({ kind: "postgres" })
     ).pipe(Layer.provide(migrated))
   }

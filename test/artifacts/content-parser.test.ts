@@ -3,7 +3,8 @@
  * connections for one of its target's `minBytes` or more (`row-writer.ts`), so a large upload's
  * megabytes of statements are never encoded on the event loop. Both must store the same rows, and
  * a write that fails in the worker must come back as the SqlError it was (its SQLSTATE decides the
- * HTTP answer). Real PostgreSQL and embedded PGlite (whose worker gets a connection of its own).
+ * HTTP answer), and so must one into a stalled PostgreSQL, at the answer deadline the gateway's own
+ * connections have. Real PostgreSQL and embedded PGlite (whose worker gets a connection of its own).
  */
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Redacted, Semaphore } from "effect"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -18,6 +19,7 @@ import { Settings } from "../../src/config/settings.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
 import { sqlState } from "../../src/storage/sql-failures.ts"
 import { embeddedDataDir, freshDataDir, migratedPostgresDatabase } from "../support/engines.ts"
+import { startPostgresProxy } from "../support/postgres-proxy.ts"
 
 const { postgresUrl } = inject("services")
 const engines = [
@@ -60,7 +62,7 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     made = engine.make()
     runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(Settings.layerWith(made.settings))))
     // As the upload makes it (`Artifacts.layer`), with the file's smaller size for the worker's writes.
-    const targetOf = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2)
+    const targetOf = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2, 10_000)
     target = () => {
       const connection = targetOf()
       return connection === undefined ? undefined : { ...connection, minBytes: WORKER_MIN_BYTES }
@@ -162,6 +164,41 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     expect(after).toBeLessThan(40_000)
     await sleep(300)
     expect(await rowCount(contentId)).toBe(after)
+  })
+
+  it.runIf(engine.name === "postgres")("a worker writing into a stalled database fails at the answer deadline", async () => {
+    const url = Redacted.value(made.settings.databaseUrl!)
+    const proxy = await startPostgresProxy(new URL(url))
+    try {
+      // The gateway's target, reaching the database through a proxy, with a 1 s answer deadline.
+      const stalling = () => {
+        const connection = target()
+        return connection?.kind === "postgres" ? { ...connection, url: proxy.through(url), guards: { ...connection.guards, answerTimeout: 1_000 } } : undefined
+      }
+      let contentId: string | undefined
+      // Large batches (as the interrupted upload's), so the write is still going when the proxy
+      // freezes, once the worker's first rows are in (its connections are open by then).
+      const running = storeExit(JSON.stringify({ bytes: makeCsv(40_000) }), {
+        target: stalling, batchBytes: 512 * 1024, onPending: (id) => (contentId = id), signal: AbortSignal.timeout(30_000)
+      })
+      while (contentId === undefined || (await rowCount(contentId)) === 0) await sleep(2)
+      proxy.freeze()
+      const started = performance.now()
+      const exit = await running
+      expect(Exit.hasInterrupts(exit)).toBe(false)
+      // (Across the worker's boundary the failure keeps its message and SQLSTATE, not its reason's
+      // type; a SqlError without a data exception's or a limit's SQLSTATE is a 503.)
+      const failure = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+      expect(failure).toMatchObject({ _tag: "SqlError" })
+      expect(sqlState(failure as never)).toBeUndefined()
+      expect((failure as Error).message).toMatch(/gave no answer within 1000 ms/)
+      // The deadline (1 s), then the worker's cancellation of its other statement, whose cancel
+      // request waits on a new connection into the stall (5 s): well before the 30 s abort.
+      expect(performance.now() - started).toBeLessThan(15_000)
+    } finally {
+      proxy.thaw()
+      await proxy.close()
+    }
   })
 
   it("a worker whose upload ended cleanly is kept and serves the next one; one whose write failed is not", async () => {
