@@ -17,6 +17,10 @@ export interface PrivateRedis {
   stop(): Promise<void>
   /** A new empty server on the same port, after `stop`; resolves once it accepts connections. */
   start(): Promise<void>
+  /** SIGSTOP: a stall (connections stay open, the kernel takes bytes, nothing answers) until `resume`. */
+  pause(): void
+  /** SIGCONT after `pause`: it answers again, its data intact. */
+  resume(): void
 }
 
 const launch = (port: number) =>
@@ -72,6 +76,8 @@ export const startPrivateRedis = async (): Promise<PrivateRedis> => {
     start: async () => {
       await kill(child)
       child = await launch(port)
-    }
+    },
+    pause: () => void child.kill("SIGSTOP"),
+    resume: () => void child.kill("SIGCONT")
   }
 }
