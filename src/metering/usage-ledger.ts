@@ -18,9 +18,9 @@ import { Clock, Context, Effect, Layer, Latch, Schedule, Semaphore } from "effec
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { ServiceUnavailable } from "../errors.ts"
-import { isDataException, sqlState } from "../storage/sql-failures.ts"
 import type { Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
+import { isDataException, sqlState } from "../storage/sql-failures.ts"
 import { monthOf } from "./month.ts"
 
 /** What paid for a call: the monthly allowance, or prepaid credits. */
@@ -181,7 +181,7 @@ function make(options: LedgerOptions) {
     const refusal = () =>
       buffer.length < maxPending ? undefined : new ServiceUnavailable({
         status: 503,
-        message: `Usage ledger unavailable: ${buffer.length} calls' usage waits to be written (the database refuses it); new calls resume once it is written`,
+        message: `Usage ledger unavailable: ${buffer.length} calls' usage waits to be written (the database is not taking it); new calls resume once it is written`,
         retryAfterSeconds: 5
       })
 
