@@ -39,8 +39,15 @@ export const withinStorageDeadline = (ms: number) =>
     )
   })
 
+/**
+ * The longest the storage may take for one request: three deadlines, for work that moves a large
+ * document (see the module comment). PostgreSQL connections give a statement as long to answer
+ * (`pg-connection.ts`).
+ */
+export const longestStorageWaitMs = (storageTimeoutMs: number) => 3 * storageTimeoutMs
+
 /** The request path's two deadlines, from the settings (see the module comment). */
 export const storageDeadlines = Effect.gen(function*() {
   const { storageTimeoutMs } = yield* Settings
-  return { storageTimeoutMs, read: withinStorageDeadline(storageTimeoutMs), write: withinStorageDeadline(3 * storageTimeoutMs) }
+  return { storageTimeoutMs, read: withinStorageDeadline(storageTimeoutMs), write: withinStorageDeadline(longestStorageWaitMs(storageTimeoutMs)) }
 })
