@@ -8,7 +8,9 @@
  * Counts do not depend on the machine's speed or load, so they compare across VMs and sessions where
  * CPU figures do not (a step that costs ~0.1–0.3 µs on these machines).
  *
- *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5]
+ *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5] [--redis]
+ *
+ * `--redis` runs the gateway with its coordination and capacity queues on the local Redis.
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -20,7 +22,7 @@ import { makePool, sequential } from "./lib/load.ts"
 import { randomToken, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" } }
+  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" }, redis: { type: "boolean", default: false } }
 })
 const gapMs = Number(values["gap-ms"])
 
@@ -44,7 +46,10 @@ const main = async () => {
     logDir,
     cpu: 0,
     nodeArgs: ["--import", join(ROOT, "bench", "lib", "effect-ops-probe.ts")],
-    env: { BENCH_EFFECT_OPS_FILE: countsFile }
+    env: {
+      BENCH_EFFECT_OPS_FILE: countsFile,
+      ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `ops-${randomToken(4)}:` } : {})
+    }
   })
   const key = await gateway.createKey("bench", "bench")
   const pool = makePool(gateway.url, 4)

@@ -127,7 +127,7 @@ try {
   const split1 = threadMicros(gateway.pid, gateway.pid)
   const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
   const mainThreadRanUs = Math.round((split1.ran - split0.ran) / s.ok)
-  if (values.perf !== undefined) printPerf(perfBreakdown(values.perf), mainThreadRanUs)
+  if (values.perf !== undefined) printPerf(perfBreakdown(values.perf, Number(process.env.PERF_TOP ?? 40)), mainThreadRanUs)
   console.log(JSON.stringify({
     rate,
     seconds,

@@ -53,7 +53,11 @@ export interface CoordinationShape {
   readonly scope: string
   /** Checks every bucket and the lease limit; takes all of them, or none. */
   gate(request: GateRequest): Effect.Effect<GateResult, CoordinationError>
-  releaseLease(lease: LeaseRef): Effect.Effect<void, CoordinationError>
+  /**
+   * Gives a lease back without waiting for the store (a remote store sends it and moves on): a
+   * release that is lost leaves the lease to lapse by its TTL. Never fails.
+   */
+  releaseLease(lease: LeaseRef): Effect.Effect<void>
   /** Extends leases still held; a lease that already lapsed stays lapsed. */
   renewLeases(leases: ReadonlyArray<LeaseRef>, ttlMs: number, now: number): Effect.Effect<void, CoordinationError>
 

@@ -131,7 +131,16 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
       })
     },
 
-    releaseLease: (lease) => call("releaseLease", () => client.zrem(scopeKey(lease.scope, "leases"), lease.id)).pipe(Effect.asVoid),
+    // Sent, not awaited (as the queue's slot release): the connection runs commands in order, so
+    // the next command's answer finds it done; a lost one lapses with the lease's TTL.
+    releaseLease: (lease) =>
+      Effect.sync(() =>
+        redis.send(
+          "releaseLease",
+          (connection) => connection.zrem(scopeKey(lease.scope, "leases"), lease.id),
+          (message) => `rate limits: lease release (it lapses after its TTL): ${message}`
+        )
+      ),
 
     renewLeases: (leases, ttlMs, now) =>
       leases.length === 0 ? Effect.void : call("renewLeases", () => {

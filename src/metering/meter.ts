@@ -181,7 +181,8 @@ export class Meter extends Context.Service<Meter, {
             // left is this call's own view: after its reservation, less its charge.
             remaining = reservation.remainingMicros + reservation.amountMicros - chargedMicros
             // The admission's lease goes back beside the settle, not after its reply (as in process:
-            // the call is over): both commands leave in the same turn, so in one socket write.
+            // the call is over): both commands leave in the same turn, so in one socket write (the
+            // release does not wait for the store: no fiber of its own).
             return Effect.as(
               Effect.andThen(
                 settleInBackground(
@@ -193,7 +194,7 @@ export class Meter extends Context.Service<Meter, {
                     return ledger.record(entry(usage, servedBy, chargedMicros))
                   }).pipe(Effect.onInterrupt(() => Effect.sync(() => Deferred.doneUnsafe(keyCharge, Effect.succeed(chargedMicros)))))
                 ),
-                settleInBackground(admission.release)
+                admission.release
               ),
               {
                 costMicros,

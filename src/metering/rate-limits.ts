@@ -11,7 +11,7 @@
  * Concurrency uses leases renewed while the call runs; a dead instance's leases lapse after
  * `leaseTtlMs`. The store being unreachable FAILS OPEN: the call is admitted without headers.
  */
-import { Clock, Context, Effect, FiberSet, Layer } from "effect"
+import { Clock, Context, Effect, Layer } from "effect"
 import type { Plan } from "../config/schema.ts"
 import { Coordination } from "../coordination/coordination.ts"
 import type { BucketState, GateRequest, GateResult } from "../coordination/types.ts"
@@ -33,7 +33,7 @@ export interface RateState {
 export interface Admission {
   /** Undefined when the store could not be asked (failed open): send no x-ratelimit headers. */
   readonly state: RateState | undefined
-  /** Frees the concurrency slot; idempotent, never fails. */
+  /** Frees the concurrency slot; idempotent, never fails, never waits for the store. */
   readonly release: Effect.Effect<void>
   /** The same, at once, where the store is in process (`admitNow`). */
   readonly releaseNow?: (() => void) | undefined
@@ -114,7 +114,6 @@ function make(options: RateLimitOptions) {
     const renewEveryMs = options.renewEveryMs ?? Math.max(100, Math.floor(leaseTtlMs / 4))
     const maxLeaseMs = options.maxLeaseMs ?? 2 * 60 * 60_000
     const live = new Map<string, { scope: string; id: string; since: number }>()
-    const runInBackground = yield* FiberSet.makeRuntime<never>()
     let lastOutageLog = 0
 
     const refuse = (plan: Plan, buckets: ReadonlyArray<BucketState>, leaseRefused: boolean) => {
@@ -150,10 +149,8 @@ function make(options: RateLimitOptions) {
       if (!answer.admitted) return refuse(request.plan, answer.buckets, answer.leaseRefused)
       const held = { scope: request.keyId, id: gate.lease.id, since: gate.now }
       live.set(held.id, held)
-      // Off the caller's path: a release that fails only leaves the lease to lapse by its ttl.
-      const release = Effect.sync(() => {
-        if (live.delete(held.id)) runInBackground(store.releaseLease(held).pipe(Effect.ignore))
-      })
+      // Off the caller's path: the store does not wait for the release (a lost one lapses by its ttl).
+      const release = Effect.suspend(() => (live.delete(held.id) ? store.releaseLease(held) : Effect.void))
       const local = store.local
       return {
         state: { requests: windowOf(answer.buckets[0]), tokens: windowOf(answer.buckets[1]) },
@@ -170,20 +167,21 @@ function make(options: RateLimitOptions) {
      * buckets stays: they drain by themselves, and counting a request twice errs on the safe side.)
      */
     const abandon = (gate: GateRequest) =>
-      gate.lease === undefined ? Effect.void : store.releaseLease({ scope: gate.scope, id: gate.lease.id }).pipe(Effect.ignore)
+      gate.lease === undefined ? Effect.void : store.releaseLease({ scope: gate.scope, id: gate.lease.id })
 
     const admit = Effect.fnUntraced(function*(request: AdmitRequest) {
       const now = yield* Clock.currentTimeMillis
       const gate = gateOf(request, now)
-      const answer = yield* store.gate(gate).pipe(Effect.catchTag("CoordinationError", (error) => {
+      const answer = yield* store.gate(gate).pipe(Effect.catchTag("CoordinationError", (error) =>
         // Admitted without limits; the gate may still have run: its lease must not stay counted.
-        runInBackground(abandon(gate))
-        if (now - lastOutageLog > 10_000) {
-          lastOutageLog = now
-          return Effect.as(Effect.logWarning(`rate limits: store unavailable, admitting without limits (${error.message})`), undefined)
-        }
-        return Effect.succeed(undefined)
-      }))
+        Effect.andThen(abandon(gate), () => {
+          if (now - lastOutageLog > 10_000) {
+            lastOutageLog = now
+            return Effect.as(Effect.logWarning(`rate limits: store unavailable, admitting without limits (${error.message})`), undefined)
+          }
+          return Effect.succeed(undefined)
+        })
+      ))
       if (answer === undefined) return { state: undefined, release: Effect.void }
       const decided = decide(request, gate, answer)
       return decided instanceof LimitExceeded ? yield* decided : decided
