@@ -13,8 +13,16 @@
  * subscribes again after every reconnect. A Redis down at start is an outage like any later one,
  * not a crash: the layer waits `connectTimeoutMs` for it, then goes on with a warning. Connection
  * errors are logged through Effect's logger, at most once per 10 s per connection.
+ *
+ * A stalled Redis (connected, silent: a stopped process, a hung host, a partition that keeps the
+ * socket) is told apart by a command that goes unanswered past its deadline. Once the oldest such
+ * command was sent `SILENT_AFTER_DEADLINES` deadlines ago and nothing has answered since, commands
+ * fail at once instead of each waiting out a deadline of its own, until Redis answers again (a
+ * PING asks every `PROBE_EVERY_MS`): a call's admission tries up to three (the one-trip gate,
+ * then each policy alone), so in a stall every call waited seconds for its 503 while the clients
+ * piled up. A shorter hiccup (a slow command, a fork) is waited out as before.
  */
-import { Context, Deferred, Effect, Layer, Schedule, Schema, type Scope } from "effect"
+import { Context, Deferred, Effect, Latch, Layer, Schedule, Schema, type Scope } from "effect"
 import type { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
 import { KEY_PREFIX } from "./types.ts"
@@ -90,6 +98,22 @@ const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : 
 /** How many times a command's timeout starts over because the event loop stalled past it. */
 const STALL_RESTARTS = 3
 
+/** While a command is left unanswered, how often a PING asks whether Redis answers again. */
+const PROBE_EVERY_MS = 500
+
+/**
+ * How many command deadlines Redis may stay silent before commands fail at once: as many as a
+ * call's admission may try one after another, so a stall shorter than that still admits the call.
+ */
+const SILENT_AFTER_DEADLINES = 3
+
+/** A command Redis did not answer within its deadline (as against a refusal or a closed connection). */
+class CommandTimedOut extends Error {
+  constructor() {
+    super("Command timed out")
+  }
+}
+
 /**
  * `reply`, or a "Command timed out" failure once `ms` have passed without it while the event loop
  * ran. ioredis's own `commandTimeout` is a plain timer, and a stall of the event loop (a long GC, a
@@ -110,7 +134,7 @@ const withinDeadline = <A>(reply: Promise<A>, ms: number): Promise<A> =>
     const expire = () => {
       if (settled) return
       settled = true
-      reject(new Error("Command timed out"))
+      reject(new CommandTimedOut())
     }
     const check = () => {
       const now = performance.now()
@@ -222,11 +246,55 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       socket.uncork?.()
     })
   }
-  /** Counts a round trip under `operation` and runs it (its write joins the turn's), within the command timeout. */
-  const issue = <A>(operation: string, run: (client: Redis) => Promise<A>) => {
+  // When the oldest command Redis left unanswered past its deadline was sent; cleared by any answer.
+  let unansweredSince: number | undefined
+  const silentAfterMs = SILENT_AFTER_DEADLINES * commandTimeoutMs
+  let failingFast = false
+  const unanswered = yield* Latch.make(false)
+  const heard = () => {
+    if (unansweredSince === undefined) return
+    if (failingFast) log(Effect.logInfo(`redis: answering again after ${Math.round(performance.now() - unansweredSince)} ms`))
+    unansweredSince = undefined
+    failingFast = false
+    unanswered.closeUnsafe()
+  }
+  const watch = <A>(reply: Promise<A>): Promise<A> => {
+    const sentAt = performance.now()
+    reply.then(heard, (cause: unknown) => {
+      if (!(cause instanceof CommandTimedOut)) return
+      unansweredSince = Math.min(unansweredSince ?? sentAt, sentAt)
+      unanswered.openUnsafe()
+    })
+    return reply
+  }
+  const silentFor = () => {
+    if (unansweredSince === undefined) return undefined
+    const ms = performance.now() - unansweredSince
+    if (ms < silentAfterMs) return undefined
+    if (!failingFast) {
+      failingFast = true
+      log(Effect.logWarning(`redis: no answer for ${Math.round(ms)} ms; commands fail at once until it answers (a PING every ${PROBE_EVERY_MS} ms asks)`))
+    }
+    return ms
+  }
+  // While a command is left unanswered, asks Redis whether it answers again; sleeps on the latch otherwise.
+  yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+    yield* unanswered.await
+    yield* Effect.sleep(PROBE_EVERY_MS)
+    if (unansweredSince === undefined || client.status !== "ready") return
+    yield* Effect.promise(() => watch(withinDeadline(client.ping(), commandTimeoutMs)).then(() => undefined, () => undefined))
+  })))
+
+  /**
+   * Counts a round trip under `operation` and runs it (its write joins the turn's), within the
+   * command timeout; while Redis is silent, fails at once without sending anything.
+   */
+  const issue = <A>(operation: string, run: (client: Redis) => Promise<A>): Promise<A> => {
+    const silentMs = silentFor()
+    if (silentMs !== undefined) return Promise.reject(new Error(`no answer from Redis for ${Math.round(silentMs)} ms (failing at once until it answers)`))
     roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     coalesce()
-    return withinDeadline(run(client), commandTimeoutMs)
+    return watch(withinDeadline(run(client), commandTimeoutMs))
   }
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
     Effect.tryPromise({

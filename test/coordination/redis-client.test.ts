@@ -3,16 +3,18 @@
  * subscriber carrying every channel), whatever uses Redis; a Redis that is down at start is an
  * outage, not a crash, with typed errors and one log line per connection instead of one per
  * reconnect; the command timeout fails a command Redis does not answer, but not one whose answer
- * came while the event loop was stalled.
+ * came while the event loop was stalled; and once Redis has left a command unanswered for three
+ * deadlines, commands fail at once without being sent until it answers again.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Logger } from "effect"
+import { Effect, Fiber, Logger, Schedule } from "effect"
 import { Redis } from "ioredis"
 import { afterAll, inject } from "vitest"
 import { RedisClient } from "../../src/coordination/redis-client.ts"
 import { embeddedDataDir } from "../support/engines.ts"
 import type { GatewayHandle } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
+import { startPrivateRedis } from "../support/private-redis.ts"
 import { dropPrefix, uniquePrefix } from "./support.ts"
 
 const { redisUrl } = inject("services")
@@ -82,6 +84,43 @@ describe.skipIf(redisUrl === null)("RedisClient's command timeout", () => {
       assert.strictEqual(error.operation, "wait")
       assert.strictEqual(error.message, "Command timed out")
     }).pipe(Effect.scoped), 20_000)
+
+  it.live("once Redis has left a command unanswered for three deadlines, commands fail at once without being sent, until it answers again", () =>
+    Effect.gen(function*() {
+      const own = yield* Effect.acquireRelease(Effect.promise(() => startPrivateRedis()), (server) =>
+        Effect.promise(async () => {
+          server.resume()
+          await server.stop()
+        }))
+      const redis = yield* RedisClient.make({ url: own.url, prefix, commandTimeoutMs: 1_000 })
+      yield* redis.use("set", (client) => client.set(`${prefix}k`, "v"))
+      own.pause()
+      const unanswered = yield* Effect.flip(redis.use("first", (client) => client.get(`${prefix}k`)))
+      assert.strictEqual(unanswered.message, "Command timed out")
+      // One deadline of silence is a hiccup: the next command is still sent, and waits its deadline.
+      const next = yield* Effect.flip(redis.use("next", (client) => client.get(`${prefix}k`)))
+      assert.strictEqual(next.message, "Command timed out")
+      assert.strictEqual(redis.roundTrips.get("next"), 1)
+      // Three deadlines since the first was sent: the next command is not sent (nor counted as a
+      // round trip) and fails at once.
+      yield* Effect.sleep("1200 millis")
+      let sent = false
+      const refused = yield* Effect.flip(redis.use("second", (client) => {
+        sent = true
+        return client.get(`${prefix}k`)
+      }))
+      assert.strictEqual(refused.operation, "second")
+      assert.match(refused.message, /^no answer from Redis for \d+ ms \(failing at once until it answers\)$/)
+      assert.isFalse(sent)
+      assert.isFalse(redis.roundTrips.has("second"))
+      own.resume()
+      // The PING that asks every 500 ms finds it answering: commands are sent again.
+      const value = yield* redis.use("third", (client) => client.get(`${prefix}k`)).pipe(
+        Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 100 })
+      )
+      assert.strictEqual(value, "v")
+      assert.strictEqual(redis.roundTrips.get("first"), 1)
+    }).pipe(Effect.scoped), 30_000)
 })
 
 describe("RedisClient when Redis is down", () => {
