@@ -70,9 +70,10 @@ export interface RedisClientShape {
   use<A>(operation: string, run: (client: Redis) => Promise<A>): Effect.Effect<A, RedisError>
   /**
    * Sends commands now and does not wait for the reply, for writes nobody needs the answer of
-   * (a slot's release): counted like `use`; a failure is logged as `failed` says. The command
-   * connection runs commands in the order they were sent, so once any later command has answered,
-   * this one has run — a release sent before the settle is done when the settle's reply arrives.
+   * (a slot's release): counted like `use`; a failure is logged as `failed` says (except while Redis
+   * is silent, which the client logs once). The command connection runs commands in the order they
+   * were sent, so once any later command has answered, this one has run — a release sent before
+   * the settle is done when the settle's reply arrives.
    */
   send(operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string): void
   /** Round trips made through `use`, by operation, since start (`gateway_redis_round_trips_total`). */
@@ -111,6 +112,13 @@ const SILENT_AFTER_DEADLINES = 3
 class CommandTimedOut extends Error {
   constructor() {
     super("Command timed out")
+  }
+}
+
+/** A command not sent, because Redis has been silent too long (see the module comment). */
+class RedisSilent extends Error {
+  constructor(ms: number) {
+    super(`no answer from Redis for ${Math.round(ms)} ms (failing at once until it answers)`)
   }
 }
 
@@ -250,8 +258,10 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   let unansweredSince: number | undefined
   const silentAfterMs = SILENT_AFTER_DEADLINES * commandTimeoutMs
   let failingFast = false
+  let lastAnswerAt = 0
   const unanswered = yield* Latch.make(false)
   const heard = () => {
+    lastAnswerAt = performance.now()
     if (unansweredSince === undefined) return
     if (failingFast) log(Effect.logInfo(`redis: answering again after ${Math.round(performance.now() - unansweredSince)} ms`))
     unansweredSince = undefined
@@ -261,7 +271,8 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const watch = <A>(reply: Promise<A>): Promise<A> => {
     const sentAt = performance.now()
     reply.then(heard, (cause: unknown) => {
-      if (!(cause instanceof CommandTimedOut)) return
+      // (Sent before an answer that came since: Redis was not silent from then on.)
+      if (!(cause instanceof CommandTimedOut) || sentAt < lastAnswerAt) return
       unansweredSince = Math.min(unansweredSince ?? sentAt, sentAt)
       unanswered.openUnsafe()
     })
@@ -291,7 +302,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
    */
   const issue = <A>(operation: string, run: (client: Redis) => Promise<A>): Promise<A> => {
     const silentMs = silentFor()
-    if (silentMs !== undefined) return Promise.reject(new Error(`no answer from Redis for ${Math.round(silentMs)} ms (failing at once until it answers)`))
+    if (silentMs !== undefined) return Promise.reject(new RedisSilent(silentMs))
     roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     coalesce()
     return watch(withinDeadline(run(client), commandTimeoutMs))
@@ -303,7 +314,8 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     })
 
   const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string) => {
-    const warn = (cause: unknown) => void log(Effect.logWarning(failed(messageOf(cause))))
+    // Not sent while Redis is silent: that was logged once, not once per command.
+    const warn = (cause: unknown) => (cause instanceof RedisSilent ? undefined : void log(Effect.logWarning(failed(messageOf(cause)))))
     try {
       issue(operation, run).catch(warn)
     } catch (cause) {
