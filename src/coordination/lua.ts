@@ -117,6 +117,11 @@ end
 return out
 `
 
+/** KEYS: lease zset. ARGV: id. Gives a lease back (a script so it joins its turn's bundle: script-bundle.ts). */
+export const RELEASE_LEASE = `
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`
+
 /** KEYS: lease zset. ARGV: id, expiresAt, ttl. Extends a lease only if it is still held. */
 export const RENEW_LEASE = `
 if redis.call('ZADD', KEYS[1], 'XX', 'CH', ARGV[2], ARGV[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end

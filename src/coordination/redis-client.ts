@@ -25,6 +25,7 @@
 import { Context, Deferred, Effect, Latch, Layer, Schedule, Schema, type Scope } from "effect"
 import type { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
+import { makeScriptBatcher } from "./script-bundle.ts"
 import { KEY_PREFIX } from "./types.ts"
 
 /**
@@ -76,11 +77,19 @@ export interface RedisClientShape {
    * the settle is done when the settle's reply arrives.
    */
   send(operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string): void
+  /**
+   * `use` for one script defined with `defineScripts` (`keysAndArgs`: its `numKeys` keys, then its
+   * arguments). The scripts issued in one turn go out as one command (script-bundle.ts).
+   */
+  useScript(operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>): Effect.Effect<unknown, RedisError>
+  /** `send` for one script, batched as `useScript`'s. */
+  sendScript(operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>, failed: (message: string) => string): void
   /** Round trips made through `use`, by operation, since start (`gateway_redis_round_trips_total`). */
   readonly roundTrips: ReadonlyMap<string, number>
   /**
-   * Defines Lua scripts as commands of the command connection (name → source): ioredis sends
-   * EVALSHA and falls back to EVAL once, in pipelines too. Names must differ between callers.
+   * Defines Lua scripts as commands of the command connection (name → source), for `useScript`
+   * and pipelines: ioredis sends EVALSHA and falls back to EVAL once. Names must differ between
+   * callers.
    */
   defineScripts(sources: Readonly<Record<string, string>>): void
   /**
@@ -240,19 +249,29 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   })
 
   const roundTrips = new Map<string, number>()
+  const scripts = makeScriptBatcher(client)
   // Commands sent in one turn of the event loop (a slot's release and the settle after it) go out
   // in one socket write: each write is a syscall that costs more than the command's encoding. The
-  // socket is corked at the turn's first command and uncorked on the next tick; order is kept.
-  let corked = false
+  // socket is corked at the turn's first command and uncorked on the next tick, after the turn's
+  // scripts were sent (as one command); order is kept.
+  let turnEnds = false
+  let corked: { uncork?: () => void } | undefined
+  const endTurn = () => {
+    turnEnds = false
+    scripts.flush()
+    const socket = corked
+    corked = undefined
+    socket?.uncork?.()
+  }
   const coalesce = () => {
+    if (!turnEnds) {
+      turnEnds = true
+      process.nextTick(endTurn)
+    }
     const socket = client.stream as { cork?: () => void; uncork?: () => void; writable?: boolean } | undefined
-    if (corked || socket?.cork === undefined || socket.writable !== true) return
-    corked = true
+    if (corked !== undefined || socket?.cork === undefined || socket.writable !== true) return
+    corked = socket
     socket.cork()
-    process.nextTick(() => {
-      corked = false
-      socket.uncork?.()
-    })
   }
   // When the oldest command Redis left unanswered past its deadline was sent; cleared by any answer.
   let unansweredSince: number | undefined
@@ -298,13 +317,15 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
 
   /**
    * Counts a round trip under `operation` and runs it (its write joins the turn's), within the
-   * command timeout; while Redis is silent, fails at once without sending anything.
+   * command timeout; while Redis is silent, fails at once without sending anything. A command that
+   * is not a queued script first sends the scripts queued before it, so order is kept.
    */
-  const issue = <A>(operation: string, run: (client: Redis) => Promise<A>): Promise<A> => {
+  const issue = <A>(operation: string, run: (client: Redis) => Promise<A>, queuesScript = false): Promise<A> => {
     const silentMs = silentFor()
     if (silentMs !== undefined) return Promise.reject(new RedisSilent(silentMs))
     roundTrips.set(operation, (roundTrips.get(operation) ?? 0) + 1)
     coalesce()
+    if (!queuesScript) scripts.flush()
     return watch(withinDeadline(run(client), commandTimeoutMs))
   }
   const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
@@ -313,15 +334,22 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
       catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
     })
 
-  const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string) => {
+  const send = (operation: string, run: (client: Redis) => Promise<unknown>, failed: (message: string) => string, queuesScript = false) => {
     // Not sent while Redis is silent: that was logged once, not once per command.
     const warn = (cause: unknown) => (cause instanceof RedisSilent ? undefined : void log(Effect.logWarning(failed(messageOf(cause)))))
     try {
-      issue(operation, run).catch(warn)
+      issue(operation, run, queuesScript).catch(warn)
     } catch (cause) {
       warn(cause)
     }
   }
+  const useScript = (operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>) =>
+    Effect.tryPromise({
+      try: () => issue(operation, () => scripts.queue(name, numKeys, keysAndArgs), true),
+      catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
+    })
+  const sendScript = (operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>, failed: (message: string) => string) =>
+    send(operation, () => scripts.queue(name, numKeys, keysAndArgs), failed, true)
 
   const subscribe = Effect.fnUntraced(function*(channel: string, onMessage: (message: string) => void) {
     yield* Effect.acquireRelease(
@@ -366,10 +394,10 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     client,
     use,
     send,
+    useScript,
+    sendScript,
     roundTrips,
-    defineScripts: (sources) => {
-      for (const [name, lua] of Object.entries(sources)) client.defineCommand(name, { lua })
-    },
+    defineScripts: scripts.define,
     subscribe
   })
 })

@@ -10,13 +10,14 @@
 import { Effect } from "effect"
 import type { CoordinationShape } from "./coordination.ts"
 import * as Lua from "./lua.ts"
-import { ADMISSION_TICKET_TTL_MS, admissionTicketKey, RedisClient } from "./redis-client.ts"
+import { ADMISSION_TICKET_TTL_MS, admissionTicketKey, RedisClient, type RedisError } from "./redis-client.ts"
 import { type BudgetAnswer, type BudgetReserveRequest, type BudgetState, CoordinationError, type Epoch, type GateRequest, type GateResult, SETTLED_MEMORY_MS, type SettleAnswer } from "./types.ts"
 
 type Reply = ReadonlyArray<number>
 interface Scripts {
   gwGate(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwRenewLease(numKeys: number, ...args: Array<string | number>): Promise<number>
+  gwReleaseLease(numKeys: number, ...args: Array<string | number>): Promise<number>
   gwReserve(numKeys: number, ...args: Array<string | number>): Promise<Reply>
   gwGateAndReserve(numKeys: number, ...args: Array<string | number>): Promise<readonly [Reply, Reply]>
   gwFinish(numKeys: number, ...args: Array<string | number>): Promise<Reply>
@@ -31,6 +32,7 @@ interface Scripts {
 const scriptSources: Record<keyof Scripts, string> = {
   gwGate: Lua.GATE,
   gwRenewLease: Lua.RENEW_LEASE,
+  gwReleaseLease: Lua.RELEASE_LEASE,
   gwReserve: Lua.RESERVE,
   gwGateAndReserve: Lua.GATE_AND_RESERVE,
   gwFinish: Lua.FINISH,
@@ -52,8 +54,11 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
   const client = redis.client
   const scripts = client as unknown as Scripts
 
-  const call = <A>(name: string, run: () => Promise<A>) =>
-    redis.use(name, run).pipe(Effect.mapError((error) => new CoordinationError({ message: `redis ${error.operation}: ${error.message}` })))
+  const toCoordinationError = (error: RedisError) => new CoordinationError({ message: `redis ${error.operation}: ${error.message}` })
+  const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run).pipe(Effect.mapError(toCoordinationError))
+  /** One script, batched with the turn's other scripts into one command (script-bundle.ts). */
+  const script = <A>(operation: string, name: keyof Scripts, numKeys: number, keysAndArgs: ReadonlyArray<string | number>) =>
+    redis.useScript(operation, name, numKeys, keysAndArgs).pipe(Effect.map((reply) => reply as A), Effect.mapError(toCoordinationError))
   const scopeKey = (scope: string, part: string) => `${prefix}rl:{${scope}}:${part}`
   const budgetKeys = (budget: string) =>
     [`${prefix}b:{${budget}}`, `${prefix}bh:{${budget}}`, `${prefix}be:{${budget}}`] as const
@@ -106,7 +111,7 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
 
     gate: (request) => {
       const { keys, args, parse } = gateCall(request)
-      return call("gate", () => scripts.gwGate(keys.length, ...keys, ...args)).pipe(Effect.map(parse))
+      return script<Reply>("gate", "gwGate", keys.length, [...keys, ...args]).pipe(Effect.map(parse))
     },
 
     gateAndReserve: (gate, reserve, ticket) => {
@@ -115,29 +120,28 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
       const g = gateCall(gate)
       const r = reserveCall(reserve)
       const ticketKeys = ticket === undefined ? [] : [admissionTicketKey(prefix, ticket)]
-      return call("gateAndReserve", async () => {
-        const [gated, reserved] = await scripts.gwGateAndReserve(
-          g.keys.length + r.keys.length + ticketKeys.length,
-          ...g.keys,
-          ...r.keys,
-          ...ticketKeys,
-          g.keys.length,
-          g.args.length,
-          ticket === undefined ? 0 : ADMISSION_TICKET_TTL_MS,
-          ...g.args,
-          ...r.args
-        )
-        return [g.parse(gated), r.parse(reserved)] as const
-      })
+      return script<readonly [Reply, Reply]>("gateAndReserve", "gwGateAndReserve", g.keys.length + r.keys.length + ticketKeys.length, [
+        ...g.keys,
+        ...r.keys,
+        ...ticketKeys,
+        g.keys.length,
+        g.args.length,
+        ticket === undefined ? 0 : ADMISSION_TICKET_TTL_MS,
+        ...g.args,
+        ...r.args
+      ]).pipe(Effect.map(([gated, reserved]) => [g.parse(gated), r.parse(reserved)] as const))
     },
 
-    // Sent, not awaited (as the queue's slot release): the connection runs commands in order, so
-    // the next command's answer finds it done; a lost one lapses with the lease's TTL.
+    // Sent, not awaited (as the queue's slot release, in the same command as it and the settle):
+    // the connection runs commands in order, so the next command's answer finds it done; a lost
+    // one lapses with the lease's TTL.
     releaseLease: (lease) =>
       Effect.sync(() =>
-        redis.send(
+        redis.sendScript(
           "releaseLease",
-          (connection) => connection.zrem(scopeKey(lease.scope, "leases"), lease.id),
+          "gwReleaseLease",
+          1,
+          [scopeKey(lease.scope, "leases"), lease.id],
           (message) => `rate limits: lease release (it lapses after its TTL): ${message}`
         )
       ),
@@ -151,21 +155,19 @@ export const makeRedis: Effect.Effect<CoordinationShape, never, RedisClient> = E
 
     budgetReserve: (request) => {
       const { keys, args, parse } = reserveCall(request)
-      return call("budgetReserve", () => scripts.gwReserve(keys.length, ...keys, ...args)).pipe(Effect.map(parse))
+      return script<Reply>("budgetReserve", "gwReserve", keys.length, [...keys, ...args]).pipe(Effect.map(parse))
     },
 
     budgetSettle: (request) =>
-      call("budgetSettle", () =>
-        scripts.gwFinish(4, ...writeKeys(request.budget), request.id, request.chargeId, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle")
-      ).pipe(Effect.map((reply): SettleAnswer => {
+      script<Reply>("budgetSettle", "gwFinish", 4, [
+        ...writeKeys(request.budget), request.id, request.chargeId, request.amount, request.actual, request.now, SETTLED_MEMORY_MS, "settle"
+      ]).pipe(Effect.map((reply): SettleAnswer => {
         const [applied, charge] = reply[0] === 0 ? [reply[1], reply[2]] : [reply[4], reply[5]]
         return { state: reply[0] === 0 ? undefined : toState(reply), charged: applied === 1, chargedMicros: typeof charge === "number" && charge >= 0 ? charge : undefined }
       })),
 
     budgetRelease: (hold, now) =>
-      call("budgetRelease", () =>
-        scripts.gwFinish(4, ...writeKeys(hold.budget), hold.id, hold.id, 0, 0, now, SETTLED_MEMORY_MS, "release")
-      ).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
+      script<Reply>("budgetRelease", "gwFinish", 4, [...writeKeys(hold.budget), hold.id, hold.id, 0, 0, now, SETTLED_MEMORY_MS, "release"]).pipe(Effect.map((reply) => reply[0] === 0 ? undefined : toState(reply))),
 
     budgetRenew: (holds, ttlMs, now) =>
       holds.length === 0 ? Effect.void : pipelined("budgetRenew", (pipeline) => {

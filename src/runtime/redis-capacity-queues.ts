@@ -56,6 +56,9 @@ export interface RedisCapacityQueuesOptions extends CapacityQueuesOptions {
 /** The queues' options plus those of a Redis client of their own (without its url). */
 export type OwnClientQueuesOptions = RedisCapacityQueuesOptions & Omit<RedisClientOptions, "url">
 
+/** A placement's keys, in the order queue-lua.ts names them (M, H, R, W, A). */
+const PLACEMENT_KEYS = ["meta", "holders", "ring", "waiters", "alive"] as const
+
 const DEFAULT_LEASE_TTL_MS = 20_000
 const DEFAULT_LEASE_RENEW_MS = 5_000
 const DEFAULT_WAITER_TTL_MS = 15_000
@@ -71,7 +74,6 @@ const scriptSources = {
   cqPosition: Lua.POSITION
 }
 type ScriptName = keyof typeof scriptSources
-type Scripts = Record<ScriptName, (numKeys: number, ...args: Array<string | number>) => Promise<unknown>>
 
 interface Waiter {
   readonly keyId: string
@@ -116,24 +118,24 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
   const capacities = new Map(options.placements.map(({ placementId, capacity }) => [placementId, capacity]))
   const keysOf = new Map([...capacities.keys()].map((placementId) => {
     const base = `${prefix}cq:{${placementId}}:`
-    return [placementId, { keys: ["meta", "holders", "ring", "waiters", "alive"].map((k) => base + k), lanePrefix: `${base}lane:` }]
+    return [placementId, { keys: PLACEMENT_KEYS.map((k) => base + k), lanePrefix: `${base}lane:` }]
   }))
 
   redis.defineScripts(scriptSources)
   const client = redis.client
-  const scripts = client as unknown as Scripts
 
   const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
   /** A queue script's keys and arguments on one placement: the common ones, then `args` (see queue-lua.ts). */
-  const scriptArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>, extraKeys: ReadonlyArray<string> = []) => {
+  const keysAndArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>, extraKeys: ReadonlyArray<string> = []) => {
     const { keys, lanePrefix } = keysOf.get(placementId)!
-    return [keys.length + extraKeys.length, ...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args] as const
+    return [...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args]
   }
-  /** Runs a queue script on one placement, one round trip. */
+  const keyCount = (extraKeys: ReadonlyArray<string> = []) => PLACEMENT_KEYS.length + extraKeys.length
+  /** Runs a queue script on one placement, one round trip (with the turn's other scripts: script-bundle.ts). */
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) => runKeyed(name, placementId, [], args)
   /** The same with keys of its own after the placement's (the admission ticket). */
   const runKeyed = (name: ScriptName, placementId: string, extraKeys: ReadonlyArray<string>, args: ReadonlyArray<string | number>) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => call(name, () => scripts[name](...scriptArgs(placementId, now, args, extraKeys))))
+    Effect.flatMap(Clock.currentTimeMillis, (now) => redis.useScript(name, name, keyCount(extraKeys), keysAndArgs(placementId, now, args, extraKeys)))
   const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
   // waiterId → a request of this instance that is still waiting (or was just granted)
@@ -160,9 +162,11 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
           // Not awaited: the caller's next step (the settle, a retry's enqueue) goes out on the
           // same connection after it, so it has run by the time that step is answered — one round
           // trip less on the way to the client's answer.
-          redis.send(
+          redis.sendScript(
             "cqRelease",
-            () => scripts.cqRelease(...scriptArgs(placementId, now, [waiterId, outcome, failureThreshold, cooldownMs, now - grantedAt])),
+            "cqRelease",
+            keyCount(),
+            keysAndArgs(placementId, now, [waiterId, outcome, failureThreshold, cooldownMs, now - grantedAt]),
             (message) => `capacity queues: release on ${placementId} (the slot lapses after its TTL): ${message}`
           )
           return Effect.void

@@ -123,6 +123,50 @@ describe.skipIf(redisUrl === null)("RedisClient's command timeout", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+describe.skipIf(redisUrl === null)("RedisClient's script bundles", () => {
+  const prefix = `${uniquePrefix()}`
+  afterAll(() => Effect.runPromise(dropPrefix(redisUrl!, prefix)))
+
+  it.live("scripts issued in one turn run in order in one command, each with its own keys, arguments, answer and error", () =>
+    Effect.gen(function*() {
+      // A Redis of its own: its command counts are this test's alone.
+      const own = yield* Effect.acquireRelease(Effect.promise(() => startPrivateRedis()), (server) => Effect.promise(() => server.stop()))
+      const redis = yield* RedisClient.make({ url: own.url, prefix })
+      /** EVAL and EVALSHA commands Redis has run so far (a NOSCRIPT answer included). */
+      const scriptCommands = () =>
+        redis.use("info", (client) => client.info("commandstats")).pipe(Effect.map((info) =>
+          [...String(info).matchAll(/cmdstat_(?:eval|evalsha):calls=(\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0)
+        ))
+      redis.defineScripts({
+        tAppend: "return redis.call('APPEND', KEYS[1], ARGV[1])",
+        tRead: "return { redis.call('GET', KEYS[1]), ARGV[1], #KEYS, #ARGV }",
+        tNothing: "return nil",
+        tBroken: "return redis.call('INCR', KEYS[1])"
+      })
+      const key = `${prefix}bundle`
+      yield* redis.use("reset", (client) => client.del(key))
+      const before = redis.roundTrips.get("tAppend") ?? 0
+      const commandsBefore = yield* scriptCommands()
+      const answers = yield* Effect.all([
+        redis.useScript("tAppend", "tAppend", 1, [key, "a"]),
+        Effect.result(redis.useScript("tBroken", "tBroken", 1, [key])),
+        redis.useScript("tAppend", "tAppend", 1, [key, "b"]),
+        redis.useScript("tNothing", "tNothing", 0, []),
+        redis.useScript("tRead", "tRead", 1, [key, "x"])
+      ], { concurrency: "unbounded" })
+      const [first, broken, second, nothing, read] = answers
+      assert.strictEqual(first, 1)
+      // INCR of "a" fails alone, with Redis's error; the scripts after it still run.
+      assert.isTrue(broken._tag === "Failure" && /not an integer/.test(broken.failure.message))
+      assert.strictEqual(second, 2)
+      assert.isNull(nothing)
+      assert.deepStrictEqual(read, ["ab", "x", 1, 1])
+      assert.strictEqual((redis.roundTrips.get("tAppend") ?? 0) - before, 2)
+      // One command for the five: EVALSHA of the bundle (and EVAL after its first NOSCRIPT).
+      assert.isAtMost((yield* scriptCommands()) - commandsBefore, 2)
+    }).pipe(Effect.scoped), 20_000)
+})
+
 describe("RedisClient when Redis is down", () => {
   it.live("starts after the connect timeout, fails commands with a typed RedisError, logs each connection's errors once", () => {
     const logged: Array<string> = []

@@ -4,11 +4,12 @@
  * command, a script or a pipeline). Admission is metering (rate limits and the allowance hold, one
  * script) plus one capacity-queue script that reads the circuit and takes the slot — two round
  * trips whether the model has one placement or a failover candidate, and an open circuit is
- * still skipped. And the two leave together: the slot's enqueue goes out before the metering
- * script is answered (it takes a slot only with the admission ticket that script leaves), so
- * admission costs one round trip — watched from a proxy between the gateway and Redis.
+ * still skipped. And the two leave together, as one command (the turn's scripts are bundled:
+ * coordination/script-bundle.ts): the slot's enqueue goes out before the metering script is
+ * answered (it takes a slot only with the admission ticket that script leaves), so admission costs
+ * one round trip — watched from a proxy between the gateway and Redis.
  */
-import { createHash, randomBytes } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import { createServer, connect, type Server, type Socket } from "node:net"
 import { Redis } from "ioredis"
 import OpenAI from "openai"
@@ -17,10 +18,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { dropPrefix } from "../coordination/support.ts"
 import { gatewayWith, placeModel, queueOf, type TestGateway } from "../runtime-http/support.ts"
 import { parsePrometheus } from "./prometheus-text.ts"
-import { GATE_AND_RESERVE } from "../../src/coordination/lua.ts"
-import { ENQUEUE } from "../../src/runtime/queue-lua.ts"
 
-const sha1 = (text: string) => createHash("sha1").update(text).digest("hex")
 
 /**
  * A TCP proxy in front of Redis that passes everything through, until `holdReplies`: from then on
@@ -143,7 +141,7 @@ describe.runIf(redisUrl !== null)("Redis round trips on the admission path", () 
     await admissionOf("svc-lyra-3")
     // Redis's answers are held until the enqueue arrives: were it sent only after the metering's
     // answer, nothing would come for the whole hold (and the hold would end by its timeout).
-    const watched = proxy.holdReplies(sha1(ENQUEUE), 600)
+    const watched = proxy.holdReplies("cqEnqueue", 600)
     const messages = [{ role: "user" as const, content: "say exactly: ok" }]
     if (stream) {
       let text = ""
@@ -155,9 +153,12 @@ describe.runIf(redisUrl !== null)("Redis round trips on the admission path", () 
     }
     const { sent, released } = await watched
     expect(released).toBe("seen")
-    const admission = sent.indexOf(sha1(GATE_AND_RESERVE))
+    // One EVALSHA of the bundle, the metering script first: no other command between the two.
+    const admission = sent.indexOf("gwGateAndReserve")
     expect(admission).toBeGreaterThanOrEqual(0)
-    expect(sent.indexOf(sha1(ENQUEUE))).toBeGreaterThan(admission)
+    const enqueue = sent.indexOf("cqEnqueue")
+    expect(enqueue).toBeGreaterThan(admission)
+    expect(sent.slice(admission, enqueue).toLowerCase()).not.toContain("evalsha")
     expect(await queueOf(gw, "lyra-only")).toMatchObject({ inUse: 0, waiting: 0 })
   })
 
