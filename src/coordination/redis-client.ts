@@ -328,9 +328,9 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     if (!queuesScript) scripts.flush()
     return watch(withinDeadline(run(client), commandTimeoutMs))
   }
-  const use = <A>(operation: string, run: (client: Redis) => Promise<A>) =>
+  const use = <A>(operation: string, run: (client: Redis) => Promise<A>, queuesScript = false) =>
     Effect.tryPromise({
-      try: () => issue(operation, run),
+      try: () => issue(operation, run, queuesScript),
       catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
     })
 
@@ -344,10 +344,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
     }
   }
   const useScript = (operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>) =>
-    Effect.tryPromise({
-      try: () => issue(operation, () => scripts.queue(name, numKeys, keysAndArgs), true),
-      catch: (cause) => new RedisError({ operation, message: messageOf(cause) })
-    })
+    use(operation, () => scripts.queue(name, numKeys, keysAndArgs), true)
   const sendScript = (operation: string, name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>, failed: (message: string) => string) =>
     send(operation, () => scripts.queue(name, numKeys, keysAndArgs), failed, true)
 
@@ -392,8 +389,8 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   return RedisClient.of({
     prefix,
     client,
-    use,
-    send,
+    use: (operation, run) => use(operation, run),
+    send: (operation, run, failed) => send(operation, run, failed),
     useScript,
     sendScript,
     roundTrips,
