@@ -19,10 +19,12 @@
  * are unmaintained.
  */
 import { type ParsedElementInfo, type ParsedTokenInfo, Tokenizer, TokenParser, TokenType } from "@streamparser/json"
+import type { StringBuilder } from "@streamparser/json/utils/bufferedString.js"
 import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import { findTooDeep, MAX_JSON_DEPTH, MAX_JSON_VALUES, NESTED_TOO_DEEP, tooDeep } from "./json-limits.ts"
 import { formatPath, invalidField } from "./schema-issue.ts"
+import { PiecedString } from "./pieced-string.ts"
 import { type Sliced, SLICE_MS, stringSlices } from "./slices.ts"
 
 /** Bytes handed to the tokenizer at once: ~0.3 ms of work on tiny objects (several ms on a busy machine). */
@@ -84,8 +86,12 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
   const maxDepth = limits.maxDepth ?? MAX_JSON_DEPTH
   const maxValues = limits.maxValues ?? MAX_JSON_VALUES
   const nestedTooDeep = limits.tooDeep ?? tooDeep
-  // Long strings (base64 images) are gathered in a typed buffer rather than by concatenation.
-  const tokenizer = new Tokenizer({ stringBufferSize: 64 * 1024 })
+  // Strings are gathered by our own builder (`util/pieced-string.ts`): a long one (a base64 image,
+  // a huge text) in flat pieces, remembered beside it so that it is never flattened at once. The
+  // tokenizer keeps its builder in a private field, set here after construction (the library's
+  // own `stringBufferSize` builder is the one it replaces; `sliced-json.test.ts` checks it is used).
+  const tokenizer = new Tokenizer()
+  ;(tokenizer as unknown as { bufferedString: StringBuilder }).bufferedString = new PiecedString()
   // Only the whole document is emitted: no callback per value.
   const tokens = new TokenParser({ paths: ["$"] })
   const open: Array<Open> = []

@@ -7,6 +7,7 @@
  * translations) and the artifact row writer.
  */
 import { Effect } from "effect"
+import { piecesOf } from "./long-strings.ts"
 
 /** Work between two yields to the event loop. */
 export const SLICE_MS = 2
@@ -89,10 +90,40 @@ const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
  * store), so what is computed slice by slice adds up to what the whole string gives.
  */
 export function* stringSlices(s: string, size: number = STRING_SLICE): Generator<string> {
+  const pieces = s.length > size ? piecesOf(s) : undefined
+  if (pieces === undefined) yield* flatSlices(s, size)
+  else yield* gatheredSlices(pieces, size)
+}
+
+/** A string's slices, read from the string itself (which flattens a rope first, at once). */
+function* flatSlices(s: string, size: number): Generator<string> {
   for (let at = 0; at < s.length;) {
     let end = Math.min(s.length, at + size)
     if (end < s.length && HIGH_SURROGATE(s.charCodeAt(end - 1))) end--
     yield s.slice(at, end)
     at = end
   }
+}
+
+/**
+ * A long parsed string's slices, read from the flat pieces it was built from
+ * (`util/long-strings.ts`): pieces gathered up to `size`, a longer one cut. No piece ends in a
+ * high surrogate, so no slice does either.
+ */
+function* gatheredSlices(pieces: ReadonlyArray<string>, size: number): Generator<string> {
+  let gathered: Array<string> = []
+  let chars = 0
+  for (const piece of pieces) {
+    if (chars > 0 && chars + piece.length > size) {
+      yield gathered.length === 1 ? gathered[0]! : gathered.join("")
+      gathered = []
+      chars = 0
+    }
+    if (piece.length > size) yield* flatSlices(piece, size)
+    else {
+      gathered.push(piece)
+      chars += piece.length
+    }
+  }
+  if (chars > 0) yield gathered.length === 1 ? gathered[0]! : gathered.join("")
 }

@@ -1,0 +1,82 @@
+/**
+ * The pieces a long parsed string was built from, kept beside it for a while, so that the passes
+ * over it (`stringSlices`: escaping, encoding, checking, counting) can read it piece by piece.
+ *
+ * Why: the sliced parser builds a long string as V8 builds `a + b` — a rope over its pieces, no
+ * copy. But the first read of a rope's characters (`slice`, `charCodeAt`, `Buffer.from`) flattens
+ * all of it into one new string at once: for a 30 MiB text, 30 MB of fresh memory allocated and
+ * written in one turn of the event loop, 18 ms on a middle VM and over 100 ms on the slowest
+ * (nearly all of it page faults: filling a fresh 30 MB Buffer costs the same). With the pieces at
+ * hand the rope is never read, so never flattened.
+ *
+ * A string has no identity a weak map could hold, so the strings are kept strongly, and bounded:
+ * at most `KEPT_CHARS` characters, each for at most `KEPT_MS` (the length of a request that reads
+ * it: parse, translate, answer, store). A string no longer kept is read the plain way — flattened,
+ * correct, one turn longer. Lookups compare by length first; `===` on the same string is a pointer
+ * comparison.
+ */
+
+/** Strings shorter than this are not kept: flattening one costs well under a millisecond. */
+export const LONG_STRING_CHARS = 1024 * 1024
+
+/** Characters kept at most, over all kept strings (the oldest go first). */
+const KEPT_CHARS = 64 * 1024 * 1024
+
+/** How long a string's pieces are kept after it was built. */
+const KEPT_MS = 10_000
+
+interface Kept {
+  readonly text: string
+  readonly pieces: ReadonlyArray<string>
+  readonly until: number
+}
+
+/** Newest last. */
+let kept: Array<Kept> = []
+let keptChars = 0
+let expiry: ReturnType<typeof setTimeout> | undefined
+
+const dropExpired = () => {
+  const now = Date.now()
+  const before = kept.length
+  kept = kept.filter((entry) => entry.until > now)
+  if (kept.length !== before) keptChars = kept.reduce((sum, entry) => sum + entry.text.length, 0)
+}
+
+const scheduleExpiry = () => {
+  if (expiry !== undefined || kept.length === 0) return
+  expiry = setTimeout(() => {
+    expiry = undefined
+    dropExpired()
+    scheduleExpiry()
+  }, Math.max(0, kept[0]!.until - Date.now()) + 10)
+  // The registry never keeps a process alive.
+  expiry.unref()
+}
+
+/** Keeps `pieces` (which join to `text`) beside `text`. */
+export const rememberPieces = (text: string, pieces: ReadonlyArray<string>): void => {
+  if (text.length < LONG_STRING_CHARS || text.length > KEPT_CHARS) return
+  dropExpired()
+  kept.push({ text, pieces, until: Date.now() + KEPT_MS })
+  keptChars += text.length
+  while (keptChars > KEPT_CHARS) keptChars -= kept.shift()!.text.length
+  scheduleExpiry()
+}
+
+/** The pieces `text` was built from, while they are kept. */
+export const piecesOf = (text: string): ReadonlyArray<string> | undefined => {
+  if (text.length < LONG_STRING_CHARS) return undefined
+  // Newest first: a string being passed on is most often the one parsed last.
+  for (let i = kept.length - 1; i >= 0; i--) {
+    const entry = kept[i]!
+    if (entry.text.length === text.length && entry.text === text) return entry.pieces
+  }
+  return undefined
+}
+
+/** Forgets every kept string (tests). */
+export const forgetPieces = (): void => {
+  kept = []
+  keptChars = 0
+}
