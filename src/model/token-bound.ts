@@ -43,6 +43,7 @@
  * Summing (2) and (3) over the regions: exact ≤ bound. `test/model/token-bound.test.ts` checks
  * it over random strings (emoji, CJK, long runs, contractions, digits) against bpe.ts.
  */
+import { isKept, substringOf } from "../util/long-strings.ts"
 import { MAX_CHUNK_UNITS } from "./token-chunks.ts"
 import { O200K_SHORT_WORDS } from "./o200k-words.ts"
 
@@ -146,6 +147,9 @@ const wordBound = (text: string, from: number, to: number, wildStart: boolean, w
 /** A digit run longer than this is charged its bytes (so it never has to be read whole at once). */
 const MAX_DIGIT_RUN = 3_072
 
+/** How far past a step's end `boundOfRange` may read: a run's look-ahead, and the character after it. */
+const WINDOW_BEYOND = Math.max(MAX_WORD, MAX_DIGIT_RUN) + 2
+
 /**
  * Charges `text[from, to)` (see the proof above); returns where it stopped: at `to`, or past it
  * to finish a short word or digit run. A long run (charged its bytes anyway) may be left midway,
@@ -220,10 +224,21 @@ export const textTokenBound = (text: string): number => {
 export const textTokenBoundSteps = (text: string, stepUnits: number) => {
   const sum = { tokens: 0 }
   let at = 0
+  // A long text the parser kept in pieces (util/long-strings.ts) is read a window at a time:
+  // `charCodeAt` on the whole would flatten it, 30 MB written in one turn for a 30 MiB prompt.
+  const windowed = isKept(text)
   return {
     next: (): boolean => {
       if (at >= text.length) return false
-      at = boundOfRange(text, at, Math.min(text.length, at + stepUnits), sum)
+      const to = Math.min(text.length, at + stepUnits)
+      if (!windowed) at = boundOfRange(text, at, to, sum)
+      else {
+        // From the character before the step (whether it starts inside a run) to past the
+        // furthest a step reads: its last run's look-ahead and the character after that run.
+        const start = Math.max(0, at - 1)
+        const window = substringOf(text, start, Math.min(text.length, to + WINDOW_BEYOND))
+        at = start + boundOfRange(window, at - start, to - start, sum)
+      }
       return at < text.length
     },
     get tokens() {

@@ -28,6 +28,8 @@ const KEPT_MS = 10_000
 interface Kept {
   readonly text: string
   readonly pieces: ReadonlyArray<string>
+  /** Where each piece begins in `text`. */
+  readonly starts: ReadonlyArray<number>
   readonly until: number
 }
 
@@ -58,21 +60,55 @@ const scheduleExpiry = () => {
 export const rememberPieces = (text: string, pieces: ReadonlyArray<string>): void => {
   if (text.length < LONG_STRING_CHARS || text.length > KEPT_CHARS) return
   dropExpired()
-  kept.push({ text, pieces, until: Date.now() + KEPT_MS })
+  const starts: Array<number> = []
+  let at = 0
+  for (const piece of pieces) {
+    starts.push(at)
+    at += piece.length
+  }
+  kept.push({ text, pieces, starts, until: Date.now() + KEPT_MS })
   keptChars += text.length
   while (keptChars > KEPT_CHARS) keptChars -= kept.shift()!.text.length
   scheduleExpiry()
 }
 
-/** The pieces `text` was built from, while they are kept. */
-export const piecesOf = (text: string): ReadonlyArray<string> | undefined => {
+const keptEntry = (text: string): Kept | undefined => {
   if (text.length < LONG_STRING_CHARS) return undefined
   // Newest first: a string being passed on is most often the one parsed last.
   for (let i = kept.length - 1; i >= 0; i--) {
     const entry = kept[i]!
-    if (entry.text.length === text.length && entry.text === text) return entry.pieces
+    if (entry.text.length === text.length && entry.text === text) return entry
   }
   return undefined
+}
+
+/** The pieces `text` was built from, while they are kept. */
+export const piecesOf = (text: string): ReadonlyArray<string> | undefined => keptEntry(text)?.pieces
+
+/** Whether `text` is kept in pieces (so `substringOf` reads them). */
+export const isKept = (text: string): boolean => keptEntry(text) !== undefined
+
+/**
+ * `text.slice(start, end)`, made from the pieces when `text` is kept (a window of a long text read
+ * by a pass that looks at neighbouring characters, without flattening the whole).
+ */
+export const substringOf = (text: string, start: number, end: number): string => {
+  const entry = keptEntry(text)
+  if (entry === undefined) return text.slice(start, end)
+  const { pieces, starts } = entry
+  // The last piece that begins at or before `start`.
+  let lo = 0
+  let hi = starts.length - 1
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1
+    if (starts[mid]! <= start) lo = mid
+    else hi = mid - 1
+  }
+  const parts: Array<string> = []
+  for (let i = lo; i < pieces.length && starts[i]! < end; i++) {
+    parts.push(pieces[i]!.slice(Math.max(0, start - starts[i]!), end - starts[i]!))
+  }
+  return parts.length === 1 ? parts[0]! : parts.join("")
 }
 
 /** Forgets every kept string (tests). */

@@ -4,6 +4,7 @@ import { shortWordTokens } from "../../scripts/generate-o200k-words.ts"
 import { countTextTokensExact } from "../../src/model/bpe.ts"
 import { O200K_SHORT_WORDS } from "../../src/model/o200k-words.ts"
 import { textTokenBound, textTokenBoundSteps } from "../../src/model/token-bound.ts"
+import { forgetPieces, isKept, LONG_STRING_CHARS, rememberPieces } from "../../src/util/long-strings.ts"
 import { tokenizerText as text } from "../support/token-text.ts"
 
 describe("textTokenBound", () => {
@@ -41,6 +42,24 @@ describe("textTokenBound", () => {
       assert.strictEqual(steps.tokens, textTokenBound(sample))
       assert.isAtLeast(steps.tokens, countTextTokensExact(sample))
       assert.isAtLeast(calls, Math.floor(sample.length / 5_000))
+    }
+  })
+
+  it("is the same in steps over a long text kept in pieces, read a window at a time", () => {
+    // Runs of every kind, long and short, that steps and pieces cut anywhere.
+    const segment = ["the cat's 12 345 ", "1".repeat(5_000), " ", "a".repeat(3_500), "B ", "😀 ٣ 漢字 ", "z".repeat(40), "'s\n", "42".repeat(1_700), " x"].join("")
+    const flat = segment.repeat(Math.ceil((LONG_STRING_CHARS + 1) / segment.length))
+    for (const pieceChars of [262_139, 100_003]) {
+      const pieces: Array<string> = []
+      for (let at = 0; at < flat.length; at += pieceChars) pieces.push(flat.slice(at, at + pieceChars))
+      let rope = pieces[0]!
+      for (const piece of pieces.slice(1)) rope += piece
+      rememberPieces(rope, pieces)
+      assert.isTrue(isKept(rope))
+      const steps = textTokenBoundSteps(rope, 16_384)
+      while (steps.next());
+      assert.strictEqual(steps.tokens, textTokenBound(flat))
+      forgetPieces()
     }
   })
 
