@@ -6,8 +6,8 @@
  * flatten it (30 MB of fresh memory written in one turn, for a 30 MiB text).
  *
  * Also: the library's builder appends each `\uXXXX` escape it keeps as a code unit (a lone
- * surrogate) to its string with `+`, one rope node per escape; here escapes gather with the text
- * around them into the current piece.
+ * surrogate) to its string with `+`, one rope node per escape for the whole string; here the nodes
+ * last only until their piece is made flat (a piece's worth of characters at most).
  */
 import type { StringBuilder } from "@streamparser/json/utils/bufferedString.js"
 import { rememberPieces } from "./long-strings.ts"

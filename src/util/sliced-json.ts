@@ -89,7 +89,7 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
   // Strings are gathered by our own builder (`util/pieced-string.ts`): a long one (a base64 image,
   // a huge text) in flat pieces, remembered beside it so that it is never flattened at once. The
   // tokenizer keeps its builder in a private field, set here after construction (the library's
-  // own `stringBufferSize` builder is the one it replaces; `sliced-json.test.ts` checks it is used).
+  // own `stringBufferSize` builder is the one it replaces; `long-strings.test.ts` fails if it is not used).
   const tokenizer = new Tokenizer()
   ;(tokenizer as unknown as { bufferedString: StringBuilder }).bufferedString = new PiecedString()
   // Only the whole document is emitted: no callback per value.
