@@ -17,7 +17,7 @@
  */
 import { Effect } from "effect"
 import { Worker } from "node:worker_threads"
-import { stringSlices } from "../util/slices.ts"
+import { gatheredSlices, stringSlices } from "../util/slices.ts"
 import type { TokenPiece } from "./bpe.ts"
 
 export type { TokenPiece } from "./bpe.ts"
@@ -139,27 +139,15 @@ export type Text = string | TextPieces
  */
 const PART_CHARS = 1024 * 1024
 
-/** A text's parts to send: its pieces gathered up to PART_CHARS, or a long string's slices. */
+/** A text's parts to send, each at most PART_CHARS: a long string's slices, or its pieces gathered. */
 function* partsOf(text: Text): Generator<string> {
-  if (typeof text === "string") {
-    yield* stringSlices(text, PART_CHARS)
-    return
-  }
-  let gathered: Array<string> = []
-  let chars = 0
   let sent = false
-  for (const piece of text.pieces) {
-    gathered.push(piece)
-    chars += piece.length
-    if (chars >= PART_CHARS) {
-      yield gathered.join("")
-      gathered = []
-      chars = 0
-      sent = true
-    }
+  for (const part of typeof text === "string" ? stringSlices(text, PART_CHARS) : gatheredSlices(text.pieces, PART_CHARS)) {
+    sent = true
+    yield part
   }
   // At least one part, so the thread knows the text (an empty one is a part too).
-  if (chars > 0 || !sent) yield gathered.join("")
+  if (!sent) yield ""
 }
 
 const isEmpty = (text: Text) => typeof text === "string" ? text.length === 0 : text.pieces.every((piece) => piece.length === 0)

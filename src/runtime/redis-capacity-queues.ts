@@ -125,17 +125,25 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
   const client = redis.client
 
   const call = <A>(name: string, run: () => Promise<A>) => redis.use(name, run)
-  /** A queue script's keys and arguments on one placement: the common ones, then `args` (see queue-lua.ts). */
-  const keysAndArgs = (placementId: string, now: number, args: ReadonlyArray<string | number>, extraKeys: ReadonlyArray<string> = []) => {
+  /**
+   * A queue script's keys and arguments on one placement: the placement's keys, `extraKeys`, the
+   * common arguments, then `args` (see queue-lua.ts); `numKeys` says where the keys end.
+   */
+  const placementCall = (placementId: string, now: number, args: ReadonlyArray<string | number>, extraKeys: ReadonlyArray<string> = []) => {
     const { keys, lanePrefix } = keysOf.get(placementId)!
-    return [...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args]
+    return {
+      numKeys: keys.length + extraKeys.length,
+      keysAndArgs: [...keys, ...extraKeys, lanePrefix, channelPrefix, placementId, now, leaseTtlMs, capacities.get(placementId)!, ...args]
+    }
   }
-  const keyCount = (extraKeys: ReadonlyArray<string> = []) => PLACEMENT_KEYS.length + extraKeys.length
   /** Runs a queue script on one placement, one round trip (with the turn's other scripts: script-bundle.ts). */
   const run = (name: ScriptName, placementId: string, ...args: Array<string | number>) => runKeyed(name, placementId, [], args)
   /** The same with keys of its own after the placement's (the admission ticket). */
   const runKeyed = (name: ScriptName, placementId: string, extraKeys: ReadonlyArray<string>, args: ReadonlyArray<string | number>) =>
-    Effect.flatMap(Clock.currentTimeMillis, (now) => redis.useScript(name, name, keyCount(extraKeys), keysAndArgs(placementId, now, args, extraKeys)))
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const { numKeys, keysAndArgs } = placementCall(placementId, now, args, extraKeys)
+      return redis.useScript(name, name, numKeys, keysAndArgs)
+    })
   const warnOnError = (what: string) => Effect.catch((error: RedisError) => Effect.logWarning(`capacity queues: ${what}: ${error.message}`))
 
   // waiterId → a request of this instance that is still waiting (or was just granted)
@@ -162,11 +170,12 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
           // Not awaited: the caller's next step (the settle, a retry's enqueue) goes out on the
           // same connection after it, so it has run by the time that step is answered — one round
           // trip less on the way to the client's answer.
+          const { numKeys, keysAndArgs } = placementCall(placementId, now, [waiterId, outcome, failureThreshold, cooldownMs, now - grantedAt])
           redis.sendScript(
             "cqRelease",
             "cqRelease",
-            keyCount(),
-            keysAndArgs(placementId, now, [waiterId, outcome, failureThreshold, cooldownMs, now - grantedAt]),
+            numKeys,
+            keysAndArgs,
             (message) => `capacity queues: release on ${placementId} (the slot lapses after its TTL): ${message}`
           )
           return Effect.void

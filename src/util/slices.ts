@@ -106,11 +106,11 @@ function* flatSlices(s: string, size: number): Generator<string> {
 }
 
 /**
- * A long parsed string's slices, read from the flat pieces it was built from
- * (`util/long-strings.ts`): pieces gathered up to `size`, a longer one cut. No piece ends in a
- * high surrogate, so no slice does either.
+ * A text given as pieces, in slices: pieces gathered up to `size` characters, a longer one cut
+ * (a long parsed string's pieces, `util/long-strings.ts`; a JSON text's, `model/tokenizer.ts`). A
+ * slice ends in a high surrogate only where a piece does (a parsed string's never do).
  */
-function* gatheredSlices(pieces: ReadonlyArray<string>, size: number): Generator<string> {
+export function* gatheredSlices(pieces: ReadonlyArray<string>, size: number): Generator<string> {
   let gathered: Array<string> = []
   let chars = 0
   for (const piece of pieces) {
