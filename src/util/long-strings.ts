@@ -11,8 +11,8 @@
  *
  * A string has no identity a weak map could hold, so the strings are kept strongly, and bounded:
  * at most `KEPT_CHARS` characters, each for at most `KEPT_MS` (the length of a request that reads
- * it: parse, translate, answer, store). A string no longer kept is read the plain way — flattened,
- * correct, one turn longer. Lookups compare by length first; `===` on the same string is a pointer
+ * it: parse, translate, answer, store), one per length (see `kept`). A string no longer kept is
+ * read the plain way — flattened, correct, one turn longer. `===` on the same string is a pointer
  * comparison.
  */
 
@@ -33,25 +33,34 @@ interface Kept {
   readonly until: number
 }
 
-/** Newest last. */
-let kept: Array<Kept> = []
+/**
+ * By length, oldest first (a Map keeps insertion order). One string per length: `===` on two
+ * distinct strings of one length compares their characters (flattening a rope first), so a lookup
+ * must never meet more than one — many same-length strings (a tenant sending one text over and
+ * over) would otherwise cost every lookup a compare of each. A newer string of a length replaces
+ * the older, which is then read the plain way.
+ */
+const kept = new Map<number, Kept>()
 let keptChars = 0
 let expiry: ReturnType<typeof setTimeout> | undefined
 
+const drop = (length: number) => {
+  if (kept.delete(length)) keptChars -= length
+}
+
 const dropExpired = () => {
   const now = Date.now()
-  const before = kept.length
-  kept = kept.filter((entry) => entry.until > now)
-  if (kept.length !== before) keptChars = kept.reduce((sum, entry) => sum + entry.text.length, 0)
+  for (const [length, entry] of kept) if (entry.until <= now) drop(length)
 }
 
 const scheduleExpiry = () => {
-  if (expiry !== undefined || kept.length === 0) return
+  const oldest = kept.values().next()
+  if (expiry !== undefined || oldest.done === true) return
   expiry = setTimeout(() => {
     expiry = undefined
     dropExpired()
     scheduleExpiry()
-  }, Math.max(0, kept[0]!.until - Date.now()) + 10)
+  }, Math.max(0, oldest.value.until - Date.now()) + 10)
   // The registry never keeps a process alive.
   expiry.unref()
 }
@@ -60,26 +69,24 @@ const scheduleExpiry = () => {
 export const rememberPieces = (text: string, pieces: ReadonlyArray<string>): void => {
   if (text.length < LONG_STRING_CHARS || text.length > KEPT_CHARS) return
   dropExpired()
+  drop(text.length)
   const starts: Array<number> = []
   let at = 0
   for (const piece of pieces) {
     starts.push(at)
     at += piece.length
   }
-  kept.push({ text, pieces, starts, until: Date.now() + KEPT_MS })
+  kept.set(text.length, { text, pieces, starts, until: Date.now() + KEPT_MS })
   keptChars += text.length
-  while (keptChars > KEPT_CHARS) keptChars -= kept.shift()!.text.length
+  while (keptChars > KEPT_CHARS) drop(kept.keys().next().value!)
   scheduleExpiry()
 }
 
+/** The entry kept for `text`: at most one compare of characters, and only with a string of its length. */
 const keptEntry = (text: string): Kept | undefined => {
   if (text.length < LONG_STRING_CHARS) return undefined
-  // Newest first: a string being passed on is most often the one parsed last.
-  for (let i = kept.length - 1; i >= 0; i--) {
-    const entry = kept[i]!
-    if (entry.text.length === text.length && entry.text === text) return entry
-  }
-  return undefined
+  const entry = kept.get(text.length)
+  return entry !== undefined && entry.text === text ? entry : undefined
 }
 
 /** The pieces `text` was built from, while they are kept. */
@@ -113,6 +120,6 @@ export const substringOf = (text: string, start: number, end: number): string =>
 
 /** Forgets every kept string (tests). */
 export const forgetPieces = (): void => {
-  kept = []
+  kept.clear()
   keptChars = 0
 }

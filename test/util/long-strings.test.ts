@@ -88,8 +88,9 @@ describe("a long parsed string", () => {
   it("a short string is not kept; a kept one is forgotten past the bound on kept characters, oldest first", async () => {
     const { s: short } = await parse(`{"s":"${"y".repeat(LONG_STRING_CHARS - 1)}"}`, 65536)
     expect(piecesOf(short)).toBeUndefined()
+    // Each of its own length (one string is kept per length).
     const made = (n: number) => {
-      const pieces = [`${n}`.padEnd(STRING_SLICE, "z"), "w".repeat(16 * LONG_STRING_CHARS - STRING_SLICE)]
+      const pieces = [`${n}`.padEnd(STRING_SLICE, "z"), "w".repeat(16 * LONG_STRING_CHARS - STRING_SLICE - n)]
       const text = pieces[0]! + pieces[1]!
       rememberPieces(text, pieces)
       return text
@@ -99,5 +100,14 @@ describe("a long parsed string", () => {
     const fifth = made(5)
     expect(piecesOf(kept[0]!)).toBeUndefined()
     for (const text of [...kept.slice(1), fifth]) expect(piecesOf(text)).toBeDefined()
+  })
+
+  it("of two strings of one length, the newer is kept and the older read the plain way", async () => {
+    const body = (c: string) => `{"s":"${c.repeat(2 * LONG_STRING_CHARS)}"}`
+    const { s: older } = await parse(body("a"), 65536)
+    const { s: newer } = await parse(body("b"), 65536)
+    expect(piecesOf(older)).toBeUndefined()
+    expect(piecesOf(newer)!.join("") === newer).toBe(true)
+    expect([...stringSlices(older)].join("") === older).toBe(true)
   })
 })
