@@ -6,7 +6,7 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
- *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0]
+ *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0] [--timeline FILE]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2). `--ttft-ms` holds a stream's
@@ -24,6 +24,10 @@
  * (auth lookup, body checks, a hold, both bodies parsed and re-encoded, a log line), in plain code —
  * what the gateway spends beyond it is its own structure.
  *
+ * `--timeline FILE` preloads `lib/timeline-probe.ts` into the gateway and prints, at the end, the
+ * median timeline of the c=1 phase's requests (`request-timeline.ts`): where a request waits and
+ * where the gateway works on it, step by step (its Redis commands included).
+ *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops). `--perf DIR` samples its main thread with Linux perf over the measured window instead
  * and prints where the time went, in µs per request (`lib/perf-record.ts`: unlike `--cpu-prof`, it
@@ -36,6 +40,8 @@ import { parseArgs } from "node:util"
 import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
+import type { TimelineEvent } from "./lib/timeline-probe.ts"
+import { printTimeline } from "./request-timeline.ts"
 import { type PerfBreakdown, perfBreakdown, perfNodeArgs, recordThread } from "./lib/perf-record.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
 import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll, threadMicros, envPairs } from "./lib/procs.ts"
@@ -58,7 +64,8 @@ const { values } = parseArgs({
     otlp: { type: "boolean", default: false },
     deltas: { type: "string", default: "16" },
     "ttft-ms": { type: "string", default: "0" },
-    "gap-ms": { type: "string", default: "0" }
+    "gap-ms": { type: "string", default: "0" },
+    timeline: { type: "string" }
   }
 })
 
@@ -74,6 +81,7 @@ const nodeArgs = [
   ...LOOP_PROBE,
   ...(values.prof !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${values.prof}`] : []),
   ...(values.perf !== undefined ? perfNodeArgs(values.perf) : []),
+  ...(values.timeline !== undefined ? ["--import", join(import.meta.dirname, "lib", "timeline-probe.ts")] : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
 const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare")), createKey: async () => "sk-bench" }
@@ -88,6 +96,7 @@ const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir,
     ...(process.env.BENCH_DATABASE_URL !== undefined ? { DATABASE_URL: process.env.BENCH_DATABASE_URL } : {}),
     ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
     ...(values.unmetered ? { GATEWAY_METERING: "off" } : {}),
+    ...(values.timeline !== undefined ? { BENCH_TIMELINE_FILE: values.timeline } : {}),
     ...(receiver === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "1000" }),
     ...extraEnv
   }
@@ -165,6 +174,7 @@ try {
   await receiver?.close()
   await stopAll()
 }
+if (values.timeline !== undefined) printTimeline(JSON.parse(readFileSync(values.timeline, "utf8")) as Array<TimelineEvent>)
 
 /** The perf samples as µs per request of the main thread (its share × the time it ran per request). */
 function printPerf(perf: PerfBreakdown, usPerRequest: number) {

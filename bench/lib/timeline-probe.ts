@@ -1,0 +1,88 @@
+/**
+ * Preloaded into a gateway under test (`bench/hot-path.ts --timeline FILE` adds it with `--import`):
+ * records, on the main thread, when each step of every request happens — its head and body read,
+ * every Redis command issued, written, answered, the upstream call created, its head sent and its
+ * answer's head and end received, the answer's head and end written — with the event loop's idle
+ * time so far (`eventLoopUtilization`: time spent waiting in the poll phase). `bench/request-timeline.ts`
+ * turns that into a median timeline of back-to-back requests: where a request waits (idle grows)
+ * and where it works (idle stands still), which a CPU profile alone cannot tell apart.
+ *
+ * Times are `process.hrtime` microseconds. Only node's own hooks are used (prototype patches on
+ * node:http, node:net and ioredis, undici's diagnostics channels): the gateway knows nothing of it.
+ * Costs ~1 µs per event; written to `BENCH_TIMELINE_FILE` when the process exits (SIGTERM included).
+ */
+import { subscribe } from "node:diagnostics_channel"
+import { writeFileSync } from "node:fs"
+import http from "node:http"
+import net from "node:net"
+import { performance } from "node:perf_hooks"
+import { isMainThread } from "node:worker_threads"
+
+/** One step: [µs, what, the loop's idle µs so far]. */
+export type TimelineEvent = readonly [number, string, number]
+
+const KEEP = 400_000
+
+if (isMainThread && process.env.BENCH_TIMELINE_FILE !== undefined) {
+  const file = process.env.BENCH_TIMELINE_FILE
+  const redisPort = Number(new URL(process.env.REDIS_URL ?? "redis://127.0.0.1:6379").port || 6379)
+  let events: Array<TimelineEvent> = []
+  const note = (what: string) => {
+    events.push([Number(process.hrtime.bigint() / 1000n), what, performance.eventLoopUtilization().idle * 1000])
+    if (events.length > 2 * KEEP) events = events.slice(-KEEP)
+  }
+
+  const serverEmit = http.Server.prototype.emit
+  http.Server.prototype.emit = function(this: http.Server, event: string | symbol, ...args: Array<unknown>) {
+    if (event === "request") {
+      note("in")
+      const [request, response] = args as [http.IncomingMessage, http.ServerResponse]
+      request.once("end", () => note("body"))
+      response.once("finish", () => note("finish"))
+    }
+    return (serverEmit as (...a: Array<unknown>) => boolean).call(this, event, ...args)
+  } as typeof serverEmit
+  const writeHead = http.ServerResponse.prototype.writeHead
+  http.ServerResponse.prototype.writeHead = function(this: http.ServerResponse, ...args: Array<unknown>) {
+    note("res-head")
+    return (writeHead as (...a: Array<unknown>) => http.ServerResponse).apply(this, args)
+  } as typeof writeHead
+  const end = http.ServerResponse.prototype.end
+  http.ServerResponse.prototype.end = function(this: http.ServerResponse, ...args: Array<unknown>) {
+    note("res-end")
+    return (end as (...a: Array<unknown>) => http.ServerResponse).apply(this, args)
+  } as typeof end
+
+  const socketEmit = net.Socket.prototype.emit
+  net.Socket.prototype.emit = function(this: net.Socket, event: string | symbol, ...args: Array<unknown>) {
+    if (event === "data" && this.remotePort === redisPort) note("redis-data")
+    return (socketEmit as (...a: Array<unknown>) => boolean).call(this, event, ...args)
+  } as typeof socketEmit
+  const socketWrite = net.Socket.prototype.write
+  net.Socket.prototype.write = function(this: net.Socket, ...args: Array<unknown>) {
+    if (this.remotePort === redisPort) note("redis-write")
+    return (socketWrite as (...a: Array<unknown>) => boolean).apply(this, args)
+  } as typeof socketWrite
+
+  if (process.env.REDIS_URL !== undefined) {
+    // (Loaded only for a gateway on Redis, as the gateway itself does.)
+    const { Redis } = await import("ioredis")
+    const sendCommand = Redis.prototype.sendCommand
+    Redis.prototype.sendCommand = function(this: InstanceType<typeof Redis>, ...args: Array<unknown>) {
+      const command = args[0] as { readonly name?: string; readonly promise?: Promise<unknown> }
+      const name = command.name ?? "?"
+      note(`redis-send:${name}`)
+      command.promise?.then(() => note(`redis-reply:${name}`), () => note(`redis-reply:${name}`))
+      return (sendCommand as (...a: Array<unknown>) => unknown).apply(this, args)
+    } as typeof sendCommand
+  }
+
+  subscribe("undici:request:create", () => note("up-create"))
+  subscribe("undici:client:sendHeaders", () => note("up-sent"))
+  subscribe("undici:request:headers", () => note("up-head"))
+  subscribe("undici:request:trailers", () => note("up-end"))
+
+  const write = () => writeFileSync(file, JSON.stringify(events.slice(-KEEP)))
+  process.on("exit", write)
+  for (const signal of ["SIGTERM", "SIGINT"] as const) process.prependListener(signal, write)
+}
