@@ -32,6 +32,13 @@
  *
  * Common ARGV: lanePrefix, channelPrefix, placementId, now (epoch ms), leaseTtlMs, the configured
  * capacity. A script's own arguments start at ARGV[7].
+ *
+ * M is read once, at the start of every script (one HMGET of all its fields, into `meta`), and
+ * every write to it goes through `setMeta`, which keeps that copy current. Each read of a field
+ * was a command of its own (the circuit, the capacity twice, the probe, the hold and failures), and
+ * every command a script issues costs Redis 1–4 µs beside its own work (2026-12-01, a VM of a
+ * middle kind): an enqueue that finds a free slot now issues 9 commands instead of 11, a release
+ * 8 instead of 11.
  */
 
 const PRELUDE = `
@@ -40,9 +47,25 @@ local lanePrefix, channelPrefix, placement = ARGV[1], ARGV[2], ARGV[3]
 local now, leaseTtl = tonumber(ARGV[4]), tonumber(ARGV[5])
 local RB, BH = lanePrefix .. '!!ring', lanePrefix .. '!!holders'
 local function ringOf(k) if string.sub(k, 1, 1) == '!' then return RB end return R end
+-- M's fields (false when absent), kept current: every write to one of them goes through setMeta
+-- (or, for HINCRBY, sets the copy from its answer).
+local meta = {}
+do
+  local got = redis.call('HMGET', M, 'capacity', 'circuit', 'openedUntil', 'probe', 'hold', 'failures')
+  meta.capacity, meta.circuit, meta.openedUntil, meta.probe, meta.hold, meta.failures = got[1], got[2], got[3], got[4], got[5], got[6]
+end
+-- HSET of field, value pairs; the copy keeps each value as Redis returns it (a string).
+local function setMeta(...)
+  redis.call('HSET', M, ...)
+  local fields = { ... }
+  for i = 1, #fields, 2 do meta[fields[i]] = tostring(fields[i + 1]) end
+end
 -- The configured capacity seeds a placement Redis has forgotten (a restart without persistence);
 -- it never overrides a stored one (a later config or setCapacity).
-if redis.call('HSETNX', M, 'capacity', ARGV[6]) == 1 then redis.call('HSETNX', M, 'circuit', 'closed') end
+if not meta.capacity then
+  setMeta('capacity', ARGV[6])
+  if not meta.circuit then setMeta('circuit', 'closed') end
+end
 
 local function dropWaiter(w)
   local k = redis.call('HGET', W, w)
@@ -58,24 +81,23 @@ end
 local function dropHolder(w)
   if redis.call('ZREM', H, w) == 0 then return false end
   redis.call('SREM', BH, w)
-  if redis.call('HGET', M, 'probe') == w then redis.call('HSET', M, 'probe', '') end
+  if meta.probe == w then setMeta('probe', '') end
   return true
 end
 
 local function openCircuit(cooldown)
-  redis.call('HSET', M, 'circuit', 'open', 'openedUntil', now + cooldown, 'probe', '', 'failures', 0)
+  setMeta('circuit', 'open', 'openedUntil', now + cooldown, 'probe', '', 'failures', 0)
   redis.call('HINCRBY', M, 'opened', 1)
 end
 
 -- The circuit now. An open circuit whose cooldown is over turns half-open here: this replaces
 -- the in-process host's probe timer, and every instance sees the same moment.
 local function circuit()
-  local st = redis.call('HMGET', M, 'circuit', 'openedUntil')
-  if st[1] == 'open' and now >= tonumber(st[2] or 0) then
-    redis.call('HSET', M, 'circuit', 'halfOpen', 'probe', '')
+  if meta.circuit == 'open' and now >= tonumber(meta.openedUntil or 0) then
+    setMeta('circuit', 'halfOpen', 'probe', '')
     return 'halfOpen'
   end
-  return st[1] or 'closed'
+  return meta.circuit or 'closed'
 end
 
 -- Lapsed leases give their slot back (a lapsed probe is replaced); dead waiters leave their lane.
@@ -92,12 +114,12 @@ local function grant()
   if redis.call('EXISTS', R, RB) == 0 then return 0 end
   local c = circuit()
   if c == 'open' then return 0 end
-  local free = tonumber(redis.call('HGET', M, 'capacity') or 0) - redis.call('ZCARD', H)
+  local cap = tonumber(meta.capacity or 0)
+  local free = cap - redis.call('ZCARD', H)
   if c == 'halfOpen' then
-    if (redis.call('HGET', M, 'probe') or '') ~= '' then return 0 end
+    if (meta.probe or '') ~= '' then return 0 end
     free = math.min(free, 1)
   end
-  local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
   local batchCap = cap
   if cap >= 2 then batchCap = cap - 1 end
   local n = 0
@@ -119,7 +141,7 @@ local function grant()
       redis.call('ZREM', A, w)
       redis.call('ZADD', H, now + leaseTtl, w)
       if ring == RB then redis.call('SADD', BH, w) end
-      if c == 'halfOpen' then redis.call('HSET', M, 'probe', w) end
+      if c == 'halfOpen' then setMeta('probe', w) end
       redis.call('PUBLISH', channelPrefix .. string.match(w, '^(.*)/'), placement .. '\\n' .. w)
       n = n + 1
     end
@@ -130,8 +152,8 @@ end
 
 /** ARGV: capacity. Stores the capacity (config at start, or a change) and grants what it frees. */
 export const SET_CAPACITY = PRELUDE + `
-redis.call('HSET', M, 'capacity', ARGV[7])
-redis.call('HSETNX', M, 'circuit', 'closed')
+setMeta('capacity', ARGV[7])
+if not meta.circuit then setMeta('circuit', 'closed') end
 sweep()
 grant()
 return 1
@@ -156,16 +178,16 @@ if not redis.call('ZSCORE', H, w) and redis.call('HEXISTS', W, w) == 0 then
   -- Nobody waits and a slot is free: it is this waiter's at once, as grant() would give it, but
   -- without the trip through a lane, the ring and a PUBLISH its own instance does not need.
   if c ~= 'open' and redis.call('EXISTS', R, RB) == 0 then
-    local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
+    local cap = tonumber(meta.capacity or 0)
     local free = cap - redis.call('ZCARD', H)
-    if c == 'halfOpen' and (redis.call('HGET', M, 'probe') or '') ~= '' then free = 0 end
+    if c == 'halfOpen' and (meta.probe or '') ~= '' then free = 0 end
     local batch = string.sub(k, 1, 1) == '!'
     local batchCap = cap
     if cap >= 2 then batchCap = cap - 1 end
     if free > 0 and (not batch or redis.call('SCARD', BH) < batchCap) then
       redis.call('ZADD', H, now + leaseTtl, w)
       if batch then redis.call('SADD', BH, w) end
-      if c == 'halfOpen' then redis.call('HSET', M, 'probe', w) end
+      if c == 'halfOpen' then setMeta('probe', w) end
       return 1
     end
   end
@@ -199,19 +221,23 @@ if not redis.call('ZSCORE', H, w) then
   grant()
   return 0
 end
-local st = redis.call('HMGET', M, 'probe', 'hold', 'failures')
-local wasProbe = st[1] == w
+local wasProbe = meta.probe == w
+local failures = tonumber(meta.failures or 0)
 dropHolder(w)
 local held = tonumber(ARGV[11])
-local hold = tonumber(st[2] or held)
-redis.call('HSET', M, 'hold', math.floor(0.8 * hold + 0.2 * held))
+local hold = tonumber(meta.hold or held)
+setMeta('hold', math.floor(0.8 * hold + 0.2 * held))
 if c == 'closed' then
   -- (A success resets the count; written only when there is one to reset.)
   if success then
-    if tonumber(st[3] or 0) ~= 0 then redis.call('HSET', M, 'failures', 0) end
-  elseif redis.call('HINCRBY', M, 'failures', 1) >= tonumber(ARGV[9]) then openCircuit(tonumber(ARGV[10])) end
+    if failures ~= 0 then setMeta('failures', 0) end
+  else
+    failures = redis.call('HINCRBY', M, 'failures', 1)
+    meta.failures = tostring(failures)
+    if failures >= tonumber(ARGV[9]) then openCircuit(tonumber(ARGV[10])) end
+  end
 elseif c == 'halfOpen' and wasProbe then
-  if success then redis.call('HSET', M, 'circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[10])) end
+  if success then setMeta('circuit', 'closed', 'failures', 0) else openCircuit(tonumber(ARGV[10])) end
 end
 grant()
 return 1
@@ -243,7 +269,7 @@ return out
 export const VIEW = PRELUDE + `
 sweep()
 grant()
-local out = { tonumber(redis.call('HGET', M, 'capacity') or 0), redis.call('ZCARD', H), circuit() }
+local out = { tonumber(meta.capacity or 0), redis.call('ZCARD', H), circuit() }
 for _, ring in ipairs({ R, RB }) do
   for _, k in ipairs(redis.call('LRANGE', ring, 0, -1)) do
     out[#out + 1] = k
@@ -258,8 +284,8 @@ return out
  * waiter (machines/queue.ts `positionOf`; -1 when not waiting) and the mean hold (-1: unknown).
  */
 export const POSITION = PRELUDE + `
-local cap = tonumber(redis.call('HGET', M, 'capacity') or 0)
-local hold = tonumber(redis.call('HGET', M, 'hold') or -1)
+local cap = tonumber(meta.capacity or 0)
+local hold = tonumber(meta.hold or -1)
 local k = redis.call('HGET', W, ARGV[7])
 if not k then return { -1, cap, hold } end
 local round = redis.call('LPOS', lanePrefix .. k, ARGV[7])
