@@ -33,12 +33,13 @@
  * Common ARGV: lanePrefix, channelPrefix, placementId, now (epoch ms), leaseTtlMs, the configured
  * capacity. A script's own arguments start at ARGV[7].
  *
- * M is read once, at the start of every script (one HMGET of all its fields, into `meta`), and
- * every write to it goes through `setMeta`, which keeps that copy current. Each read of a field
- * was a command of its own (the circuit, the capacity twice, the probe, the hold and failures), and
- * every command a script issues costs Redis 1–4 µs beside its own work (2026-12-01, a VM of a
- * middle kind): an enqueue that finds a free slot now issues 9 commands instead of 11, a release
- * 8 instead of 11.
+ * M is read once, at the start of every script (one HMGET of the fields the scripts read, into
+ * `meta`), and every write to one of them goes through `setMeta`, which keeps that copy current
+ * (the failures' HINCRBY sets it from its answer; `opened`, a count nobody reads here, is not
+ * copied). Each read of a field was a command of its own (the circuit, the capacity twice, the
+ * probe, the hold and failures), and every command a script issues costs Redis 1–4 µs beside its
+ * own work (2026-12-01, a VM of a middle kind): an enqueue that finds a free slot now issues 9
+ * commands instead of 11, a release 8 instead of 11.
  */
 
 const PRELUDE = `
