@@ -11,6 +11,7 @@
  */
 import type { StringBuilder } from "@streamparser/json/utils/bufferedString.js"
 import { rememberPieces } from "./long-strings.ts"
+import { isHighSurrogate } from "./slices.ts"
 
 /**
  * UTF-8 bytes gathered before they are decoded, and the characters in a piece of a long string
@@ -21,8 +22,6 @@ import { rememberPieces } from "./long-strings.ts"
  */
 const BUFFER_BYTES = 256 * 1024
 const PIECE_CHARS = 256 * 1024
-
-const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 export class PiecedString implements StringBuilder {
   byteLength = 0

@@ -82,7 +82,8 @@ export const runAtOnce = <A>(steps: Iterator<unknown, A>): A => {
 /** Characters of a long string handled at once (escaped, checked, measured). */
 export const STRING_SLICE = 64 * 1024
 
-const HIGH_SURROGATE = (code: number) => code >= 0xd800 && code <= 0xdbff
+/** The first half of a surrogate pair: a string cut after it would leave a lone surrogate. */
+export const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff
 
 /**
  * A long string in slices of at most `size` (`STRING_SLICE`) characters, never cut inside a surrogate
@@ -99,7 +100,7 @@ export function* stringSlices(s: string, size: number = STRING_SLICE): Generator
 function* flatSlices(s: string, size: number): Generator<string> {
   for (let at = 0; at < s.length;) {
     let end = Math.min(s.length, at + size)
-    if (end < s.length && HIGH_SURROGATE(s.charCodeAt(end - 1))) end--
+    if (end < s.length && isHighSurrogate(s.charCodeAt(end - 1))) end--
     yield s.slice(at, end)
     at = end
   }
