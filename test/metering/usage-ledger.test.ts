@@ -44,8 +44,12 @@ for (const db of databases()) {
           yield* Effect.gen(function*() {
             const ledger = yield* UsageLedger
             for (let i = 0; i < 5; i++) yield* ledger.record(entry(keyId))
-            // The interval is an hour: only the batch size can have triggered this write.
-            yield* eventually(Effect.map(rowsOf(keyId), (r) => r.n === 5))
+            // The interval is an hour: only the batch size can have triggered this write. Waits for
+            // the writer to have taken the batch off its buffer too, not only for the rows: another
+            // connection can see them committed before the writer has their answer, and a flush
+            // writes whatever is buffered when its insert returns (the two entries recorded next,
+            // had they come in that gap: a failure on PostgreSQL, 2026-12-01).
+            yield* eventually(Effect.map(Effect.zip(rowsOf(keyId), ledger.pending), ([r, pending]) => r.n === 5 && pending === 0))
             yield* ledger.record(entry(keyId))
             yield* ledger.record(entry(keyId))
             yield* Effect.sleep(200)
