@@ -47,6 +47,11 @@ if (isMainThread && process.env.BENCH_TIMELINE_FILE !== undefined) {
     note("res-head")
     return (writeHead as (...a: Array<unknown>) => http.ServerResponse).apply(this, args)
   } as typeof writeHead
+  const resWrite = http.ServerResponse.prototype.write
+  http.ServerResponse.prototype.write = function(this: http.ServerResponse, ...args: Array<unknown>) {
+    note("res-write")
+    return (resWrite as (...a: Array<unknown>) => boolean).apply(this, args)
+  } as typeof resWrite
   const end = http.ServerResponse.prototype.end
   http.ServerResponse.prototype.end = function(this: http.ServerResponse, ...args: Array<unknown>) {
     note("res-end")
@@ -80,6 +85,7 @@ if (isMainThread && process.env.BENCH_TIMELINE_FILE !== undefined) {
   subscribe("undici:request:create", () => note("up-create"))
   subscribe("undici:client:sendHeaders", () => note("up-sent"))
   subscribe("undici:request:headers", () => note("up-head"))
+  subscribe("undici:request:bodyChunkReceived", () => note("up-chunk"))
   subscribe("undici:request:trailers", () => note("up-end"))
 
   const write = () => writeFileSync(file, JSON.stringify(events.slice(-KEEP)))
