@@ -67,7 +67,7 @@ describe("gateway CLI", () => {
 
       // A key made before the first start counts as the first key: no second key is printed. The
       // server runs in this process (the subject is what the CLI wrote and how the CLI behaves beside
-      // a running server, not the server's process: two process starts less, ~5 s of CPU).
+      // a running server, not the server's process: two process starts fewer, ~5 s of CPU).
       const gw = await startInProcessGateway(env)
       try {
         expect(gw.apiKey).toBeUndefined()
