@@ -43,21 +43,18 @@ if (isMainThread && process.env.BENCH_TIMELINE_FILE !== undefined) {
     }
     return (serverEmit as (...a: Array<unknown>) => boolean).call(this, event, ...args)
   } as typeof serverEmit
-  const writeHead = http.ServerResponse.prototype.writeHead
-  http.ServerResponse.prototype.writeHead = function(this: http.ServerResponse, ...args: Array<unknown>) {
-    note("res-head")
-    return (writeHead as (...a: Array<unknown>) => http.ServerResponse).apply(this, args)
-  } as typeof writeHead
-  const resWrite = http.ServerResponse.prototype.write
-  http.ServerResponse.prototype.write = function(this: http.ServerResponse, ...args: Array<unknown>) {
-    note("res-write")
-    return (resWrite as (...a: Array<unknown>) => boolean).apply(this, args)
-  } as typeof resWrite
-  const end = http.ServerResponse.prototype.end
-  http.ServerResponse.prototype.end = function(this: http.ServerResponse, ...args: Array<unknown>) {
-    note("res-end")
-    return (end as (...a: Array<unknown>) => http.ServerResponse).apply(this, args)
-  } as typeof end
+  /** Notes `step` each time the answer's `method` is called, before it runs. */
+  const noteCalls = (method: "writeHead" | "write" | "end", step: string) => {
+    const prototype = http.ServerResponse.prototype as unknown as Record<string, (...a: Array<unknown>) => unknown>
+    const original = prototype[method]!
+    prototype[method] = function(this: http.ServerResponse, ...args: Array<unknown>) {
+      note(step)
+      return original.apply(this, args)
+    }
+  }
+  noteCalls("writeHead", "res-head")
+  noteCalls("write", "res-write")
+  noteCalls("end", "res-end")
 
   const socketEmit = net.Socket.prototype.emit
   net.Socket.prototype.emit = function(this: net.Socket, event: string | symbol, ...args: Array<unknown>) {
