@@ -31,7 +31,7 @@ import { answerContinues, answeredDirectly } from "./node-sse.ts"
 import { onExitPlain } from "../util/scoped.ts"
 import { newId } from "../util/ids.ts"
 import { errorSummary, renderDefect, renderError } from "./render-error.ts"
-import { type ErrorShape, makeMatcher, type RequestContext, requestTarget, type RequestTarget, type RouteDef, withRequestId } from "./route.ts"
+import { type ErrorShape, makeMatcher, type RequestContext, requestHeaders, requestTarget, type RequestTarget, type RouteDef, withRequestId } from "./route.ts"
 
 const bearerToken = (header: string | undefined) => {
   if (header === undefined) return undefined
@@ -150,7 +150,7 @@ export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>
       }
       const { route, params } = found
       record.surface = route.surface ?? unsurfacedFamily(route.path)
-      const headers = request.headers
+      const headers = requestHeaders(request)
       const effect = Effect.flatMap(authenticate(route, headers), (key) => {
         if (key !== undefined) record.keyId = key.id
         const ctx: RequestContext = { request, headers, params, query: url.searchParams, requestId, key, record, bodyBudget }

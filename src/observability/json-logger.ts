@@ -11,11 +11,18 @@
  * added as fields. Lines are buffered and written together every 100 ms (or at 64 KiB, or at
  * exit): a write to a pipe wakes its reader, and one per request cost tens of µs (measured in
  * bench/observability.ts); a crash (SIGKILL) loses at most the last 100 ms of lines.
+ *
+ * The request log's fields wait as they are and are serialized when their lines are written, not
+ * when logged: a request's own path (its answer written, the next request of its connection
+ * waiting behind it) no longer pays for its line, and serializing a batch of lines one after
+ * another runs on warm caches where one line per request ran cold (perf, 200 req/s, slow VM:
+ * `fieldsLine` 24 µs of self time per request). So a `LogFields`' values must not change once
+ * logged: the request log builds them fresh (telemetry.ts).
  */
 import { Cause, Context, Logger, References } from "effect"
 import { writeSync } from "node:fs"
 
-/** A message whose fields become the log line's own fields. */
+/** A message whose fields become the log line's own fields (serialized when the line is written: see above). */
 export class LogFields {
   readonly msg: string
   readonly fields: Readonly<Record<string, unknown>>
@@ -29,9 +36,10 @@ export class LogFields {
   }
 }
 
-/** How long lines wait to be written together, and how much text forces a write at once. */
+/** How long lines wait to be written together, and how much text (or how many lines) forces a write at once. */
 const FLUSH_MS = 100
 const FLUSH_BYTES = 64 * 1024
+const FLUSH_LINES = 256
 /** The longest line written (characters); a longer one is cut to its head: one request must not write megabytes. */
 const MAX_LINE = 32 * 1024
 
@@ -115,31 +123,87 @@ const stdoutSink: LineSink = (text) => (stdout ??= streamSink(process.stdout))(t
  */
 export const LogLineSink = Context.Reference<LineSink>("gateway/observability/LogLineSink", { defaultValue: () => stdoutSink })
 
+/** The general path's line: every field spread, annotations added, the cause pretty-printed, cut to MAX_LINE. */
+const generalLine = (
+  date: Date,
+  level: string,
+  parts: ReadonlyArray<unknown>,
+  annotations: Readonly<Record<string, unknown>>,
+  cause: Cause.Cause<unknown>
+): string => {
+  let line: Record<string, unknown>
+  if (parts.length === 1 && parts[0] instanceof LogFields) {
+    line = { time: date.toISOString(), level, msg: parts[0].msg, ...parts[0].fields }
+  } else {
+    line = { time: date.toISOString(), level, msg: parts.map(partText).join(" ") }
+  }
+  for (const key in annotations) line[key] = annotations[key]
+  if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
+  else {
+    // `Effect.logError("storage failure", error)`: the error's own chain, with its stack.
+    const error = parts.find((part): part is Error => part instanceof Error)
+    if (error !== undefined) line.cause = Cause.pretty(Cause.fail(error))
+  }
+  let text: string
+  try {
+    text = JSON.stringify(line)
+  } catch {
+    text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg), note: "fields not serializable" })
+  }
+  if (text.length > MAX_LINE) {
+    // A message that quotes a huge input: keep the line's start, say how long it was.
+    text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg).slice(0, 2_000), truncated: text.length, head: text.slice(0, MAX_LINE / 2) })
+  }
+  return text
+}
+
+/** A request log line waiting to be serialized. */
+interface PendingFields {
+  readonly date: Date
+  readonly level: string
+  readonly log: LogFields
+}
+
+const NO_ANNOTATIONS: Readonly<Record<string, unknown>> = {}
+
+const serialized = (line: string | PendingFields): string => {
+  if (typeof line === "string") return line
+  const text = fieldsLine(line.date, line.level, line.log)
+  return text !== undefined && text.length <= MAX_LINE ? text : generalLine(line.date, line.level, [line.log], NO_ANNOTATIONS, Cause.empty)
+}
+
 export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
-  let buffer = ""
+  // Lines in order: text, or a request log's fields still to serialize.
+  let pending: Array<string | PendingFields> = []
+  let pendingChars = 0
   let scheduled = false
+  const take = (): string => {
+    const lines = pending
+    pending = []
+    pendingChars = 0
+    let text = ""
+    for (const line of lines) text += `${serialized(line)}\n`
+    return text
+  }
   const flush = () => {
     scheduled = false
-    if (buffer === "") return
-    const text = buffer
-    buffer = ""
-    sink(text)
+    if (pending.length > 0) sink(take())
   }
   // Whatever is still buffered when the process exits (a crash after a log) is written at once —
   // unless stdout's reader has gone (EPIPE): those lines are lost, the exit code is not.
   if (sink === stdoutSink) {
     process.once("exit", () => {
       try {
-        if (buffer !== "") writeSync(1, buffer)
+        if (pending.length > 0) writeSync(1, take())
       } catch {
         // Nowhere to write them.
       }
-      buffer = ""
     })
   }
-  const append = (text: string) => {
-    buffer += text + "\n"
-    if (buffer.length >= FLUSH_BYTES) flush()
+  const append = (line: string | PendingFields) => {
+    pending.push(line)
+    if (typeof line === "string") pendingChars += line.length
+    if (pendingChars >= FLUSH_BYTES || pending.length >= FLUSH_LINES) flush()
     else if (!scheduled) {
       scheduled = true
       setTimeout(flush, FLUSH_MS).unref()
@@ -148,35 +212,12 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
   return Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
     const parts = Array.isArray(message) ? message : [message]
     const annotations = fiber.getRef(References.CurrentLogAnnotations)
-    // The request log (fields, no annotations, no cause), once per request: the fields are
-    // serialized as they are behind the line's own three, not first copied into a new object.
+    const level = LEVELS[logLevel] ?? logLevel
+    // The request log (fields, no annotations, no cause), once per request: its fields wait as they
+    // are, serialized when written behind the line's own three, not first copied into a new object.
     if (parts.length === 1 && parts[0] instanceof LogFields && cause.reasons.length === 0 && isEmpty(annotations)) {
-      const text = fieldsLine(date, LEVELS[logLevel] ?? logLevel, parts[0])
-      if (text !== undefined && text.length <= MAX_LINE) return append(text)
+      return append({ date, level, log: parts[0] })
     }
-    let line: Record<string, unknown>
-    if (parts.length === 1 && parts[0] instanceof LogFields) {
-      line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts[0].msg, ...parts[0].fields }
-    } else {
-      line = { time: date.toISOString(), level: LEVELS[logLevel] ?? logLevel, msg: parts.map(partText).join(" ") }
-    }
-    for (const key in annotations) line[key] = annotations[key]
-    if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
-    else {
-      // `Effect.logError("storage failure", error)`: the error's own chain, with its stack.
-      const error = parts.find((part): part is Error => part instanceof Error)
-      if (error !== undefined) line.cause = Cause.pretty(Cause.fail(error))
-    }
-    let text: string
-    try {
-      text = JSON.stringify(line)
-    } catch {
-      text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg), note: "fields not serializable" })
-    }
-    if (text.length > MAX_LINE) {
-      // A message that quotes a huge input: keep the line's start, say how long it was.
-      text = JSON.stringify({ time: line.time, level: line.level, msg: String(line.msg).slice(0, 2_000), truncated: text.length, head: text.slice(0, MAX_LINE / 2) })
-    }
-    append(text)
+    append(generalLine(date, level, parts, annotations, cause))
   })
 }
