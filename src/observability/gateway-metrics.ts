@@ -7,6 +7,12 @@
  * time its label values are seen and kept in a map, and `updateUnsafe` on it is a map lookup and an
  * addition — no Effect, no fiber, no allocation once the series exists. What is state rather than
  * events (queue depth, circuit state, runs by status, the event loop, memory) is read when scraped.
+ *
+ * Events are not applied when they happen: their arguments wait in one flat array and are applied
+ * together every 100 ms, at 4,096 events, or first thing in a scrape (so a scrape sees every event
+ * before it). One request's seven-odd updates, applied as it ended, ran on cold caches; applied in a
+ * batch they run on warm ones, as the request log's lines do when serialized together
+ * (json-logger.ts: a cpu profile at 200 req/s read 45 µs of the logger per request before, 15 after).
  */
 import { Context, Metric } from "effect"
 import { PrometheusMetrics } from "effect/observability"
@@ -24,6 +30,12 @@ const WAIT_BOUNDS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 1
 const CIRCUIT_STATES: ReadonlyArray<readonly [CircuitState, string]> = [["closed", "closed"], ["open", "open"], ["halfOpen", "half_open"]]
 
 type Labels = Readonly<Record<string, string>>
+
+/** How long events wait to be applied together, and how many force it at once (see above). */
+const DRAIN_MS = 100
+const MAX_PENDING_EVENTS = 4_096
+/** An event in the waiting array: its updater and five arguments. */
+const EVENT_SLOTS = 6
 
 /** Series of one metric name, one `Metric` per distinct label values. */
 const family = <M extends Metric.Metric<number, unknown>>(make: (attributes: Labels) => M) => {
@@ -144,7 +156,7 @@ export const makeGatewayMetrics = () => {
   let cpuCounted = 0
   const add = (metric: Metric.Metric<number, unknown>, value: number) => metric.updateUnsafe(value, context)
 
-  return {
+  const apply = {
     /** One answered HTTP request (status known, the response finished or its stream ended). */
     request(surface: string, model: string, status: number, durationS: number, overheadS: number | undefined) {
       add(requests(`${surface}\u0000${model}\u0000${status}`, () => ({ surface, model, status: String(status) })), 1)
@@ -183,9 +195,43 @@ export const makeGatewayMetrics = () => {
     /** A new client connection closed at once: the server was at its connection cap. */
     connectionDropped() {
       add(connectionsDropped, 1)
-    },
-    /** The Prometheus text of every series, after reading the state-like ones. */
+    }
+  }
+
+  // Events waiting to be applied: an updater of `apply`, then its five arguments (padded).
+  let pending: Array<unknown> = []
+  let drainScheduled = false
+  const drain = () => {
+    drainScheduled = false
+    const events = pending
+    pending = []
+    for (let i = 0; i < events.length; i += EVENT_SLOTS) {
+      ;(events[i] as (...args: Array<unknown>) => void)(events[i + 1], events[i + 2], events[i + 3], events[i + 4], events[i + 5])
+    }
+  }
+  const later = <A extends Array<unknown>>(update: (...args: A) => void) => (...args: A): void => {
+    pending.push(update, args[0], args[1], args[2], args[3], args[4])
+    if (pending.length >= MAX_PENDING_EVENTS * EVENT_SLOTS) drain()
+    else if (!drainScheduled) {
+      drainScheduled = true
+      setTimeout(drain, DRAIN_MS).unref()
+    }
+  }
+
+  return {
+    request: later(apply.request),
+    queueWait: later(apply.queueWait),
+    queueTimeout: later(apply.queueTimeout),
+    upstream: later(apply.upstream),
+    timeToFirstToken: later(apply.timeToFirstToken),
+    retry: later(apply.retry),
+    failover: later(apply.failover),
+    charged: later(apply.charged),
+    rejected: later(apply.rejected),
+    connectionDropped: later(apply.connectionDropped),
+    /** The Prometheus text of every series, after applying the waiting events and reading the state-like ones. */
     scrape(state: ScrapeState): string {
+      drain()
       const set = (name: string, help: string, labels: Labels, value: number) =>
         gauge(`${name}\u0000${Object.values(labels).join("\u0000")}`, () => ({ ...labels, __name: name, __help: help })).updateUnsafe(value, context)
       for (const q of state.queues ?? []) {
