@@ -105,16 +105,21 @@ for (const db of databases()) {
           }])
         }).pipe(Effect.provide(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 }))))
 
-      it.effect("an entry written twice (a retried batch) is stored once", () =>
+      it.effect("an entry written twice (a retried batch) is stored once, beside the batch's new ones", () =>
         Effect.gen(function*() {
           const keyId = newId("key")
           const ledger = yield* UsageLedger
           const once = entry(keyId)
           yield* ledger.record(once)
           yield* ledger.flush()
+          // The batch is written without a conflict clause: the stored row fails it, and it is
+          // written again skipping that row.
+          yield* ledger.record(entry(keyId))
           yield* ledger.record(once)
+          yield* ledger.record(entry(keyId))
           yield* ledger.flush()
-          expect((yield* rowsOf(keyId)).n).toBe(1)
+          expect((yield* rowsOf(keyId)).n).toBe(3)
+          expect(yield* ledger.pending).toBe(0)
         }).pipe(Effect.provide(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 }))))
 
       it.effect("summary sums per model over [from, to); spend per month and per funding", () =>
