@@ -10,6 +10,7 @@ import { anthropicWireBody } from "../../src/backends/anthropic/index.ts"
 import { wireRequest as anthropicWire } from "../../src/backends/anthropic/wire-request.ts"
 import { openAiWireBody } from "../../src/backends/openai-compatible/index.ts"
 import { largeToolInputs, wireRequest as openAiWire } from "../../src/backends/openai-compatible/wire-request.ts"
+import { makePromptCache, PROMPT_CACHE_MIN_TOKENS, promptJson } from "../../src/backends/simulator/prompt-cache.ts"
 import { simulatorPlacement } from "../../src/backends/simulator/simulator.ts"
 import { prepareRequest } from "../../src/catalog/requirements.ts"
 import type { ChatModel } from "../../src/config/schema.ts"
@@ -129,5 +130,18 @@ describe("passes over a long request", () => {
     const counted = await Effect.runPromise(countRequestTokens(small))
     const byParts = await Effect.runPromise(Effect.flatMap(promptParts(small), countPartTokens))
     expect(counted).toBe(byParts.reduce((sum, n) => sum + n, 0))
+  })
+
+  it("the simulator's prompt JSON and its prompt cache pass over the messages between turns", async () => {
+    const json = await withFastClock(() => Effect.runPromise(promptJson(long)))
+    expect(json.turns).toBeGreaterThanOrEqual(TURNS)
+    expect(json.value.messages).toEqual(long.messages.map((message) => JSON.stringify(message)))
+    // Every prefix long enough to cache: each is remembered, and a second pass reads the longest.
+    const prefixes = Array.from({ length: COUNT }, (_, i) => ({ hash: i, tokens: PROMPT_CACHE_MIN_TOKENS + i }))
+    const cache = makePromptCache(2 * COUNT)
+    const first = await withFastClock(() => Effect.runPromise(cache.readAndStore("scope", prefixes)))
+    expect(first.value).toBe(0)
+    expect(first.turns).toBeGreaterThanOrEqual(TURNS)
+    expect(await Effect.runPromise(cache.readAndStore("scope", prefixes))).toBe(PROMPT_CACHE_MIN_TOKENS + COUNT - 1)
   })
 })

@@ -11,6 +11,7 @@
 import { Effect } from "effect"
 import type { CanonicalRequest } from "../../model/request.ts"
 import { countPartTokens, promptParts } from "../../model/tokens.ts"
+import { pausesAt, runInSlices, type Sliced, slicedMap } from "../../util/slices.ts"
 import { hashParts } from "./prng.ts"
 
 export const PROMPT_CACHE_MIN_TOKENS = 1024
@@ -29,19 +30,22 @@ export interface PromptJson {
   readonly messages: ReadonlyArray<string>
 }
 
-export const promptJson = (request: CanonicalRequest): PromptJson => ({
-  system: JSON.stringify(request.system),
-  tools: JSON.stringify(request.tools),
-  responseFormat: JSON.stringify(request.responseFormat),
-  messages: request.messages.map((message) => JSON.stringify(message))
-})
+/** The messages one at a time, in slices: a request may hold tens of thousands of them. */
+export const promptJson = (request: CanonicalRequest): Effect.Effect<PromptJson> =>
+  Effect.map(runInSlices(slicedMap(request.messages, (message) => JSON.stringify(message))), (messages) => ({
+    system: JSON.stringify(request.system),
+    tools: JSON.stringify(request.tools),
+    responseFormat: JSON.stringify(request.responseFormat),
+    messages
+  }))
 
 /**
  * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
  * Tokens are exact (one job for the tokenizer thread); hashes are computed in slices.
  */
-export const promptPrefixes = (request: CanonicalRequest, json: PromptJson = promptJson(request)): Effect.Effect<Array<PromptPrefix>> =>
+export const promptPrefixes = (request: CanonicalRequest, given?: PromptJson): Effect.Effect<Array<PromptPrefix>> =>
   Effect.gen(function*() {
+    const json = given ?? (yield* promptJson(request))
     const [preamble, ...messages] = yield* countPartTokens(yield* promptParts(request))
     // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
     let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
@@ -56,8 +60,12 @@ export const promptPrefixes = (request: CanonicalRequest, json: PromptJson = pro
   })
 
 export interface PromptCache {
-  /** Tokens read from the cache for this prompt, then remembers its prefixes. */
-  readAndStore(scope: string, prefixes: ReadonlyArray<PromptPrefix>): number
+  /**
+   * Tokens read from the cache for this prompt, then remembers its prefixes: a pass over every
+   * message-aligned prefix, in slices (15,000 messages held the event loop ~150 ms on a slow VM,
+   * a whole pass in one turn).
+   */
+  readAndStore(scope: string, prefixes: ReadonlyArray<PromptPrefix>): Effect.Effect<number>
 }
 
 export const makePromptCache = (capacity: number): PromptCache => {
@@ -67,16 +75,20 @@ export const makePromptCache = (capacity: number): PromptCache => {
     entries.set(key, true)
     if (entries.size > capacity) entries.delete(entries.keys().next().value as string)
   }
-  return {
-    readAndStore(scope, prefixes) {
-      let cached = 0
-      for (const prefix of prefixes) {
-        if (prefix.tokens < PROMPT_CACHE_MIN_TOKENS) continue
+  function* readAndStoreSteps(scope: string, prefixes: ReadonlyArray<PromptPrefix>): Sliced<number> {
+    let cached = 0
+    for (let i = 0; i < prefixes.length; i++) {
+      const prefix = prefixes[i]
+      if (prefix.tokens >= PROMPT_CACHE_MIN_TOKENS) {
         const key = `${scope}\u0000${prefix.hash}`
         if (entries.has(key)) cached = prefix.tokens
         touch(key)
       }
-      return cached
+      if (pausesAt(i)) yield
     }
+    return cached
+  }
+  return {
+    readAndStore: (scope, prefixes) => runInSlices(readAndStoreSteps(scope, prefixes))
   }
 }

@@ -121,16 +121,17 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
 
   const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
     Effect.gen(function*() {
-      const json = promptJson(request)
+      const json = yield* promptJson(request)
       return yield* writeScript({
         request,
         reasoningModel: placement.reasoning,
         model: request.model,
         seed: yield* replySeed(request, json, placement),
-        prompt: Effect.map(promptPrefixes(request, json), (prefixes) => ({
-          inputTokens: prefixes[prefixes.length - 1].tokens,
-          cachedInputTokens: promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes)
-        }))
+        prompt: Effect.flatMap(promptPrefixes(request, json), (prefixes) =>
+          Effect.map(promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes), (cachedInputTokens) => ({
+            inputTokens: prefixes[prefixes.length - 1].tokens,
+            cachedInputTokens
+          })))
       })
     })
 
