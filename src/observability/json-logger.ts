@@ -177,24 +177,35 @@ export const makeJsonLogger = (sink: LineSink = stdoutSink) => {
   let pending: Array<string | PendingFields> = []
   let pendingChars = 0
   let scheduled = false
-  const take = (): string => {
-    const lines = pending
-    pending = []
-    pendingChars = 0
+  /**
+   * The text of the first waiting lines, in order, serialized until `maxChars` of it are taken:
+   * 256 waiting lines of a few KiB each (failed requests quote their path and error) must not be
+   * serialized in one turn. What is left waits for the next.
+   */
+  const take = (maxChars: number): string => {
     let text = ""
-    for (const line of lines) text += `${serialized(line)}\n`
+    let taken = 0
+    while (taken < pending.length && text.length < maxChars) text += `${serialized(pending[taken++]!)}\n`
+    pending = taken === pending.length ? [] : pending.slice(taken)
+    pendingChars = 0
+    for (const line of pending) if (typeof line === "string") pendingChars += line.length
     return text
   }
   const flush = () => {
     scheduled = false
-    if (pending.length > 0) sink(take())
+    if (pending.length === 0) return
+    sink(take(FLUSH_BYTES))
+    if (pending.length > 0) {
+      scheduled = true
+      setImmediate(flush).unref()
+    }
   }
   // Whatever is still buffered when the process exits (a crash after a log) is written at once —
   // unless stdout's reader has gone (EPIPE): those lines are lost, the exit code is not.
   if (sink === stdoutSink) {
     process.once("exit", () => {
       try {
-        if (pending.length > 0) writeSync(1, take())
+        if (pending.length > 0) writeSync(1, take(Number.POSITIVE_INFINITY))
       } catch {
         // Nowhere to write them.
       }
