@@ -18,22 +18,33 @@ const SWEEP = `
 local function isDone(v)
   return v ~= false and v ~= nil and string.byte(v, 1) == 100
 end
+-- Lapsed ids are read and deleted together (a settled call's two ids lapse at once): one HMGET and
+-- one HDEL per 1,000 ids (unpack's bound on a call's arguments: a long idle leaves many at once),
+-- and what active holds return goes back to the pool in one HINCRBY. (\`now\`: ARGV's own string
+-- where the caller has it, not a number Lua formats again for the command.)
 local function sweep(b, h, e, now)
   local lapsed = redis.call('ZRANGEBYSCORE', e, '-inf', now)
-  for _, id in ipairs(lapsed) do
-    local v = redis.call('HGET', h, id)
-    if v and not isDone(v) then redis.call('HINCRBY', b, 'reserved', 0 - tonumber(v)) end
-    redis.call('HDEL', h, id)
+  local n = #lapsed
+  if n == 0 then return 0 end
+  local returned = 0
+  for from = 1, n, 1000 do
+    local ids = { unpack(lapsed, from, math.min(from + 999, n)) }
+    local values = redis.call('HMGET', h, unpack(ids))
+    for i = 1, #ids do
+      if values[i] and not isDone(values[i]) then returned = returned + tonumber(values[i]) end
+    end
+    redis.call('HDEL', h, unpack(ids))
   end
-  if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', e, '-inf', now) end
-  return #lapsed
+  if returned ~= 0 then redis.call('HINCRBY', b, 'reserved', 0 - returned) end
+  redis.call('ZREMRANGEBYSCORE', e, '-inf', now)
+  return n
 end
 local function state(b)
   local s = redis.call('HMGET', b, 'spent', 'reserved', 'granted')
   return tonumber(s[1]), tonumber(s[2] or 0), tonumber(s[3] or 0)
 end
 local function expire(keys, at)
-  if at > 0 then for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, at) end end
+  if tonumber(at) > 0 then for _, k in ipairs(keys) do redis.call('PEXPIREAT', k, at) end end
 end
 local function seeded(b)
   return redis.call('HEXISTS', b, 'spent') == 1
@@ -85,7 +96,7 @@ end
 local inUse = 0
 local leaseRefused = 0
 if leaseLimit >= 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
   inUse = redis.call('ZCARD', KEYS[1])
   if inUse >= leaseLimit and not redis.call('ZSCORE', KEYS[1], ARGV[3]) then
     leaseRefused = 1
@@ -105,7 +116,7 @@ for i = 1, n do
     after = used + cost
     -- Every digit of the double (%.17g reads back exactly): six decimals drifted from the in-process
     -- store's figures by up to 0.02 ms of reset time (found by coordination-drift.test.ts).
-    redis.call('HSET', KEYS[i + 1], 'u', string.format('%.17g', after), 'ts', now)
+    redis.call('HSET', KEYS[i + 1], 'u', string.format('%.17g', after), 'ts', ARGV[1])
     redis.call('PEXPIRE', KEYS[i + 1], math.ceil(after * period / cap) + 1000)
   elseif used + cost > cap + 1e-9 then
     retry = math.ceil((used + cost - cap) * period / cap - 1e-6)
@@ -134,16 +145,16 @@ local spent, reserved, granted = state(KEYS[1])
 if not spent then return { 0 } end
 local now = tonumber(ARGV[5])
 -- (The state read above stands unless the sweep returned lapsed holds to the pool.)
-if sweep(KEYS[1], KEYS[2], KEYS[3], now) > 0 then spent, reserved, granted = state(KEYS[1]) end
+if sweep(KEYS[1], KEYS[2], KEYS[3], ARGV[5]) > 0 then spent, reserved, granted = state(KEYS[1]) end
 if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then return { 1, spent, reserved, granted } end
 local cap = tonumber(ARGV[1])
 if cap < 0 then cap = granted end
 local amount = tonumber(ARGV[2])
 if spent + reserved + math.max(amount, 1) > cap then return { 2, spent, reserved, granted } end
-redis.call('HINCRBY', KEYS[1], 'reserved', amount)
-redis.call('HSET', KEYS[2], ARGV[3], amount)
+redis.call('HINCRBY', KEYS[1], 'reserved', ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[2])
 redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[3])
-expire(KEYS, tonumber(ARGV[6]))
+expire(KEYS, ARGV[6])
 return { 1, spent, reserved + amount, granted }
 `
 
@@ -193,20 +204,26 @@ return { gated, reserved }
 export const FINISH = SWEEP + `
 local now = tonumber(ARGV[5])
 local memory = tonumber(ARGV[6])
-sweep(KEYS[1], KEYS[2], KEYS[3], now)
+sweep(KEYS[1], KEYS[2], KEYS[3], ARGV[5])
 -- Read once: the writes below keep it current from HINCRBY's answers (only SEED seeds a budget).
 local spent, reserved, granted = state(KEYS[1])
 local isSeeded = spent ~= nil
-local v = redis.call('HGET', KEYS[2], ARGV[1])
 local applied = 0
 local charge = -1
 local settle = ARGV[7] == 'settle'
--- Read before the hold is marked: the two ids may be one. A release charges nothing: no read.
-local c = settle and redis.call('HGET', KEYS[2], ARGV[2])
+-- The hold and (a settle's) charge id in one read, before the hold is marked: the two ids may be
+-- one. A release charges nothing: no read of a charge id (c stays false).
+local v, c = false, false
+if settle then
+  local got = redis.call('HMGET', KEYS[2], ARGV[1], ARGV[2])
+  v, c = got[1], got[2]
+else
+  v = redis.call('HGET', KEYS[2], ARGV[1])
+end
 if isDone(c) then charge = tonumber(string.sub(c, 2)) or -1 end
 if not isDone(v) then
   if v then reserved = redis.call('HINCRBY', KEYS[1], 'reserved', 0 - tonumber(v)) end
-  done(KEYS[2], KEYS[3], ARGV[1], now + memory)
+  local forgetAt = now + memory
   if settle and not isDone(c) then
     charge = math.max(0, math.min(tonumber(ARGV[4]), tonumber(ARGV[3])))
     if isSeeded then
@@ -214,10 +231,18 @@ if not isDone(v) then
     else
       redis.call('HSET', KEYS[4], ARGV[2], charge)
     end
-    done(KEYS[2], KEYS[3], ARGV[2], now + memory, charge)
+    -- Both ids done in one write to each key. When they are one id, the later pair wins, as a
+    -- second write would: it is remembered with what it charged.
+    redis.call('HSET', KEYS[2], ARGV[1], 'd', ARGV[2], 'd' .. charge)
+    redis.call('ZADD', KEYS[3], forgetAt, ARGV[1], forgetAt, ARGV[2])
     applied = 1
+  else
+    done(KEYS[2], KEYS[3], ARGV[1], forgetAt)
   end
-  keep(KEYS, memory, isSeeded)
+  -- A seeded budget's H and E carry B's expiry from whatever wrote them first (RESERVE, SEED or
+  -- keep), and writes to a key keep its expiry: with the hold found, both existed, so only a
+  -- settle of a lost hold (or an unseeded budget, whose keys live memoryMs after each write) keeps.
+  if not (isSeeded and v) then keep(KEYS, memory, isSeeded) end
 end
 if not isSeeded then return { 0, applied, charge } end
 return { 1, spent, reserved, granted, applied, charge }

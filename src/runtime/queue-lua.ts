@@ -102,9 +102,10 @@ local function circuit()
 end
 
 -- Lapsed leases give their slot back (a lapsed probe is replaced); dead waiters leave their lane.
+-- (ARGV's own string for now: a number would be formatted again for each command.)
 local function sweep()
-  for _, w in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', now)) do dropHolder(w) end
-  for _, w in ipairs(redis.call('ZRANGEBYSCORE', A, '-inf', now)) do dropWaiter(w) end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', H, '-inf', ARGV[4])) do dropHolder(w) end
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', A, '-inf', ARGV[4])) do dropWaiter(w) end
 end
 
 -- Grants the free slots (half-open: one probe) round-robin between keys, FIFO within a key, and

@@ -4,6 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { Redis } from "ioredis"
+import { inject } from "vitest"
 import { Coordination } from "../../src/coordination/coordination.ts"
 import { stores } from "./support.ts"
 
@@ -140,6 +142,25 @@ for (const store of stores()) {
         expect(yield* reserve("late", 600, T0 + 11_000)).toEqual({ _tag: "Reserved", state: { spent: 0, reserved: 600, granted: 0 } })
       })))
 
+    it.live("a sweep of more lapsed ids than one slice returns every active hold and forgets every settled id", () =>
+      run(Effect.gen(function*() {
+        const c = yield* Coordination
+        const B = "a:k6c"
+        yield* c.budgetSeed({ budget: B, spent: 0, granted: 0, grantIds: [], expireAt: 0, ...fresh })
+        // 2,500 holds of 3 micros (Redis sweeps 1,000 ids per slice); every fifth is settled at 1
+        // micro (its hold id and its charge id are then remembered as done until they lapse too).
+        const ids = Array.from({ length: 2_500 }, (_, i) => `h${i}`)
+        yield* Effect.forEach(ids, (id) => c.budgetReserve({ budget: B, cap: 1_000_000, amount: 3, id, ttlMs: 10_000, now: T0, expireAt: 0 }), { concurrency: 50, discard: true })
+        const settled = ids.filter((_, i) => i % 5 === 0)
+        yield* Effect.forEach(settled, (id) => c.budgetSettle({ budget: B, id, chargeId: `charge-${id}`, amount: 3, actual: 1, now: T0 + 1 }), { concurrency: 50, discard: true })
+        expect(yield* c.budgetState(B, T0 + 2)).toEqual({ spent: 500, reserved: 6_000, granted: 0 })
+        // All of it lapses (the settled ids are remembered for the store's memory, then forgotten).
+        expect(yield* c.budgetState(B, T0 + 24 * 60 * MINUTE)).toEqual({ spent: 500, reserved: 0, granted: 0 })
+        // A settled charge id forgotten: a new hold under an old id is a new hold.
+        expect(yield* c.budgetReserve({ budget: B, cap: 1_000_000, amount: 3, id: "h0", ttlMs: 10_000, now: T0 + 24 * 60 * MINUTE, expireAt: 0 }))
+          .toEqual({ _tag: "Reserved", state: { spent: 500, reserved: 3, granted: 0 } })
+      })))
+
     it.live("credits: the cap is the granted total; each grant applies once", () =>
       run(Effect.gen(function*() {
         const c = yield* Coordination
@@ -258,3 +279,45 @@ for (const store of stores()) {
     })
   })
 }
+
+/**
+ * Redis only: a seeded budget's keys expire together (B's expiry, from its seed). The settle
+ * script re-applies it only where a key may be new (a settle of a hold that was lost), so this
+ * reads every key's expiry after each kind of write.
+ */
+const redisStore = stores().find((store) => store.name === "redis")
+describe.runIf(redisStore !== undefined)("a seeded budget's keys expire together (redis)", () => {
+  it.live("after a reserve, a settle, and a settle of a lost hold (whose keys the settle makes again)", () => {
+    const { layer, prefix } = redisStore!.fresh()
+    const { redisUrl } = inject("services")
+    return Effect.gen(function*() {
+      const c = yield* Coordination
+      const now = Date.now()
+      const expireAt = now + 3_600_000
+      const expiries = (budget: string) =>
+        Effect.promise(async () => {
+          const redis = new Redis(redisUrl!)
+          try {
+            return await Promise.all(["b", "bh", "be"].map((part) => redis.call("PEXPIRETIME", `${prefix}${part}:{${budget}}`) as Promise<number>))
+          } finally {
+            redis.disconnect()
+          }
+        })
+      for (const budget of ["a:x1", "a:x2"]) yield* c.budgetSeed({ budget, spent: 0, granted: 0, grantIds: [], expireAt, now, counted: [], uncounted: [], final: false })
+      yield* c.budgetReserve({ budget: "a:x1", cap: 10_000, amount: 500, id: "h1", ttlMs: 30_000, now, expireAt })
+      expect(yield* expiries("a:x1")).toEqual([expireAt, expireAt, expireAt])
+      yield* c.budgetSettle({ budget: "a:x1", id: "h1", chargeId: "call-h1", amount: 500, actual: 100, now: now + 1 })
+      expect(yield* expiries("a:x1")).toEqual([expireAt, expireAt, expireAt])
+      // A hold that lapsed and was swept: its budget's hold keys are gone (empty), and the settle
+      // (the call did run) writes them again.
+      yield* c.budgetReserve({ budget: "a:x2", cap: 10_000, amount: 500, id: "h2", ttlMs: 10, now, expireAt })
+      expect(yield* c.budgetState("a:x2", now + 1_000)).toEqual({ spent: 0, reserved: 0, granted: 0 })
+      expect((yield* expiries("a:x2")).slice(1)).toEqual([-2, -2])
+      expect(yield* c.budgetSettle({ budget: "a:x2", id: "h2", chargeId: "call-h2", amount: 500, actual: 100, now: now + 1_001 })).toMatchObject({ charged: true })
+      const [b, h, e] = yield* expiries("a:x2")
+      expect(b).toBe(expireAt)
+      // (Copied from B's remaining time to live, in whole milliseconds.)
+      for (const at of [h, e]) expect(Math.abs(at! - expireAt)).toBeLessThan(50)
+    }).pipe(Effect.provide(layer))
+  })
+})
