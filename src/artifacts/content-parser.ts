@@ -76,7 +76,14 @@ export const writeTargetOf = (engine: StorageEngine["Service"], databaseUrl: Red
   if (engine.kind === "postgres") {
     return databaseUrl === undefined
       ? undefined
-      : { kind: "postgres", url: Redacted.value(databaseUrl), width, maxMessageSize: MAX_SQL_MESSAGE_BYTES, guards: connectionGuards(storageTimeoutMs) }
+      : {
+        kind: "postgres",
+        url: Redacted.value(databaseUrl),
+        width,
+        maxMessageSize: MAX_SQL_MESSAGE_BYTES,
+        guards: connectionGuards(storageTimeoutMs),
+        ...(/[?&]connect_timeout=/.test(Redacted.value(databaseUrl)) ? {} : { connectTimeoutMs: storageTimeoutMs })
+      }
   }
   const port = engine.openPort?.()
   return port === undefined ? undefined : { kind: "embedded", port, maxMessageSize: MAX_SQL_MESSAGE_BYTES }

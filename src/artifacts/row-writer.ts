@@ -58,7 +58,15 @@ const portOnce = (port: MessagePort) => {
 export const openRowWriter = (target: WriteTarget): RowWriter => {
   const width = target.kind === "postgres" ? target.width : 1
   const runtime = ManagedRuntime.make(PgClient.layer(target.kind === "postgres"
-    ? { url: Redacted.make(target.url), maxConnections: width, idleTimeout: IDLE_CONNECTION, maxMessageSize: target.maxMessageSize, applicationName: "gateway artifact upload", ...target.guards }
+    ? {
+      url: Redacted.make(target.url),
+      maxConnections: width,
+      idleTimeout: IDLE_CONNECTION,
+      maxMessageSize: target.maxMessageSize,
+      applicationName: "gateway artifact upload",
+      ...target.guards,
+      ...(target.connectTimeoutMs === undefined ? {} : { connectTimeout: target.connectTimeoutMs })
+    }
     : { stream: portOnce(target.port), ssl: false, username: "postgres", database: "postgres", maxConnections: 1, maxMessageSize: target.maxMessageSize }))
   const ping = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`)
   const warm = runtime.runPromiseExit(Effect.all(Array.from({ length: width }, () => ping), { concurrency: "unbounded" }))

@@ -41,6 +41,13 @@ type WriteTargetConnection =
     readonly maxMessageSize: number
     /** Keepalive and the answer deadline, as the gateway's own pool has them (`storage/pg-connection.ts`). */
     readonly guards: ConnectionGuards
+    /**
+     * How long a connection may take to open, unless the URL says (`connect_timeout`): the storage
+     * timeout, not the client's 5 s. The worker connects while it reads and parses the upload on
+     * the same thread, on a machine busy with the request's other work; a clean full test run on
+     * a loaded 2-core VM saw one upload fail with "Connection timed out" (2026-12-01).
+     */
+    readonly connectTimeoutMs?: number
   }
   /** A connection to the embedded database worker (`storage/port-stream.ts`), transferred to the parse worker. */
   | { readonly kind: "embedded"; readonly port: MessagePort; readonly maxMessageSize: number }
