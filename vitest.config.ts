@@ -11,6 +11,8 @@ const LATENCY = ["test/http/hostile-input.test.ts", "test/http/hostile-upstream-
 export default defineConfig({
   test: {
     globalSetup: ["test/support/global-setup.ts"],
+    // `TEST_CPU_LOG=FILE`: each test's and file's CPU, for finding where the suite's time goes (see there).
+    setupFiles: process.env.TEST_CPU_LOG === undefined ? [] : ["test/support/cpu-probe.ts"],
     // Vitest's transform cache (fsModuleCache, on by default) in this checkout's own directory
     // (gitignored) instead of node_modules/.vitest-cache: a second worktree whose node_modules is
     // a symlink to this one's shares that directory, and vitest empties it whenever its lockfile
