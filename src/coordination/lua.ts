@@ -28,12 +28,12 @@ local function sweep(b, h, e, now)
   if n == 0 then return 0 end
   local returned = 0
   for from = 1, n, 1000 do
-    local ids = { unpack(lapsed, from, math.min(from + 999, n)) }
-    local values = redis.call('HMGET', h, unpack(ids))
-    for i = 1, #ids do
+    local to = math.min(from + 999, n)
+    local values = redis.call('HMGET', h, unpack(lapsed, from, to))
+    for i = 1, to - from + 1 do
       if values[i] and not isDone(values[i]) then returned = returned + tonumber(values[i]) end
     end
-    redis.call('HDEL', h, unpack(ids))
+    redis.call('HDEL', h, unpack(lapsed, from, to))
   end
   if returned ~= 0 then redis.call('HINCRBY', b, 'reserved', 0 - returned) end
   redis.call('ZREMRANGEBYSCORE', e, '-inf', now)
