@@ -46,14 +46,14 @@ for (let r = 0; r < Number(values.rounds); r++) {
     const cpu = (cpuMicros(a.g.pid) - cpu0) / rate.ok
     const ss = specFor(a.s.url, a.keyS, true)
     const st = summarize(await sequential(150, () => ss, true))
-    a.res.push({ c1p50: c1.latencyUs.p50, c1p99: c1.latencyUs.p99, cpu, ttftP50: st.firstTokenUs!.p50, ttftP99: st.firstTokenUs!.p99 })
+    a.res.push({ c1p50: c1.latencyUs.p50, c1p99: c1.latencyUs.p99, rateP50: rate.latencyUs.p50, rateP99: rate.latencyUs.p99, cpu, ttftP50: st.firstTokenUs!.p50, ttftP99: st.firstTokenUs!.p99 })
   }
 }
 const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!
 for (const a of arms) {
   const keys = Object.keys(a.res[0]!)
   console.log(a.root, JSON.stringify(Object.fromEntries(keys.map((k) => [k, Math.round(med(a.res.map((r) => r[k]!)))]))))
-  console.log(`  rounds: cpu ${a.res.map((r) => Math.round(r.cpu!)).join(", ")}; c1p50 ${a.res.map((r) => Math.round(r.c1p50!)).join(", ")}`)
+  console.log(`  rounds: cpu ${a.res.map((r) => Math.round(r.cpu!)).join(", ")}; c1p50 ${a.res.map((r) => Math.round(r.c1p50!)).join(", ")}; c1p99 ${a.res.map((r) => Math.round(r.c1p99!)).join(", ")}; rateP99 ${a.res.map((r) => Math.round(r.rateP99!)).join(", ")}`)
 }
 await stopAll()
 for (const a of arms) { try { const p = await import(join(a.root, "bench/lib/procs.ts")); await p.stopAll() } catch {} }

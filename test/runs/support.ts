@@ -80,7 +80,11 @@ export const readSse = async (url: string, key: string, options: SseOptions = {}
   let ended = false
   if (res.status === 200 && res.body !== null) {
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader()
-    let buffer = ""
+    // A frame's text arrives in many reads when it is large (a run's document of megabytes). Its
+    // pieces wait in a list until a read brings a frame's end: searching a string grown read by read
+    // would flatten all of it on every read (quadratic: seconds of copying for one large frame).
+    let pieces: Array<string> = []
+    let lastChar = ""
     try {
       for (;;) {
         const { value, done } = await reader.read()
@@ -88,7 +92,13 @@ export const readSse = async (url: string, key: string, options: SseOptions = {}
           ended = true
           break
         }
-        buffer += value
+        if ((lastChar + value).indexOf("\n\n") < 0) {
+          pieces.push(value)
+          lastChar = value.slice(-1) || lastChar
+          continue
+        }
+        pieces.push(value)
+        let buffer = pieces.join("")
         let cut: number
         while ((cut = buffer.indexOf("\n\n")) >= 0) {
           const block = buffer.slice(0, cut)
@@ -105,6 +115,8 @@ export const readSse = async (url: string, key: string, options: SseOptions = {}
           // several frames can arrive in one chunk: stop exactly at the one that satisfies `until`
           if (options.until?.(frames)) break
         }
+        pieces = buffer === "" ? [] : [buffer]
+        lastChar = buffer.slice(-1)
         if (options.until?.(frames)) break
       }
     } finally {
