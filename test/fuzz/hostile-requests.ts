@@ -467,17 +467,21 @@ export const readBounded = async (response: Response, ms: number, maxBytes: numb
   if (reader === undefined) return { text: "", complete: true }
   const decoder = new TextDecoder()
   let text = ""
-  const deadline = Date.now() + ms
-  while (true) {
-    const left = deadline - Date.now()
-    if (left <= 0 || text.length > maxBytes) {
-      await reader.cancel().catch(() => undefined)
-      return { text, complete: false }
+  // One deadline for the whole read, not a timer per chunk (a large answer arrives in thousands).
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), ms)))
+  try {
+    while (true) {
+      const next = text.length > maxBytes ? "late" : await Promise.race([reader.read(), late])
+      if (next === "late") {
+        await reader.cancel().catch(() => undefined)
+        return { text, complete: false }
+      }
+      if (next.done) return { text: text + decoder.decode(), complete: true }
+      text += decoder.decode(next.value, { stream: true })
     }
-    const next = await Promise.race([reader.read(), new Promise<"late">((r) => setTimeout(() => r("late"), left))])
-    if (next === "late") continue
-    if (next.done) return { text: text + decoder.decode(), complete: true }
-    text += decoder.decode(next.value, { stream: true })
+  } finally {
+    clearTimeout(timer)
   }
 }
 
