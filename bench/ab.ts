@@ -4,6 +4,8 @@
  * fixed-answer upstreams, interleaved round by round (the order flipped each round), medians over
  * rounds. Per checkout: c=1 latency of non-streamed requests, CPU µs per request at 200 req/s, and
  * time to first token of c=1 streams (upstream: first token after 20 ms, then a delta every 5 ms).
+ * With two checkouts it also prints each figure's round-by-round difference and a sign test: on
+ * VMs whose figures swing from one minute to the next, the medians alone can mislead.
  * `npm run bench` compares against Portkey; this compares a change against what it changed.
  *
  *   node bench/ab.ts /tmp/base /work/main [--rounds 5] [--redis]
@@ -54,6 +56,32 @@ for (const a of arms) {
   const keys = Object.keys(a.res[0]!)
   console.log(a.root, JSON.stringify(Object.fromEntries(keys.map((k) => [k, Math.round(med(a.res.map((r) => r[k]!)))]))))
   console.log(`  rounds: cpu ${a.res.map((r) => Math.round(r.cpu!)).join(", ")}; c1p50 ${a.res.map((r) => Math.round(r.c1p50!)).join(", ")}; c1p99 ${a.res.map((r) => Math.round(r.c1p99!)).join(", ")}; rateP99 ${a.res.map((r) => Math.round(r.rateP99!)).join(", ")}`)
+}
+// Paired by round: the two arms ran back to back in each round (the order flipped each round), so
+// a round's difference cancels what the VM did meanwhile, which here swings a run's figures ~2×
+// from one minute to the next. The sign test asks how often the second arm came out lower than
+// the first: a p-value under ~0.05 says the difference is more than the order of the rounds.
+if (arms.length === 2) {
+  const [a, b] = arms
+  const n = Math.min(a.res.length, b.res.length)
+  // Two-sided, ties dropped: the chance of a split at least this uneven if either arm were as likely lower.
+  const signTest = (lower: number, higher: number) => {
+    const m = lower + higher
+    let choose = 1
+    let p = 0
+    for (let k = 0; k <= Math.min(lower, higher); k++) {
+      p += choose / 2 ** m
+      choose = (choose * (m - k)) / (k + 1)
+    }
+    return Math.min(1, 2 * p)
+  }
+  console.log(`paired, ${b.root} − ${a.root}, over ${n} rounds:`)
+  for (const key of Object.keys(a.res[0]!)) {
+    const diffs = Array.from({ length: n }, (_, i) => b.res[i]![key]! - a.res[i]![key]!)
+    const lower = diffs.filter((d) => d < 0).length
+    const higher = diffs.filter((d) => d > 0).length
+    console.log(`  ${key}: median ${Math.round(med(diffs))} (${diffs.map((d) => Math.round(d)).join(", ")}); lower in ${lower} of ${n}, sign test p = ${signTest(lower, higher).toFixed(2)}`)
+  }
 }
 await stopAll()
 for (const a of arms) { try { const p = await import(join(a.root, "bench/lib/procs.ts")); await p.stopAll() } catch {} }
