@@ -201,6 +201,31 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
     }
   })
 
+  it.runIf(engine.name === "postgres")("a worker connects within the target's connect timeout, not the client's default 5 s", async () => {
+    // The gateway gives its storage timeout (10 s by default) to a worker that connects while it
+    // parses a large upload on the same thread; the client's own default (5 s) once failed a
+    // 1.6 MB upload under a full test run with "Connection timed out". Here a database slow to
+    // accept (1.5 s) fails a worker given 0.5 s and is waited out by one given 5 s.
+    const url = Redacted.value(made.settings.databaseUrl!)
+    const proxy = await startPostgresProxy(new URL(url))
+    try {
+      proxy.delayConnections(1_500)
+      const through = (connectTimeoutMs: number) => () => {
+        const connection = target()
+        return connection?.kind === "postgres" ? { ...connection, url: proxy.through(url), connectTimeoutMs } : undefined
+      }
+      const body = JSON.stringify({ bytes: makeCsv(WORKER_ROWS) })
+      // (With the client's default, the delay would be waited out and the upload stored.)
+      const short = await storeExit(body, { target: through(500) })
+      expect(Exit.isFailure(short) ? (Cause.squash(short.cause) as Error).message : "stored").toMatch(/Connection timed out/)
+      const long = await store(body, { target: through(5_000) })
+      expect(long.writes).toBe("worker")
+      expect(await rowCount(long.contentId)).toBe(WORKER_ROWS)
+    } finally {
+      await proxy.close()
+    }
+  })
+
   it("a worker whose upload ended cleanly is kept and serves the next one; one whose write failed is not", async () => {
     const pool = makeParseWorkerPool({ max: 1, idleMs: 60_000 })
     const given: Array<number> = []

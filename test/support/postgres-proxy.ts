@@ -3,6 +3,8 @@
  * `shut` cuts every connection and refuses new ones (a server gone); `freeze` stops forwarding in
  * both directions and keeps every socket open (a stalled server or a partition: no error, only
  * silence) until `thaw`, which forwards again and resets the connections that lost bytes meanwhile.
+ * `delayConnections` holds each new connection's first bytes back for a while (a server slow to
+ * accept and authenticate: the client's connect timeout covers both).
  */
 import { connect, createServer, type Server, type Socket } from "node:net"
 
@@ -12,14 +14,22 @@ export interface PostgresProxy {
   through(url: string): string
   freeze(): void
   thaw(): void
+  /** From now on, each new connection's bytes wait `ms` before they are forwarded either way. */
+  delayConnections(ms: number): void
   shut(): void
   close(): Promise<void>
 }
 
 export const startPostgresProxy = async (target: URL): Promise<PostgresProxy> => {
   let frozen = false
+  let connectDelayMs = 0
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
+    if (connectDelayMs > 0) {
+      client.pause()
+      const timer = setTimeout(() => client.resume(), connectDelayMs)
+      client.once("close", () => clearTimeout(timer))
+    }
     const upstream = connect(Number(target.port || 5432), target.hostname)
     for (const socket of [client, upstream]) {
       sockets.add(socket)
@@ -52,6 +62,9 @@ export const startPostgresProxy = async (target: URL): Promise<PostgresProxy> =>
     thaw: () => {
       frozen = false
       destroyAll()
+    },
+    delayConnections: (ms) => {
+      connectDelayMs = ms
     },
     shut: () => {
       server.close()
