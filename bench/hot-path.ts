@@ -6,7 +6,7 @@
  *
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
- *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0] [--timeline FILE]
+ *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0] [--timeline FILE] [--perf-c1]
  *
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2). `--ttft-ms` holds a stream's
@@ -26,12 +26,15 @@
  *
  * `--timeline FILE` preloads `lib/timeline-probe.ts` into the gateway and prints, at the end, the
  * median timeline of the c=1 phase's requests (`request-timeline.ts`): where a request waits and
- * where the gateway works on it, step by step (its Redis commands included).
+ * where the gateway works on it, step by step (its Redis commands and the upstream socket's writes
+ * and reads included), and which spans made the slowest 1% slow. It works for `--bare` and
+ * `--floor` too, so each span can be read against the floor's.
  *
  * `--prof DIR` starts the gateway with `--cpu-prof --cpu-prof-dir=DIR` (the profile is written when
  * it stops). `--perf DIR` samples its main thread with Linux perf over the measured window instead
  * and prints where the time went, in µs per request (`lib/perf-record.ts`: unlike `--cpu-prof`, it
- * sees the kernel's and node's native share).
+ * sees the kernel's and node's native share). With `--perf-c1` (and `--timeline`), perf samples the
+ * c=1 phase instead, finely, and the timeline lays the samples on each request's spans.
  */
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -42,7 +45,7 @@ import { startFixedUpstream } from "./lib/fixed-upstream.ts"
 import { startOtlpReceiver } from "./lib/otlp-receiver.ts"
 import type { TimelineEvent } from "./lib/timeline-probe.ts"
 import { printTimeline } from "./request-timeline.ts"
-import { type PerfBreakdown, perfBreakdown, perfNodeArgs, recordThread } from "./lib/perf-record.ts"
+import { type PerfBreakdown, perfBreakdown, perfNodeArgs, type PerfSample, perfSamples, recordThread } from "./lib/perf-record.ts"
 import { makePool, openLoop, sequential, summarize } from "./lib/load.ts"
 import { cpuMicros, LOOP_PROBE, pin, randomToken, rssBytes, startBareProxy, startGateway, startPortkey, stopAll, threadMicros, envPairs } from "./lib/procs.ts"
 
@@ -65,7 +68,8 @@ const { values } = parseArgs({
     deltas: { type: "string", default: "16" },
     "ttft-ms": { type: "string", default: "0" },
     "gap-ms": { type: "string", default: "0" },
-    timeline: { type: "string" }
+    timeline: { type: "string" },
+    "perf-c1": { type: "boolean", default: false }
   }
 })
 
@@ -84,7 +88,8 @@ const nodeArgs = [
   ...(values.timeline !== undefined ? ["--import", join(import.meta.dirname, "lib", "timeline-probe.ts")] : []),
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
-const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare")), createKey: async () => "sk-bench" }
+const timelineEnv = values.timeline !== undefined ? { BENCH_TIMELINE_FILE: values.timeline, BENCH_UPSTREAM_URL: upstream.url } : {}
+const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare", timelineEnv)), createKey: async () => "sk-bench" }
   : values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
   name: "gateway",
   config,
@@ -96,11 +101,12 @@ const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir,
     ...(process.env.BENCH_DATABASE_URL !== undefined ? { DATABASE_URL: process.env.BENCH_DATABASE_URL } : {}),
     ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `hot-${randomToken(4)}:` } : {}),
     ...(values.unmetered ? { GATEWAY_METERING: "off" } : {}),
-    ...(values.timeline !== undefined ? { BENCH_TIMELINE_FILE: values.timeline } : {}),
+    ...timelineEnv,
     ...(receiver === undefined ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: "1000" }),
     ...extraEnv
   }
 })
+let c1Samples: Array<PerfSample> | undefined
 try {
   const key = await gateway.createKey("bench", "bench")
   const pool = makePool(gateway.url, 64)
@@ -116,7 +122,11 @@ try {
   }
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })
+  // `--perf-c1`: sample the c=1 phase instead (finely), to lay the samples on the timeline's steps.
+  const c1Perf = values.perf !== undefined && values["perf-c1"] ? recordThread(gateway.pid, values.perf, 10_000) : undefined
   const c1 = summarize(await sequential(Number(values.c1), () => spec, values.stream))
+  await c1Perf?.stop()
+  if (c1Perf !== undefined) c1Samples = perfSamples(values.perf!)
   await gateway.loopDelay()
   const threads = () => Object.fromEntries(readdirSync(`/proc/${gateway.pid}/task`).map((tid) => {
     const name = readFileSync(`/proc/${gateway.pid}/task/${tid}/comm`, "utf8").trim()
@@ -126,7 +136,7 @@ try {
   const t0 = threads()
   const split0 = threadMicros(gateway.pid, gateway.pid)
   const cpu0 = cpuMicros(gateway.pid)
-  const perf = values.perf === undefined ? undefined : recordThread(gateway.pid, values.perf)
+  const perf = values.perf === undefined || values["perf-c1"] ? undefined : recordThread(gateway.pid, values.perf)
   const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
   const cpu1 = cpuMicros(gateway.pid)
   await perf?.stop()
@@ -136,7 +146,7 @@ try {
   const split1 = threadMicros(gateway.pid, gateway.pid)
   const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
   const mainThreadRanUs = Math.round((split1.ran - split0.ran) / s.ok)
-  if (values.perf !== undefined) printPerf(perfBreakdown(values.perf, Number(process.env.PERF_TOP ?? 40)), mainThreadRanUs)
+  if (perf !== undefined && values.perf !== undefined) printPerf(perfBreakdown(values.perf, Number(process.env.PERF_TOP ?? 40)), mainThreadRanUs)
   console.log(JSON.stringify({
     rate,
     seconds,
@@ -174,7 +184,7 @@ try {
   await receiver?.close()
   await stopAll()
 }
-if (values.timeline !== undefined) printTimeline(JSON.parse(readFileSync(values.timeline, "utf8")) as Array<TimelineEvent>)
+if (values.timeline !== undefined) printTimeline(JSON.parse(readFileSync(values.timeline, "utf8")) as Array<TimelineEvent>, { samples: c1Samples })
 
 /** The perf samples as µs per request of the main thread (its share × the time it ran per request). */
 function printPerf(perf: PerfBreakdown, usPerRequest: number) {

@@ -12,6 +12,7 @@
  */
 import { readFileSync } from "node:fs"
 import { parseArgs } from "node:util"
+import { breakdownOf, type PerfSample } from "./lib/perf-record.ts"
 import type { TimelineEvent } from "./lib/timeline-probe.ts"
 
 export interface TimelineStep {
@@ -66,7 +67,10 @@ export const medianTimeline = (requests: ReadonlyArray<ReadonlyArray<TimelineEve
     .sort((a, b) => a.atUs - b.atUs)
 }
 
-export const printTimeline = (events: ReadonlyArray<TimelineEvent>, options: { readonly skip?: number; readonly gapMs?: number } = {}) => {
+export const printTimeline = (
+  events: ReadonlyArray<TimelineEvent>,
+  options: { readonly skip?: number; readonly gapMs?: number; readonly samples?: ReadonlyArray<PerfSample> | undefined } = {}
+) => {
   const requests = backToBack(events, options.gapMs ?? 2).slice(options.skip ?? 100)
   if (requests.length === 0) {
     console.log("timeline: no back-to-back requests recorded")
@@ -84,6 +88,110 @@ export const printTimeline = (events: ReadonlyArray<TimelineEvent>, options: { r
   }
   const rare = steps.filter((s) => s.seen * 2 < requests.length)
   if (rare.length > 0) console.log(`seen in fewer than half: ${rare.map((s) => `${s.step} (${s.seen}) at ${s.atUs}`).join(", ")}`)
+  if (options.samples !== undefined) printSpanProfile(requests, options.samples)
+  printTail(requests, options.samples)
+}
+
+/** Each request's steps as `what#n` labels, with their times and idle since the request's head. */
+const labelled = (request: ReadonlyArray<TimelineEvent>) => {
+  const count = new Map<string, number>()
+  const [t0, , idle0] = request[0]!
+  return request.map(([at, what, idle]) => {
+    const n = (count.get(what) ?? 0) + 1
+    count.set(what, n)
+    return { step: `${what}#${n}`, atUs: at - t0, idleUs: idle - idle0, at }
+  })
+}
+
+/**
+ * The slowest 1% of the requests (head to the answer's end): which spans made them slow — each
+ * span's median over all requests against its mean over the slow ones, and how much of the excess
+ * the loop spent idle (a wait: the upstream, Redis, the core taken by another thread) or busy (work
+ * on the loop: a collection, a timer's task, another request's). With perf samples, whose code ran
+ * in the slow requests' spans.
+ */
+const printTail = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, samples: ReadonlyArray<PerfSample> | undefined) => {
+  const all = requests.map(labelled)
+  const endOf = (steps: ReturnType<typeof labelled>) => (steps.find((s) => s.step === "res-end#1") ?? steps[steps.length - 1]!).atUs
+  const order = all.map((steps, i) => [endOf(steps), i] as const).sort((a, b) => a[0] - b[0])
+  const tail = order.slice(Math.floor(order.length * 0.99))
+  if (tail.length < 3) return
+  const spanTimes = (steps: ReturnType<typeof labelled>) => {
+    const out = new Map<string, { us: number; idle: number; from: number; to: number }>()
+    for (let i = 1; i < steps.length; i++) {
+      const a = steps[i - 1]!, b = steps[i]!
+      out.set(`${a.step} → ${b.step}`, { us: b.atUs - a.atUs, idle: b.idleUs - a.idleUs, from: a.at, to: b.at })
+    }
+    return out
+  }
+  const medians = new Map<string, Array<number>>()
+  for (const steps of all) for (const [span, { us }] of spanTimes(steps)) (medians.get(span) ?? medians.set(span, []).get(span)!).push(us)
+  const slow = new Map<string, { us: number; idle: number; samples: Array<PerfSample> }>()
+  const sorted = samples === undefined ? [] : [...samples].sort((a, b) => a.atUs - b.atUs)
+  for (const [, i] of tail) {
+    for (const [span, t] of spanTimes(all[i]!)) {
+      const entry = slow.get(span) ?? slow.set(span, { us: 0, idle: 0, samples: [] }).get(span)!
+      entry.us += t.us / tail.length
+      entry.idle += t.idle / tail.length
+      for (const sample of sorted) if (sample.atUs >= t.from && sample.atUs < t.to) entry.samples.push(sample)
+    }
+  }
+  const p50 = order[order.length >> 1]![0]
+  console.log(`\nthe slowest ${tail.length} of ${order.length} (head → answer's end ${tail[0]![0]}–${tail[tail.length - 1]![0]} µs; median ${p50}): spans by excess over their median`)
+  const rows = [...slow].map(([span, e]) => ({ span, ...e, median: median(medians.get(span) ?? [0]) })).sort((a, b) => (b.us - b.median) - (a.us - a.median))
+  for (const row of rows.slice(0, 6)) {
+    if (row.us - row.median < 20) break
+    console.log(`${row.span.padEnd(44)} median ${String(row.median).padStart(6)}  slow mean ${row.us.toFixed(0).padStart(6)} (idle ${row.idle.toFixed(0)})`)
+    if (row.samples.length > 0) {
+      const b = breakdownOf(row.samples, 6)
+      const us = row.samples.reduce((sum, s) => sum + s.periodUs, 0) / tail.length
+      console.log(`   perf: ~${us.toFixed(0)} µs per slow request — ${b.self.map(([name, share]) => `${name} ${(share * us).toFixed(0)}`).join("; ")}`)
+    }
+  }
+}
+
+/**
+ * The perf samples (`hot-path --perf DIR --perf-c1`) laid on the requests' steps: for each span
+ * between two steps of a request (and the time between requests), how much of the main thread's
+ * time the samples saw there per request, and where it went. A span's busy time on the timeline is
+ * what it costs; this says whose code that is.
+ */
+const printSpanProfile = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, samples: ReadonlyArray<PerfSample>) => {
+  const sorted = [...samples].sort((a, b) => a.atUs - b.atUs)
+  const spans = new Map<string, Array<PerfSample>>()
+  const first = sorted.findIndex((s) => s.atUs >= requests[0]![0]![0])
+  let i = first < 0 ? sorted.length : first
+  for (let r = 0; r < requests.length; r++) {
+    const request = requests[r]!
+    const count = new Map<string, number>()
+    const labels = request.map(([, what]) => {
+      const n = (count.get(what) ?? 0) + 1
+      count.set(what, n)
+      return `${what}#${n}`
+    })
+    const end = requests[r + 1]?.[0]?.[0] ?? request[request.length - 1]![0]
+    for (; i < sorted.length && sorted[i]!.atUs < end; i++) {
+      const at = sorted[i]!.atUs
+      let k = 0
+      while (k + 1 < request.length && request[k + 1]![0] <= at) k++
+      const span = at >= request[request.length - 1]![0] ? "(between requests)" : `${labels[k]} → ${labels[k + 1]}`
+      const list = spans.get(span) ?? spans.set(span, []).get(span)!
+      list.push(sorted[i]!)
+    }
+  }
+  const cpuUs = (list: ReadonlyArray<PerfSample>) => list.reduce((sum, s) => sum + s.periodUs, 0)
+  console.log(`\nperf over the c=1 phase: ${sorted.length} samples of the main thread, ${(cpuUs(sorted) / 1000).toFixed(0)} ms of its CPU`)
+  for (const [span, list] of [...spans].sort((a, b) => cpuUs(b[1]) - cpuUs(a[1]))) {
+    const usPerRequest = cpuUs(list) / requests.length
+    if (usPerRequest < 3) continue
+    const top = Number(process.env.PERF_TOP ?? 8)
+    const b = breakdownOf(list, top)
+    const pct = (share: number) => `${(share * usPerRequest).toFixed(0).padStart(4)} µs`
+    console.log(`${span}: ~${usPerRequest.toFixed(0)} µs per request — ${Object.entries(b.areas).map(([a, v]) => `${a} ${(v * usPerRequest).toFixed(0)}`).join(", ")}`)
+    for (const [name, share] of b.self) console.log(`   ${pct(share)}  ${name}`)
+    const src = b.inclusive.slice(0, 6)
+    if (src.length > 0) console.log(`   gateway functions on the stack: ${src.map(([name, share]) => `${name} ${(share * usPerRequest).toFixed(0)}`).join("; ")}`)
+  }
 }
 
 if (import.meta.main) {

@@ -73,12 +73,18 @@ const areaOf = (frame: string): string | undefined => {
 const frameName = (frame: string) =>
   frame.replace(/\+0x[0-9a-f]+ \(.*$/, "").replace(/^JS:[*+^~']*'?/, "").replace(/file:\/\/\/\S*?\/(src|node_modules)\//, "$1/")
 
+/** One sample: when (CLOCK_MONOTONIC µs, as `process.hrtime`), the CPU time it stands for, and its frames, innermost first. */
+export interface PerfSample {
+  readonly atUs: number
+  readonly periodUs: number
+  readonly frames: ReadonlyArray<string>
+}
+
 /**
  * Injects the jitdump into `dir/perf.data`, reads the samples back and removes the files perf and
- * V8 wrote (they are large). Samples whose innermost frame is a V8 builtin or native code count
- * for the first area-named frame above it (a `Builtins_LoadIC` in an Effect function is Effect's).
+ * V8 wrote (they are large).
  */
-export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
+export const perfSamples = (dir: string): Array<PerfSample> => {
   const injected = join(dir, "perf.jit.data")
   const inject = spawnSync("perf", ["inject", "--jit", "-i", join(dir, "perf.data"), "-o", injected], { encoding: "utf8" })
   if (inject.status !== 0) throw new Error(`perf inject failed: ${inject.stderr}`)
@@ -87,21 +93,37 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
   for (const file of readdirSync(dir)) {
     if (file.startsWith("jitted-") || file.startsWith("jit-") || file.startsWith("perf.") || file.startsWith("isolate-")) rmSync(join(dir, file), { force: true })
   }
+  const samples: Array<PerfSample> = []
+  for (const block of script.stdout.split("\n\n")) {
+    const lines = block.split("\n")
+    const head = lines.findIndex((line) => line.trim() !== "")
+    if (head < 0) continue
+    const frames = lines.slice(head + 1).map((line) => line.trim().split(" ").slice(1).join(" ")).filter((f) => f !== "")
+    if (frames.length === 0) continue
+    // `node 6165 [000] 12345.678901: 500000 cpu-clock:` — the time is CLOCK_MONOTONIC seconds (`-k 1`),
+    // then the sample's period (ns of the thread's CPU time for cpu-clock).
+    const at = /\s(\d+\.\d+):\s+(\d+)\s/.exec(lines[head]!)
+    samples.push({ atUs: at === null ? Number.NaN : Math.round(Number(at[1]) * 1e6), periodUs: at === null ? Number.NaN : Number(at[2]) / 1000, frames })
+  }
+  return samples
+}
+
+/**
+ * Where the samples' time went. Samples whose innermost frame is a V8 builtin or native code count
+ * for the first area-named frame above it (a `Builtins_LoadIC` in an Effect function is Effect's).
+ */
+export const breakdownOf = (samples: ReadonlyArray<PerfSample>, top = 40): PerfBreakdown => {
   const areas = new Map<string, number>()
   const self = new Map<string, number>()
   const inclusive = new Map<string, number>()
   const packageFiles = new Map<string, number>()
   const nodeCallers = new Map<string, number>()
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
-  let samples = 0
-  for (const block of script.stdout.split("\n\n")) {
-    const frames = block.split("\n").slice(1).map((line) => line.trim().split(" ").slice(1).join(" ")).filter((f) => f !== "")
-    if (frames.length === 0) continue
-    samples++
+  for (const { frames } of samples) {
     const named = frames.find((f) => areaOf(f) !== undefined)
     const area = named === undefined ? undefined : areaOf(named)
     bump(areas, area ?? "native (no JS on the stack)")
-    bump(self, frameName(named === undefined || area === "kernel" ? frames[0] : named))
+    bump(self, frameName(named === undefined || area === "kernel" ? frames[0]! : named))
     const file = named === undefined ? null : /node_modules\/(\S+?):\d+:\d+/.exec(frameName(named))
     if (file !== null) bump(packageFiles, file[1]!)
     if (area === "node (JS)") {
@@ -118,7 +140,11 @@ export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => {
       }
     }
   }
-  const share = (map: Map<string, number>, n: number) =>
-    [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => [k, v / samples] as const)
-  return { samples, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top), nodeCallers: share(nodeCallers, top) }
+  const n = samples.length
+  const share = (map: Map<string, number>, count: number) =>
+    [...map].sort((a, b) => b[1] - a[1]).slice(0, count).map(([k, v]) => [k, v / n] as const)
+  return { samples: n, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top), nodeCallers: share(nodeCallers, top) }
 }
+
+/** `perfSamples` then `breakdownOf`. */
+export const perfBreakdown = (dir: string, top = 40): PerfBreakdown => breakdownOf(perfSamples(dir), top)

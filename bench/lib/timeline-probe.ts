@@ -56,16 +56,27 @@ if (isMainThread && process.env.BENCH_TIMELINE_FILE !== undefined) {
   noteCalls("write", "res-write")
   noteCalls("end", "res-end")
 
+  // The upstream's socket too (when `BENCH_UPSTREAM_URL` names it): when the call's bytes are
+  // written (`up-write`; `up-uncork` when a corked write is let go) and its answer's bytes arrive
+  // (`up-data`), beside undici's own view of the call.
+  const upstreamPort = process.env.BENCH_UPSTREAM_URL === undefined ? -1 : Number(new URL(process.env.BENCH_UPSTREAM_URL).port)
   const socketEmit = net.Socket.prototype.emit
   net.Socket.prototype.emit = function(this: net.Socket, event: string | symbol, ...args: Array<unknown>) {
     if (event === "data" && this.remotePort === redisPort) note("redis-data")
+    else if (event === "data" && this.remotePort === upstreamPort) note("up-data")
     return (socketEmit as (...a: Array<unknown>) => boolean).call(this, event, ...args)
   } as typeof socketEmit
   const socketWrite = net.Socket.prototype.write
   net.Socket.prototype.write = function(this: net.Socket, ...args: Array<unknown>) {
     if (this.remotePort === redisPort) note("redis-write")
+    else if (this.remotePort === upstreamPort) note(this.writableCorked > 0 ? "up-write-corked" : "up-write")
     return (socketWrite as (...a: Array<unknown>) => boolean).apply(this, args)
   } as typeof socketWrite
+  const socketUncork = net.Socket.prototype.uncork
+  net.Socket.prototype.uncork = function(this: net.Socket) {
+    if (this.remotePort === upstreamPort && this.writableCorked === 1) note("up-uncork")
+    return socketUncork.call(this)
+  }
 
   if (process.env.REDIS_URL !== undefined) {
     // (Loaded only for a gateway on Redis, as the gateway itself does.)
