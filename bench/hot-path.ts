@@ -197,6 +197,8 @@ function printPerf(perf: PerfBreakdown, usPerRequest: number) {
   for (const [name, share] of perf.inclusive) console.log(`${us(share)} µs  ${name}`)
   console.log("packages' files (innermost named frame):")
   for (const [name, share] of perf.packageFiles) console.log(`${us(share)} µs  ${name}`)
+  console.log("JS by the tier V8 ran it in (innermost JS frame):")
+  for (const [tier, share] of Object.entries(perf.tiers)) console.log(`${us(share)} µs  ${tier}`)
   console.log("node's own JS, by its caller:")
   for (const [name, share] of perf.nodeCallers) console.log(`${us(share)} µs  ${name}`)
 }

@@ -92,6 +92,20 @@ export const printTimeline = (
   printTail(requests, options.samples)
 }
 
+/** The samples (sorted by time) taken in [from, to). */
+const samplesIn = (sorted: ReadonlyArray<PerfSample>, from: number, to: number): ReadonlyArray<PerfSample> => {
+  let lo = 0
+  let hi = sorted.length
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if (sorted[mid]!.atUs < from) lo = mid + 1
+    else hi = mid
+  }
+  let end = lo
+  while (end < sorted.length && sorted[end]!.atUs < to) end++
+  return sorted.slice(lo, end)
+}
+
 /** Each request's steps as `what#n` labels, with their times and idle since the request's head. */
 const labelled = (request: ReadonlyArray<TimelineEvent>) => {
   const count = new Map<string, number>()
@@ -133,7 +147,7 @@ const printTail = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, sample
       const entry = slow.get(span) ?? slow.set(span, { us: 0, idle: 0, samples: [] }).get(span)!
       entry.us += t.us / tail.length
       entry.idle += t.idle / tail.length
-      for (const sample of sorted) if (sample.atUs >= t.from && sample.atUs < t.to) entry.samples.push(sample)
+      entry.samples.push(...samplesIn(sorted, t.from, t.to))
     }
   }
   const p50 = order[order.length >> 1]![0]
@@ -159,38 +173,26 @@ const printTail = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, sample
 const printSpanProfile = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, samples: ReadonlyArray<PerfSample>) => {
   const sorted = [...samples].sort((a, b) => a.atUs - b.atUs)
   const spans = new Map<string, Array<PerfSample>>()
-  const first = sorted.findIndex((s) => s.atUs >= requests[0]![0]![0])
-  let i = first < 0 ? sorted.length : first
-  for (let r = 0; r < requests.length; r++) {
-    const request = requests[r]!
-    const count = new Map<string, number>()
-    const labels = request.map(([, what]) => {
-      const n = (count.get(what) ?? 0) + 1
-      count.set(what, n)
-      return `${what}#${n}`
-    })
-    const end = requests[r + 1]?.[0]?.[0] ?? request[request.length - 1]![0]
-    for (; i < sorted.length && sorted[i]!.atUs < end; i++) {
-      const at = sorted[i]!.atUs
-      let k = 0
-      while (k + 1 < request.length && request[k + 1]![0] <= at) k++
-      const span = at >= request[request.length - 1]![0] ? "(between requests)" : `${labels[k]} → ${labels[k + 1]}`
-      const list = spans.get(span) ?? spans.set(span, []).get(span)!
-      list.push(sorted[i]!)
-    }
-  }
+  const add = (span: string, list: ReadonlyArray<PerfSample>) => (spans.get(span) ?? spans.set(span, []).get(span)!).push(...list)
+  requests.forEach((request, r) => {
+    const steps = labelled(request)
+    for (let k = 1; k < steps.length; k++) add(`${steps[k - 1]!.step} → ${steps[k]!.step}`, samplesIn(sorted, steps[k - 1]!.at, steps[k]!.at))
+    // From this request's last step to the next one's head.
+    const next = requests[r + 1]?.[0]?.[0]
+    if (next !== undefined) add("(between requests)", samplesIn(sorted, steps[steps.length - 1]!.at, next))
+  })
   const cpuUs = (list: ReadonlyArray<PerfSample>) => list.reduce((sum, s) => sum + s.periodUs, 0)
+  const top = Number(process.env.PERF_TOP ?? 8)
   console.log(`\nperf over the c=1 phase: ${sorted.length} samples of the main thread, ${(cpuUs(sorted) / 1000).toFixed(0)} ms of its CPU`)
   for (const [span, list] of [...spans].sort((a, b) => cpuUs(b[1]) - cpuUs(a[1]))) {
     const usPerRequest = cpuUs(list) / requests.length
     if (usPerRequest < 3) continue
-    const top = Number(process.env.PERF_TOP ?? 8)
     const b = breakdownOf(list, top)
-    const pct = (share: number) => `${(share * usPerRequest).toFixed(0).padStart(4)} µs`
-    console.log(`${span}: ~${usPerRequest.toFixed(0)} µs per request — ${Object.entries(b.areas).map(([a, v]) => `${a} ${(v * usPerRequest).toFixed(0)}`).join(", ")}`)
-    for (const [name, share] of b.self) console.log(`   ${pct(share)}  ${name}`)
+    const us = (share: number) => (share * usPerRequest).toFixed(0)
+    console.log(`${span}: ~${usPerRequest.toFixed(0)} µs per request — ${Object.entries(b.areas).map(([area, share]) => `${area} ${us(share)}`).join(", ")}`)
+    for (const [name, share] of b.self) console.log(`   ${us(share).padStart(4)} µs  ${name}`)
     const src = b.inclusive.slice(0, 6)
-    if (src.length > 0) console.log(`   gateway functions on the stack: ${src.map(([name, share]) => `${name} ${(share * usPerRequest).toFixed(0)}`).join("; ")}`)
+    if (src.length > 0) console.log(`   gateway functions on the stack: ${src.map(([name, share]) => `${name} ${us(share)}`).join("; ")}`)
   }
 }
 

@@ -51,6 +51,12 @@ export interface PerfBreakdown {
   readonly inclusive: ReadonlyArray<readonly [string, number]>
   /** The file of the innermost named JS frame, for the packages' areas (which of Effect's modules: its runtime, Schema, HTTP…). */
   readonly packageFiles: ReadonlyArray<readonly [string, number]>
+  /**
+   * The samples in JS code (the innermost JS frame, whoever's), by the tier V8 ran it in: its
+   * interpreter (Ignition), baseline code (Sparkplug), Maglev or TurboFan — how much of the time
+   * is code not (yet) optimized.
+   */
+  readonly tiers: Record<string, number>
   /** Node's own JS by who called it: the nearest frame above it of the gateway, a package, or none. */
   readonly nodeCallers: ReadonlyArray<readonly [string, number]>
 }
@@ -67,6 +73,12 @@ const areaOf = (frame: string): string | undefined => {
   if (pkg !== null) return pkg[1]
   if (frame.includes("wasm")) return "wasm"
   return undefined
+}
+
+/** V8's marker before a jitdump name: `~` interpreted, `^` Sparkplug, `+` Maglev, `*` TurboFan. */
+const tierOf = (frame: string): string => {
+  const marker = /^JS:([*+^~]?)/.exec(frame)?.[1] ?? ""
+  return marker === "~" ? "interpreted (Ignition)" : marker === "^" ? "baseline (Sparkplug)" : marker === "+" ? "Maglev" : marker === "*" ? "TurboFan" : "other JS (builtins, stubs)"
 }
 
 /** `JS:*'name file:///…/src/x.ts:1:2+0x1f (/…/jitted-1-2.so)` → `name src/x.ts:1:2` */
@@ -117,6 +129,7 @@ export const breakdownOf = (samples: ReadonlyArray<PerfSample>, top = 40): PerfB
   const self = new Map<string, number>()
   const inclusive = new Map<string, number>()
   const packageFiles = new Map<string, number>()
+  const tiers = new Map<string, number>()
   const nodeCallers = new Map<string, number>()
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
   for (const { frames } of samples) {
@@ -126,6 +139,8 @@ export const breakdownOf = (samples: ReadonlyArray<PerfSample>, top = 40): PerfB
     bump(self, frameName(named === undefined || area === "kernel" ? frames[0]! : named))
     const file = named === undefined ? null : /node_modules\/(\S+?):\d+:\d+/.exec(frameName(named))
     if (file !== null) bump(packageFiles, file[1]!)
+    const js = frames.find((f) => f.startsWith("JS:"))
+    if (js !== undefined) bump(tiers, tierOf(js))
     if (area === "node (JS)") {
       const caller = frames.find((f) => { const a = areaOf(f); return a !== undefined && a !== "node (JS)" && a !== "kernel" })
       bump(nodeCallers, `${frameName(named!)} ← ${caller === undefined ? "(node only)" : frameName(caller)}`)
@@ -143,7 +158,7 @@ export const breakdownOf = (samples: ReadonlyArray<PerfSample>, top = 40): PerfB
   const n = samples.length
   const share = (map: Map<string, number>, count: number) =>
     [...map].sort((a, b) => b[1] - a[1]).slice(0, count).map(([k, v]) => [k, v / n] as const)
-  return { samples: n, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top), nodeCallers: share(nodeCallers, top) }
+  return { samples: n, areas: Object.fromEntries(share(areas, 100)), self: share(self, top), inclusive: share(inclusive, top), packageFiles: share(packageFiles, top), nodeCallers: share(nodeCallers, top), tiers: Object.fromEntries(share(tiers, 10)) }
 }
 
 /** `perfSamples` then `breakdownOf`. */
