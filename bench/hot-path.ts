@@ -123,10 +123,11 @@ try {
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })
   // `--perf-c1`: sample the c=1 phase instead (finely), to lay the samples on the timeline's steps.
-  const c1Perf = values.perf !== undefined && values["perf-c1"] ? recordThread(gateway.pid, values.perf, 10_000) : undefined
+  const c1PerfDir = values["perf-c1"] ? values.perf : undefined
+  const c1Perf = c1PerfDir === undefined ? undefined : recordThread(gateway.pid, c1PerfDir, 10_000)
   const c1 = summarize(await sequential(Number(values.c1), () => spec, values.stream))
   await c1Perf?.stop()
-  if (c1Perf !== undefined) c1Samples = perfSamples(values.perf!)
+  if (c1PerfDir !== undefined) c1Samples = perfSamples(c1PerfDir)
   await gateway.loopDelay()
   const threads = () => Object.fromEntries(readdirSync(`/proc/${gateway.pid}/task`).map((tid) => {
     const name = readFileSync(`/proc/${gateway.pid}/task/${tid}/comm`, "utf8").trim()
@@ -136,7 +137,8 @@ try {
   const t0 = threads()
   const split0 = threadMicros(gateway.pid, gateway.pid)
   const cpu0 = cpuMicros(gateway.pid)
-  const perf = values.perf === undefined || values["perf-c1"] ? undefined : recordThread(gateway.pid, values.perf)
+  const ratePerfDir = values["perf-c1"] ? undefined : values.perf
+  const perf = ratePerfDir === undefined ? undefined : recordThread(gateway.pid, ratePerfDir)
   const run = await openLoop({ rate, durationMs: seconds * 1000, pick: () => spec, stream: values.stream })
   const cpu1 = cpuMicros(gateway.pid)
   await perf?.stop()
@@ -146,7 +148,7 @@ try {
   const split1 = threadMicros(gateway.pid, gateway.pid)
   const perThread = Object.entries(t1).map(([k, v]) => [k, Math.round((v - (t0[k] ?? 0)) / s.ok)] as const).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1])
   const mainThreadRanUs = Math.round((split1.ran - split0.ran) / s.ok)
-  if (perf !== undefined && values.perf !== undefined) printPerf(perfBreakdown(values.perf, Number(process.env.PERF_TOP ?? 40)), mainThreadRanUs)
+  if (ratePerfDir !== undefined) printPerf(perfBreakdown(ratePerfDir, Number(process.env.PERF_TOP ?? 40)), mainThreadRanUs)
   console.log(JSON.stringify({
     rate,
     seconds,
