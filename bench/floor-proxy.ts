@@ -79,6 +79,20 @@ const holdOf = (body: ChatBody) => {
   return bytes + (body.max_tokens ?? 4096)
 }
 
+/**
+ * `BENCH_FLOOR_SPIN_US`: busy work before each upstream call (0: none), standing in for a longer
+ * path to the upstream — to see what else that costs besides itself (`hot-path --floor --timeline
+ * --env BENCH_FLOOR_SPIN_US=400`: does the upstream then answer later?).
+ */
+const SPIN_MS = Number(process.env.BENCH_FLOOR_SPIN_US ?? 0) / 1000
+const spin = () => {
+  if (SPIN_MS <= 0) return
+  const until = performance.now() + SPIN_MS
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
 const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
   const startedAt = performance.now()
   const chunks: Array<Buffer> = []
@@ -109,6 +123,7 @@ const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     })
     const done = (status: number, tokens: number) =>
       log({ time: new Date().toISOString(), level: "info", msg: "request", key_id: key.id, model: body.model, status, tokens, ms: Math.round(performance.now() - startedAt) })
+    spin()
     pool.request({ method: "POST", path: "/v1/chat/completions", headers: { "content-type": "application/json" }, body: upstreamBody }).then(
       async (upstream) => {
         if (body.stream !== true) {

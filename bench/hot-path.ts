@@ -89,7 +89,7 @@ const nodeArgs = [
   ...values["node-args"].split(" ").filter((a) => a !== "")
 ]
 const timelineEnv = values.timeline !== undefined ? { BENCH_TIMELINE_FILE: values.timeline, BENCH_UPSTREAM_URL: upstream.url } : {}
-const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare", timelineEnv)), createKey: async () => "sk-bench" }
+const gateway = values.bare || values.floor ? { ...(await startBareProxy(logDir, 0, upstream.url, nodeArgs, values.floor ? "floor" : "bare", { ...timelineEnv, ...extraEnv })), createKey: async () => "sk-bench" }
   : values.portkey ? { ...(await startPortkey(logDir, 0, "1")), createKey: async () => "sk-bench" } : await startGateway({
   name: "gateway",
   config,
