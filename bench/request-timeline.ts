@@ -48,19 +48,32 @@ export const backToBack = (events: ReadonlyArray<TimelineEvent>, gapMs: number):
 
 const median = (xs: Array<number>) => xs.sort((a, b) => a - b)[xs.length >> 1]!
 
+/** Each request's steps as `what#n` labels, with their times and idle since the request's head. */
+const labelled = (request: ReadonlyArray<TimelineEvent>) => {
+  const count = new Map<string, number>()
+  const [t0, , idle0] = request[0]!
+  return request.map(([at, what, idle]) => {
+    const n = (count.get(what) ?? 0) + 1
+    count.set(what, n)
+    return { step: `${what}#${n}`, atUs: at - t0, idleUs: idle - idle0, at }
+  })
+}
+
+/** The spans between a request's consecutive steps: `a#1 → b#1`, how long, how much of it idle, and when (hrtime µs). */
+const spansOf = (steps: ReturnType<typeof labelled>) =>
+  steps.slice(1).map((b, i) => {
+    const a = steps[i]!
+    return { span: `${a.step} → ${b.step}`, us: b.atUs - a.atUs, idle: b.idleUs - a.idleUs, from: a.at, to: b.at }
+  })
+
 /** Median time and idle of each step since its request's head, over `requests`. */
 export const medianTimeline = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>): Array<TimelineStep> => {
   const steps = new Map<string, { at: Array<number>; idle: Array<number> }>()
   for (const request of requests) {
-    const [t0, , idle0] = request[0]!
-    const count = new Map<string, number>()
-    for (const [at, what, idle] of request) {
-      const n = (count.get(what) ?? 0) + 1
-      count.set(what, n)
-      const step = `${what}#${n}`
+    for (const { step, atUs, idleUs } of labelled(request)) {
       const entry = steps.get(step) ?? steps.set(step, { at: [], idle: [] }).get(step)!
-      entry.at.push(at - t0)
-      entry.idle.push(idle - idle0)
+      entry.at.push(atUs)
+      entry.idle.push(idleUs)
     }
   }
   return [...steps].map(([step, { at, idle }]) => ({ step, atUs: median(at), idleUs: median(idle), seen: at.length }))
@@ -106,17 +119,6 @@ const samplesIn = (sorted: ReadonlyArray<PerfSample>, from: number, to: number):
   return sorted.slice(lo, end)
 }
 
-/** Each request's steps as `what#n` labels, with their times and idle since the request's head. */
-const labelled = (request: ReadonlyArray<TimelineEvent>) => {
-  const count = new Map<string, number>()
-  const [t0, , idle0] = request[0]!
-  return request.map(([at, what, idle]) => {
-    const n = (count.get(what) ?? 0) + 1
-    count.set(what, n)
-    return { step: `${what}#${n}`, atUs: at - t0, idleUs: idle - idle0, at }
-  })
-}
-
 /**
  * The slowest 1% of the requests (head to the answer's end): which spans made them slow — each
  * span's median over all requests against its mean over the slow ones, and how much of the excess
@@ -130,20 +132,13 @@ const printTail = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>, sample
   const order = all.map((steps, i) => [endOf(steps), i] as const).sort((a, b) => a[0] - b[0])
   const tail = order.slice(Math.floor(order.length * 0.99))
   if (tail.length < 3) return
-  const spanTimes = (steps: ReturnType<typeof labelled>) => {
-    const out = new Map<string, { us: number; idle: number; from: number; to: number }>()
-    for (let i = 1; i < steps.length; i++) {
-      const a = steps[i - 1]!, b = steps[i]!
-      out.set(`${a.step} → ${b.step}`, { us: b.atUs - a.atUs, idle: b.idleUs - a.idleUs, from: a.at, to: b.at })
-    }
-    return out
-  }
   const medians = new Map<string, Array<number>>()
-  for (const steps of all) for (const [span, { us }] of spanTimes(steps)) (medians.get(span) ?? medians.set(span, []).get(span)!).push(us)
+  for (const steps of all) for (const { span, us } of spansOf(steps)) (medians.get(span) ?? medians.set(span, []).get(span)!).push(us)
   const slow = new Map<string, { us: number; idle: number; samples: Array<PerfSample> }>()
   const sorted = samples === undefined ? [] : [...samples].sort((a, b) => a.atUs - b.atUs)
   for (const [, i] of tail) {
-    for (const [span, t] of spanTimes(all[i]!)) {
+    for (const t of spansOf(all[i]!)) {
+      const span = t.span
       const entry = slow.get(span) ?? slow.set(span, { us: 0, idle: 0, samples: [] }).get(span)!
       entry.us += t.us / tail.length
       entry.idle += t.idle / tail.length
@@ -176,7 +171,7 @@ const printSpanProfile = (requests: ReadonlyArray<ReadonlyArray<TimelineEvent>>,
   const add = (span: string, list: ReadonlyArray<PerfSample>) => (spans.get(span) ?? spans.set(span, []).get(span)!).push(...list)
   requests.forEach((request, r) => {
     const steps = labelled(request)
-    for (let k = 1; k < steps.length; k++) add(`${steps[k - 1]!.step} → ${steps[k]!.step}`, samplesIn(sorted, steps[k - 1]!.at, steps[k]!.at))
+    for (const { span, from, to } of spansOf(steps)) add(span, samplesIn(sorted, from, to))
     // From this request's last step to the next one's head.
     const next = requests[r + 1]?.[0]?.[0]
     if (next !== undefined) add("(between requests)", samplesIn(sorted, steps[steps.length - 1]!.at, next))

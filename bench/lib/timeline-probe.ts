@@ -1,9 +1,10 @@
 /**
- * Preloaded into a gateway (or the bare or floor proxy) under test (`bench/hot-path.ts --timeline FILE`
- * adds it with `--import`): records, on the main thread, when each step of every request happens —
- * its head and body read, every Redis command issued, written, answered, the upstream call created,
- * its head sent, its bytes written to the upstream's socket (named by `BENCH_UPSTREAM_URL`) and
- * the answer's first bytes read from it, the answer's head, each body chunk and its end received, the answer's head, each write and its end
+ * Preloaded into a gateway (or the bare or floor proxy) under test (`bench/hot-path.ts --timeline
+ * FILE` adds it with `--import`): records, on the main thread, when each step of every request
+ * happens — its head and body read, every Redis command issued, written, answered, the upstream
+ * call created, its head sent, its bytes written to the upstream's socket (named by
+ * `BENCH_UPSTREAM_URL`) and the upstream answer's first bytes read, that answer's head, each body
+ * chunk and its end received, our answer's head, each write and its end
  * written (a stream's first token: `up-chunk` → `res-head` → `res-write`) — with the event loop's idle
  * time so far (`eventLoopUtilization`: time spent waiting in the poll phase). `bench/request-timeline.ts`
  * turns that into a median timeline of back-to-back requests: where a request waits (idle grows)
