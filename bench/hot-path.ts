@@ -166,6 +166,9 @@ try {
     mainThreadUsPerRequest: perThread.find(([k]) => k.endsWith(`#${gateway.pid}`))?.[1],
     // The scheduler's own count of the time the main thread ran (ns-precise, not sampled at ticks).
     mainThreadRanUs,
+    // How many times per request the main thread was put on a core (woken from its wait, mostly):
+    // each costs the kernel's switch in and out, and the caches the thread finds cold.
+    mainThreadSlices: Math.round(((split1.slices - split0.slices) / s.ok) * 100) / 100,
     // User vs kernel time of the main thread: the kernel's share is mostly the sockets' (loopback TCP).
     mainThreadUserSysUs: [Math.round((split1.user - split0.user) / s.ok), Math.round((split1.sys - split0.sys) / s.ok)],
     loopP99Us: loop?.p99,

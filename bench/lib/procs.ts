@@ -320,13 +320,14 @@ export const cpuMicros = (pid: number): number => {
 }
 
 /**
- * One thread's CPU so far, in microseconds: user and system time (clock ticks), and the time the
- * scheduler counted it running (`schedstat`, ns-precise).
+ * One thread's CPU so far, in microseconds: user and system time (clock ticks), the time the
+ * scheduler counted it running (`schedstat`, ns-precise), and how many times it was put on a core
+ * (`schedstat`'s third field: each wake-up from a wait, each return after preemption).
  */
-export const threadMicros = (pid: number, tid: number) => ({
-  ...statMicros(`/proc/${pid}/task/${tid}/stat`),
-  ran: Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]) / 1000
-})
+export const threadMicros = (pid: number, tid: number) => {
+  const schedstat = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")
+  return { ...statMicros(`/proc/${pid}/task/${tid}/stat`), ran: Number(schedstat[0]) / 1000, slices: Number(schedstat[2]) }
+}
 
 export const randomToken = (bytes = 12) => randomBytes(bytes).toString("hex")
 
