@@ -1,6 +1,6 @@
 /**
- * `serve` runs under glibc allocator settings, and on one core with `--single-threaded-gc`
- * (src/util/process-settings.ts): the process replaces itself (same pid) with them, unless the
+ * `serve` runs under glibc allocator settings, V8's young-generation settings, and on one core
+ * with `--single-threaded-gc` (src/util/process-settings.ts): the process replaces itself (same pid) with them, unless the
  * operator set their own. The subject is a process's start, so each case is a child process; one
  * core is `taskset -c 0`.
  */
@@ -47,22 +47,31 @@ const probe = (env: Record<string, string | undefined>, options: { oneCore?: boo
 
 describe("missingSettings", () => {
   const CAP = "--max-semi-space-size=16"
+  const NP = "--no-allocation-site-pretenuring"
   it("asks for the allocator's variables unless either is set, and the flag on one core unless the command line says either way", () => {
-    expect(missingSettings({}, [], 2)).toEqual({ env: { MALLOC_ARENA_MAX: "2", GLIBC_TUNABLES: expect.any(String) }, flags: [CAP] })
-    expect(missingSettings({ MALLOC_ARENA_MAX: "8" }, [], 1)).toEqual({ env: {}, flags: [CAP, "--single-threaded-gc"] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded-gc"], 1)).toEqual({ env: {}, flags: [CAP] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no-single-threaded-gc"], 1)).toEqual({ env: {}, flags: [CAP] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no_single_threaded_gc"], 1)).toEqual({ env: {}, flags: [CAP] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded"], 1)).toEqual({ env: {}, flags: [CAP, "--single-threaded-gc"] })
+    expect(missingSettings({}, [], 2)).toEqual({ env: { MALLOC_ARENA_MAX: "2", GLIBC_TUNABLES: expect.any(String) }, flags: [CAP, NP] })
+    expect(missingSettings({ MALLOC_ARENA_MAX: "8" }, [], 1)).toEqual({ env: {}, flags: [CAP, NP, "--single-threaded-gc"] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded-gc"], 1)).toEqual({ env: {}, flags: [CAP, NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no-single-threaded-gc"], 1)).toEqual({ env: {}, flags: [CAP, NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--no_single_threaded_gc"], 1)).toEqual({ env: {}, flags: [CAP, NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--single-threaded"], 1)).toEqual({ env: {}, flags: [CAP, NP, "--single-threaded-gc"] })
   })
 
   it("caps the young generation unless the operator sized it (command line or NODE_OPTIONS)", () => {
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--max-semi-space-size=64"], 2)).toEqual({ env: {}, flags: [] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--min_semi_space_size=4"], 2)).toEqual({ env: {}, flags: [] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--max-semi-space-size=64"], 2)).toEqual({ env: {}, flags: [NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--min_semi_space_size=4"], 2)).toEqual({ env: {}, flags: [NP] })
     // NODE_OPTIONS is the operator's too (node takes these flags there): one added on the command line would override it.
-    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512  --max-semi-space-size=32" }, [], 2)).toEqual({ env: {}, flags: [] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512" }, [], 2)).toEqual({ env: {}, flags: [CAP] })
-    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--max-old-space-size=512"], 2)).toEqual({ env: {}, flags: [CAP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512  --max-semi-space-size=32" }, [], 2)).toEqual({ env: {}, flags: [NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x", NODE_OPTIONS: "--max-old-space-size=512" }, [], 2)).toEqual({ env: {}, flags: [CAP, NP] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, ["--max-old-space-size=512"], 2)).toEqual({ env: {}, flags: [CAP, NP] })
+  })
+
+  it("turns allocation-site pretenuring off unless the operator's command line says either way", () => {
+    const sized = ["--max-semi-space-size=16"]
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, [...sized, "--allocation-site-pretenuring"], 2)).toEqual({ env: {}, flags: [] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, [...sized, "--no-allocation-site-pretenuring"], 2)).toEqual({ env: {}, flags: [] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, [...sized, "--no_allocation_site_pretenuring"], 1)).toEqual({ env: {}, flags: ["--single-threaded-gc"] })
+    expect(missingSettings({ GLIBC_TUNABLES: "x" }, [...sized, "--allocation-site-pretenuring-x"], 2)).toEqual({ env: {}, flags: [NP] })
   })
 })
 
@@ -78,29 +87,33 @@ describe.runIf(process.platform === "linux")("process settings", () => {
     expect(result.samePid).toBe(true)
     expect(result.argv).toEqual(["serve", "--port", "0"])
     expect(result.execArgv).toContain("--max-semi-space-size=16")
+    expect(result.execArgv).toContain("--no-allocation-site-pretenuring")
     if (availableParallelism() > 1) expect(result.execArgv).not.toContain("--single-threaded-gc")
   })
 
   it("on one core, starts again with --single-threaded-gc, the operator's node flags and allocator settings kept", () => {
     const both = probe(ALLOCATOR_UNSET, { oneCore: true, nodeArgs: ["--stack-trace-limit=20"] })
     expect(both).toMatchObject({ arenas: "2", starts: 2, samePid: true, argv: ["serve", "--port", "0"] })
-    expect(both.execArgv).toEqual(["--max-semi-space-size=16", "--single-threaded-gc", "--stack-trace-limit=20"])
+    expect(both.execArgv).toEqual(["--max-semi-space-size=16", "--no-allocation-site-pretenuring", "--single-threaded-gc", "--stack-trace-limit=20"])
     const flagOnly = probe({ MALLOC_ARENA_MAX: "4", GLIBC_TUNABLES: undefined }, { oneCore: true })
-    expect(flagOnly).toMatchObject({ arenas: "4", tunables: null, starts: 2, samePid: true, execArgv: ["--max-semi-space-size=16", "--single-threaded-gc"] })
-    const operatorSaid = probe({ MALLOC_ARENA_MAX: "4" }, { oneCore: true, nodeArgs: ["--no-single-threaded-gc", "--max-semi-space-size=8"] })
-    expect(operatorSaid).toMatchObject({ starts: 1, execArgv: ["--no-single-threaded-gc", "--max-semi-space-size=8"] })
-    // Node takes the young generation's size in NODE_OPTIONS (not --single-threaded-gc).
+    expect(flagOnly).toMatchObject({
+      arenas: "4", tunables: null, starts: 2, samePid: true,
+      execArgv: ["--max-semi-space-size=16", "--no-allocation-site-pretenuring", "--single-threaded-gc"]
+    })
+    const operatorSaid = probe({ MALLOC_ARENA_MAX: "4" }, { oneCore: true, nodeArgs: ["--no-single-threaded-gc", "--max-semi-space-size=8", "--allocation-site-pretenuring"] })
+    expect(operatorSaid).toMatchObject({ starts: 1, execArgv: ["--no-single-threaded-gc", "--max-semi-space-size=8", "--allocation-site-pretenuring"] })
+    // Node takes the young generation's size in NODE_OPTIONS (not --single-threaded-gc nor pretenuring).
     const inNodeOptions = probe({ MALLOC_ARENA_MAX: "4", NODE_OPTIONS: "--max-semi-space-size=8" }, { oneCore: true })
-    expect(inNodeOptions).toMatchObject({ starts: 2, execArgv: ["--single-threaded-gc"] })
+    expect(inNodeOptions).toMatchObject({ starts: 2, execArgv: ["--no-allocation-site-pretenuring", "--single-threaded-gc"] })
   })
 
   it("keeps an operator's own setting of either variable and of the young generation, and then starts once", () => {
-    const sized = { nodeArgs: ["--max-semi-space-size=32"] }
+    const sized = { nodeArgs: ["--max-semi-space-size=32", "--no-allocation-site-pretenuring"] }
     expect(probe({ MALLOC_ARENA_MAX: "4", GLIBC_TUNABLES: undefined }, sized)).toMatchObject({ arenas: "4", tunables: null, starts: 1, samePid: true })
     expect(probe({ MALLOC_ARENA_MAX: undefined, GLIBC_TUNABLES: "glibc.malloc.tcache_count=0" }, sized))
       .toMatchObject({ arenas: null, tunables: "glibc.malloc.tcache_count=0", starts: 1, samePid: true })
     // The variables set, the young generation not: one more start, for the cap alone.
     expect(probe({ MALLOC_ARENA_MAX: "4", GLIBC_TUNABLES: undefined }))
-      .toMatchObject({ arenas: "4", tunables: null, starts: 2, samePid: true, execArgv: ["--max-semi-space-size=16"] })
+      .toMatchObject({ arenas: "4", tunables: null, starts: 2, samePid: true, execArgv: ["--max-semi-space-size=16", "--no-allocation-site-pretenuring"] })
   })
 })
