@@ -83,8 +83,10 @@
  * metering off (fewer such objects) 171 / 107 KB, 1.8 ms; with pretenuring off, metered,
  * 152–163 / 65–73 KB, 1.4–1.5 ms. Over 4,000 requests the scavenges took 46–55 ms in all against
  * 83–108, loaded RSS 269–270 against 282–288 MiB (three alternated rounds); 16-delta streams paced
- * 5 ms apart, 143–157 → 58–61 ms of scavenges per 15 s (their CPU per frame within a noisy VM's
- * spread); Redis mode and the start (time to listen, peak RSS) unchanged. An operator's own
+ * 5 ms apart, 138–159 → 58–68 ms of scavenges per 15 s, CPU per SSE frame a median 36 against 32 µs
+ * over five rounds (inside a noisy VM's spread; perhaps a small cost for long streams, whose
+ * per-frame state is now copied once before it is promoted); Redis mode and the start (time to
+ * listen, peak RSS) unchanged. An operator's own
  * `--[no-]allocation-site-pretenuring` is left alone (node does not take it in `NODE_OPTIONS`).
  */
 import { availableParallelism } from "node:os"
