@@ -1,5 +1,5 @@
 /**
- * The Redis store (ioredis): every operation is one Lua script (EVALSHA through `defineCommand`),
+ * The Redis store (ioredis): every operation is one Lua script (an EVALSHA: script-bundle.ts),
  * so check-and-take is atomic across instances.
  *
  * Runs on the shared RedisClient (redis-client.ts), under its key prefix. Outages: commands fail
