@@ -87,8 +87,8 @@ export interface RedisClientShape {
   /** Round trips made through `use`, by operation, since start (`gateway_redis_round_trips_total`). */
   readonly roundTrips: ReadonlyMap<string, number>
   /**
-   * Defines Lua scripts (name → source), for `useScript` (a plain EVALSHA, EVAL when Redis lacks
-   * the script: script-bundle.ts) and as commands of the command connection for pipelines (ioredis
+   * Defines Lua scripts (name → source), for `useScript` (plain EVAL, then EVALSHA, commands:
+   * script-bundle.ts) and as commands of the command connection for pipelines (ioredis
    * sends EVALSHA and falls back to EVAL once). Names must differ between callers.
    */
   defineScripts(sources: Readonly<Record<string, string>>): void

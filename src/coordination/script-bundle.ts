@@ -15,8 +15,10 @@
  * Order with other commands: the caller flushes the batch before it sends any other command
  * (`flush`), so commands leave in the order they were issued.
  *
- * A script goes out as a plain `EVALSHA` command (ioredis's `Command`), and as `EVAL` with its
- * source when Redis answers NOSCRIPT (a new or flushed server), not through ioredis's
+ * A script goes out as a plain command (ioredis's `Command`): `EVAL` with its source the first
+ * time on a connection (so a new or restarted server has it before anything after it runs, and
+ * commands keep their order), `EVALSHA` after that, and `EVAL` again when Redis answers NOSCRIPT
+ * (a `SCRIPT FLUSH`) — as ioredis's own script commands do. Not through ioredis's
  * `defineCommand`: its script commands (a subclass that replaces its own `reject` with a new
  * closure each time it is written) outlived young-generation collections, and with them what they
  * held — arguments, encoded text, reply — and what waited on them. A loop of ioredis commands
@@ -64,37 +66,47 @@ return out
  * script: that made every call allocate a closure per script defined, and the Lua heap's
  * collector's extra work showed in Redis's time per request (+40–70 µs on a slow VM).
  */
-export const bundleSource = (sources: ReadonlyMap<string, string>): string => {
-  const branches = [...sources].map(([name, lua]) => `if name == ${JSON.stringify(name)} then\ndo\n${lua}\nend\nreturn nil\nend`)
+export const bundleSource = (sources: ReadonlyMap<string, { readonly lua: string }>): string => {
+  const branches = [...sources].map(([name, { lua }]) => `if name == ${JSON.stringify(name)} then\ndo\n${lua}\nend\nreturn nil\nend`)
   return `local function run(name, KEYS, ARGV)\n${branches.join("\n")}\nerror('no script named ' .. name)\nend\n${DISPATCH}`
 }
 
 /** Replies as strings, as ioredis's script commands give them (a plain command's are Buffers). */
 const UTF8 = { replyEncoding: "utf8" } as const
 
+/** `EVAL source …` or `EVALSHA sha …` as a plain command. */
+const send = (client: Redis, command: "eval" | "evalsha", script: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>) =>
+  client.sendCommand(new Command(command, [script, numKeys, ...keysAndArgs], UTF8)) as Promise<unknown>
+
 const scriptOf = (lua: string): Script => ({ lua, sha: createHash("sha1").update(lua).digest("hex") })
 
-/**
- * Runs `script` with its keys and arguments: `EVALSHA`, then `EVAL` with the source if Redis does
- * not have it (it keeps it from then on, for the next `EVALSHA`).
- */
-const evalScript = (client: Redis, script: Script, numKeys: number, keysAndArgs: ReadonlyArray<string | number>): Promise<unknown> =>
-  (client.sendCommand(new Command("evalsha", [script.sha, numKeys, ...keysAndArgs], UTF8)) as Promise<unknown>).catch((error: unknown) =>
-    error instanceof Error && error.message.startsWith("NOSCRIPT")
-      ? client.sendCommand(new Command("eval", [script.lua, numKeys, ...keysAndArgs], UTF8))
-      : Promise.reject(error)
-  )
-
 export const makeScriptBatcher = (client: Redis) => {
-  const sources = new Map<string, string>()
   const scripts = new Map<string, Script>()
   let bundle: { readonly script: Script; readonly scripts: number } | undefined
   let batch: Array<Queued> = []
+  // The scripts sent with their source on the current connection (a reconnect starts afresh).
+  let loadedOn: unknown
+  const loaded = new Set<string>()
 
   /** The bundle of the scripts defined so far (made again when more were). */
   const bundleScript = () => {
-    if (bundle === undefined || bundle.scripts !== sources.size) bundle = { script: scriptOf(bundleSource(sources)), scripts: sources.size }
+    if (bundle === undefined || bundle.scripts !== scripts.size) bundle = { script: scriptOf(bundleSource(scripts)), scripts: scripts.size }
     return bundle.script
+  }
+
+  /** Runs `script`: `EVAL` the first time on this connection, `EVALSHA` after, `EVAL` again on NOSCRIPT. */
+  const evalScript = (script: Script, numKeys: number, keysAndArgs: ReadonlyArray<string | number>): Promise<unknown> => {
+    if (loadedOn !== client.stream) {
+      loadedOn = client.stream
+      loaded.clear()
+    }
+    if (!loaded.has(script.sha)) {
+      loaded.add(script.sha)
+      return send(client, "eval", script.lua, numKeys, keysAndArgs)
+    }
+    return send(client, "evalsha", script.sha, numKeys, keysAndArgs).catch((error: unknown) =>
+      error instanceof Error && error.message.startsWith("NOSCRIPT") ? send(client, "eval", script.lua, numKeys, keysAndArgs) : Promise.reject(error)
+    )
   }
 
   return {
@@ -105,10 +117,9 @@ export const makeScriptBatcher = (client: Redis) => {
      */
     define: (defined: Readonly<Record<string, string>>) => {
       for (const [name, lua] of Object.entries(defined)) {
-        const known = sources.get(name)
+        const known = scripts.get(name)?.lua
         if (known === lua) continue
         if (known !== undefined) throw new Error(`a different script named ${name} is defined already`)
-        sources.set(name, lua)
         scripts.set(name, scriptOf(lua))
         client.defineCommand(name, { lua })
       }
@@ -116,7 +127,7 @@ export const makeScriptBatcher = (client: Redis) => {
 
     /** Queues a script for the turn's command; its reply (or error) when the command is answered. */
     queue: (name: string, numKeys: number, keysAndArgs: ReadonlyArray<string | number>): Promise<unknown> => {
-      if (!sources.has(name)) return Promise.reject(new Error(`no script named ${name}`))
+      if (!scripts.has(name)) return Promise.reject(new Error(`no script named ${name}`))
       return new Promise((resolve, reject) => batch.push({ name, numKeys, keysAndArgs, resolve, reject }))
     },
 
@@ -127,7 +138,7 @@ export const makeScriptBatcher = (client: Redis) => {
       batch = []
       if (queued.length === 1) {
         const only = queued[0]
-        evalScript(client, scripts.get(only.name)!, only.numKeys, only.keysAndArgs).then(only.resolve, only.reject)
+        evalScript(scripts.get(only.name)!, only.numKeys, only.keysAndArgs).then(only.resolve, only.reject)
         return
       }
       const keys: Array<string | number> = []
@@ -137,7 +148,7 @@ export const makeScriptBatcher = (client: Redis) => {
         header.push(script.name, script.numKeys, script.keysAndArgs.length - script.numKeys)
         for (let i = 0; i < script.keysAndArgs.length; i++) (i < script.numKeys ? keys : args).push(script.keysAndArgs[i])
       }
-      evalScript(client, bundleScript(), keys.length, [...keys, ...header, ...args]).then(
+      evalScript(bundleScript(), keys.length, [...keys, ...header, ...args]).then(
         (replies) => {
           queued.forEach((script, i) => {
             const [ok, reply] = (replies as ReadonlyArray<readonly [number, unknown]>)[i] ?? [0, "no reply in the bundle's answer"]
