@@ -25,7 +25,7 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { fixedUpstreamConfig } from "./lib/catalog.ts"
 import { startFixedUpstream } from "./lib/fixed-upstream.ts"
-import { makePool, openLoop, sequential } from "./lib/load.ts"
+import { makePool, openLoop, sequential, statuses } from "./lib/load.ts"
 import { randomToken, startGateway, stopAll, envPairs } from "./lib/procs.ts"
 
 const { values } = parseArgs({
@@ -164,6 +164,12 @@ try {
   walk(profile.head, [])
   const kib = (bytes: number) => (bytes / requests / 1024).toFixed(2).padStart(8)
   console.log(`${done.length} requests${values.stream ? " (streamed)" : ""}: ${kib(total).trim()} KiB ${values.retained ? "still reachable at the end" : "allocated"} per request (sampled every 256 bytes)`)
+  // A change that makes requests fail also makes them allocate less: say so before any figure is read.
+  const failed = done.filter((sample) => sample.status !== 200).length
+  if (failed > 0) {
+    console.log(`WARNING: ${failed} of ${done.length} requests were not answered 200 (${JSON.stringify(statuses(done))}): these are not a served request's figures`)
+    process.exitCode = 1
+  }
   const top = Number(values.top)
   console.log("\nKiB/request  function")
   for (const [name, bytes] of [...bySelf].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${kib(bytes)}  ${name}`)
