@@ -10,7 +10,7 @@
  * Then the same with two gateway instances sharing PostgreSQL and Redis, each key's requests
  * alternating between them.
  */
-import { makePool, openLoop, type RequestSpec, type Sample, sequential } from "../lib/load.ts"
+import { makePool, openLoop, type RequestSpec, type Sample, sampleSpan, sequential } from "../lib/load.ts"
 import { clearRedisPrefix, freshDatabase, type Gateway, randomToken, rssBytes, startGateway } from "../lib/procs.ts"
 import type { Profile } from "../lib/profile.ts"
 import { distribution, type Distribution, jain, maxMinFair, median } from "../lib/stats.ts"
@@ -223,7 +223,7 @@ const figures = (
       maxWaiting: maxWaitingByKey[key] ?? 0
     }
   })
-  const end = Math.max(...samples.map((s) => s.end))
+  const end = sampleSpan(samples).lastEnd
   return {
     offeredRps,
     capacityRps,
