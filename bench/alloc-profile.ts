@@ -64,9 +64,10 @@ interface ProfileNode {
 }
 
 /**
- * Run in the gateway before a `--survivors` profile is read: 256 MiB of short-lived arrays, far
- * more than a semi-space, so every scavenge-able object of the requests is scavenged. Its own
- * samples (the last semi-space of them, not yet scavenged) are left out of the figures by name.
+ * Run in the gateway before a `--survivors` profile is read: ~300 MB of short-lived arrays (4
+ * million of six slots), far more than a semi-space, so every scavenge-able object of the requests
+ * is scavenged. Its own samples (the last semi-space of them, not yet scavenged) are left out of
+ * the figures by name.
  */
 const FLUSH_FUNCTION = "flushYoungGeneration"
 const FLUSH_YOUNG_GENERATION = `(function ${FLUSH_FUNCTION}() { let keep; for (let i = 0; i < 4_000_000; i++) keep = new Array(6); return keep.length })()`
