@@ -15,7 +15,7 @@
  * random prefix, deleted at the end. The arguments follow a `hot-path --redis` request's (captured
  * with `MONITOR`): two rate-limit buckets, a concurrency lease, a seeded allowance, one placement.
  */
-import { Redis } from "ioredis"
+import { Command, Redis } from "ioredis"
 import { parseArgs } from "node:util"
 import * as Allowance from "../src/coordination/lua.ts"
 import { makeScriptBatcher } from "../src/coordination/script-bundle.ts"
@@ -42,7 +42,7 @@ const scripts: Record<string, string> = {
 }
 // A constant of each script's reply shape, so the caller's side runs as it does for real.
 const STUB = "return { 1, { 1, 0, 0 }, { 1, 0, 0, 0 } }"
-const batcher = makeScriptBatcher(redis)
+const batcher = makeScriptBatcher(redis, Command)
 batcher.define(values.stub ? Object.fromEntries(Object.keys(scripts).map((name) => [`${name}Stub`, STUB])) : scripts)
 const named = (name: string) => (values.stub ? `${name}Stub` : name)
 

@@ -204,7 +204,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const connectTimeoutMs = options.connectTimeoutMs ?? 5_000
   const commandTimeoutMs = options.commandTimeoutMs ?? 1_000
   // Loaded here, not at start: a gateway without REDIS_URL never needs ioredis (~50 modules).
-  const { Redis } = yield* Effect.promise(() => import("ioredis"))
+  const { Command, Redis } = yield* Effect.promise(() => import("ioredis"))
   const prefix = options.prefix ?? KEY_PREFIX
   const log = Effect.runForkWith(yield* Effect.context<never>())
 
@@ -249,7 +249,7 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   })
 
   const roundTrips = new Map<string, number>()
-  const scripts = makeScriptBatcher(client)
+  const scripts = makeScriptBatcher(client, Command)
   // Commands sent in one turn of the event loop (a slot's release and the settle after it) go out
   // in one socket write: each write is a syscall that costs more than the command's encoding. The
   // socket is corked at the turn's first command and uncorked on the next tick, after the turn's

@@ -4,8 +4,9 @@
  * it stays idle. The subject is the process's own heap, so the gateway is a child process; its log
  * lines say when it trimmed.
  */
-import { readFileSync, rmSync } from "node:fs"
+import { existsSync, readFileSync, rmSync } from "node:fs"
 import { connect } from "node:net"
+import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
@@ -23,12 +24,33 @@ const trims = (output: string) =>
 /** Trims that also stopped the idle tokenizer thread. */
 const stoppedTokenizers = (output: string) => [...output.matchAll(/memory trimmed after [^\n]*; tokenizer thread stopped/g)].length
 
+/**
+ * A module hook, preloaded through NODE_OPTIONS, that appends the package of every module the
+ * process loads from node_modules to the file `LOADED_PACKAGES` names.
+ */
+const packagesHook = `data:text/javascript,${encodeURIComponent(`
+  import { registerHooks } from "node:module"
+  import { appendFileSync } from "node:fs"
+  registerHooks({ load(url, context, next) {
+    const m = /\\/node_modules\\/((@[^/]+\\/)?[^/]+)\\//.exec(url)
+    if (m !== null) appendFileSync(process.env.LOADED_PACKAGES, m[1] + "\\n")
+    return next(url, context)
+  } })`)}`
+
 describe("memory trim", () => {
   let dir: string
   let gw: GatewayProcess
+  let loadedPackages: string
   beforeAll(async () => {
     dir = embeddedDataDir()
-    gw = await startGateway({ GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir), GATEWAY_IDLE_TRIM_MS: String(QUIET_MS) })
+    loadedPackages = join(dir, "loaded-packages.txt")
+    gw = await startGateway({
+      GATEWAY_DATA_DIR: dir,
+      ...fastConfigEnv(dir),
+      GATEWAY_IDLE_TRIM_MS: String(QUIET_MS),
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --import=${packagesHook}`,
+      LOADED_PACKAGES: loadedPackages
+    })
   }, 60_000)
   afterAll(async () => {
     await gw?.stop()
@@ -46,6 +68,12 @@ describe("memory trim", () => {
       // The operator's (here the test run's) own settings are kept as they are.
       expect(environment.filter((entry) => entry.startsWith("GLIBC_TUNABLES=glibc.malloc.trim_threshold=131072"))).toHaveLength(0)
     }
+  })
+
+  it("loads no Redis client without REDIS_URL (src/coordination/redis-client.ts loads it when it connects)", () => {
+    const packages = new Set(existsSync(loadedPackages) ? readFileSync(loadedPackages, "utf8").split("\n") : [])
+    expect(packages.has("effect"), "the module hook saw the gateway's packages").toBe(true)
+    expect(packages.has("ioredis")).toBe(false)
   })
 
   it("trims once quiet after start-up, and the heap is smaller after it", async () => {
