@@ -215,13 +215,18 @@ export class Meter extends Context.Service<Meter, {
               releaseNow()
             })
           )
-        : Effect.fnUntraced(function*() {
-          if (finished) return
-          finished = true
-          const after = yield* allowance.release(reservation)
-          if (after !== undefined) remaining = after
-          yield* admission.release
-        })
+        // No `function*` here either (see `settle` of `recordOnly`): a generator made per call.
+        : () =>
+          Effect.suspend(() => {
+            if (finished) return Effect.void
+            finished = true
+            return Effect.andThen(
+              Effect.map(allowance.release(reservation), (after) => {
+                if (after !== undefined) remaining = after
+              }),
+              admission.release
+            )
+          })
       return {
         requestId,
         maxOutputTokens,

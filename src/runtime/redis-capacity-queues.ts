@@ -266,6 +266,37 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
         return Number.isFinite(best) ? Math.min(600, Math.max(1, Math.ceil(best))) : 1
       }))
 
+  /**
+   * Enqueues a new waiter on its candidates; gives back the healthy ones it joined (empty when every
+   * circuit was open and it joined them all). Made once, not inside `acquire`: a `function*` made
+   * per request keeps the request alive through young-generation collections (see `answer` in
+   * http/chat-answer.ts) — here the waiter, and through its admission the call's metering.
+   */
+  const joinQueues = Effect.fnUntraced(function*(
+    known: ReadonlyArray<string>,
+    waiterId: string,
+    waiter: Waiter,
+    firstAdmission: PendingAdmission | undefined
+  ) {
+    // One candidate waits on its placement whatever the circuit (there is nowhere else to go).
+    const skipIfOpen = known.length > 1
+    const healthy: Array<string> = []
+    // The first enqueue rides behind the admission, if it is still on its way.
+    let admission = firstAdmission
+    for (const id of known) {
+      if (waiter.lease !== undefined) break // granted at once by an earlier target
+      if (yield* enqueueOn(id, waiterId, skipIfOpen, admission)) healthy.push(id)
+      admission = undefined
+    }
+    if (waiter.lease === undefined && healthy.length === 0) {
+      for (const id of known) {
+        if (waiter.lease !== undefined) break
+        yield* enqueueOn(id, waiterId)
+      }
+    }
+    return healthy
+  })
+
   // Untraced: on every request's path (a span would capture a stack per call).
   const acquire = Effect.fnUntraced(function*(request: AcquireOptions) {
     const known = request.candidates.filter((id) => keysOf.has(id))
@@ -289,23 +320,8 @@ export const makeRedisCapacityQueuesOn = Effect.fnUntraced(function*(redis: Redi
 
     // The placements it waits on: the healthy candidates, or all of them when every circuit is open.
     let targets: ReadonlyArray<string> = known
-    const join = Effect.gen(function*() {
-      // One candidate waits on its placement whatever the circuit (there is nowhere else to go).
-      const skipIfOpen = known.length > 1
-      const healthy: Array<string> = []
-      // The first enqueue rides behind the admission, if it is still on its way.
-      let admission = request.admission
-      for (const id of known) {
-        if (waiter.lease !== undefined) break // granted at once by an earlier target
-        if (yield* enqueueOn(id, waiterId, skipIfOpen, admission)) healthy.push(id)
-        admission = undefined
-      }
-      if (waiter.lease === undefined && healthy.length === 0) {
-        for (const id of known) {
-          if (waiter.lease !== undefined) break
-          yield* enqueueOn(id, waiterId)
-        }
-      } else if (healthy.length > 0) targets = healthy
+    const join = Effect.map(joinQueues(known, waiterId, waiter, request.admission), (healthy) => {
+      if (healthy.length > 0) targets = healthy
     })
     // The deadline's timer is armed only when the request really waits: a free slot (the common
     // case) is answered by the enqueue itself.

@@ -29,10 +29,16 @@ export interface GatewayProcess extends GatewayHandle {
 
 /**
  * `launcher`: a command that runs node in its place and execs it (so the child is node itself),
- * e.g. `["prlimit", "--nofile=1024:1024"]`.
+ * e.g. `["prlimit", "--nofile=1024:1024"]`. `nodeArgs`: node's own flags, for those node does not
+ * take in NODE_OPTIONS (V8's logging and tracing flags).
  */
-export const startGateway = async (env: Record<string, string>, args: ReadonlyArray<string> = [], launcher: ReadonlyArray<string> = []): Promise<GatewayProcess> => {
-  const command = [...launcher, NODE, MAIN, "serve", "--port", "0", ...args]
+export const startGateway = async (
+  env: Record<string, string>,
+  args: ReadonlyArray<string> = [],
+  launcher: ReadonlyArray<string> = [],
+  nodeArgs: ReadonlyArray<string> = []
+): Promise<GatewayProcess> => {
+  const command = [...launcher, NODE, ...nodeArgs, MAIN, "serve", "--port", "0", ...args]
   const child = spawn(command[0], command.slice(1), {
     env: { ...process.env, CI: "", HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "pipe"]
