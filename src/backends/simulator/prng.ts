@@ -35,23 +35,22 @@ const HASH_SLICE_UNITS = 131_072
  * `hashString` of the concatenation of `parts`, computed a slice at a time with yields between
  * slices, so hashing a prompt of any size never holds the event loop for long.
  */
-export const hashParts = (parts: ReadonlyArray<string>, seed = FNV_OFFSET): Effect.Effect<number> =>
-  Effect.gen(function*() {
-    let hash = seed >>> 0
-    let sinceYield = 0
-    for (const part of parts) {
-      for (let from = 0; from < part.length; from += HASH_SLICE_UNITS) {
-        const to = Math.min(part.length, from + HASH_SLICE_UNITS)
-        hash = fnvRange(hash, part, from, to)
-        sinceYield += to - from
-        if (sinceYield >= HASH_SLICE_UNITS) {
-          yield* Effect.yieldNow
-          sinceYield = 0
-        }
+export const hashParts = Effect.fnUntraced(function*(parts: ReadonlyArray<string>, seed = FNV_OFFSET): Effect.fn.Return<number> {
+  let hash = seed >>> 0
+  let sinceYield = 0
+  for (const part of parts) {
+    for (let from = 0; from < part.length; from += HASH_SLICE_UNITS) {
+      const to = Math.min(part.length, from + HASH_SLICE_UNITS)
+      hash = fnvRange(hash, part, from, to)
+      sinceYield += to - from
+      if (sinceYield >= HASH_SLICE_UNITS) {
+        yield* Effect.yieldNow
+        sinceYield = 0
       }
     }
-    return avalanche(hash)
-  })
+  }
+  return avalanche(hash)
+})
 
 /** One seed from several parts; `undefined` parts still shift the result (position matters). */
 export const seedFrom = (parts: ReadonlyArray<string | number | undefined>): number =>

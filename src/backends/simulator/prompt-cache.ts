@@ -43,21 +43,20 @@ export const promptJson = (request: CanonicalRequest): Effect.Effect<PromptJson>
  * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
  * Tokens are exact (one job for the tokenizer thread); hashes are computed in slices.
  */
-export const promptPrefixes = (request: CanonicalRequest, given?: PromptJson): Effect.Effect<Array<PromptPrefix>> =>
-  Effect.gen(function*() {
-    const json = given ?? (yield* promptJson(request))
-    const [preamble, ...messages] = yield* countPartTokens(yield* promptParts(request))
-    // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
-    let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
-    let tokens = preamble
-    const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
-    for (let i = 0; i < json.messages.length; i++) {
-      hash = yield* hashParts([json.messages[i]], hash)
-      tokens += messages[i]
-      prefixes.push({ hash, tokens })
-    }
-    return prefixes
-  })
+export const promptPrefixes = Effect.fnUntraced(function*(request: CanonicalRequest, given?: PromptJson): Effect.fn.Return<Array<PromptPrefix>> {
+  const json = given ?? (yield* promptJson(request))
+  const [preamble, ...messages] = yield* countPartTokens(yield* promptParts(request))
+  // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
+  let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
+  let tokens = preamble
+  const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
+  for (let i = 0; i < json.messages.length; i++) {
+    hash = yield* hashParts([json.messages[i]], hash)
+    tokens += messages[i]
+    prefixes.push({ hash, tokens })
+  }
+  return prefixes
+})
 
 export interface PromptCache {
   /**

@@ -52,17 +52,16 @@ const escapeRegExp = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/
 const LONG_TEXT = 65_536
 
 /** Tools named in `text` as whole words, ordered by first mention. */
-const mentionedTools = (text: string, tools: ReadonlyArray<ToolDefinition>): Effect.Effect<Array<ToolDefinition>> =>
-  Effect.gen(function*() {
-    const found: Array<{ tool: ToolDefinition; at: number }> = []
-    for (const tool of tools) {
-      const wholeWord = new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")
-      const at = text.search(wholeWord)
-      if (at !== -1) found.push({ tool, at })
-      if (text.length > LONG_TEXT) yield* Effect.yieldNow
-    }
-    return found.sort((a, b) => a.at - b.at).map(({ tool }) => tool)
-  })
+const mentionedTools = Effect.fnUntraced(function*(text: string, tools: ReadonlyArray<ToolDefinition>): Effect.fn.Return<Array<ToolDefinition>> {
+  const found: Array<{ tool: ToolDefinition; at: number }> = []
+  for (const tool of tools) {
+    const wholeWord = new RegExp(`(?<![A-Za-z0-9_])${escapeRegExp(tool.name)}(?![A-Za-z0-9_])`, "i")
+    const at = text.search(wholeWord)
+    if (at !== -1) found.push({ tool, at })
+    if (text.length > LONG_TEXT) yield* Effect.yieldNow
+  }
+  return found.sort((a, b) => a.at - b.at).map(({ tool }) => tool)
+})
 
 const callTools = (tools: ReadonlyArray<ToolDefinition>, prng: Prng): Reply => ({
   kind: "tool_calls",
@@ -110,14 +109,13 @@ const describeResult = (result: ToolResultBlock, messages: ReadonlyArray<Message
 const proseTokens = (prng: Prng): number => prng.int(20, 120)
 
 /** Free text in the requested format. `lead` (a tool result summary) goes first in text mode. */
-const compose = (request: CanonicalRequest, prng: Prng, lead: string): Effect.Effect<Reply> =>
-  Effect.gen(function*() {
-    const format = request.responseFormat
-    if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
-    const prose = yield* composeProse(prng, proseTokens(prng))
-    const text = lead === "" ? prose : `${lead} ${prose}`
-    return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
-  })
+const compose = Effect.fnUntraced(function*(request: CanonicalRequest, prng: Prng, lead: string): Effect.fn.Return<Reply> {
+  const format = request.responseFormat
+  if (format.type === "json_schema") return { kind: "text", text: JSON.stringify(sampleJsonSchema(format.schema, prng)) }
+  const prose = yield* composeProse(prng, proseTokens(prng))
+  const text = lead === "" ? prose : `${lead} ${prose}`
+  return { kind: "text", text: format.type === "json_object" ? JSON.stringify({ answer: text }) : text }
+})
 
 /**
  * A trailing assistant message of plain text is a prefill: the answer must continue it (the
@@ -130,16 +128,15 @@ export const splitPrefill = (request: CanonicalRequest): { readonly request: Can
   return { request: { ...request, messages: request.messages.slice(0, -1) }, prefill: joinText(last.content) }
 }
 
-export const decideReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> =>
-  Effect.gen(function*() {
-    const { request: base, prefill } = splitPrefill(request)
-    if (prefill === undefined) return yield* decideFreshReply(request, prng)
-    const reply = yield* decideFreshReply(base, prng)
-    if (reply.kind !== "text") return reply
-    return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
-  })
+export const decideReply = Effect.fnUntraced(function*(request: CanonicalRequest, prng: Prng): Effect.fn.Return<Reply> {
+  const { request: base, prefill } = splitPrefill(request)
+  if (prefill === undefined) return yield* decideFreshReply(request, prng)
+  const reply = yield* decideFreshReply(base, prng)
+  if (reply.kind !== "text") return reply
+  return { kind: "text", text: reply.text.startsWith(prefill) ? reply.text.slice(prefill.length) : reply.text }
+})
 
-const decideFreshReply = (request: CanonicalRequest, prng: Prng): Effect.Effect<Reply> => Effect.gen(function*() {
+const decideFreshReply = Effect.fnUntraced(function*(request: CanonicalRequest, prng: Prng): Effect.fn.Return<Reply> {
   const last = request.messages.at(-1)
   const fromUser = last?.role === "user"
   const userText = fromUser ? joinText(last.content) : ""

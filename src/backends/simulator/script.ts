@@ -100,7 +100,7 @@ const deltaEvent = (kind: StreamedBlock["type"], index: number, text: string): C
 
 const sumTokens = (pieces: ReadonlyArray<TokenPiece>): number => pieces.reduce((sum, p) => sum + p.tokens, 0)
 
-export const writeScript = (input: ScriptInput): Effect.Effect<Array<ScriptStep>> => Effect.gen(function*() {
+export const writeScript = Effect.fnUntraced(function*(input: ScriptInput): Effect.fn.Return<Array<ScriptStep>> {
   const { request, model, seed } = input
   const prompt = yield* Effect.forkChild(input.prompt)
   const budget = request.maxOutputTokens ?? Number.POSITIVE_INFINITY

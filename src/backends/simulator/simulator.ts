@@ -89,22 +89,20 @@ const faultError = (faults: FaultSettings, what: string): BackendError => {
  * The content hash is that of JSON.stringify([system, messages, tools, responseFormat]), from the
  * JSON already made for the prompt cache, hashed in slices.
  */
-const replySeed = (whole: CanonicalRequest, json: PromptJson, placement: PlacementRuntime): Effect.Effect<number> =>
-  Effect.gen(function*() {
-    const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
-    const messages = json.messages.slice(0, request.messages.length)
-    const separated = messages.flatMap((message, i) => (i === 0 ? [message] : [",", message]))
-    const content = yield* hashParts(["[", json.system, ",[", ...separated, "],", json.tools, ",", json.responseFormat, "]"])
-    return seedFrom([request.model, content, request.temperature, request.seed, placement.simulator?.seed])
-  })
+const replySeed = Effect.fnUntraced(function*(whole: CanonicalRequest, json: PromptJson, placement: PlacementRuntime): Effect.fn.Return<number> {
+  const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
+  const messages = json.messages.slice(0, request.messages.length)
+  const separated = messages.flatMap((message, i) => (i === 0 ? [message] : [",", message]))
+  const content = yield* hashParts(["[", json.system, ",[", ...separated, "],", json.tools, ",", json.responseFormat, "]"])
+  return seedFrom([request.model, content, request.temperature, request.seed, placement.simulator?.seed])
+})
 
 /** A text's embedding (embeddings.ts), a slice at a time with a yield between: a 1 MiB text takes ~100 ms of CPU. */
-export const embedInSlices = (text: string, dimensions: number): Effect.Effect<Array<number>> =>
-  Effect.gen(function*() {
-    const steps = hashingEmbeddingSteps(text, dimensions)
-    while (steps.next()) yield* Effect.yieldNow
-    return steps.vector
-  })
+export const embedInSlices = Effect.fnUntraced(function*(text: string, dimensions: number): Effect.fn.Return<Array<number>> {
+  const steps = hashingEmbeddingSteps(text, dimensions)
+  while (steps.next()) yield* Effect.yieldNow
+  return steps.vector
+})
 
 export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Backend => {
   const promptCache = makePromptCache(options.promptCacheEntries ?? 10_000)
@@ -119,21 +117,20 @@ export const makeSimulatorBackend = (options: SimulatorBackendOptions = {}): Bac
     return makePrng(seedFrom([placement.id, draw])).next() < rate ? mode : "none"
   }
 
-  const script = (request: CanonicalRequest, placement: PlacementRuntime): Effect.Effect<Array<ScriptStep>> =>
-    Effect.gen(function*() {
-      const json = yield* promptJson(request)
-      return yield* writeScript({
-        request,
-        reasoningModel: placement.reasoning,
-        model: request.model,
-        seed: yield* replySeed(request, json, placement),
-        prompt: Effect.flatMap(promptPrefixes(request, json), (prefixes) =>
-          Effect.map(promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes), (cachedInputTokens) => ({
-            inputTokens: prefixes[prefixes.length - 1].tokens,
-            cachedInputTokens
-          })))
-      })
+  const script = Effect.fnUntraced(function*(request: CanonicalRequest, placement: PlacementRuntime): Effect.fn.Return<Array<ScriptStep>> {
+    const json = yield* promptJson(request)
+    return yield* writeScript({
+      request,
+      reasoningModel: placement.reasoning,
+      model: request.model,
+      seed: yield* replySeed(request, json, placement),
+      prompt: Effect.flatMap(promptPrefixes(request, json), (prefixes) =>
+        Effect.map(promptCache.readAndStore(`${placement.id}\u0000${request.cacheAffinity ?? ""}`, prefixes), (cachedInputTokens) => ({
+          inputTokens: prefixes[prefixes.length - 1].tokens,
+          cachedInputTokens
+        })))
     })
+  })
 
   type EventStream = Stream.Stream<CanonicalEvent, BackendError>
   const openStream = Effect.fnUntraced(

@@ -51,18 +51,17 @@ const MIN_SENTENCE_TOKENS = 8
  * sentences are drawn in batches and counted in one round trip to the tokenizer thread; drawing
  * more than are kept changes nothing, since each sentence depends only on the draws before it.
  */
-export const composeProse = (prng: Prng, minTokens: number): Effect.Effect<string> =>
-  Effect.gen(function*() {
-    const sentences: Array<string> = []
-    let tokens = 0
-    do {
-      const batch = Array.from({ length: Math.max(1, Math.ceil((minTokens - tokens) / MIN_SENTENCE_TOKENS)) }, () => composeSentence(prng))
-      // Each sentence after the first is preceded by a space, which BPE folds into its first word.
-      const counts = yield* countTexts(batch.map((sentence, i) => (sentences.length + i === 0 ? sentence : ` ${sentence}`)))
-      for (let i = 0; i < batch.length && (tokens < minTokens || sentences.length === 0); i++) {
-        tokens += counts[i]
-        sentences.push(batch[i])
-      }
-    } while (tokens < minTokens)
-    return sentences.join(" ")
-  })
+export const composeProse = Effect.fnUntraced(function*(prng: Prng, minTokens: number): Effect.fn.Return<string> {
+  const sentences: Array<string> = []
+  let tokens = 0
+  do {
+    const batch = Array.from({ length: Math.max(1, Math.ceil((minTokens - tokens) / MIN_SENTENCE_TOKENS)) }, () => composeSentence(prng))
+    // Each sentence after the first is preceded by a space, which BPE folds into its first word.
+    const counts = yield* countTexts(batch.map((sentence, i) => (sentences.length + i === 0 ? sentence : ` ${sentence}`)))
+    for (let i = 0; i < batch.length && (tokens < minTokens || sentences.length === 0); i++) {
+      tokens += counts[i]
+      sentences.push(batch[i])
+    }
+  } while (tokens < minTokens)
+  return sentences.join(" ")
+})
