@@ -10,8 +10,8 @@
  * against 1.2 (docs/measurements.md, 2026-12-02).
  *
  * V8 logs each map it creates (`--log-maps`); an initial map's line names its function. The
- * gateway runs in Redis mode (its metering and capacity queues on Redis, the paths with most Effect
- * code of their own) and serves every dialect, streamed and not, from each kind of backend: the
+ * gateway runs in process and in Redis mode (its metering and capacity queues on Redis, the paths
+ * with most Effect code of their own) and serves every dialect, streamed and not, from each kind of backend: the
  * simulator, and an OpenAI-compatible and an Anthropic upstream (`gateway simulate`, in this
  * process), and token counts and embeddings. After a warm-up, the maps made while it serves a few hundred requests must be far fewer
  * than the requests.
@@ -35,7 +35,11 @@ const UPSTREAM_KEY = "sk-generator-maps-upstream"
 /** The simulator, an Anthropic upstream, an OpenAI-compatible upstream. */
 const MODELS = ["svc-pico-1", "svc-atlas-1", "svc-nova-mini"]
 
-describe.runIf(redisUrl !== null)("generator closures per request", () => {
+// In process (the default: metering and queues as plain calls) and in Redis mode (its own Effect
+// code), where there is a Redis (the run's setup fails without one under CI).
+const modes = [{ mode: "in process", redis: false }, { mode: "Redis mode", redis: true }].filter(({ redis }) => !redis || redisUrl !== null)
+
+describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
   let gw: GatewayProcess
   let upstream: SimulateUpstream
   const dir = embeddedDataDir()
@@ -51,8 +55,9 @@ describe.runIf(redisUrl !== null)("generator closures per request", () => {
       point(MODELS[1], "anthropic", upstream.baseUrl)
       point(MODELS[2], "openai-compatible", `${upstream.baseUrl}/v1`)
     })
+    const store = redis ? { REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: `gw-maps-${randomBytes(4).toString("hex")}:` } : {}
     gw = await startGateway(
-      { GATEWAY_DATA_DIR: dir, ...config, UPSTREAM_KEY, REDIS_URL: redisUrl!, GATEWAY_REDIS_PREFIX: `gw-maps-${randomBytes(4).toString("hex")}:` },
+      { GATEWAY_DATA_DIR: dir, ...config, UPSTREAM_KEY, ...store },
       [],
       [],
       ["--log-maps", `--logfile=${log}`, "--no-logfile-per-isolate"]
