@@ -379,26 +379,28 @@ const signalQueued = (first: Deferred.Deferred<"started" | "queued">) => Effect.
  * caller can still choose the HTTP status. Runs in the request's scope.
  */
 const startStream = <A, E>(stream: Stream.Stream<A, E>) =>
-  Effect.gen(function*() {
-    const pull = yield* toPullPlain(stream)
-    const first = yield* pull.pipe(
+  Effect.flatMap(toPullPlain(stream), (pull) =>
+    pull.pipe(
       Effect.map(Option.some),
-      Pull.catchDone(() => Effect.succeed(Option.none<ReadonlyArray<A>>()))
-    )
-    const rest = Stream.fromPull(Effect.succeed(pull))
-    return Option.isSome(first) ? Stream.concat(Stream.fromArray(first.value), rest) : rest
-  })
+      Pull.catchDone(() => Effect.succeed(Option.none<ReadonlyArray<A>>())),
+      Effect.map((first) => {
+        const rest = Stream.fromPull(Effect.succeed(pull))
+        return Option.isSome(first) ? Stream.concat(Stream.fromArray(first.value), rest) : rest
+      })
+    ))
 
 /**
  * Encodes a backend's events with no runtime in between (the standalone simulator upstream): one
- * JSON body, or SSE that commits to 200 at the first event.
+ * JSON body, or SSE that commits to 200 at the first event. (No `function*` in these two: one made
+ * per call keeps the request alive through young-generation collections, as `answer` says.)
  */
 export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeContext<Echo>, events: Stream.Stream<CanonicalEvent, BackendError>) =>
-  Effect.gen(function*() {
-    if (!context.request.stream) {
-      const response = yield* collectStream(events).pipe(Effect.mapError(callFailureToApiError))
-      return HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
-    }
-    const started = yield* startStream(events).pipe(Effect.mapError(callFailureToApiError))
-    return sseResponse(frames(started, new EncoderFrames(dialect.streamEncoder(context))), {})
-  })
+  !context.request.stream
+    ? Effect.map(
+      collectStream(events).pipe(Effect.mapError(callFailureToApiError)),
+      (response) => HttpServerResponse.text(JSON.stringify(dialect.encodeResponse(response, context)), { contentType: "application/json" })
+    )
+    : Effect.map(
+      startStream(events).pipe(Effect.mapError(callFailureToApiError)),
+      (started) => sseResponse(frames(started, new EncoderFrames(dialect.streamEncoder(context))), {})
+    )

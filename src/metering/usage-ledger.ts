@@ -158,14 +158,16 @@ function make(options: LedgerOptions) {
           Effect.logError(`usage ledger: a row the database cannot store is dropped: ${JSON.stringify(entry)}`, error)
         )), { discard: true })
 
+    // Made once, not an `Effect.gen(function*…)` per flush (see `answer` in http/chat-answer.ts).
+    const writeBuffer = Effect.fnUntraced(function*() {
+      while (buffer.length > 0) {
+        const batch = buffer.slice(0, batchSize)
+        yield* insert(batch).pipe(Effect.catchIf(unstorable, () => insertEach(batch)))
+        buffer.splice(0, batch.length)
+      }
+    })
     const flush = Effect.fn("UsageLedger.flush")(function*() {
-      yield* lock.withPermits(1)(Effect.gen(function*() {
-        while (buffer.length > 0) {
-          const batch = buffer.slice(0, batchSize)
-          yield* insert(batch).pipe(Effect.catchIf(unstorable, () => insertEach(batch)))
-          buffer.splice(0, batch.length)
-        }
-      }))
+      yield* lock.withPermits(1)(writeBuffer())
     })
 
     // A full batch wakes the writer on the next turn, not inside the call that filled it: opening

@@ -57,8 +57,10 @@ const makeSimulateApp = (options: SimulateOptions) => {
       faults
     })
 
-  const chat = <Echo>(dialect: ChatDialect<Echo>) => (ctx: RequestContext) =>
-    Effect.gen(function*() {
+  // Handlers as generators made once (`Effect.fnUntraced`), not an `Effect.gen(function*…)` per
+  // request: see `answer` in http/chat-answer.ts.
+  const chat = <Echo>(dialect: ChatDialect<Echo>) =>
+    Effect.fnUntraced(function*(ctx: RequestContext) {
       const decoded = yield* dialect.decode(yield* readJson(ctx))
       const placement = placementFor(decoded.request.model)
       const context = {
@@ -71,27 +73,25 @@ const makeSimulateApp = (options: SimulateOptions) => {
       return yield* encodeDirect(dialect, context, backend.stream(decoded.request, placement))
     })
 
-  const embed = (ctx: RequestContext) =>
-    Effect.gen(function*() {
-      const body = yield* decodeWith(EmbedBody)(yield* readJson(ctx))
-      const texts = typeof body.input === "string" ? [body.input] : body.input
-      const tokens = (yield* countTexts(texts)).reduce((sum, n) => sum + n, 0)
-      const data: Array<{ object: "embedding"; index: number; embedding: Array<number> }> = []
-      for (const [index, text] of texts.entries()) data.push({ object: "embedding", index, embedding: yield* embedInSlices(text, body.dimensions ?? 1536) })
-      return jsonResponse({
-        object: "list",
-        data,
-        model: body.model,
-        usage: { prompt_tokens: tokens, total_tokens: tokens }
-      })
+  const embed = Effect.fnUntraced(function*(ctx: RequestContext) {
+    const body = yield* decodeWith(EmbedBody)(yield* readJson(ctx))
+    const texts = typeof body.input === "string" ? [body.input] : body.input
+    const tokens = (yield* countTexts(texts)).reduce((sum, n) => sum + n, 0)
+    const data: Array<{ object: "embedding"; index: number; embedding: Array<number> }> = []
+    for (const [index, text] of texts.entries()) data.push({ object: "embedding", index, embedding: yield* embedInSlices(text, body.dimensions ?? 1536) })
+    return jsonResponse({
+      object: "list",
+      data,
+      model: body.model,
+      usage: { prompt_tokens: tokens, total_tokens: tokens }
     })
+  })
 
-  const setFaults = (ctx: RequestContext) =>
-    Effect.gen(function*() {
-      const body = yield* decodeWith(FaultBody)(yield* readJson(ctx))
-      faults = { mode: body.mode, ...(body.status === undefined ? {} : { status: body.status }), ...(body.rate === undefined ? {} : { rate: body.rate }) }
-      return jsonResponse({ faults })
-    })
+  const setFaults = Effect.fnUntraced(function*(ctx: RequestContext) {
+    const body = yield* decodeWith(FaultBody)(yield* readJson(ctx))
+    faults = { mode: body.mode, ...(body.status === undefined ? {} : { status: body.status }), ...(body.rate === undefined ? {} : { rate: body.rate }) }
+    return jsonResponse({ faults })
+  })
 
   const routes: ReadonlyArray<RouteDef> = [
     { method: "POST", path: "/v1/messages", shape: "messages", auth: "messages", handler: chat(messagesDialect) },

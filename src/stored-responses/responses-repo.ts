@@ -83,25 +83,28 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     if (!(retentionDays > 0)) return yield* Effect.die(new Error("GATEWAY_RESPONSE_RETENTION_DAYS must be a number above 0"))
     const fresh = sql`created_at > now() - ${retentionDays}::float8 * interval '1 day'`
 
+    // The transaction's body a generator made once, not an `Effect.gen(function*…)` per save: see
+    // `answer` in http/chat-answer.ts.
+    const insertResponse = Effect.fnUntraced(function*(r: NewStoredResponse) {
+      // Up to 8 MiB each: staged a 1 MiB statement at a time when large (`jsonParameter`).
+      const documents = yield* Effect.all([
+        jsonParameter(sql, r.body, "text"),
+        jsonParameter(sql, r.transcript, "text"),
+        jsonParameter(sql, r.replay, "text"),
+        jsonParameter(sql, r.inputItems, "text")
+      ])
+      const [body, transcript, replay, inputItems] = documents
+      yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
+        VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
+      yield* Effect.forEach(documents, (document) => document.release, { discard: true })
+      // A statement per ~1 MiB of items: thousands of them in one were encoded in one turn.
+      for (const [at, end] of insertGroups(r.items, (item) => item.item.length)) {
+        const rows = r.items.slice(at, end).map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
+        yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+      }
+    })
     const save = Effect.fn("ResponsesRepo.save")(function*(r: NewStoredResponse) {
-      yield* sql.withTransaction(Effect.gen(function*() {
-        // Up to 8 MiB each: staged a 1 MiB statement at a time when large (`jsonParameter`).
-        const documents = yield* Effect.all([
-          jsonParameter(sql, r.body, "text"),
-          jsonParameter(sql, r.transcript, "text"),
-          jsonParameter(sql, r.replay, "text"),
-          jsonParameter(sql, r.inputItems, "text")
-        ])
-        const [body, transcript, replay, inputItems] = documents
-        yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
-          VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
-        yield* Effect.forEach(documents, (document) => document.release, { discard: true })
-        // A statement per ~1 MiB of items: thousands of them in one were encoded in one turn.
-        for (const [at, end] of insertGroups(r.items, (item) => item.item.length)) {
-          const rows = r.items.slice(at, end).map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
-          yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
-        }
-      }))
+      yield* sql.withTransaction(insertResponse(r))
     })
 
     const find = Effect.fn("ResponsesRepo.find")(function*(keyId: string, id: string) {

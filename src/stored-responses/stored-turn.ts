@@ -73,33 +73,33 @@ function* stringUnits(value: unknown): Generator<void, number> {
   return units
 }
 
-export const planStore = (
+const tooLargeToStore = (size: string) =>
+  Effect.fail(new PayloadTooLarge({
+    limitBytes: STORE_LIMIT_BYTES,
+    param: "store",
+    message: `This conversation is too large to store: ${size} bytes with the earlier turns, above the limit of ` +
+      `${STORE_LIMIT_BYTES} bytes for a stored response. Send it with store: false (and the whole transcript), or start a new chain`
+  }))
+
+// A generator made once (`Effect.fnUntraced`), not per call: see `answer` in http/chat-answer.ts.
+export const planStore = Effect.fnUntraced(function*(
   previous: StoredConversation | undefined,
   conversation: Transcript,
   input: string | ReadonlyArray<unknown>,
   resolve: ItemResolver
-): Effect.Effect<StorePlan, PayloadTooLarge> => {
+): Effect.fn.Return<StorePlan, PayloadTooLarge> {
   const own = listInputItems(input, resolve)
   const listed = previous === undefined ? own.items : [...previous.inputItems, ...previous.output, ...own.items]
-  const tooLarge = (size: string) =>
-    Effect.fail(new PayloadTooLarge({
-      limitBytes: STORE_LIMIT_BYTES,
-      param: "store",
-      message: `This conversation is too large to store: ${size} bytes with the earlier turns, above the limit of ` +
-        `${STORE_LIMIT_BYTES} bytes for a stored response. Send it with store: false (and the whole transcript), or start a new chain`
-    }))
-  return Effect.gen(function*() {
-    // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be
-    // refused: its characters alone already tell.
-    const atLeast = (yield* runInSlices(stringUnits(listed))) + (yield* runInSlices(stringUnits(conversation)))
-    if (atLeast > STORE_LIMIT_BYTES) return yield* tooLarge(`at least ${atLeast}`)
-    // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms
-    // on a slow VM); its text is made when it is stored.
-    const size = (yield* jsonBytesInSlices(listed)) + (yield* jsonBytesInSlices(conversation))
-    if (size > STORE_LIMIT_BYTES) return yield* tooLarge(String(size))
-    return { conversation, inputItems: listed, minted: own.minted }
-  })
-}
+  // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be
+  // refused: its characters alone already tell.
+  const atLeast = (yield* runInSlices(stringUnits(listed))) + (yield* runInSlices(stringUnits(conversation)))
+  if (atLeast > STORE_LIMIT_BYTES) return yield* tooLargeToStore(`at least ${atLeast}`)
+  // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms
+  // on a slow VM); its text is made when it is stored.
+  const size = (yield* jsonBytesInSlices(listed)) + (yield* jsonBytesInSlices(conversation))
+  if (size > STORE_LIMIT_BYTES) return yield* tooLargeToStore(String(size))
+  return { conversation, inputItems: listed, minted: own.minted }
+})
 
 /**
  * A save that fails is never silent: a storage outage ends the answer as a retryable 503 (or the

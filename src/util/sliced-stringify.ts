@@ -211,20 +211,19 @@ export const jsonTextInSlices = (value: unknown): Effect.Effect<string> =>
  * The JSON text of each of `values` (a stored response's items: thousands of small ones), a small
  * one at once with a yield to the event loop every `SLICE_MS`, a large one in slices.
  */
-export const jsonTextsInSlices = (values: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.gen(function*() {
-    const texts: Array<string> = []
-    let started = performance.now()
-    for (const value of values) {
-      if (isLarge(value)) texts.push(yield* jsonTextInSlices(value))
-      else texts.push(JSON.stringify(value) ?? "null")
-      if (performance.now() - started >= SLICE_MS) {
-        yield* Effect.yieldNow
-        started = performance.now()
-      }
+export const jsonTextsInSlices = Effect.fnUntraced(function*(values: ReadonlyArray<unknown>): Effect.fn.Return<ReadonlyArray<string>> {
+  const texts: Array<string> = []
+  let started = performance.now()
+  for (const value of values) {
+    if (isLarge(value)) texts.push(yield* jsonTextInSlices(value))
+    else texts.push(JSON.stringify(value) ?? "null")
+    if (performance.now() - started >= SLICE_MS) {
+      yield* Effect.yieldNow
+      started = performance.now()
     }
-    return texts
-  })
+  }
+  return texts
+})
 
 /** The UTF-8 size of `value`'s JSON text: of a large one counted in slices, without the text ever being made whole. */
 export const jsonBytesInSlices = (value: unknown): Effect.Effect<number> =>

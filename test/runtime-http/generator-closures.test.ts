@@ -13,7 +13,7 @@
  * gateway runs in process and in Redis mode (its metering and capacity queues on Redis, the paths
  * with most Effect code of their own) and serves every dialect, streamed and not, from each kind of backend: the
  * simulator, and an OpenAI-compatible and an Anthropic upstream (`gateway simulate`, in this
- * process), and token counts and embeddings. After a warm-up, the maps made while it serves a few hundred requests must be far fewer
+ * process), and stored responses, token counts and embeddings. After a warm-up, the maps made while it serves a few hundred requests must be far fewer
  * than the requests.
  */
 import { randomBytes } from "node:crypto"
@@ -87,6 +87,7 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
         for await (const _ of await anthropic.messages.create({ model, max_tokens: 16, messages, stream: true })) { /* to the end */ }
       }
     ]),
+      () => openai.responses.create({ model: MODELS[0], input: "say exactly: ok", store: true }),
       () => anthropic.messages.countTokens({ model: MODELS[0], messages }),
       () => openai.embeddings.create({ model: "svc-embed-mini", input: "say exactly: ok" })
     ]
