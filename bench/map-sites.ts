@@ -11,7 +11,11 @@
  * (`Channel.fromTransformBracket`). A healthy request path creates no maps per request: the lines
  * this prints should all be start-up counts (well under the number of requests).
  *
- *   node bench/map-sites.ts [--stream] [--seconds 5] [--kind InitialMap] [--top 15]
+ *   node bench/map-sites.ts [--stream] [--redis] [--seconds 5] [--kind InitialMap] [--top 15]
+ *
+ * `--redis` runs the gateway in Redis mode (metering and capacity queues on the local Redis), whose
+ * code is its own: two per-request generators hid there until 2026-12-02. The suite's
+ * `test/runtime-http/generator-closures.test.ts` checks every dialect and backend in both modes.
  */
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -22,6 +26,7 @@ import { parseArgs } from "node:util"
 const { values } = parseArgs({
   options: {
     stream: { type: "boolean", default: false },
+    redis: { type: "boolean", default: false },
     seconds: { type: "string", default: "5" },
     kind: { type: "string", default: "InitialMap" },
     top: { type: "string", default: "15" }
@@ -35,6 +40,7 @@ const run = spawnSync(process.execPath, [
   "--seconds", values.seconds,
   "--c1", "20",
   ...(values.stream ? ["--stream"] : []),
+  ...(values.redis ? ["--redis"] : []),
   `--node-args=--log-maps --logfile=${log} --no-logfile-per-isolate`
 ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
 const summary = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "{}") as { requests?: number }
