@@ -65,25 +65,24 @@ interface Rewrite {
  * spliced as text: `[…]` + `[d…]` is `[…,d…]`, `"…"` + `"d…"` is `"…d…"` (JSON escapes do not
  * depend on what is around them), so only the last chunk changes.
  */
-const combineText = (text: ReadonlyArray<Uint8Array>, bytes: number, delta: Json): Effect.Effect<Rewrite, InvalidRequest> =>
-  Effect.gen(function*() {
-    const first = text[0]![0]
-    const kind = first === 0x5b ? "array" : first === 0x22 ? "string" : undefined
-    if (bytes > SMALL_BYTES && kind !== undefined) {
-      if (jsonType(delta) !== kind) return yield* new InvalidRequest({ message: mismatchMessage(kind, jsonType(delta)), param: "delta" })
-      const last = text.length - 1
-      const open = text[last]!.subarray(0, text[last]!.byteLength - 1)
-      if (kind === "array") {
-        if ((delta as ReadonlyArray<Json>).length === 0) return { from: last, tail: [text[last]!] }
-        return { from: last, tail: [open, Buffer.from(","), ...trimmed(yield* textOf(delta), 1, 0)] }
-      }
-      return { from: last, tail: [open, ...trimmed(yield* textOf(delta), 1, 0)] }
+const combineText = Effect.fnUntraced(function*(text: ReadonlyArray<Uint8Array>, bytes: number, delta: Json): Effect.fn.Return<Rewrite, InvalidRequest> {
+  const first = text[0]![0]
+  const kind = first === 0x5b ? "array" : first === 0x22 ? "string" : undefined
+  if (bytes > SMALL_BYTES && kind !== undefined) {
+    if (jsonType(delta) !== kind) return yield* new InvalidRequest({ message: mismatchMessage(kind, jsonType(delta)), param: "delta" })
+    const last = text.length - 1
+    const open = text[last]!.subarray(0, text[last]!.byteLength - 1)
+    if (kind === "array") {
+      if ((delta as ReadonlyArray<Json>).length === 0) return { from: last, tail: [text[last]!] }
+      return { from: last, tail: [open, Buffer.from(","), ...trimmed(yield* textOf(delta), 1, 0)] }
     }
-    const current = (yield* parseStoredInSlices(text)) as Json
-    const combined = combine(current, delta)
-    if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
-    return { from: 0, tail: yield* textOf(combined.value) }
-  })
+    return { from: last, tail: [open, ...trimmed(yield* textOf(delta), 1, 0)] }
+  }
+  const current = (yield* parseStoredInSlices(text)) as Json
+  const combined = combine(current, delta)
+  if (!combined.ok) return yield* new InvalidRequest({ message: combined.message, param: "delta" })
+  return { from: 0, tail: yield* textOf(combined.value) }
+})
 
 export class StatesRepo extends Context.Service<StatesRepo, {
   create(keyId: string, value: Json): Effect.Effect<State, SqlError.SqlError>
@@ -114,15 +113,28 @@ export class StatesRepo extends Context.Service<StatesRepo, {
       return text
     })
 
+    // Transactions' bodies are generators made once, not an `Effect.gen(function*…)` per request: one
+    // made per call keeps the request alive through young-generation collections (see `answer` in
+    // http/chat-answer.ts).
+    const insertState = Effect.fnUntraced(function*(id: string, keyId: string, bytes: number, text: ReadonlyArray<Uint8Array>) {
+      yield* sql`INSERT INTO states (id, key_id, seq, bytes) VALUES (${id}, ${keyId}, 0, ${bytes})`
+      yield* writeText(id, 0, text)
+    })
+
     const create = Effect.fn("StatesRepo.create")(function*(keyId: string, value: Json) {
       const text = yield* textOf(value)
       const bytes = byteLengthOf(text)
       const id = newId("state")
-      yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO states (id, key_id, seq, bytes) VALUES (${id}, ${keyId}, 0, ${bytes})`
-        yield* writeText(id, 0, text)
-      }))
+      yield* sql.withTransaction(insertState(id, keyId, bytes, text))
       return { stateId: id, seq: 0, text, bytes }
+    })
+
+    const readWhole = Effect.fnUntraced(function*(keyId: string, id: string) {
+      yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+      const heads = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId}`
+      if (heads.length === 0) return yield* notFound(id)
+      const bytes = Number(heads[0].bytes)
+      return { stateId: id, seq: Number(heads[0].seq), text: yield* readText(id, bytes), bytes }
     })
 
     // A value in one chunk (most are) is read with its head in one statement, which is one
@@ -133,36 +145,31 @@ export class StatesRepo extends Context.Service<StatesRepo, {
         FROM states s JOIN state_chunks c ON c.state_id = s.id AND c.chunk_no = 0 WHERE s.id = ${id} AND s.key_id = ${keyId}`
       if (rows.length === 0) return yield* notFound(id)
       if (rows[0].data.byteLength === Number(rows[0].bytes)) return { stateId: id, seq: Number(rows[0].seq), text: [rows[0].data], bytes: Number(rows[0].bytes) }
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
-        const heads = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId}`
-        if (heads.length === 0) return yield* notFound(id)
-        const bytes = Number(heads[0].bytes)
-        return { stateId: id, seq: Number(heads[0].seq), text: yield* readText(id, bytes), bytes }
-      }))
+      return yield* sql.withTransaction(readWhole(keyId, id))
     })
 
+    const appendLocked = Effect.fnUntraced(function*(keyId: string, id: string, delta: Json, expectedSeq: number | undefined) {
+      const rows = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId} FOR UPDATE`
+      if (rows.length === 0) return yield* notFound(id)
+      const seq = Number(rows[0].seq)
+      if (expectedSeq !== undefined && expectedSeq !== seq) {
+        return yield* new Conflict({
+          message: `expectedSeq is ${expectedSeq} but the state is at seq ${seq}: another write landed first`,
+          etag: `"${seq}"`
+        })
+      }
+      const current = yield* readText(id, Number(rows[0].bytes))
+      const { from, tail } = yield* combineText(current, Number(rows[0].bytes), delta)
+      // Each delta was checked, but appends add up: the value must stay within what a state holds.
+      const bytes = byteLengthOf(current.slice(0, from)) + byteLengthOf(tail)
+      if (bytes > MAX_STORED_JSON_BYTES) return yield* tooLarge()
+      yield* sql`DELETE FROM state_chunks WHERE state_id = ${id} AND chunk_no >= ${from}`
+      yield* writeText(id, from, tail)
+      yield* sql`UPDATE states SET seq = seq + 1, bytes = ${bytes}, updated_at = now() WHERE id = ${id}`
+      return { stateId: id, seq: seq + 1, text: [...current.slice(0, from), ...tail], bytes }
+    })
     const append = (keyId: string, id: string, delta: Json, expectedSeq: number | undefined) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<{ seq: string | number; bytes: string | number }>`SELECT seq, bytes FROM states WHERE id = ${id} AND key_id = ${keyId} FOR UPDATE`
-        if (rows.length === 0) return yield* notFound(id)
-        const seq = Number(rows[0].seq)
-        if (expectedSeq !== undefined && expectedSeq !== seq) {
-          return yield* new Conflict({
-            message: `expectedSeq is ${expectedSeq} but the state is at seq ${seq}: another write landed first`,
-            etag: `"${seq}"`
-          })
-        }
-        const current = yield* readText(id, Number(rows[0].bytes))
-        const { from, tail } = yield* combineText(current, Number(rows[0].bytes), delta)
-        // Each delta was checked, but appends add up: the value must stay within what a state holds.
-        const bytes = byteLengthOf(current.slice(0, from)) + byteLengthOf(tail)
-        if (bytes > MAX_STORED_JSON_BYTES) return yield* tooLarge()
-        yield* sql`DELETE FROM state_chunks WHERE state_id = ${id} AND chunk_no >= ${from}`
-        yield* writeText(id, from, tail)
-        yield* sql`UPDATE states SET seq = seq + 1, bytes = ${bytes}, updated_at = now() WHERE id = ${id}`
-        return { stateId: id, seq: seq + 1, text: [...current.slice(0, from), ...tail], bytes }
-      })).pipe(Effect.withSpan("StatesRepo.append"))
+      sql.withTransaction(appendLocked(keyId, id, delta, expectedSeq)).pipe(Effect.withSpan("StatesRepo.append"))
 
     // Every call is made for a request: none may wait on a stalled database without end.
     const { read, write } = yield* storageDeadlines
