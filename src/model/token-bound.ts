@@ -219,30 +219,41 @@ export const textTokenBound = (text: string): number => {
 
 /**
  * The same in steps of about `stepUnits` characters, so a caller can yield between them: each
- * call of `next()` charges the next step and returns false once the text is done.
+ * call of `next()` charges the next step and returns false once the text is done. A class, not an
+ * object of closures: a closure in an object literal made per request kept its scope (the request's
+ * text) alive through young-generation collections (`bench/alloc-profile.ts --survivors`).
  */
-export const textTokenBoundSteps = (text: string, stepUnits: number) => {
-  const sum = { tokens: 0 }
-  let at = 0
+class TokenBoundSteps {
+  readonly #text: string
+  readonly #stepUnits: number
+  readonly #sum = { tokens: 0 }
+  #at = 0
   // A long text the parser kept in pieces (util/long-strings.ts) is read a window at a time:
   // `charCodeAt` on the whole would flatten it, 30 MB written in one turn for a 30 MiB prompt.
-  const windowed = isKept(text)
-  return {
-    next: (): boolean => {
-      if (at >= text.length) return false
-      const to = Math.min(text.length, at + stepUnits)
-      if (!windowed) at = boundOfRange(text, at, to, sum)
-      else {
-        // From the character before the step (whether it starts inside a run) to past the
-        // furthest a step reads: its last run's look-ahead and the character after that run.
-        const start = Math.max(0, at - 1)
-        const window = substringOf(text, start, Math.min(text.length, to + WINDOW_BEYOND))
-        at = start + boundOfRange(window, at - start, to - start, sum)
-      }
-      return at < text.length
-    },
-    get tokens() {
-      return sum.tokens
+  readonly #windowed: boolean
+  constructor(text: string, stepUnits: number) {
+    this.#text = text
+    this.#stepUnits = stepUnits
+    this.#windowed = isKept(text)
+  }
+  next(): boolean {
+    const text = this.#text
+    const at = this.#at
+    if (at >= text.length) return false
+    const to = Math.min(text.length, at + this.#stepUnits)
+    if (!this.#windowed) this.#at = boundOfRange(text, at, to, this.#sum)
+    else {
+      // From the character before the step (whether it starts inside a run) to past the
+      // furthest a step reads: its last run's look-ahead and the character after that run.
+      const start = Math.max(0, at - 1)
+      const window = substringOf(text, start, Math.min(text.length, to + WINDOW_BEYOND))
+      this.#at = start + boundOfRange(window, at - start, to - start, this.#sum)
     }
+    return this.#at < text.length
+  }
+  get tokens(): number {
+    return this.#sum.tokens
   }
 }
+
+export const textTokenBoundSteps = (text: string, stepUnits: number): TokenBoundSteps => new TokenBoundSteps(text, stepUnits)
