@@ -39,20 +39,33 @@ export interface TokenPiece {
  * the thread. Decoding the whole sequence in one pass always ends on a character boundary.
  */
 export const piecesOfIds = (ids: ReadonlyArray<number>): Array<TokenPiece> => {
-  let consumed = 0
-  const counted = (function*() {
-    for (const id of ids) {
-      consumed++
-      yield id
-    }
-  })()
+  const counted = new CountedIds(ids)
   const pieces: Array<TokenPiece> = []
   let reported = 0
   for (const piece of decodeGenerator(counted)) {
-    pieces.push({ text: piece, tokens: consumed - reported })
-    reported = consumed
+    pieces.push({ text: piece, tokens: counted.consumed - reported })
+    reported = counted.consumed
   }
   return pieces
+}
+
+/**
+ * The ids, counting those the decoder has taken. A class, not a generator written in
+ * `piecesOfIds`: a generator closure made per call gets an object map of its own that V8 keeps,
+ * with the closure, through young-generation collections.
+ */
+class CountedIds implements IterableIterator<number> {
+  consumed = 0
+  readonly #ids: ReadonlyArray<number>
+  constructor(ids: ReadonlyArray<number>) {
+    this.#ids = ids
+  }
+  next(): IteratorResult<number> {
+    return this.consumed < this.#ids.length ? { done: false, value: this.#ids[this.consumed++]! } : { done: true, value: undefined }
+  }
+  [Symbol.iterator]() {
+    return this
+  }
 }
 
 /** A text cut at its token boundaries (in one go; tests). */

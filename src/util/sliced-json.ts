@@ -175,17 +175,23 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
   // a run of 7 KB chunks never yielded at all. After a wait between chunks the next one yields
   // first: one pause too many, never one too few.
   let sliceStarted = performance.now()
-  const feed = (bytes: Uint8Array): Effect.Effect<void, InvalidRequest> =>
-    Effect.gen(function*() {
-      for (let at = 0; at < bytes.length && failure === undefined; at += SLICE_BYTES) {
-        if (performance.now() - sliceStarted >= SLICE_MS) {
-          yield* Effect.yieldNow
+  // A loop that returns at each pause, not a generator: a `function*` written here would be a new
+  // generator closure per parser, which V8 keeps (with the parser) through young-generation
+  // collections (see `test/runtime-http/generator-closures.test.ts`).
+  const feedFrom = (bytes: Uint8Array, from: number): Effect.Effect<void, InvalidRequest> => {
+    for (let at = from; at < bytes.length && failure === undefined; at += SLICE_BYTES) {
+      if (performance.now() - sliceStarted >= SLICE_MS) {
+        return Effect.flatMap(Effect.yieldNow, () => {
           sliceStarted = performance.now()
-        }
-        write(bytes.subarray(at, at + SLICE_BYTES))
+          write(bytes.subarray(at, at + SLICE_BYTES))
+          return feedFrom(bytes, at + SLICE_BYTES)
+        })
       }
-      if (failure !== undefined) return yield* failure
-    })
+      write(bytes.subarray(at, at + SLICE_BYTES))
+    }
+    return failure === undefined ? Effect.void : Effect.fail(failure)
+  }
+  const feed = (bytes: Uint8Array): Effect.Effect<void, InvalidRequest> => Effect.suspend(() => feedFrom(bytes, 0))
 
   const finish = (): Result.Result<unknown, InvalidRequest> => {
     if (failure !== undefined) return Result.fail(failure)
@@ -217,11 +223,8 @@ export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.E
   Effect.suspend(() => {
     const bytes = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0)
     if (bytes <= STORED_AT_ONCE_BYTES) return Effect.sync(() => JSON.parse(Buffer.concat(chunks, bytes).toString()) as unknown)
-    return Effect.gen(function*() {
-      const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
-      for (const chunk of chunks) yield* parser.feed(chunk)
-      return yield* parser.end()
-    }).pipe(Effect.orDie)
+    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
+    return Effect.forEach(chunks, parser.feed, { discard: true }).pipe(Effect.andThen(parser.end()), Effect.orDie)
   })
 
 /** A JSON text (a tool call's arguments) from which it is parsed in steps rather than by `JSON.parse` at once. */
