@@ -81,14 +81,16 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       return { _tag: "Ended", state: "errored", result: JSON.stringify(result) }
     }
 
-    const execute = (claim: BatchClaim): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.gen(function*() {
-        if (claim.takeovers > settings.maxTakeovers) return yield* record(claim, tooManyTakeovers(claim))
-        const key = yield* keys.findById(claim.keyId).pipe(Effect.orElseSucceed(() => null))
-        if (key === null) return // storage trouble: let the lease lapse, it runs again
-        const outcome = yield* Effect.scoped(executeRequest(claim, key)).pipe(Effect.provideContext(services))
-        yield* record(claim, outcome)
-      })
+    const execute = Effect.fnUntraced(function*(claim: BatchClaim): Effect.fn.Return<void, never, Scope.Scope> {
+      if (claim.takeovers > settings.maxTakeovers) {
+        yield* record(claim, tooManyTakeovers(claim))
+        return
+      }
+      const key = yield* keys.findById(claim.keyId).pipe(Effect.orElseSucceed(() => null))
+      if (key === null) return // storage trouble: let the lease lapse, it runs again
+      const outcome = yield* Effect.scoped(executeRequest(claim, key)).pipe(Effect.provideContext(services))
+      yield* record(claim, outcome)
+    })
 
     const fill: Effect.Effect<void> = fillLock.withPermits(1)(Effect.gen(function*() {
       const free = concurrency - attempts.size

@@ -189,54 +189,86 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
      * Folds events into a locked batch and writes it back; an OpenAI batch that reaches
      * `finalizing` writes its output and error files and ends in the same transaction.
      */
-    const apply = (row: BatchRow, events: ReadonlyArray<BatchEvent>) =>
-      Effect.gen(function*() {
-        const before = restoreBatch(row.machine)
-        let state = before
-        for (const event of events) state = stepBatch(state, event).state
-        let files = { output: row.output_file_id, error: row.error_file_id }
-        if (state.phase === "finalizing") {
-          files = yield* writeOutputFiles(row)
-          state = stepBatch(state, { type: "finalized" }).state
-        }
-        if (state === before) return toRecord(row)
-        const started = before.phase === "validating" && state.phase !== "validating" && state.outcome !== "failed"
-        const cancelled = !before.cancelRequested && state.cancelRequested
-        const finalizing = before.phase !== "finalizing" && before.phase !== "ended" && state.outcome !== null && state.outcome !== "failed" && row.kind === "openai"
-        const ended = before.phase !== "ended" && state.phase === "ended"
-        const rows = yield* sql<BatchRow>`UPDATE batches SET
-            machine = ${JSON.stringify(state)}::jsonb,
-            status = ${wireStatus(state)},
-            output_file_id = ${files.output},
-            error_file_id = ${files.error},
-            in_progress_at = ${started ? sql`now()` : sql`in_progress_at`},
-            cancel_initiated_at = ${cancelled ? sql`now()` : sql`cancel_initiated_at`},
-            finalizing_at = ${finalizing ? sql`now()` : sql`finalizing_at`},
-            ended_at = ${ended ? sql`now()` : sql`ended_at`}
-          WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}`
-        return toRecord(rows[0])
-      })
+    const apply = Effect.fnUntraced(function*(row: BatchRow, events: ReadonlyArray<BatchEvent>) {
+      const before = restoreBatch(row.machine)
+      let state = before
+      for (const event of events) state = stepBatch(state, event).state
+      let files = { output: row.output_file_id, error: row.error_file_id }
+      if (state.phase === "finalizing") {
+        files = yield* writeOutputFiles(row)
+        state = stepBatch(state, { type: "finalized" }).state
+      }
+      if (state === before) return toRecord(row)
+      const started = before.phase === "validating" && state.phase !== "validating" && state.outcome !== "failed"
+      const cancelled = !before.cancelRequested && state.cancelRequested
+      const finalizing = before.phase !== "finalizing" && before.phase !== "ended" && state.outcome !== null && state.outcome !== "failed" && row.kind === "openai"
+      const ended = before.phase !== "ended" && state.phase === "ended"
+      const rows = yield* sql<BatchRow>`UPDATE batches SET
+          machine = ${JSON.stringify(state)}::jsonb,
+          status = ${wireStatus(state)},
+          output_file_id = ${files.output},
+          error_file_id = ${files.error},
+          in_progress_at = ${started ? sql`now()` : sql`in_progress_at`},
+          cancel_initiated_at = ${cancelled ? sql`now()` : sql`cancel_initiated_at`},
+          finalizing_at = ${finalizing ? sql`now()` : sql`finalizing_at`},
+          ended_at = ${ended ? sql`now()` : sql`ended_at`}
+        WHERE id = ${row.id} RETURNING ${sql.literal(COLUMNS)}`
+      return toRecord(rows[0])
+    })
 
-    const writeOutputFiles = (row: BatchRow) =>
-      Effect.gen(function*() {
-        const files = openaiOutputFiles()
-        yield* forEachResultPage(row.id, (rows) => Effect.sync(() => files.add(rows)))
-        const { output, error } = files.files()
-        const outputFile = output === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_output.jsonl`, purpose: "batch_output", content: output })
-        const errorFile = error === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_error.jsonl`, purpose: "batch_output", content: error })
-        return { output: outputFile?.id ?? null, error: errorFile?.id ?? null }
-      })
+    const writeOutputFiles = Effect.fnUntraced(function*(row: BatchRow) {
+      const files = openaiOutputFiles()
+      yield* forEachResultPage(row.id, (rows) => Effect.sync(() => files.add(rows)))
+      const { output, error } = files.files()
+      const outputFile = output === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_output.jsonl`, purpose: "batch_output", content: output })
+      const errorFile = error === undefined ? undefined : yield* insertFile(sql, row.key_id, { filename: `${row.id}_error.jsonl`, purpose: "batch_output", content: error })
+      return { output: outputFile?.id ?? null, error: errorFile?.id ?? null }
+    })
 
-    const forEachResultPage = <E>(batchId: string, take: (rows: ReadonlyArray<ResultRow>) => Effect.Effect<void, E>) =>
-      Effect.gen(function*() {
-        for (let after = -1;;) {
-          const rows = yield* sql<{ idx: number; custom_id: string; state: string; result: string | null }>`SELECT idx, custom_id, state, result
-            FROM batch_requests WHERE batch_id = ${batchId} AND idx > ${after} ORDER BY idx LIMIT ${RESULT_PAGE_ROWS}`
-          if (rows.length > 0) yield* take(rows.map((r): ResultRow => ({ idx: Number(r.idx), customId: r.custom_id, state: r.state, result: r.result })))
-          if (rows.length < RESULT_PAGE_ROWS) return
-          after = Number(rows[rows.length - 1]!.idx)
+    const forEachResultPage = Effect.fnUntraced(function*<E>(batchId: string, take: (rows: ReadonlyArray<ResultRow>) => Effect.Effect<void, E>) {
+      for (let after = -1;;) {
+        const rows = yield* sql<{ idx: number; custom_id: string; state: string; result: string | null }>`SELECT idx, custom_id, state, result
+          FROM batch_requests WHERE batch_id = ${batchId} AND idx > ${after} ORDER BY idx LIMIT ${RESULT_PAGE_ROWS}`
+        if (rows.length > 0) yield* take(rows.map((r): ResultRow => ({ idx: Number(r.idx), customId: r.custom_id, state: r.state, result: r.result })))
+        if (rows.length < RESULT_PAGE_ROWS) return
+        after = Number(rows[rows.length - 1]!.idx)
+      }
+    })
+
+    /** `create`'s transaction: the batch's row and, when it runs, its requests' rows. */
+    const insertBatch = Effect.fnUntraced(function*(id: string, keyId: string, batch: NewBatch, state: BatchState) {
+      const running = state.phase === "in_progress"
+      const rows = yield* sql<BatchRow>`INSERT INTO batches (id, key_id, kind, endpoint, machine, status, input_file_id, errors, metadata,
+          completion_window, in_progress_at, ended_at, expires_at)
+        VALUES (${id}, ${keyId}, ${batch.kind}, ${batch.endpoint}, ${JSON.stringify(state)}::jsonb, ${wireStatus(state)},
+          ${batch.inputFileId ?? null}, ${batch.validationErrors === undefined ? null : JSON.stringify(batch.validationErrors)}::jsonb,
+          ${batch.metadata === undefined || batch.metadata === null ? null : JSON.stringify(batch.metadata)}::jsonb,
+          ${batch.completionWindow ?? null}, ${running ? sql`now()` : null}, ${state.phase === "ended" ? sql`now()` : null}, ${ttl(batch.windowMs)})
+        RETURNING ${sql.literal(COLUMNS)}`
+      if (running) {
+        // A large request's params (up to 16 MiB) are staged, a statement of their own: as one
+        // parameter the SQL client encoded them in one turn (~100 ms for 12 MB on a slow VM).
+        const indexed = batch.requests.map((r, idx) => ({ ...r, idx }))
+        const small = indexed.filter((r) => !stagesText(r.params))
+        for (const [at, end] of insertGroups(small, (r) => r.params.length)) {
+          const group = small.slice(at, end).map((r): Record<string, unknown> => ({
+            batch_id: id,
+            idx: r.idx,
+            custom_id: r.customId,
+            params: r.params,
+            state: "pending"
+          }))
+          yield* sql`INSERT INTO batch_requests ${sql.insert(group as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
         }
-      })
+        for (const r of indexed) {
+          if (!stagesText(r.params)) continue
+          const params = yield* textParameter(sql, r.params, "text")
+          yield* sql`INSERT INTO batch_requests (batch_id, idx, custom_id, params, state) VALUES (${id}, ${r.idx}, ${r.customId}, ${params.fragment}, 'pending')`
+          yield* params.release
+        }
+      }
+      return toRecord(rows[0])
+    })
 
     const create = Effect.fn("BatchesRepo.create")(function*(keyId: string, batch: NewBatch) {
       const id = newBatchId(batch.kind)
@@ -244,39 +276,7 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       if (batch.kind === "openai") {
         state = stepBatch(state, batch.validationErrors === undefined ? { type: "validated", total: batch.requests.length } : { type: "validation_failed" }).state
       }
-      const running = state.phase === "in_progress"
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<BatchRow>`INSERT INTO batches (id, key_id, kind, endpoint, machine, status, input_file_id, errors, metadata,
-            completion_window, in_progress_at, ended_at, expires_at)
-          VALUES (${id}, ${keyId}, ${batch.kind}, ${batch.endpoint}, ${JSON.stringify(state)}::jsonb, ${wireStatus(state)},
-            ${batch.inputFileId ?? null}, ${batch.validationErrors === undefined ? null : JSON.stringify(batch.validationErrors)}::jsonb,
-            ${batch.metadata === undefined || batch.metadata === null ? null : JSON.stringify(batch.metadata)}::jsonb,
-            ${batch.completionWindow ?? null}, ${running ? sql`now()` : null}, ${state.phase === "ended" ? sql`now()` : null}, ${ttl(batch.windowMs)})
-          RETURNING ${sql.literal(COLUMNS)}`
-        if (running) {
-          // A large request's params (up to 16 MiB) are staged, a statement of their own: as one
-          // parameter the SQL client encoded them in one turn (~100 ms for 12 MB on a slow VM).
-          const indexed = batch.requests.map((r, idx) => ({ ...r, idx }))
-          const small = indexed.filter((r) => !stagesText(r.params))
-          for (const [at, end] of insertGroups(small, (r) => r.params.length)) {
-            const group = small.slice(at, end).map((r): Record<string, unknown> => ({
-              batch_id: id,
-              idx: r.idx,
-              custom_id: r.customId,
-              params: r.params,
-              state: "pending"
-            }))
-            yield* sql`INSERT INTO batch_requests ${sql.insert(group as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
-          }
-          for (const r of indexed) {
-            if (!stagesText(r.params)) continue
-            const params = yield* textParameter(sql, r.params, "text")
-            yield* sql`INSERT INTO batch_requests (batch_id, idx, custom_id, params, state) VALUES (${id}, ${r.idx}, ${r.customId}, ${params.fragment}, 'pending')`
-            yield* params.release
-          }
-        }
-        return toRecord(rows[0])
-      }))
+      return yield* sql.withTransaction(insertBatch(id, keyId, batch, state))
     })
 
     const get = Effect.fn("BatchesRepo.get")(function*(keyId: string, kind: BatchKind, id: string) {
@@ -306,16 +306,18 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       return { data: page.before !== undefined ? data.reverse() : data, hasMore: rows.length > page.limit }
     })
 
+    const cancelLocked = Effect.fnUntraced(function*(keyId: string, kind: BatchKind, id: string) {
+      const row = yield* lockBatch(id)
+      if (row === undefined || row.key_id !== keyId || row.kind !== kind) return yield* notFound(kind, id)
+      const state = restoreBatch(row.machine)
+      if (state.cancelRequested || state.phase === "ended") return toRecord(row)
+      const stopped = yield* sql`UPDATE batch_requests SET state = 'canceled', ended_at = now()
+        WHERE batch_id = ${id} AND state = 'pending' RETURNING idx`
+      return yield* apply(row, [{ type: "cancel", stopped: stopped.length }])
+    })
+
     const cancel = Effect.fn("BatchesRepo.cancel")(function*(keyId: string, kind: BatchKind, id: string) {
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const row = yield* lockBatch(id)
-        if (row === undefined || row.key_id !== keyId || row.kind !== kind) return yield* notFound(kind, id)
-        const state = restoreBatch(row.machine)
-        if (state.cancelRequested || state.phase === "ended") return toRecord(row)
-        const stopped = yield* sql`UPDATE batch_requests SET state = 'canceled', ended_at = now()
-          WHERE batch_id = ${id} AND state = 'pending' RETURNING idx`
-        return yield* apply(row, [{ type: "cancel", stopped: stopped.length }])
-      }))
+      return yield* sql.withTransaction(cancelLocked(keyId, kind, id))
     })
 
     const remove = Effect.fn("BatchesRepo.remove")(function*(keyId: string, kind: BatchKind, id: string) {
@@ -363,31 +365,34 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       })
     })
 
-    const finish = Effect.fn("BatchesRepo.finish")(function*(claim: BatchClaim, owner: string, outcome: RequestOutcome) {
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const row = yield* lockBatch(claim.batchId)
-        if (row === undefined) return false
-        const fence = sql`batch_id = ${claim.batchId} AND idx = ${claim.idx} AND state = 'running' AND lease_owner = ${owner} AND attempt = ${claim.attempt}`
-        if (outcome._tag === "Requeue") {
-          const state = restoreBatch(row.machine)
-          // A stopped batch takes no retries: the request ends as the stop says.
-          if (state.cancelRequested || state.expiryReached) {
-            const result = state.expiryReached ? "expired" : "canceled"
-            const ended = yield* sql`UPDATE batch_requests SET state = ${result}, ended_at = now(), lease_owner = NULL WHERE ${fence} RETURNING idx`
-            if (ended.length === 0) return false
-            yield* apply(row, [{ type: "request_ended", result }])
-            return true
-          }
-          const requeued = yield* sql`UPDATE batch_requests SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-            not_before = ${ttl(outcome.afterMs)} WHERE ${fence} RETURNING idx`
-          return requeued.length > 0
+    /** `finish`'s transaction (a generator made once, not per request: see `generator-closures.test.ts`). */
+    const finishLocked = Effect.fnUntraced(function*(claim: BatchClaim, owner: string, outcome: RequestOutcome) {
+      const row = yield* lockBatch(claim.batchId)
+      if (row === undefined) return false
+      const fence = sql`batch_id = ${claim.batchId} AND idx = ${claim.idx} AND state = 'running' AND lease_owner = ${owner} AND attempt = ${claim.attempt}`
+      if (outcome._tag === "Requeue") {
+        const state = restoreBatch(row.machine)
+        // A stopped batch takes no retries: the request ends as the stop says.
+        if (state.cancelRequested || state.expiryReached) {
+          const result = state.expiryReached ? "expired" : "canceled"
+          const ended = yield* sql`UPDATE batch_requests SET state = ${result}, ended_at = now(), lease_owner = NULL WHERE ${fence} RETURNING idx`
+          if (ended.length === 0) return false
+          yield* apply(row, [{ type: "request_ended", result }])
+          return true
         }
-        const ended = yield* sql`UPDATE batch_requests SET state = ${outcome.state}, result = ${outcome.result}, ended_at = now(), lease_owner = NULL
-          WHERE ${fence} RETURNING idx`
-        if (ended.length === 0) return false
-        yield* apply(row, [{ type: "request_ended", result: outcome.state }])
-        return true
-      }))
+        const requeued = yield* sql`UPDATE batch_requests SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+          not_before = ${ttl(outcome.afterMs)} WHERE ${fence} RETURNING idx`
+        return requeued.length > 0
+      }
+      const ended = yield* sql`UPDATE batch_requests SET state = ${outcome.state}, result = ${outcome.result}, ended_at = now(), lease_owner = NULL
+        WHERE ${fence} RETURNING idx`
+      if (ended.length === 0) return false
+      yield* apply(row, [{ type: "request_ended", result: outcome.state }])
+      return true
+    })
+
+    const finish = Effect.fn("BatchesRepo.finish")(function*(claim: BatchClaim, owner: string, outcome: RequestOutcome) {
+      return yield* sql.withTransaction(finishLocked(claim, owner, outcome))
     })
 
     const renew = Effect.fn("BatchesRepo.renew")(function*(owner: string, ttlMs: number) {
@@ -409,32 +414,34 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
       }
     })
 
+    /** Stops one due batch (expired, or cancelled with requests left on a dead worker); whether it changed. */
+    const sweepOne = Effect.fnUntraced(function*(id: string, past: boolean) {
+      const row = yield* lockBatch(id)
+      if (row === undefined || row.ended_at !== null) return false
+      const state = restoreBatch(row.machine)
+      const events: Array<BatchEvent> = []
+      const expiring = state.expiryReached || past
+      if (expiring && !state.expiryReached) {
+        const stopped = yield* sql`UPDATE batch_requests SET state = 'expired', ended_at = now()
+          WHERE batch_id = ${id} AND state = 'pending' RETURNING idx`
+        events.push({ type: "expire", stopped: stopped.length })
+      }
+      // In flight on a worker that died: nobody will answer them now.
+      const result = expiring ? "expired" : "canceled"
+      const orphans = yield* sql`UPDATE batch_requests SET state = ${result}, ended_at = now(), lease_owner = NULL
+        WHERE batch_id = ${id} AND state = 'running' AND lease_expires_at < now() RETURNING idx`
+      for (const _ of orphans) events.push({ type: "request_ended", result })
+      if (events.length === 0) return false
+      yield* apply(row, events)
+      return true
+    })
+
     const sweep = Effect.fn("BatchesRepo.sweep")(function*() {
       const due = yield* sql<{ id: string; past: boolean }>`SELECT id, expires_at <= now() AS past FROM batches WHERE ended_at IS NULL
         AND (expires_at <= now() OR cancel_initiated_at IS NOT NULL) LIMIT 100`
       let changed = 0
       for (const { id, past } of due) {
-        yield* sql.withTransaction(Effect.gen(function*() {
-          const row = yield* lockBatch(id)
-          if (row === undefined || row.ended_at !== null) return
-          const state = restoreBatch(row.machine)
-          const events: Array<BatchEvent> = []
-          const expiring = state.expiryReached || past
-          if (expiring && !state.expiryReached) {
-            const stopped = yield* sql`UPDATE batch_requests SET state = 'expired', ended_at = now()
-              WHERE batch_id = ${id} AND state = 'pending' RETURNING idx`
-            events.push({ type: "expire", stopped: stopped.length })
-          }
-          // In flight on a worker that died: nobody will answer them now.
-          const result = expiring ? "expired" : "canceled"
-          const orphans = yield* sql`UPDATE batch_requests SET state = ${result}, ended_at = now(), lease_owner = NULL
-            WHERE batch_id = ${id} AND state = 'running' AND lease_expires_at < now() RETURNING idx`
-          for (const _ of orphans) events.push({ type: "request_ended", result })
-          if (events.length > 0) {
-            changed++
-            yield* apply(row, events)
-          }
-        }))
+        if (yield* sql.withTransaction(sweepOne(id, past))) changed++
       }
       return changed
     })

@@ -61,36 +61,35 @@ const firstNonSpace = (content: Uint8Array, start: number, end: number) => {
  * The file's non-blank lines, at most `MAX_BATCH_REQUESTS + 1` of them (one more says the file is
  * too large). LF never occurs inside a UTF-8 sequence, so the bytes are cut at it directly.
  */
-const nonBlankLines = (content: Uint8Array, decoder: TextDecoder): Effect.Effect<Array<Line>> =>
-  Effect.gen(function*() {
-    const lines: Array<Line> = []
-    let budget = 0
-    let number = 0
-    for (let start = 0; start < content.length && lines.length <= MAX_BATCH_REQUESTS;) {
-      const lf = content.indexOf(LF, start)
-      const next = lf === -1 ? content.length : lf + 1
-      let end = lf === -1 ? content.length : lf
-      if (end > start && content[end - 1] === CR) end--
-      number++
-      // Blank as `trim` sees it: ASCII spaces scanned a budget at a time (a 32 MiB line of them is
-      // one scan), Unicode ones decoded only when a non-ASCII byte comes first.
-      let first = -1
-      for (let from = start; from < end; from += SCAN_BUDGET) {
-        first = firstNonSpace(content, from, Math.min(end, from + SCAN_BUDGET))
-        if (first !== -1) break
-        if (end - from > SCAN_BUDGET) yield* Effect.yieldNow
-      }
-      const blank = first === -1 || (content[first]! >= 0x80 && decoder.decode(content.subarray(first, end)).trim() === "")
-      if (!blank) lines.push({ start, end, line: number })
-      budget += Math.max(64, next - start)
-      if (budget > SCAN_BUDGET) {
-        budget = 0
-        yield* Effect.yieldNow
-      }
-      start = next
+const nonBlankLines = Effect.fnUntraced(function*(content: Uint8Array, decoder: TextDecoder): Effect.fn.Return<Array<Line>> {
+  const lines: Array<Line> = []
+  let budget = 0
+  let number = 0
+  for (let start = 0; start < content.length && lines.length <= MAX_BATCH_REQUESTS;) {
+    const lf = content.indexOf(LF, start)
+    const next = lf === -1 ? content.length : lf + 1
+    let end = lf === -1 ? content.length : lf
+    if (end > start && content[end - 1] === CR) end--
+    number++
+    // Blank as `trim` sees it: ASCII spaces scanned a budget at a time (a 32 MiB line of them is
+    // one scan), Unicode ones decoded only when a non-ASCII byte comes first.
+    let first = -1
+    for (let from = start; from < end; from += SCAN_BUDGET) {
+      first = firstNonSpace(content, from, Math.min(end, from + SCAN_BUDGET))
+      if (first !== -1) break
+      if (end - from > SCAN_BUDGET) yield* Effect.yieldNow
     }
-    return lines
-  })
+    const blank = first === -1 || (content[first]! >= 0x80 && decoder.decode(content.subarray(first, end)).trim() === "")
+    if (!blank) lines.push({ start, end, line: number })
+    budget += Math.max(64, next - start)
+    if (budget > SCAN_BUDGET) {
+      budget = 0
+      yield* Effect.yieldNow
+    }
+    start = next
+  }
+  return lines
+})
 
 /** A line's JSON value, or why it has none: not JSON, or past the sliced parser's limits (depth, values). */
 const parseLine = (content: Uint8Array, line: Line, decoder: TextDecoder): Effect.Effect<{ value: unknown } | { problem: string }> => {
@@ -110,65 +109,64 @@ const parseLine = (content: Uint8Array, line: Line, decoder: TextDecoder): Effec
   )
 }
 
-export const parseOpenAiInput = (content: Uint8Array, endpoint: string): Effect.Effect<ParsedInput> =>
-  Effect.gen(function*() {
-    const decoder = new TextDecoder()
-    const lines = yield* nonBlankLines(content, decoder)
-    if (lines.length === 0 || lines.length > MAX_BATCH_REQUESTS) return { _tag: "WrongSize", lines: lines.length } as const
-    const errors: Array<InputError> = []
-    const requests: Array<{ customId: string; params: string }> = []
-    const seen = new Set<string>()
-    const fail = (code: string, message: string, line: number, param: string | null = null) => {
-      if (errors.length < MAX_ERRORS) errors.push({ code, message, param, line })
+export const parseOpenAiInput = Effect.fnUntraced(function*(content: Uint8Array, endpoint: string): Effect.fn.Return<ParsedInput> {
+  const decoder = new TextDecoder()
+  const lines = yield* nonBlankLines(content, decoder)
+  if (lines.length === 0 || lines.length > MAX_BATCH_REQUESTS) return { _tag: "WrongSize", lines: lines.length } as const
+  const errors: Array<InputError> = []
+  const requests: Array<{ customId: string; params: string }> = []
+  const seen = new Set<string>()
+  const fail = (code: string, message: string, line: number, param: string | null = null) => {
+    if (errors.length < MAX_ERRORS) errors.push({ code, message, param, line })
+  }
+  let budget = 0
+  for (const at of lines) {
+    const line = at.line
+    budget += at.end - at.start
+    if (budget > SCAN_BUDGET) {
+      budget = 0
+      yield* Effect.yieldNow
     }
-    let budget = 0
-    for (const at of lines) {
-      const line = at.line
-      budget += at.end - at.start
-      if (budget > SCAN_BUDGET) {
-        budget = 0
-        yield* Effect.yieldNow
-      }
-      const parsed = yield* parseLine(content, at, decoder)
-      if ("problem" in parsed) {
-        fail("invalid_json_line", `Line ${line} ${parsed.problem}.`, line)
-        continue
-      }
-      const value = parsed.value
-      if (!isPlainObject(value)) {
-        fail("invalid_json_line", `Line ${line} is not a JSON object.`, line)
-        continue
-      }
-      const customId = value.custom_id
-      if (typeof customId !== "string" || customId === "" || customId.length > MAX_CUSTOM_ID || customId.includes("\u0000")) {
-        fail("missing_required_parameter", `Line ${line}: custom_id must be a non-empty string of at most ${MAX_CUSTOM_ID} characters.`, line, "custom_id")
-        continue
-      }
-      if (seen.has(customId)) {
-        fail("duplicate_custom_id", `Line ${line}: the custom_id '${customId}' is used by an earlier line; custom_id must be unique.`, line, "custom_id")
-        continue
-      }
-      seen.add(customId)
-      if (value.method !== "POST") {
-        fail("invalid_method", `Line ${line}: method must be POST.`, line, "method")
-        continue
-      }
-      if (value.url !== endpoint) {
-        fail(
-          "mismatched_endpoint",
-          `Line ${line}: url must be the batch's endpoint ${endpoint}; got ${JSON.stringify(value.url)}. All lines of a batch use one endpoint.`,
-          line,
-          "url"
-        )
-        continue
-      }
-      if (!isPlainObject(value.body)) {
-        fail("invalid_request", `Line ${line}: body must be a JSON object.`, line, "body")
-        continue
-      }
-      // A large body is serialized in slices, as an upstream call's is (`JSON.stringify` of a
-      // 32 MiB string alone held the event loop for 60 ms).
-      requests.push({ customId, params: yield* jsonTextInSlices(value.body) })
+    const parsed = yield* parseLine(content, at, decoder)
+    if ("problem" in parsed) {
+      fail("invalid_json_line", `Line ${line} ${parsed.problem}.`, line)
+      continue
     }
-    return errors.length > 0 ? { _tag: "Invalid", errors } as const : { _tag: "Valid", requests } as const
-  })
+    const value = parsed.value
+    if (!isPlainObject(value)) {
+      fail("invalid_json_line", `Line ${line} is not a JSON object.`, line)
+      continue
+    }
+    const customId = value.custom_id
+    if (typeof customId !== "string" || customId === "" || customId.length > MAX_CUSTOM_ID || customId.includes("\u0000")) {
+      fail("missing_required_parameter", `Line ${line}: custom_id must be a non-empty string of at most ${MAX_CUSTOM_ID} characters.`, line, "custom_id")
+      continue
+    }
+    if (seen.has(customId)) {
+      fail("duplicate_custom_id", `Line ${line}: the custom_id '${customId}' is used by an earlier line; custom_id must be unique.`, line, "custom_id")
+      continue
+    }
+    seen.add(customId)
+    if (value.method !== "POST") {
+      fail("invalid_method", `Line ${line}: method must be POST.`, line, "method")
+      continue
+    }
+    if (value.url !== endpoint) {
+      fail(
+        "mismatched_endpoint",
+        `Line ${line}: url must be the batch's endpoint ${endpoint}; got ${JSON.stringify(value.url)}. All lines of a batch use one endpoint.`,
+        line,
+        "url"
+      )
+      continue
+    }
+    if (!isPlainObject(value.body)) {
+      fail("invalid_request", `Line ${line}: body must be a JSON object.`, line, "body")
+      continue
+    }
+    // A large body is serialized in slices, as an upstream call's is (`JSON.stringify` of a
+    // 32 MiB string alone held the event loop for 60 ms).
+    requests.push({ customId, params: yield* jsonTextInSlices(value.body) })
+  }
+  return errors.length > 0 ? { _tag: "Invalid", errors } as const : { _tag: "Valid", requests } as const
+})

@@ -71,18 +71,17 @@ const newFileId = () => `file-${randomBase62(16)}`
 const notFound = (id: string) => new NotFound({ kind: "resource", message: `No such File object: ${id}`, param: "id" })
 
 /** Writes a file and its chunks with the given client (inside the caller's transaction, if any). */
-export const insertFile = (sql: SqlClient.SqlClient, keyId: string, file: NewFile) =>
-  Effect.gen(function*() {
-    const id = newFileId()
-    const rows = yield* sql<FileRow>`INSERT INTO files (id, key_id, filename, purpose, bytes, expires_at)
-      VALUES (${id}, ${keyId}, ${file.filename}, ${file.purpose}, ${byteLengthOf(file.content)}, ${file.expiresAt ?? null})
-      RETURNING id, filename, purpose, bytes, created_at, expires_at`
-    let seq = 0
-    for (const chunk of chunksOf(file.content, FILE_CHUNK_BYTES)) {
-      yield* sql`INSERT INTO file_chunks (file_id, seq, data) VALUES (${id}, ${seq++}, ${chunk})`
-    }
-    return toFile(rows[0])
-  })
+export const insertFile = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, keyId: string, file: NewFile) {
+  const id = newFileId()
+  const rows = yield* sql<FileRow>`INSERT INTO files (id, key_id, filename, purpose, bytes, expires_at)
+    VALUES (${id}, ${keyId}, ${file.filename}, ${file.purpose}, ${byteLengthOf(file.content)}, ${file.expiresAt ?? null})
+    RETURNING id, filename, purpose, bytes, created_at, expires_at`
+  let seq = 0
+  for (const chunk of chunksOf(file.content, FILE_CHUNK_BYTES)) {
+    yield* sql`INSERT INTO file_chunks (file_id, seq, data) VALUES (${id}, ${seq++}, ${chunk})`
+  }
+  return toFile(rows[0])
+})
 
 export class FilesRepo extends Context.Service<FilesRepo, {
   /** The largest upload (`GATEWAY_FILE_MAX_BYTES`, default 32 MiB); larger ones are 413. */

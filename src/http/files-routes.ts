@@ -5,7 +5,7 @@
  * `GATEWAY_FILE_MAX_BYTES` is a 413 naming `file`; the body is read as a stream, never whole.
  */
 import { Effect, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { HttpServerResponse, type Multipart } from "effect/http"
 import { InvalidRequest, PayloadTooLarge, RequestTimeout } from "../errors.ts"
 import { FilesRepo } from "../files/files-repo.ts"
 import { bodyLimit } from "./body.ts"
@@ -27,7 +27,32 @@ interface Upload {
   bytes: number
   anchor?: string
   seconds?: string
+  /** Parts named `file` (exactly one is accepted). */
+  files: number
 }
+
+/** One part of the form into `upload` (made once: a generator per part would outlive scavenges). */
+const readPart = Effect.fnUntraced(function*(part: Multipart.Part, upload: Upload, maxBytes: number, tooLarge: PayloadTooLarge) {
+  if (part._tag === "Field") {
+    if (part.key === "purpose") upload.purpose = part.value
+    else if (part.key === "expires_after[anchor]") upload.anchor = part.value
+    else if (part.key === "expires_after[seconds]") upload.seconds = part.value
+    return
+  }
+  if (part._tag !== "File") return
+  if (part.key !== "file") return yield* Stream.runDrain(part.content.pipe(Stream.mapError(() => tooLarge)))
+  upload.files++
+  upload.filename = part.name
+  yield* part.content.pipe(
+    Stream.mapError(() => tooLarge),
+    Stream.runForEach((chunk) => {
+      upload.bytes += chunk.byteLength
+      if (upload.bytes > maxBytes) return Effect.fail(tooLarge)
+      upload.chunks.push(chunk)
+      return Effect.void
+    })
+  )
+})
 
 const readUpload = Effect.fnUntraced(function*(ctx: RequestContext, maxBytes: number) {
   const contentType = ctx.headers["content-type"] ?? ""
@@ -37,8 +62,7 @@ const readUpload = Effect.fnUntraced(function*(ctx: RequestContext, maxBytes: nu
   const declared = Number(ctx.headers["content-length"] ?? "0")
   const tooLarge = new PayloadTooLarge({ limitBytes: maxBytes, message: `file: files are limited to ${maxBytes} bytes`, param: "file" })
   if (declared > maxBytes + FORM_OVERHEAD_BYTES) return yield* tooLarge
-  const upload: Upload = { chunks: [], bytes: 0 }
-  let files = 0
+  const upload: Upload = { chunks: [], bytes: 0, files: 0 }
   yield* ctx.request.multipartStream.pipe(
     Stream.mapError((error): InvalidRequest | PayloadTooLarge | RequestTimeout => {
       const reason = error.reason._tag
@@ -49,32 +73,10 @@ const readUpload = Effect.fnUntraced(function*(ctx: RequestContext, maxBytes: nu
         ? new RequestTimeout({ message: `The request body stalled: ${stalled.message}` })
         : new InvalidRequest({ message: "The multipart body could not be parsed", param: "file" })
     }),
-    Stream.runForEach((part) =>
-      Effect.gen(function*() {
-        if (part._tag === "Field") {
-          if (part.key === "purpose") upload.purpose = part.value
-          else if (part.key === "expires_after[anchor]") upload.anchor = part.value
-          else if (part.key === "expires_after[seconds]") upload.seconds = part.value
-          return
-        }
-        if (part._tag !== "File") return
-        if (part.key !== "file") return yield* Stream.runDrain(part.content.pipe(Stream.mapError(() => tooLarge)))
-        files++
-        upload.filename = part.name
-        yield* part.content.pipe(
-          Stream.mapError(() => tooLarge),
-          Stream.runForEach((chunk) => {
-            upload.bytes += chunk.byteLength
-            if (upload.bytes > maxBytes) return Effect.fail(tooLarge)
-            upload.chunks.push(chunk)
-            return Effect.void
-          })
-        )
-      })
-    ),
+    Stream.runForEach((part) => readPart(part, upload, maxBytes, tooLarge)),
     bodyLimit(maxBytes + FORM_OVERHEAD_BYTES)
   )
-  if (files !== 1) return yield* new InvalidRequest({ message: "file: exactly one file is required", param: "file" })
+  if (upload.files !== 1) return yield* new InvalidRequest({ message: "file: exactly one file is required", param: "file" })
   return upload
 })
 

@@ -39,44 +39,43 @@ const SERIALIZE_BUDGET = 256 * 1024
  * request is serialized in slices when large (`jsonTextInSlices`), and the loop yields every
  * `SERIALIZE_BUDGET` characters, so a thousand mid-sized requests do not hold the event loop either.
  */
-const validRequests = (body: unknown) =>
-  Effect.gen(function*() {
-    const requests = isPlainObject(body) ? body.requests : undefined
-    if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
-      return yield* new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" })
+const validRequests = Effect.fnUntraced(function*(body: unknown) {
+  const requests = isPlainObject(body) ? body.requests : undefined
+  if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_BATCH_REQUESTS) {
+    return yield* new InvalidRequest({ message: `requests: expected an array of 1 to ${MAX_BATCH_REQUESTS} requests`, param: "requests" })
+  }
+  const seen = new Set<string>()
+  const out: Array<{ customId: string; params: string }> = []
+  let budget = 0
+  for (const [i, request] of requests.entries()) {
+    if (!isPlainObject(request)) return yield* new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` })
+    const customId = request.custom_id
+    if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
+      return yield* new InvalidRequest({
+        message: `requests[${i}].custom_id: expected 1 to 64 characters of letters, digits, _ and -`,
+        param: `requests[${i}].custom_id`
+      })
     }
-    const seen = new Set<string>()
-    const out: Array<{ customId: string; params: string }> = []
-    let budget = 0
-    for (const [i, request] of requests.entries()) {
-      if (!isPlainObject(request)) return yield* new InvalidRequest({ message: `requests[${i}]: expected an object with custom_id and params`, param: `requests[${i}]` })
-      const customId = request.custom_id
-      if (typeof customId !== "string" || !CUSTOM_ID.test(customId)) {
-        return yield* new InvalidRequest({
-          message: `requests[${i}].custom_id: expected 1 to 64 characters of letters, digits, _ and -`,
-          param: `requests[${i}].custom_id`
-        })
-      }
-      if (seen.has(customId)) {
-        return yield* new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` })
-      }
-      seen.add(customId)
-      if (!isPlainObject(request.params)) {
-        return yield* new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` })
-      }
-      if (request.params.stream === true) {
-        return yield* new InvalidRequest({ message: `requests[${i}].params.stream: batch requests cannot stream`, param: `requests[${i}].params.stream` })
-      }
-      const params = yield* jsonTextInSlices(request.params)
-      out.push({ customId, params })
-      budget += params.length
-      if (budget > SERIALIZE_BUDGET) {
-        budget = 0
-        yield* Effect.yieldNow
-      }
+    if (seen.has(customId)) {
+      return yield* new InvalidRequest({ message: `requests[${i}].custom_id: '${customId}' is used by an earlier request; custom_id must be unique`, param: `requests[${i}].custom_id` })
     }
-    return out
-  })
+    seen.add(customId)
+    if (!isPlainObject(request.params)) {
+      return yield* new InvalidRequest({ message: `requests[${i}].params: expected a Messages request object`, param: `requests[${i}].params` })
+    }
+    if (request.params.stream === true) {
+      return yield* new InvalidRequest({ message: `requests[${i}].params.stream: batch requests cannot stream`, param: `requests[${i}].params.stream` })
+    }
+    const params = yield* jsonTextInSlices(request.params)
+    out.push({ customId, params })
+    budget += params.length
+    if (budget > SERIALIZE_BUDGET) {
+      budget = 0
+      yield* Effect.yieldNow
+    }
+  }
+  return out
+})
 
 const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const requests = yield* validRequests(yield* readJson(ctx, { storable: true }))
