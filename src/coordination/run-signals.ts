@@ -38,45 +38,44 @@ const makeLocalBus = () => {
   const deliver = (signal: RunSignal) => {
     for (const listener of listeners.get(signal.runId) ?? []) listener()
   }
-  const subscribe = (runId: string): Effect.Effect<SignalSubscription, never, Scope.Scope> =>
-    Effect.gen(function*() {
-      let pending = false
-      let wake: (() => void) | undefined
-      const listener = () => {
-        pending = true
-        wake?.()
-      }
-      yield* Effect.acquireRelease(
+  const subscribe = Effect.fnUntraced(function*(runId: string): Effect.fn.Return<SignalSubscription, never, Scope.Scope> {
+    let pending = false
+    let wake: (() => void) | undefined
+    const listener = () => {
+      pending = true
+      wake?.()
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const set = listeners.get(runId) ?? new Set()
+        set.add(listener)
+        listeners.set(runId, set)
+      }),
+      () =>
         Effect.sync(() => {
-          const set = listeners.get(runId) ?? new Set()
-          set.add(listener)
-          listeners.set(runId, set)
-        }),
-        () =>
-          Effect.sync(() => {
-            const set = listeners.get(runId)
-            set?.delete(listener)
-            if (set?.size === 0) listeners.delete(runId)
-          })
-      )
-      const signalled = Effect.callback<boolean>((resume) => {
-        if (pending) {
-          pending = false
-          return resume(Effect.succeed(true))
-        }
-        wake = () => {
-          wake = undefined
-          pending = false
-          resume(Effect.succeed(true))
-        }
-        return Effect.sync(() => {
-          wake = undefined
+          const set = listeners.get(runId)
+          set?.delete(listener)
+          if (set?.size === 0) listeners.delete(runId)
         })
+    )
+    const signalled = Effect.callback<boolean>((resume) => {
+      if (pending) {
+        pending = false
+        return resume(Effect.succeed(true))
+      }
+      wake = () => {
+        wake = undefined
+        pending = false
+        resume(Effect.succeed(true))
+      }
+      return Effect.sync(() => {
+        wake = undefined
       })
-      const wait = (timeoutMs?: number) =>
-        timeoutMs === undefined ? signalled : Effect.timeoutOrElse(signalled, { duration: timeoutMs, orElse: () => Effect.succeed(false) })
-      return { wait }
     })
+    const wait = (timeoutMs?: number) =>
+      timeoutMs === undefined ? signalled : Effect.timeoutOrElse(signalled, { duration: timeoutMs, orElse: () => Effect.succeed(false) })
+    return { wait }
+  })
   return { deliver, subscribe }
 }
 

@@ -42,44 +42,50 @@ const DONE_FRAME = text("event: done\ndata: {}\n\n")
 /** The comment that opens every stream (SSE parsers ignore comments). */
 const OPEN_FRAME = text(commentFrame("stream open"))
 
+/**
+ * The run's frames into `queue` until it is finished (made once: a generator written in
+ * `runEventFrames` would be a closure per stream, kept through young-generation collections).
+ */
+const feedRunEvents = Effect.fnUntraced(function*(queue: Queue.Queue<Uint8Array, Cause.Done>, runId: string, after: number, heartbeatMs: number) {
+  const signals = yield* RunSignals
+  const log = yield* RunLog
+  const repo = yield* RunsRepo
+  const subscription = yield* signals.subscribe(runId)
+  const recheck = recheckMs(signals)
+  let cursor = after
+  // A first frame at once: the response (status and headers) is committed now, not with the
+  // first event or heartbeat, which may be many seconds away.
+  yield* Queue.offer(queue, OPEN_FRAME)
+  let lastSent = yield* Clock.currentTimeMillis
+  while (true) {
+    const events = yield* log.texts(runId, cursor, PAGE)
+    for (const event of events) {
+      yield* Queue.offerAll(queue, eventFrame(event))
+      cursor = event.seq
+    }
+    if (events.length > 0) lastSent = yield* Clock.currentTimeMillis
+    if (events.length === PAGE) continue
+    const row = yield* repo.state(runId)
+    if (row === undefined || (row.finished_at !== null && cursor >= Number(row.last_seq))) {
+      yield* Queue.offer(queue, DONE_FRAME)
+      return yield* Queue.end(queue)
+    }
+    // A page cut short by its byte budget (large events), or events appended meanwhile: read on.
+    if (events.length > 0 && cursor < Number(row.last_seq)) continue
+    // Until the next heartbeat is due (or the next re-read, where signals can be lost).
+    const untilHeartbeat = Math.max(1, lastSent + heartbeatMs - (yield* Clock.currentTimeMillis))
+    yield* subscription.wait(recheck === undefined ? untilHeartbeat : Math.min(recheck, untilHeartbeat))
+    const now = yield* Clock.currentTimeMillis
+    if (now - lastSent >= heartbeatMs) {
+      yield* Queue.offer(queue, text(commentFrame("heartbeat")))
+      lastSent = now
+    }
+  }
+})
+
 export const runEventFrames = (runId: string, after: number, heartbeatMs: number) =>
   Stream.callback<Uint8Array, never, RunSignals | RunLog | RunsRepo>((queue) =>
-    Effect.gen(function*() {
-      const signals = yield* RunSignals
-      const log = yield* RunLog
-      const repo = yield* RunsRepo
-      const subscription = yield* signals.subscribe(runId)
-      const recheck = recheckMs(signals)
-      let cursor = after
-      // A first frame at once: the response (status and headers) is committed now, not with the
-      // first event or heartbeat, which may be many seconds away.
-      yield* Queue.offer(queue, OPEN_FRAME)
-      let lastSent = yield* Clock.currentTimeMillis
-      while (true) {
-        const events = yield* log.texts(runId, cursor, PAGE)
-        for (const event of events) {
-          yield* Queue.offerAll(queue, eventFrame(event))
-          cursor = event.seq
-        }
-        if (events.length > 0) lastSent = yield* Clock.currentTimeMillis
-        if (events.length === PAGE) continue
-        const row = yield* repo.state(runId)
-        if (row === undefined || (row.finished_at !== null && cursor >= Number(row.last_seq))) {
-          yield* Queue.offer(queue, DONE_FRAME)
-          return yield* Queue.end(queue)
-        }
-        // A page cut short by its byte budget (large events), or events appended meanwhile: read on.
-        if (events.length > 0 && cursor < Number(row.last_seq)) continue
-        // Until the next heartbeat is due (or the next re-read, where signals can be lost).
-        const untilHeartbeat = Math.max(1, lastSent + heartbeatMs - (yield* Clock.currentTimeMillis))
-        yield* subscription.wait(recheck === undefined ? untilHeartbeat : Math.min(recheck, untilHeartbeat))
-        const now = yield* Clock.currentTimeMillis
-        if (now - lastSent >= heartbeatMs) {
-          yield* Queue.offer(queue, text(commentFrame("heartbeat")))
-          lastSent = now
-        }
-      }
-    }).pipe(
+    feedRunEvents(queue, runId, after, heartbeatMs).pipe(
       // A storage failure mid-stream closes the connection; the client resumes with Last-Event-ID.
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)

@@ -35,30 +35,28 @@ export interface Turn {
 
 export type TurnError = BackendError | QueueTimeout | PrepareError
 
-export const quoteTurn = (request: CanonicalRequest, continuity: Continuity, key: KeyRecord) =>
-  Effect.gen(function*() {
-    const quote = yield* (yield* ModelCaller).quote(request, continuity, key)
-    return {
-      request: { ...request, maxOutputTokens: quote.maxOutputTokens },
-      worstCaseMicros: quote.worstCaseMicros,
-      inputTokens: quote.inputTokens
-    } satisfies TurnQuote
-  })
+export const quoteTurn = Effect.fnUntraced(function*(request: CanonicalRequest, continuity: Continuity, key: KeyRecord) {
+  const quote = yield* (yield* ModelCaller).quote(request, continuity, key)
+  return {
+    request: { ...request, maxOutputTokens: quote.maxOutputTokens },
+    worstCaseMicros: quote.worstCaseMicros,
+    inputTokens: quote.inputTokens
+  } satisfies TurnQuote
+})
 
 /**
  * Starts the turn (waiting for capacity like any request); resolves at its first event. `requestId`
  * is the meter's id of the call: the same id is recognised as the same call (charged once).
  */
-export const startTurn = (
+export const startTurn = Effect.fnUntraced(function*(
   quote: TurnQuote,
   options: { readonly key: KeyRecord; readonly continuity: Continuity; readonly requestId: string }
-): Effect.Effect<Turn, TurnError, ModelCaller | Scope.Scope> =>
-  Effect.gen(function*() {
-    const call = yield* (yield* ModelCaller).call(quote.request, {
-      key: options.key,
-      continuity: options.continuity,
-      requestId: options.requestId,
-      inputTokens: quote.inputTokens
-    })
-    return { servedModel: call.servedModel, response: collectStream(call.events), settled: call.settled }
+): Effect.fn.Return<Turn, TurnError, ModelCaller | Scope.Scope> {
+  const call = yield* (yield* ModelCaller).call(quote.request, {
+    key: options.key,
+    continuity: options.continuity,
+    requestId: options.requestId,
+    inputTokens: quote.inputTokens
   })
+  return { servedModel: call.servedModel, response: collectStream(call.events), settled: call.settled }
+})

@@ -51,19 +51,18 @@ export class RunExecutor extends Context.Service<RunExecutor, {
     const actors = yield* FiberMap.make<string>()
     const attempts = new Map<string, number>()
 
-    const start = (runId: string, attempt: number) =>
-      Effect.gen(function*() {
-        attempts.set(runId, attempt)
-        yield* FiberMap.run(
-          actors,
-          runId,
-          runActor(runId, { owner: instanceId, attempt }, retryPolicy).pipe(
-            Effect.ensuring(Effect.sync(() => attempts.delete(runId))),
-            Effect.provideContext(services)
-          ),
-          { onlyIfMissing: true }
-        )
-      })
+    const start = Effect.fnUntraced(function*(runId: string, attempt: number) {
+      attempts.set(runId, attempt)
+      yield* FiberMap.run(
+        actors,
+        runId,
+        runActor(runId, { owner: instanceId, attempt }, retryPolicy).pipe(
+          Effect.ensuring(Effect.sync(() => attempts.delete(runId))),
+          Effect.provideContext(services)
+        ),
+        { onlyIfMissing: true }
+      )
+    })
 
     const heartbeat = Effect.gen(function*() {
       const held = new Map((yield* leases.renew(instanceId, leaseMs)).map((claim) => [claim.runId, claim.attempt]))

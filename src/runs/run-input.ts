@@ -43,14 +43,13 @@ const rename = (error: InvalidRequest) => {
 }
 
 /** The run's first request: model, input as messages, tools. Fails with a 400 naming the field. */
-export const baseRequest = (model: ChatModel, input: Json, tools: ReadonlyArray<Json>) =>
-  Effect.gen(function*() {
-    const messages = typeof input === "string" ? [{ role: "user", content: input }] : input
-    const decoded = yield* decodeCountTokens({ model: model.id, messages, tools: tools.map(messagesTool) }).pipe(
-      Effect.mapError((error) => error._tag === "InvalidRequest" ? rename(error) : error)
-    )
-    return yield* prepareRequest(model, decoded)
-  })
+export const baseRequest = Effect.fnUntraced(function*(model: ChatModel, input: Json, tools: ReadonlyArray<Json>) {
+  const messages = typeof input === "string" ? [{ role: "user", content: input }] : input
+  const decoded = yield* decodeCountTokens({ model: model.id, messages, tools: tools.map(messagesTool) }).pipe(
+    Effect.mapError((error) => error._tag === "InvalidRequest" ? rename(error) : error)
+  )
+  return yield* prepareRequest(model, decoded)
+})
 
 const toolResultContent = (content: unknown): ToolResultBlock["content"] => {
   if (typeof content === "string") return content

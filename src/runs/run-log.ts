@@ -62,21 +62,20 @@ export interface EventText {
 }
 
 /** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
-const settleCharge = (sql: SqlClient.SqlClient, runId: string, settle: Settle) =>
-  Effect.gen(function*() {
-    const charged = yield* sql<{ reserved_micros: string | number; cost_micros: string | number }>`UPDATE run_charges
-      SET cost_micros = LEAST(${settle.costMicros}, reserved_micros), settled_at = now()
-      WHERE node_id = ${settle.nodeId} AND run_id = ${runId} AND cost_micros IS NULL
-      RETURNING reserved_micros, cost_micros`
-    if (charged.length === 0) return false
-    yield* sql`UPDATE runs SET
-        spent_micros = spent_micros + ${Number(charged[0].cost_micros)},
-        reserved_micros = reserved_micros - ${Number(charged[0].reserved_micros)},
-        input_tokens = input_tokens + ${settle.usage.inputTokens},
-        output_tokens = output_tokens + ${settle.usage.outputTokens}
-      WHERE id = ${runId}`
-    return true
-  })
+const settleCharge = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, runId: string, settle: Settle) {
+  const charged = yield* sql<{ reserved_micros: string | number; cost_micros: string | number }>`UPDATE run_charges
+    SET cost_micros = LEAST(${settle.costMicros}, reserved_micros), settled_at = now()
+    WHERE node_id = ${settle.nodeId} AND run_id = ${runId} AND cost_micros IS NULL
+    RETURNING reserved_micros, cost_micros`
+  if (charged.length === 0) return false
+  yield* sql`UPDATE runs SET
+      spent_micros = spent_micros + ${Number(charged[0].cost_micros)},
+      reserved_micros = reserved_micros - ${Number(charged[0].reserved_micros)},
+      input_tokens = input_tokens + ${settle.usage.inputTokens},
+      output_tokens = output_tokens + ${settle.usage.outputTokens}
+    WHERE id = ${runId}`
+  return true
+})
 
 export class RunLog extends Context.Service<RunLog, {
   append(runId: string, events: ReadonlyArray<NewEvent>, options?: AppendOptions): Effect.Effect<Appended, NotFound | Conflict | InvalidRequest | LeaseLost | SqlError.SqlError>
@@ -96,80 +95,81 @@ export class RunLog extends Context.Service<RunLog, {
     const signals = yield* RunSignals
 
     /** Folds a batch through the machine; the first event it cannot take fails the whole batch. */
-    const fold = (row: RunStateRow, events: ReadonlyArray<NewEvent>, callerWrite: boolean) =>
-      Effect.gen(function*() {
-        let snapshot = restoreRun(row.machine)
-        const nodeIds = [...row.node_ids]
-        for (const [i, event] of events.entries()) {
-          if (snapshot.status === "done") {
-            return yield* new InvalidRequest({ message: `events[${i}]: the run ends with the outcome before it; nothing may follow an outcome`, param: `events[${i}]` })
-          }
-          if (callerWrite && row.executable) {
-            if (SERVICE_EVENT_TYPES.has(event.type)) {
-              return yield* new InvalidRequest({
-                message: `events[${i}].type: '${event.type}' is written by the service on an executable run (end it with POST …/cancel)`,
-                param: `events[${i}].type`
-              })
-            }
-            if (event.type === "tool.result" && !snapshot.context.pending.some((call) => call.id === event.toolUseId)) {
-              return yield* new InvalidRequest({
-                message: `events[${i}].toolUseId: the run is not waiting for a result of tool call ${String(event.toolUseId)}`,
-                param: `events[${i}].toolUseId`
-              })
-            }
-          }
-          const machineEvent = toRunEvent(event)
-          if (machineEvent !== undefined) snapshot = stepRun(snapshot, machineEvent)
-          if (row.executable && machineEvent?.type === "node.started" && !nodeIds.includes(machineEvent.nodeId)) nodeIds.push(machineEvent.nodeId)
+    const fold = Effect.fnUntraced(function*(row: RunStateRow, events: ReadonlyArray<NewEvent>, callerWrite: boolean) {
+      let snapshot = restoreRun(row.machine)
+      const nodeIds = [...row.node_ids]
+      for (const [i, event] of events.entries()) {
+        if (snapshot.status === "done") {
+          return yield* new InvalidRequest({ message: `events[${i}]: the run ends with the outcome before it; nothing may follow an outcome`, param: `events[${i}]` })
         }
-        return { snapshot, nodeIds }
-      })
+        if (callerWrite && row.executable) {
+          if (SERVICE_EVENT_TYPES.has(event.type)) {
+            return yield* new InvalidRequest({
+              message: `events[${i}].type: '${event.type}' is written by the service on an executable run (end it with POST …/cancel)`,
+              param: `events[${i}].type`
+            })
+          }
+          if (event.type === "tool.result" && !snapshot.context.pending.some((call) => call.id === event.toolUseId)) {
+            return yield* new InvalidRequest({
+              message: `events[${i}].toolUseId: the run is not waiting for a result of tool call ${String(event.toolUseId)}`,
+              param: `events[${i}].toolUseId`
+            })
+          }
+        }
+        const machineEvent = toRunEvent(event)
+        if (machineEvent !== undefined) snapshot = stepRun(snapshot, machineEvent)
+        if (row.executable && machineEvent?.type === "node.started" && !nodeIds.includes(machineEvent.nodeId)) nodeIds.push(machineEvent.nodeId)
+      }
+      return { snapshot, nodeIds }
+    })
+
+    const appendLocked = Effect.fnUntraced(function*(runId: string, events: ReadonlyArray<NewEvent>, options: AppendOptions = {}) {
+      const rows = yield* sql<RunStateRow>`SELECT ${sql.literal(RUN_STATE_COLUMNS)} FROM runs WHERE id = ${runId} FOR UPDATE`
+      const row = rows[0]
+      if (row === undefined || (options.keyId !== undefined && row.key_id !== options.keyId)) return yield* notFound(runId)
+      if (isTerminal(row.status)) {
+        return yield* new Conflict({ message: `The run ${runId} is ${row.status}; its log takes no more events` })
+      }
+      if (options.fence !== undefined && (row.lease_owner !== options.fence.owner || row.attempt !== options.fence.attempt)) {
+        return yield* new LeaseLost({ runId })
+      }
+      if (options.settle !== undefined) yield* settleCharge(sql, runId, options.settle)
+      const { snapshot, nodeIds } = yield* fold(row, events, options.keyId !== undefined)
+      const first = Number(row.last_seq) + 1
+      const lastSeq = Number(row.last_seq) + events.length
+      const status = statusOf(snapshot)
+      const finished = isTerminal(status)
+      if (events.length > 0) {
+        // An event a caller sends may be 16 MiB (a tool result): its JSON is made in slices and
+        // staged 1 MiB a statement (`jsonParameter`), then stored by a statement of its own;
+        // small ones go together in one.
+        const data = yield* Effect.forEach(events, (event) => jsonParameter(sql, { ...event, seq: undefined }, "json"))
+        const small = events.flatMap((event, i) => data[i]!.bytes > LARGE_EVENT_BYTES ? [] : [{ event, i }])
+        if (small.length > 0) {
+          yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES ${
+            sql.csv(small.map(({ event, i }) => sql`(${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`))
+          }`
+        }
+        for (const [i, event] of events.entries()) {
+          if (data[i]!.bytes <= LARGE_EVENT_BYTES) continue
+          yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES (${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`
+        }
+        yield* Effect.forEach(data, (parameter) => parameter.release, { discard: true })
+      }
+      yield* sql`UPDATE runs SET
+          last_seq = ${lastSeq},
+          status = ${status},
+          machine = ${JSON.stringify({ value: snapshot.value, context: snapshot.context })}::jsonb,
+          node_ids = ${JSON.stringify(nodeIds)}::jsonb,
+          updated_at = now(),
+          finished_at = CASE WHEN ${finished} THEN now() ELSE NULL END,
+          lease_owner = CASE WHEN ${finished} THEN NULL ELSE lease_owner END
+        WHERE id = ${runId}`
+      return { appended: events.length, lastSeq, snapshot }
+    })
 
     const append = (runId: string, events: ReadonlyArray<NewEvent>, options: AppendOptions = {}) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<RunStateRow>`SELECT ${sql.literal(RUN_STATE_COLUMNS)} FROM runs WHERE id = ${runId} FOR UPDATE`
-        const row = rows[0]
-        if (row === undefined || (options.keyId !== undefined && row.key_id !== options.keyId)) return yield* notFound(runId)
-        if (isTerminal(row.status)) {
-          return yield* new Conflict({ message: `The run ${runId} is ${row.status}; its log takes no more events` })
-        }
-        if (options.fence !== undefined && (row.lease_owner !== options.fence.owner || row.attempt !== options.fence.attempt)) {
-          return yield* new LeaseLost({ runId })
-        }
-        if (options.settle !== undefined) yield* settleCharge(sql, runId, options.settle)
-        const { snapshot, nodeIds } = yield* fold(row, events, options.keyId !== undefined)
-        const first = Number(row.last_seq) + 1
-        const lastSeq = Number(row.last_seq) + events.length
-        const status = statusOf(snapshot)
-        const finished = isTerminal(status)
-        if (events.length > 0) {
-          // An event a caller sends may be 16 MiB (a tool result): its JSON is made in slices and
-          // staged 1 MiB a statement (`jsonParameter`), then stored by a statement of its own;
-          // small ones go together in one.
-          const data = yield* Effect.forEach(events, (event) => jsonParameter(sql, { ...event, seq: undefined }, "json"))
-          const small = events.flatMap((event, i) => data[i]!.bytes > LARGE_EVENT_BYTES ? [] : [{ event, i }])
-          if (small.length > 0) {
-            yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES ${
-              sql.csv(small.map(({ event, i }) => sql`(${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`))
-            }`
-          }
-          for (const [i, event] of events.entries()) {
-            if (data[i]!.bytes <= LARGE_EVENT_BYTES) continue
-            yield* sql`INSERT INTO run_events (run_id, seq, type, data, bytes) VALUES (${runId}, ${first + i}, ${event.type}, ${data[i]!.fragment}, ${data[i]!.bytes})`
-          }
-          yield* Effect.forEach(data, (parameter) => parameter.release, { discard: true })
-        }
-        yield* sql`UPDATE runs SET
-            last_seq = ${lastSeq},
-            status = ${status},
-            machine = ${JSON.stringify({ value: snapshot.value, context: snapshot.context })}::jsonb,
-            node_ids = ${JSON.stringify(nodeIds)}::jsonb,
-            updated_at = now(),
-            finished_at = CASE WHEN ${finished} THEN now() ELSE NULL END,
-            lease_owner = CASE WHEN ${finished} THEN NULL ELSE lease_owner END
-          WHERE id = ${runId}`
-        return { appended: events.length, lastSeq, snapshot }
-      })).pipe(
+      sql.withTransaction(appendLocked(runId, events, options)).pipe(
         Effect.tap(({ lastSeq }) => signals.publish({ runId, lastSeq })),
         Effect.withSpan("RunLog.append")
       )

@@ -87,63 +87,64 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     const findRow = (keyId: string, id: string) =>
       Effect.map(sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
 
-    const insertRun = (keyId: string, run: NewRun) =>
-      Effect.gen(function*() {
-        if (run.parentRunId !== null && (yield* findRow(keyId, run.parentRunId)) === undefined) {
-          return yield* notFound(run.parentRunId, "parentRunId")
+    const insertRun = Effect.fnUntraced(function*(keyId: string, run: NewRun) {
+      if (run.parentRunId !== null && (yield* findRow(keyId, run.parentRunId)) === undefined) {
+        return yield* notFound(run.parentRunId, "parentRunId")
+      }
+      const machine = persistRun(startRun({ executable: run.executable }))
+      // The documents a caller sent (up to 16 MiB each) go to SQL staged a 1 MiB statement at a
+      // time when large (`jsonParameter`), and the row comes back without them: the caller has them.
+      const [input, tools, metadata] = yield* Effect.all([
+        jsonParameter(sql, run.input, "jsonb"),
+        jsonParameter(sql, run.tools, "jsonb"),
+        jsonParameter(sql, run.metadata, "jsonb")
+      ])
+      const rows = yield* sql<RunStateRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
+          optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt, documents_bytes)
+        VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
+          ${input.fragment}, ${tools.fragment}, ${JSON.stringify(run.optimization)}::jsonb,
+          ${metadata.fragment}, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
+          ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
+          now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1},
+          ${tools.bytes + metadata.bytes})
+        RETURNING ${stateColumns}`
+      yield* Effect.all([input.release, tools.release, metadata.release], { discard: true })
+      return { ...rows[0], tools: run.tools, metadata: run.metadata } satisfies RunRow
+    })
+
+    const createInTransaction = Effect.fnUntraced(function*(keyId: string, run: NewRun, render: (run: RunView) => Rendered, idempotency?: Idempotency) {
+      if (idempotency !== undefined) {
+        // A concurrent duplicate blocks on the primary key until the first create commits, then
+        // finds its row: one run per key, whatever the timing.
+        yield* sql`DELETE FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key} AND expires_at < now()`
+        const claimed = yield* sql`INSERT INTO run_idempotency (key_id, idempotency_key, request_hash, run_id, status, response, expires_at)
+          VALUES (${keyId}, ${idempotency.key}, ${idempotency.requestHash}, '', 0, 'null'::jsonb, now() + ${`${IDEMPOTENCY_TTL_HOURS} hours`}::interval)
+          ON CONFLICT (key_id, idempotency_key) DO NOTHING RETURNING key_id`
+        if (claimed.length === 0) {
+          const rows = yield* sql<{ request_hash: string; status: number; response: unknown }>`SELECT request_hash, status, response
+            FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
+          if (rows[0].request_hash !== idempotency.requestHash) {
+            return yield* new Unprocessable({
+              message: "Idempotency-Key: this key was used with a different request body in the last 24 hours",
+              param: "Idempotency-Key"
+            })
+          }
+          return { _tag: "Replayed", response: { status: rows[0].status, body: rows[0].response } } satisfies Created
         }
-        const machine = persistRun(startRun({ executable: run.executable }))
-        // The documents a caller sent (up to 16 MiB each) go to SQL staged a 1 MiB statement at a
-        // time when large (`jsonParameter`), and the row comes back without them: the caller has them.
-        const [input, tools, metadata] = yield* Effect.all([
-          jsonParameter(sql, run.input, "jsonb"),
-          jsonParameter(sql, run.tools, "jsonb"),
-          jsonParameter(sql, run.metadata, "jsonb")
-        ])
-        const rows = yield* sql<RunStateRow>`INSERT INTO runs (id, key_id, parent_run_id, status, executable, model, input, tools,
-            optimization, metadata, node_ids, machine, budget_micros, lease_owner, lease_expires_at, attempt, documents_bytes)
-          VALUES (${newId("run")}, ${keyId}, ${run.parentRunId}, 'running', ${run.executable}, ${run.model},
-            ${input.fragment}, ${tools.fragment}, ${JSON.stringify(run.optimization)}::jsonb,
-            ${metadata.fragment}, ${JSON.stringify(run.executable ? [newId("node")] : [])}::jsonb,
-            ${JSON.stringify(machine)}::jsonb, ${run.budgetMicros}, ${run.lease?.owner ?? null},
-            now() + ${run.lease?.ttlMs ?? 0}::int * interval '1 millisecond', ${run.lease === undefined ? 0 : 1},
-            ${tools.bytes + metadata.bytes})
-          RETURNING ${stateColumns}`
-        yield* Effect.all([input.release, tools.release, metadata.release], { discard: true })
-        return { ...rows[0], tools: run.tools, metadata: run.metadata } satisfies RunRow
-      })
+      }
+      const view = toRunView(yield* insertRun(keyId, run))
+      const response = render(view)
+      if (idempotency !== undefined) {
+        const body = yield* jsonParameter(sql, response.body, "jsonb")
+        yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${body.fragment}
+          WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
+        yield* body.release
+      }
+      return { _tag: "Created", run: view, response } satisfies Created
+    })
 
     const create = (keyId: string, run: NewRun, render: (run: RunView) => Rendered, idempotency?: Idempotency) =>
-      sql.withTransaction(Effect.gen(function*() {
-        if (idempotency !== undefined) {
-          // A concurrent duplicate blocks on the primary key until the first create commits, then
-          // finds its row: one run per key, whatever the timing.
-          yield* sql`DELETE FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key} AND expires_at < now()`
-          const claimed = yield* sql`INSERT INTO run_idempotency (key_id, idempotency_key, request_hash, run_id, status, response, expires_at)
-            VALUES (${keyId}, ${idempotency.key}, ${idempotency.requestHash}, '', 0, 'null'::jsonb, now() + ${`${IDEMPOTENCY_TTL_HOURS} hours`}::interval)
-            ON CONFLICT (key_id, idempotency_key) DO NOTHING RETURNING key_id`
-          if (claimed.length === 0) {
-            const rows = yield* sql<{ request_hash: string; status: number; response: unknown }>`SELECT request_hash, status, response
-              FROM run_idempotency WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
-            if (rows[0].request_hash !== idempotency.requestHash) {
-              return yield* new Unprocessable({
-                message: "Idempotency-Key: this key was used with a different request body in the last 24 hours",
-                param: "Idempotency-Key"
-              })
-            }
-            return { _tag: "Replayed", response: { status: rows[0].status, body: rows[0].response } } satisfies Created
-          }
-        }
-        const view = toRunView(yield* insertRun(keyId, run))
-        const response = render(view)
-        if (idempotency !== undefined) {
-          const body = yield* jsonParameter(sql, response.body, "jsonb")
-          yield* sql`UPDATE run_idempotency SET run_id = ${view.id}, status = ${response.status}, response = ${body.fragment}
-            WHERE key_id = ${keyId} AND idempotency_key = ${idempotency.key}`
-          yield* body.release
-        }
-        return { _tag: "Created", run: view, response } satisfies Created
-      })).pipe(Effect.withSpan("RunsRepo.create"))
+      sql.withTransaction(createInTransaction(keyId, run, render, idempotency)).pipe(Effect.withSpan("RunsRepo.create"))
 
     const get = Effect.fn("RunsRepo.get")(function*(keyId: string, id: string) {
       const row = yield* findRow(keyId, id)
@@ -177,15 +178,14 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         Effect.asVoid
       )
 
-    const cancelTree = (keyId: string, id: string, reason: string | null, depth: number): Effect.Effect<void, NotFound | SqlError.SqlError> =>
-      Effect.gen(function*() {
-        const row = yield* findRow(keyId, id)
-        if (row === undefined) return yield* notFound(id)
-        if (!isTerminal(row.status)) yield* endCancelled(id, reason)
-        if (depth > 32) return // a tree deeper than this is a loop someone built by hand
-        const children = yield* sql<{ id: string }>`SELECT id FROM runs WHERE parent_run_id = ${id} AND key_id = ${keyId} AND finished_at IS NULL`
-        yield* Effect.forEach(children, (child) => cancelTree(keyId, child.id, `parent run ${id} was cancelled`, depth + 1), { discard: true })
-      })
+    const cancelTree = Effect.fnUntraced(function*(keyId: string, id: string, reason: string | null, depth: number): Effect.fn.Return<void, NotFound | SqlError.SqlError> {
+      const row = yield* findRow(keyId, id)
+      if (row === undefined) return yield* notFound(id)
+      if (!isTerminal(row.status)) yield* endCancelled(id, reason)
+      if (depth > 32) return // a tree deeper than this is a loop someone built by hand
+      const children = yield* sql<{ id: string }>`SELECT id FROM runs WHERE parent_run_id = ${id} AND key_id = ${keyId} AND finished_at IS NULL`
+      yield* Effect.forEach(children, (child) => cancelTree(keyId, child.id, `parent run ${id} was cancelled`, depth + 1), { discard: true })
+    })
 
     const cancel = (keyId: string, id: string, reason: string | null) =>
       Effect.andThen(cancelTree(keyId, id, reason, 0), get(keyId, id)).pipe(Effect.withSpan("RunsRepo.cancel"))
