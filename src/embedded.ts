@@ -136,73 +136,70 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Embed
   const handler = (request: Request) => webHandler(withBodyIdleTimeout(request, () => bodyIdleTimeoutMs))
 
   let ownKey: KeyRecord | undefined
-  const keyFor = (apiKey: string | undefined) =>
-    Effect.gen(function*() {
-      const keys = yield* ApiKeys
-      if (apiKey !== undefined) {
-        const key = yield* keys.authenticate(apiKey)
-        if (key === undefined) return yield* new Unauthenticated({ message: "Invalid API key" })
-        return key
-      }
-      if (ownKey !== undefined) return ownKey
-      const existing = (yield* keys.list()).find((k) => k.name === "embedded" && k.revokedAt === null)
-      ownKey = existing ?? (yield* keys.create({ name: "embedded" })).record
-      return ownKey
-    })
+  const keyFor = Effect.fnUntraced(function*(apiKey: string | undefined) {
+    const keys = yield* ApiKeys
+    if (apiKey !== undefined) {
+      const key = yield* keys.authenticate(apiKey)
+      if (key === undefined) return yield* new Unauthenticated({ message: "Invalid API key" })
+      return key
+    }
+    if (ownKey !== undefined) return ownKey
+    const existing = (yield* keys.list()).find((k) => k.name === "embedded" && k.revokedAt === null)
+    ownKey = existing ?? (yield* keys.create({ name: "embedded" })).record
+    return ownKey
+  })
 
   /** The HTTP path's checks: the key may use the surface and the model (403), the model exists (404). */
-  const checkModel = (key: KeyRecord, name: string, surface?: Surface) =>
-    Effect.gen(function*() {
-      if (surface !== undefined && !allowsSurface(key.permissions, surface)) {
-        return yield* new PermissionDenied({ message: `This key is not allowed to use the ${surface} surface` })
-      }
-      const model = (yield* Catalog).resolveChat(name)
-      if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
-      if (!allowsModel(key.permissions, model.id)) {
-        return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
-      }
-      return model
-    })
+  const checkModel = Effect.fnUntraced(function*(key: KeyRecord, name: string, surface?: Surface) {
+    if (surface !== undefined && !allowsSurface(key.permissions, surface)) {
+      return yield* new PermissionDenied({ message: `This key is not allowed to use the ${surface} surface` })
+    }
+    const model = (yield* Catalog).resolveChat(name)
+    if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
+    if (!allowsModel(key.permissions, model.id)) {
+      return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
+    }
+    return model
+  })
 
-  const decodeIn = <D extends DialectName>(name: D, body: unknown, key: KeyRecord) =>
-    Effect.gen(function*() {
-      const dialect = dialects[name]
-      const decoded = yield* dialect.decode(body)
-      const model = yield* checkModel(key, decoded.request.model, dialect.surface)
-      const viaHandle = (yield* Catalog).isCompatibilityHandle(decoded.request.model)
-      const request = yield* prepareRequest(model, decoded.request, { viaHandle })
-      return { dialect: name, request, echo: decoded.echo }
-    })
+  const decodeIn = Effect.fnUntraced(function*<D extends DialectName>(name: D, body: unknown, key: KeyRecord) {
+    const dialect = dialects[name]
+    const decoded = yield* dialect.decode(body)
+    const model = yield* checkModel(key, decoded.request.model, dialect.surface)
+    const viaHandle = (yield* Catalog).isCompatibilityHandle(decoded.request.model)
+    const request = yield* prepareRequest(model, decoded.request, { viaHandle })
+    return { dialect: name, request, echo: decoded.echo }
+  })
 
+  const decodeWith = Effect.fnUntraced(function*(name: DialectName, body: unknown, apiKey: string | undefined) {
+    return yield* decodeIn(name, body, yield* keyFor(apiKey))
+  })
   const decode = <D extends DialectName>(name: D, body: unknown, options: Pick<CallOptions, "apiKey"> = {}) =>
-    runtime.runPromise(Effect.gen(function*() {
-      const key = yield* keyFor(options.apiKey)
-      // The mapped type cannot see that `{dialect: name, …}` is the member for D.
-      return (yield* decodeIn(name, body, key)) as DecodedRequest<D>
-    }))
+    // The mapped type cannot see that `{dialect: name, …}` is the member for D.
+    runtime.runPromise(decodeWith(name, body, options.apiKey)) as Promise<DecodedRequest<D>>
 
   /** The call's key, checked against the request's model (a request may be built by hand). */
-  const start = (input: CanonicalRequest | DecodedRequest, callOptions: CallOptions) =>
-    Effect.gen(function*() {
-      const request = isDecoded(input) ? input.request : input
-      const key = yield* keyFor(callOptions.apiKey)
-      yield* checkModel(key, request.model)
-      const started = yield* (yield* ModelCaller).call(request, { key, continuity: callOptions.continuity })
-      return { request, started }
-    })
+  const start = Effect.fnUntraced(function*(input: CanonicalRequest | DecodedRequest, callOptions: CallOptions) {
+    const request = isDecoded(input) ? input.request : input
+    const key = yield* keyFor(callOptions.apiKey)
+    yield* checkModel(key, request.model)
+    const started = yield* (yield* ModelCaller).call(request, { key, continuity: callOptions.continuity })
+    return { request, started }
+  })
 
+  const callWith = Effect.fnUntraced(function*(input: CanonicalRequest | DecodedRequest, callOptions: CallOptions) {
+    const { request, started } = yield* start(input, callOptions)
+    const response = yield* collectStream(started.events)
+    return {
+      servedModel: started.servedModel,
+      request,
+      ...(isDecoded(input) ? { decoded: input } : {}),
+      response,
+      settlement: yield* started.settled
+    } satisfies Answer
+  })
   const call = (input: CanonicalRequest | DecodedRequest, callOptions: CallOptions = {}) =>
-    runtime.runPromise(Effect.scoped(Effect.gen(function*() {
-      const { request, started } = yield* start(input, callOptions)
-      const response = yield* collectStream(started.events)
-      return {
-        servedModel: started.servedModel,
-        request,
-        ...(isDecoded(input) ? { decoded: input } : {}),
-        response,
-        settlement: yield* started.settled
-      } satisfies Answer
-    })))
+    runtime.runPromise(Effect.scoped(callWith(input, callOptions)))
 
   async function* stream(input: CanonicalRequest | DecodedRequest, callOptions: CallOptions = {}): AsyncIterable<CanonicalEvent> {
     const scope = await runtime.runPromise(Scope.make())

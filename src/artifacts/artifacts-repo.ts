@@ -133,61 +133,62 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       yield* sql`UPDATE artifact_contents SET status = 'deleted' WHERE id = ${contentId}::int8 AND status = 'pending'`
     })
 
-    const addVersion = (keyId: string, artifactId: string | undefined, contentId: string, meta: VersionMeta) =>
-      Effect.gen(function*() {
-        let id = artifactId
-        let version = 1
-        if (id === undefined) {
-          id = newId("art")
-          yield* sql`INSERT INTO artifacts (id, key_id, head_version) VALUES (${id}, ${keyId}, 1)`
-        } else {
-          const rows = yield* sql<{ head: number }>`UPDATE artifacts SET head_version = head_version + 1, updated_at = now()
-            WHERE id = ${id} RETURNING head_version AS head`
-          version = rows[0].head
+    const addVersion = Effect.fnUntraced(function*(keyId: string, artifactId: string | undefined, contentId: string, meta: VersionMeta) {
+      let id = artifactId
+      let version = 1
+      if (id === undefined) {
+        id = newId("art")
+        yield* sql`INSERT INTO artifacts (id, key_id, head_version) VALUES (${id}, ${keyId}, 1)`
+      } else {
+        const rows = yield* sql<{ head: number }>`UPDATE artifacts SET head_version = head_version + 1, updated_at = now()
+          WHERE id = ${id} RETURNING head_version AS head`
+        version = rows[0].head
+      }
+      yield* sql`INSERT INTO artifact_versions (artifact_id, version, content_id, mime_type, summary, source, provenance, declared_row_count)
+        VALUES (${id}, ${version}, ${contentId}::int8, ${meta.mimeType}, ${meta.summary}, ${meta.source},
+          ${JSON.stringify(meta.provenance)}::jsonb, ${meta.declaredRowCount})`
+      return { artifactId: id, version }
+    })
+
+    const finalizeLocked = Effect.fnUntraced(function*(input: Parameters<ArtifactsRepo["Service"]["finalize"]>[0]) {
+      const { keyId, sha256, pending, artifactId, meta } = input
+      yield* lockKey(keyId)
+      let headContent: string | undefined
+      if (artifactId !== undefined) {
+        const rows = yield* sql<{ head: number; content: string }>`SELECT a.head_version AS head, v.content_id::text AS content
+          FROM artifacts a JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = a.head_version
+          WHERE a.id = ${artifactId} AND a.key_id = ${keyId} FOR UPDATE OF a`
+        if (rows.length === 0) {
+          if (pending !== undefined) yield* abandon(pending)
+          return yield* notFound(artifactId)
         }
-        yield* sql`INSERT INTO artifact_versions (artifact_id, version, content_id, mime_type, summary, source, provenance, declared_row_count)
-          VALUES (${id}, ${version}, ${contentId}::int8, ${meta.mimeType}, ${meta.summary}, ${meta.source},
-            ${JSON.stringify(meta.provenance)}::jsonb, ${meta.declaredRowCount})`
-        return { artifactId: id, version }
-      })
+        headContent = rows[0].content
+      }
+      const existing = (yield* readyContent(keyId, sha256))?.id
+      let contentId: string
+      if (existing !== undefined) {
+        // Stored already (by an earlier upload, or a concurrent one that finished first).
+        if (pending !== undefined) yield* abandon(pending)
+        contentId = existing
+        if (artifactId === undefined) {
+          const latest = yield* sql<{ artifactId: string; version: number }>`SELECT artifact_id AS "artifactId", version
+            FROM artifact_versions WHERE content_id = ${existing}::int8 ORDER BY created_at DESC, version DESC LIMIT 1`
+          if (latest.length > 0) return { reference: latest[0], deduped: true }
+        } else if (headContent === existing) {
+          const rows = yield* sql<{ head: number }>`SELECT head_version AS head FROM artifacts WHERE id = ${artifactId}`
+          return { reference: { artifactId, version: rows[0].head }, deduped: true }
+        }
+      } else {
+        if (pending === undefined) return undefined
+        const updated = yield* sql`UPDATE artifact_contents SET status = 'ready' WHERE id = ${pending}::int8 AND status = 'pending' RETURNING id`
+        if (updated.length === 0) return yield* Effect.die(new Error(`content ${pending} was swept before its upload finished`))
+        contentId = pending
+      }
+      return { reference: yield* addVersion(keyId, artifactId, contentId, meta), deduped: false }
+    })
 
     const finalize = (input: Parameters<ArtifactsRepo["Service"]["finalize"]>[0]) =>
-      sql.withTransaction(Effect.gen(function*() {
-        const { keyId, sha256, pending, artifactId, meta } = input
-        yield* lockKey(keyId)
-        let headContent: string | undefined
-        if (artifactId !== undefined) {
-          const rows = yield* sql<{ head: number; content: string }>`SELECT a.head_version AS head, v.content_id::text AS content
-            FROM artifacts a JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = a.head_version
-            WHERE a.id = ${artifactId} AND a.key_id = ${keyId} FOR UPDATE OF a`
-          if (rows.length === 0) {
-            if (pending !== undefined) yield* abandon(pending)
-            return yield* notFound(artifactId)
-          }
-          headContent = rows[0].content
-        }
-        const existing = (yield* readyContent(keyId, sha256))?.id
-        let contentId: string
-        if (existing !== undefined) {
-          // Stored already (by an earlier upload, or a concurrent one that finished first).
-          if (pending !== undefined) yield* abandon(pending)
-          contentId = existing
-          if (artifactId === undefined) {
-            const latest = yield* sql<{ artifactId: string; version: number }>`SELECT artifact_id AS "artifactId", version
-              FROM artifact_versions WHERE content_id = ${existing}::int8 ORDER BY created_at DESC, version DESC LIMIT 1`
-            if (latest.length > 0) return { reference: latest[0], deduped: true }
-          } else if (headContent === existing) {
-            const rows = yield* sql<{ head: number }>`SELECT head_version AS head FROM artifacts WHERE id = ${artifactId}`
-            return { reference: { artifactId, version: rows[0].head }, deduped: true }
-          }
-        } else {
-          if (pending === undefined) return undefined
-          const updated = yield* sql`UPDATE artifact_contents SET status = 'ready' WHERE id = ${pending}::int8 AND status = 'pending' RETURNING id`
-          if (updated.length === 0) return yield* Effect.die(new Error(`content ${pending} was swept before its upload finished`))
-          contentId = pending
-        }
-        return { reference: yield* addVersion(keyId, artifactId, contentId, meta), deduped: false }
-      })).pipe(Effect.withSpan("ArtifactsRepo.finalize"))
+      sql.withTransaction(finalizeLocked(input)).pipe(Effect.withSpan("ArtifactsRepo.finalize"))
 
     interface VersionRow {
       readonly version: number
@@ -206,28 +207,27 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       readonly rowKeys: boolean
     }
 
-    const versionRow = (keyId: string, artifactId: string, version: number | undefined) =>
-      Effect.gen(function*() {
-        // An id that cannot exist (a NUL, a stray character) is unknown without asking the database.
-        if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
-        const rows = yield* sql<VersionRow>`SELECT v.version, a.head_version AS head, c.id::text AS "contentId",
-            c.size_bytes::text AS "sizeBytes", c.hash, c.format, c.shape, v.mime_type AS "mimeType", v.summary, v.source,
-            v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt",
-            c.row_keys AS "rowKeys"
-          FROM artifacts a
-          LEFT JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = COALESCE(${version ?? null}::int4, a.head_version)
-          LEFT JOIN artifact_contents c ON c.id = v.content_id
-          WHERE a.id = ${artifactId} AND a.key_id = ${keyId}`
-        if (rows.length === 0) return yield* notFound(artifactId)
-        const row = rows[0]
-        if (row.version === null) {
-          return yield* new InvalidRequest({
-            message: `version: artifact ${artifactId} has no version ${version} (versions 1 to ${row.head})`,
-            param: "version"
-          })
-        }
-        return row
-      })
+    const versionRow = Effect.fnUntraced(function*(keyId: string, artifactId: string, version: number | undefined) {
+      // An id that cannot exist (a NUL, a stray character) is unknown without asking the database.
+      if (!isArtifactId(artifactId)) return yield* notFound(artifactId)
+      const rows = yield* sql<VersionRow>`SELECT v.version, a.head_version AS head, c.id::text AS "contentId",
+          c.size_bytes::text AS "sizeBytes", c.hash, c.format, c.shape, v.mime_type AS "mimeType", v.summary, v.source,
+          v.provenance, v.declared_row_count::text AS "declaredRowCount", v.created_at AS "createdAt",
+          c.row_keys AS "rowKeys"
+        FROM artifacts a
+        LEFT JOIN artifact_versions v ON v.artifact_id = a.id AND v.version = COALESCE(${version ?? null}::int4, a.head_version)
+        LEFT JOIN artifact_contents c ON c.id = v.content_id
+        WHERE a.id = ${artifactId} AND a.key_id = ${keyId}`
+      if (rows.length === 0) return yield* notFound(artifactId)
+      const row = rows[0]
+      if (row.version === null) {
+        return yield* new InvalidRequest({
+          message: `version: artifact ${artifactId} has no version ${version} (versions 1 to ${row.head})`,
+          param: "version"
+        })
+      }
+      return row
+    })
 
     const describe = Effect.fn("ArtifactsRepo.describe")(function*(keyId: string, artifactId: string, version: number | undefined) {
       const row = yield* versionRow(keyId, artifactId, version)
@@ -274,20 +274,22 @@ export class ArtifactsRepo extends Context.Service<ArtifactsRepo, {
       return found
     })
 
+    const removeLocked = Effect.fnUntraced(function*(keyId: string, artifactId: string) {
+      yield* lockKey(keyId)
+      const contents = yield* sql<{ id: string }>`SELECT DISTINCT v.content_id::text AS id FROM artifact_versions v
+        JOIN artifacts a ON a.id = v.artifact_id WHERE a.id = ${artifactId} AND a.key_id = ${keyId}`
+      const deleted = yield* sql`DELETE FROM artifacts WHERE id = ${artifactId} AND key_id = ${keyId} RETURNING id`
+      if (deleted.length === 0) return false
+      // Versions went with the artifact (ON DELETE CASCADE); contents no version uses any more go too.
+      for (const { id } of contents) {
+        yield* sql`UPDATE artifact_contents c SET status = 'deleted' WHERE c.id = ${id}::int8
+          AND NOT EXISTS (SELECT 1 FROM artifact_versions v WHERE v.content_id = c.id)`
+      }
+      return true
+    })
+
     const remove = (keyId: string, artifactId: string) =>
-      !isArtifactId(artifactId) ? Effect.succeed(false) : sql.withTransaction(Effect.gen(function*() {
-        yield* lockKey(keyId)
-        const contents = yield* sql<{ id: string }>`SELECT DISTINCT v.content_id::text AS id FROM artifact_versions v
-          JOIN artifacts a ON a.id = v.artifact_id WHERE a.id = ${artifactId} AND a.key_id = ${keyId}`
-        const deleted = yield* sql`DELETE FROM artifacts WHERE id = ${artifactId} AND key_id = ${keyId} RETURNING id`
-        if (deleted.length === 0) return false
-        // Versions went with the artifact (ON DELETE CASCADE); contents no version uses any more go too.
-        for (const { id } of contents) {
-          yield* sql`UPDATE artifact_contents c SET status = 'deleted' WHERE c.id = ${id}::int8
-            AND NOT EXISTS (SELECT 1 FROM artifact_versions v WHERE v.content_id = c.id)`
-        }
-        return true
-      })).pipe(Effect.withSpan("ArtifactsRepo.remove"))
+      !isArtifactId(artifactId) ? Effect.succeed(false) : sql.withTransaction(removeLocked(keyId, artifactId)).pipe(Effect.withSpan("ArtifactsRepo.remove"))
 
     // Deletes in bounded statements (each a few milliseconds), so the embedded engine, which runs
     // SQL on the event loop, is never held long by a large artifact going away.

@@ -14,7 +14,7 @@ import { decodeWith } from "../http/body.ts"
 import { StorageEngine } from "../storage/database.ts"
 import { SLICE_MS } from "../util/slices.ts"
 import { ArtifactsRepo, type VersionContent } from "./artifacts-repo.ts"
-import { openContentSession, writeTargetOf } from "./content-parser.ts"
+import { type ContentSession, openContentSession, writeTargetOf } from "./content-parser.ts"
 import type { Piece } from "./row-batches.ts"
 import { makeParseWorkerPool } from "./parse-worker-pool.ts"
 import { DEFAULT_SOURCE, type Descriptor, formatMimeTypes, type Reference, type Shape } from "./model.ts"
@@ -85,6 +85,35 @@ export class Artifacts extends Context.Service<Artifacts, {
         ? Effect.fail(new InvalidRequest({ message: `rowCount: declared ${declared} rows but the content has ${shape.rowCount}`, param: "rowCount" }))
         : Effect.void
 
+    /**
+     * A parsed content's pieces into storage (by its parse worker, or here a few at a time), then
+     * `finalize`d: made once, as a generator per upload would outlive scavenges.
+     */
+    const writeContent = Effect.fnUntraced(function*(
+      session: ContentSession,
+      contentId: string,
+      writes: "worker" | "main",
+      finalize: (pending: string) => ReturnType<ArtifactsRepo["Service"]["finalize"]>
+    ) {
+      const writePiece = (piece: Piece) => repo.insertPiece(contentId, piece)
+      if (writes === "worker") yield* session.store(contentId)
+      for (let more = writes === "main"; more;) {
+        const pieces: Array<Piece> = []
+        while (pieces.length < writeWidth) {
+          const piece = yield* session.next()
+          if (piece === undefined) {
+            more = false
+            break
+          }
+          pieces.push(piece)
+        }
+        yield* Effect.forEach(pieces, writePiece, { concurrency: writeWidth, discard: true })
+      }
+      const done = yield* finalize(contentId)
+      if (done === undefined) return yield* Effect.die(new Error("finalize: a written content was not taken"))
+      return done
+    })
+
     const upload = Effect.fn("Artifacts.upload")(function*(keyId: string, body: UploadBody) {
       const maxBody = settings.maxBodyBytes
       if (body.declaredBytes !== undefined && body.declaredBytes > maxBody) return yield* tooLarge(maxBody)
@@ -135,25 +164,7 @@ export class Artifacts extends Context.Service<Artifacts, {
       const { format, shape, writes } = yield* session.parse(parseHints(fields), batchBytes)
       yield* checkDeclaredRows(fields.rowCount, shape)
       const contentId = yield* repo.createPending(keyId, envelope.sha256, envelope.sizeBytes, format, shape)
-      const writePiece = (piece: Piece) => repo.insertPiece(contentId, piece)
-      const write = Effect.gen(function*() {
-        if (writes === "worker") yield* session.store(contentId)
-        for (let more = writes === "main"; more;) {
-          const pieces: Array<Piece> = []
-          while (pieces.length < writeWidth) {
-            const piece = yield* session.next()
-            if (piece === undefined) {
-              more = false
-              break
-            }
-            pieces.push(piece)
-          }
-          yield* Effect.forEach(pieces, writePiece, { concurrency: writeWidth, discard: true })
-        }
-        const done = yield* finalize(contentId, format)
-        if (done === undefined) return yield* Effect.die(new Error("finalize: a written content was not taken"))
-        return done
-      })
+      const write = writeContent(session, contentId, writes, (pending) => finalize(pending, format))
       // A failed or interrupted upload gives its content up; the sweeper removes what was written.
       return yield* write.pipe(Effect.onExit((exit) =>
         Exit.isSuccess(exit) ? Effect.void : Effect.andThen(Effect.ignore(repo.abandon(contentId)), wakeSweeper.open)
@@ -170,57 +181,55 @@ export class Artifacts extends Context.Service<Artifacts, {
       return rowsJson === undefined ? json : `${json.slice(0, -2)},"rows":${rowsJson}}}`
     }
 
-    const queryRows = (content: VersionContent, query: RowQuery) =>
-      Effect.gen(function*() {
-        const shape = content.shape as Shape & { kind: "table" }
-        const compiled = compileRowQuery({
-          contentId: content.contentId,
-          rowCount: shape.rowCount,
-          columns: shape.columns,
-          allColumnsListed: shape.columnCount === shape.columns.length,
-          keyColumns: content.rowKeys ? keyColumns(shape.columns) : undefined
-        }, query)
-        const page = compiled.page === undefined ? Effect.succeed([]) : repo.run<{ row: string }>(compiled.page)
-        const count = compiled.count === undefined ? Effect.succeed([{ total: compiled.knownTotal! }]) : repo.run<{ total: number }>(compiled.count)
-        let rows: ReadonlyArray<{ row: string }>
-        let total: number
-        if (engine.kind === "postgres" || compiled.count === undefined) {
-          // Two connections: the page and the count scan at the same time.
-          const [r, c] = yield* Effect.all([page, count], { concurrency: 2 })
-          rows = r
-          total = c[0].total
-        } else {
-          // One connection: a page that ends before the limit already says how many matched.
-          rows = yield* page
-          total = query.offset === 0 && rows.length < query.limit ? rows.length : (yield* count)[0].total
-        }
-        return answer({
-          artifactId: content.artifactId,
-          version: content.version,
-          totalMatched: total,
-          truncated: query.offset + rows.length < total,
-          structured: true
-        }, `[${rows.map((r) => r.row).join(",")}]`)
-      })
+    const queryRows = Effect.fnUntraced(function*(content: VersionContent, query: RowQuery) {
+      const shape = content.shape as Shape & { kind: "table" }
+      const compiled = compileRowQuery({
+        contentId: content.contentId,
+        rowCount: shape.rowCount,
+        columns: shape.columns,
+        allColumnsListed: shape.columnCount === shape.columns.length,
+        keyColumns: content.rowKeys ? keyColumns(shape.columns) : undefined
+      }, query)
+      const page = compiled.page === undefined ? Effect.succeed([]) : repo.run<{ row: string }>(compiled.page)
+      const count = compiled.count === undefined ? Effect.succeed([{ total: compiled.knownTotal! }]) : repo.run<{ total: number }>(compiled.count)
+      let rows: ReadonlyArray<{ row: string }>
+      let total: number
+      if (engine.kind === "postgres" || compiled.count === undefined) {
+        // Two connections: the page and the count scan at the same time.
+        const [r, c] = yield* Effect.all([page, count], { concurrency: 2 })
+        rows = r
+        total = c[0].total
+      } else {
+        // One connection: a page that ends before the limit already says how many matched.
+        rows = yield* page
+        total = query.offset === 0 && rows.length < query.limit ? rows.length : (yield* count)[0].total
+      }
+      return answer({
+        artifactId: content.artifactId,
+        version: content.version,
+        totalMatched: total,
+        truncated: query.offset + rows.length < total,
+        structured: true
+      }, `[${rows.map((r) => r.row).join(",")}]`)
+    })
 
-    const queryText = (content: VersionContent, query: TextQuery) =>
-      Effect.gen(function*() {
-        const compiled = compileTextQuery(content.contentId, content.sizeBytes, query)
-        let slice = { text: "", byteStart: compiled.start, byteEnd: compiled.start }
-        if (compiled.statement !== undefined) {
-          const rows = yield* repo.run<{ slice: Uint8Array | null }>(compiled.statement)
-          slice = trimToCharacters(rows[0]?.slice ?? new Uint8Array(0), compiled)
-        }
-        return answer({
-          artifactId: content.artifactId,
-          version: content.version,
-          text: slice.text,
-          totalMatched: compiled.end - compiled.start,
-          truncated: slice.byteEnd < compiled.end,
-          structured: false,
-          range: { byteStart: slice.byteStart, byteEnd: slice.byteEnd }
-        })
+    const queryText = Effect.fnUntraced(function*(content: VersionContent, query: TextQuery) {
+      const compiled = compileTextQuery(content.contentId, content.sizeBytes, query)
+      let slice = { text: "", byteStart: compiled.start, byteEnd: compiled.start }
+      if (compiled.statement !== undefined) {
+        const rows = yield* repo.run<{ slice: Uint8Array | null }>(compiled.statement)
+        slice = trimToCharacters(rows[0]?.slice ?? new Uint8Array(0), compiled)
+      }
+      return answer({
+        artifactId: content.artifactId,
+        version: content.version,
+        text: slice.text,
+        totalMatched: compiled.end - compiled.start,
+        truncated: slice.byteEnd < compiled.end,
+        structured: false,
+        range: { byteStart: slice.byteStart, byteEnd: slice.byteEnd }
       })
+    })
 
     const query = Effect.fn("Artifacts.query")(function*(keyId: string, artifactId: string, body: unknown) {
       const version = yield* orInvalid(readVersion(body))

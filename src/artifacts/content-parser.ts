@@ -89,6 +89,137 @@ export const writeTargetOf = (engine: StorageEngine["Service"], databaseUrl: Red
   return port === undefined ? undefined : { kind: "embedded", port, maxMessageSize: MAX_SQL_MESSAGE_BYTES }
 }
 
+/** Hands a body chunk to the session's worker. */
+const toWorker = (link: WorkerLink, chunk: Uint8Array) => {
+  // Copy into a buffer of its own: a socket chunk may share its memory with other chunks (and a
+  // Buffer's `slice` would not copy).
+  const own = new Uint8Array(chunk)
+  link.post({ type: "chunk", bytes: own }, [own.buffer as ArrayBuffer])
+}
+
+/** Feeds a body chunk: buffered until it passes INLINE_MAX_BYTES, then to a parse worker. */
+const writeChunk = Effect.fnUntraced(function*(s: Session, chunk: Uint8Array) {
+  if (s.worker !== undefined) return toWorker(s.worker, chunk)
+  s.buffered.push(chunk)
+  s.bufferedBytes += chunk.length
+  if (s.bufferedBytes <= INLINE_MAX_BYTES) return
+  const link = yield* spawnWorker(s.permits, s.target, s.pool)
+  s.worker = link
+  for (const c of s.buffered) toWorker(link, c)
+  s.buffered = []
+})
+
+/** The body is complete: its envelope, read here or by the worker. */
+const finishBody = Effect.fnUntraced(function*(s: Session) {
+  if (s.worker === undefined) {
+    const read = readEnvelope(concatChunks(s.buffered))
+    s.buffered = []
+    if (isEnvelopeError(read)) return yield* invalid(read.param, read.message)
+    s.envelope = read
+    return { fields: read.fields, contentField: read.contentField, sizeBytes: read.bytes.length, sha256: read.sha256 }
+  }
+  s.worker.post({ type: "end" })
+  const reply = yield* s.worker.take
+  if (reply.type === "invalid") return yield* invalid(reply.param, reply.message)
+  if (reply.type !== "envelope") return yield* unexpected(reply)
+  const { type: _, ...info } = reply
+  return info
+})
+
+/** Parses the content, here (small) or in the worker. */
+const parseBody = Effect.fnUntraced(function*(s: Session, hints: ParseHints, batchBytes: number) {
+  if (s.worker === undefined) {
+    const e = s.envelope!
+    try {
+      const parsed = parseContent(e.text, e.bytes.length, hints, e.value)
+      s.pieces = piecesOf(parsed, e.bytes, batchBytes)
+      return { format: parsed.format, shape: parsed.shape, writes: "main" as const }
+    } catch (error) {
+      if (!(error instanceof ContentParseError)) throw error
+      return yield* failed(parseFailure(error, e.contentField))
+    }
+  }
+  s.worker.post({ type: "parse", hints, batchBytes })
+  const reply = yield* s.worker.take
+  if (reply.type === "invalid" || reply.type === "too-large") return yield* failed(reply)
+  if (reply.type !== "parsed") return yield* unexpected(reply)
+  return { format: reply.format, shape: reply.shape, writes: reply.writes }
+})
+
+/** The next piece to write (acknowledging the last one, in worker mode). */
+const nextPiece = Effect.fnUntraced(function*(s: Session) {
+  if (s.worker === undefined) {
+    const next = s.pieces!.next()
+    return next.done ? undefined : next.value
+  }
+  if (s.pending) s.worker.post({ type: "ack" })
+  const reply = yield* s.worker.take
+  if (reply.type === "done") {
+    s.pending = false
+    return undefined
+  }
+  if (reply.type !== "piece") return yield* unexpected(reply)
+  s.pending = true
+  return reply.piece
+})
+
+/** The worker writes the content's pieces itself. */
+const storeInWorker = Effect.fnUntraced(function*(s: Session, contentId: string) {
+  if (s.worker === undefined) return yield* Effect.die(new Error("store: a content parsed on the event loop"))
+  const link = s.worker
+  link.post({ type: "store", contentId })
+  // Interrupted (the client went away): the worker's statements are cancelled before the
+  // upload gives its content up, so the sweeper never races a write still running.
+  const reply = yield* link.take.pipe(Effect.onInterrupt(() => {
+    link.post({ type: "stop" })
+    return Effect.ignore(Effect.timeoutOption(link.take, STOP_TIMEOUT_MS))
+  }))
+  if (reply.type === "store-failed") {
+    link.discard()
+    return yield* writeFailed(reply)
+  }
+  if (reply.type !== "stored") return yield* unexpected(reply)
+})
+
+/**
+ * A session's state. Its steps are module-level generators taking it (`writeChunk` …): a
+ * `function*` written per session would be a generator closure per upload, which V8 keeps (with
+ * the upload) through young-generation collections.
+ */
+class Session implements ContentSession {
+  buffered: Array<Uint8Array> = []
+  bufferedBytes = 0
+  worker: WorkerLink | undefined
+  // Inline mode state.
+  envelope: Envelope | undefined
+  pieces: Generator<Piece> | undefined
+  // Worker mode: whether a piece was handed out and not yet acknowledged.
+  pending = false
+  readonly permits: Semaphore.Semaphore
+  readonly target: (() => WriteTarget | undefined) | undefined
+  readonly pool: ParseWorkerPool | undefined
+  constructor(permits: Semaphore.Semaphore, target: (() => WriteTarget | undefined) | undefined, pool: ParseWorkerPool | undefined) {
+    this.permits = permits
+    this.target = target
+    this.pool = pool
+  }
+  write(chunk: Uint8Array) {
+    return writeChunk(this, chunk)
+  }
+  finish() {
+    return finishBody(this)
+  }
+  parse(hints: ParseHints, batchBytes: number) {
+    return parseBody(this, hints, batchBytes)
+  }
+  next() {
+    return nextPiece(this)
+  }
+  store(contentId: string) {
+    return storeInWorker(this, contentId)
+  }
+}
+
 /**
  * `target`: where a worker may write a large content itself, made when one starts (none: every
  * piece comes back here); `pool`: where workers wait between uploads (none: one per upload).
@@ -97,106 +228,4 @@ export const openContentSession = (
   permits: Semaphore.Semaphore,
   target?: () => WriteTarget | undefined,
   pool?: ParseWorkerPool
-): ContentSession => {
-  let buffered: Array<Uint8Array> = []
-  let bufferedBytes = 0
-  let worker: WorkerLink | undefined
-  // Inline mode state.
-  let envelope: Envelope | undefined
-  let pieces: Generator<Piece> | undefined
-  // Worker mode: whether a piece was handed out and not yet acknowledged.
-  let pending = false
-
-  const toWorker = (link: WorkerLink, chunk: Uint8Array) => {
-    // Copy into a buffer of its own: a socket chunk may share its memory with other chunks (and a
-    // Buffer's `slice` would not copy).
-    const own = new Uint8Array(chunk)
-    link.post({ type: "chunk", bytes: own }, [own.buffer as ArrayBuffer])
-  }
-
-  return {
-    write: (chunk) =>
-      Effect.gen(function*() {
-        if (worker !== undefined) return toWorker(worker, chunk)
-        buffered.push(chunk)
-        bufferedBytes += chunk.length
-        if (bufferedBytes <= INLINE_MAX_BYTES) return
-        const link = yield* spawnWorker(permits, target, pool)
-        worker = link
-        for (const c of buffered) toWorker(link, c)
-        buffered = []
-      }),
-
-    finish: () =>
-      Effect.gen(function*() {
-        if (worker === undefined) {
-          const read = readEnvelope(concatChunks(buffered))
-          buffered = []
-          if (isEnvelopeError(read)) return yield* invalid(read.param, read.message)
-          envelope = read
-          return { fields: read.fields, contentField: read.contentField, sizeBytes: read.bytes.length, sha256: read.sha256 }
-        }
-        worker.post({ type: "end" })
-        const reply = yield* worker.take
-        if (reply.type === "invalid") return yield* invalid(reply.param, reply.message)
-        if (reply.type !== "envelope") return yield* unexpected(reply)
-        const { type: _, ...info } = reply
-        return info
-      }),
-
-    parse: (hints, batchBytes) =>
-      Effect.gen(function*() {
-        if (worker === undefined) {
-          const e = envelope!
-          try {
-            const parsed = parseContent(e.text, e.bytes.length, hints, e.value)
-            pieces = piecesOf(parsed, e.bytes, batchBytes)
-            return { format: parsed.format, shape: parsed.shape, writes: "main" as const }
-          } catch (error) {
-            if (!(error instanceof ContentParseError)) throw error
-            return yield* failed(parseFailure(error, e.contentField))
-          }
-        }
-        worker.post({ type: "parse", hints, batchBytes })
-        const reply = yield* worker.take
-        if (reply.type === "invalid" || reply.type === "too-large") return yield* failed(reply)
-        if (reply.type !== "parsed") return yield* unexpected(reply)
-        return { format: reply.format, shape: reply.shape, writes: reply.writes }
-      }),
-
-    next: () =>
-      Effect.gen(function*() {
-        if (worker === undefined) {
-          const next = pieces!.next()
-          return next.done ? undefined : next.value
-        }
-        if (pending) worker.post({ type: "ack" })
-        const reply = yield* worker.take
-        if (reply.type === "done") {
-          pending = false
-          return undefined
-        }
-        if (reply.type !== "piece") return yield* unexpected(reply)
-        pending = true
-        return reply.piece
-      }),
-
-    store: (contentId) =>
-      Effect.gen(function*() {
-        if (worker === undefined) return yield* Effect.die(new Error("store: a content parsed on the event loop"))
-        const link = worker
-        link.post({ type: "store", contentId })
-        // Interrupted (the client went away): the worker's statements are cancelled before the
-        // upload gives its content up, so the sweeper never races a write still running.
-        const reply = yield* link.take.pipe(Effect.onInterrupt(() => {
-          link.post({ type: "stop" })
-          return Effect.ignore(Effect.timeoutOption(link.take, STOP_TIMEOUT_MS))
-        }))
-        if (reply.type === "store-failed") {
-          link.discard()
-          return yield* writeFailed(reply)
-        }
-        if (reply.type !== "stored") return yield* unexpected(reply)
-      })
-  }
-}
+): ContentSession => new Session(permits, target, pool)

@@ -64,50 +64,48 @@ const RESET_TIMEOUT_MS = 2_000
  * the pool once it has answered a reset (every message of this upload is then read), else it is
  * terminated (it failed, or it is still busy: an interrupted parse, a write that would not stop).
  */
-export const spawnWorker = (permits: Semaphore.Semaphore, target: (() => WriteTarget | undefined) | undefined, pool: ParseWorkerPool | undefined) =>
-  Effect.gen(function*() {
-    yield* permits.takeScoped(1)
-    const queue = yield* Queue.unbounded<FromParseWorker>()
-    let healthy = true
-    const onMessage = (message: FromParseWorker) => Queue.offerUnsafe(queue, message)
-    const onError = (error: unknown) => {
-      healthy = false
-      Queue.failCauseUnsafe(queue, Cause.die(error))
+export const spawnWorker = Effect.fnUntraced(function*(permits: Semaphore.Semaphore, target: (() => WriteTarget | undefined) | undefined, pool: ParseWorkerPool | undefined) {
+  yield* permits.takeScoped(1)
+  const queue = yield* Queue.unbounded<FromParseWorker>()
+  let healthy = true
+  const onMessage = (message: FromParseWorker) => Queue.offerUnsafe(queue, message)
+  const onError = (error: unknown) => {
+    healthy = false
+    Queue.failCauseUnsafe(queue, Cause.die(error))
+  }
+  const onExit = (code: number) => {
+    healthy = false
+    Queue.failCauseUnsafe(queue, Cause.die(new Error(`the parse worker exited (code ${code})`)))
+  }
+  const take = Effect.orDie(Queue.take(queue))
+  const release = Effect.fnUntraced(function*(worker: Worker) {
+    if (pool !== undefined && healthy) {
+      worker.postMessage({ type: "reset" } satisfies ToParseWorker)
+      const untilReset: Effect.Effect<void> = Effect.flatMap(take, (m) => (m.type === "reset-done" ? Effect.void : untilReset))
+      const reset = yield* untilReset.pipe(Effect.timeoutOption(RESET_TIMEOUT_MS), Effect.catchCause(() => Effect.succeedNone))
+      worker.off("message", onMessage).off("error", onError).off("exit", onExit)
+      if (reset._tag === "Some" && healthy) return pool.give(worker)
     }
-    const onExit = (code: number) => {
-      healthy = false
-      Queue.failCauseUnsafe(queue, Cause.die(new Error(`the parse worker exited (code ${code})`)))
-    }
-    const take = Effect.orDie(Queue.take(queue))
-    const release = (worker: Worker) =>
-      Effect.gen(function*() {
-        if (pool !== undefined && healthy) {
-          worker.postMessage({ type: "reset" } satisfies ToParseWorker)
-          const untilReset: Effect.Effect<void> = Effect.flatMap(take, (m) => (m.type === "reset-done" ? Effect.void : untilReset))
-          const reset = yield* untilReset.pipe(Effect.timeoutOption(RESET_TIMEOUT_MS), Effect.catchCause(() => Effect.succeedNone))
-          worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-          if (reset._tag === "Some" && healthy) return pool.give(worker)
-        }
-        yield* Effect.promise(() => worker.terminate())
-      })
-    const worker = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const kept = pool?.take()
-        if (kept !== undefined) return kept
-        const workerData: ParseWorkerData = { target: target?.() }
-        // An embedded connection's port moves to the worker (it closes with the worker's thread).
-        const transferList = workerData.target?.kind === "embedded" ? [workerData.target.port] : []
-        return new Worker(WORKER_URL, { workerData, transferList, resourceLimits: { maxOldGenerationSizeMb: 2048 } })
-      }),
-      release
-    )
-    worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-    const link: WorkerLink = {
-      post: (message, transfer) => worker.postMessage(message, transfer as Array<ArrayBuffer>),
-      take,
-      discard: () => {
-        healthy = false
-      }
-    }
-    return link
+    yield* Effect.promise(() => worker.terminate())
   })
+  const worker = yield* Effect.acquireRelease(
+    Effect.sync(() => {
+      const kept = pool?.take()
+      if (kept !== undefined) return kept
+      const workerData: ParseWorkerData = { target: target?.() }
+      // An embedded connection's port moves to the worker (it closes with the worker's thread).
+      const transferList = workerData.target?.kind === "embedded" ? [workerData.target.port] : []
+      return new Worker(WORKER_URL, { workerData, transferList, resourceLimits: { maxOldGenerationSizeMb: 2048 } })
+    }),
+    release
+  )
+  worker.on("message", onMessage).on("error", onError).on("exit", onExit)
+  const link: WorkerLink = {
+    post: (message, transfer) => worker.postMessage(message, transfer as Array<ArrayBuffer>),
+    take,
+    discard: () => {
+      healthy = false
+    }
+  }
+  return link
+})

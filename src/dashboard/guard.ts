@@ -56,24 +56,23 @@ export const sessionIdOf = (ctx: RequestContext): string | undefined => {
  * also the CSRF token. 401 when signed out (the message says why: expired, revoked, …), 403 for
  * a key holder on an operator page or a missing/wrong CSRF token.
  */
-export const requireSession = (
+export const requireSession = Effect.fnUntraced(function*(
   ctx: RequestContext,
   access: Access
-): Effect.Effect<DashboardSession, Unauthenticated | PermissionDenied | SqlError.SqlError, DashboardSessions> =>
-  Effect.gen(function*() {
-    const changes = ctx.request.method !== "GET" && ctx.request.method !== "HEAD"
-    if (changes) yield* notCrossSite(ctx)
-    const sessionId = sessionIdOf(ctx)
-    if (sessionId === undefined) return yield* new Unauthenticated({ message: "Sign in to the dashboard first" })
-    const sessions = yield* DashboardSessions
-    const found = yield* sessions.lookup(sessionId)
-    if (found._tag === "Ended") return yield* new Unauthenticated({ message: found.reason })
-    const { session } = found
-    if (access === "operator" && session.role !== "operator") {
-      return yield* new PermissionDenied({ message: "Only operators (signed in with the admin token) can see this" })
-    }
-    if (changes && !sessions.csrfMatches(session, ctx.headers[CSRF_HEADER])) {
-      return yield* new PermissionDenied({ message: `Missing or wrong CSRF token (${CSRF_HEADER}); reload the dashboard and try again` })
-    }
-    return session
-  })
+): Effect.fn.Return<DashboardSession, Unauthenticated | PermissionDenied | SqlError.SqlError, DashboardSessions> {
+  const changes = ctx.request.method !== "GET" && ctx.request.method !== "HEAD"
+  if (changes) yield* notCrossSite(ctx)
+  const sessionId = sessionIdOf(ctx)
+  if (sessionId === undefined) return yield* new Unauthenticated({ message: "Sign in to the dashboard first" })
+  const sessions = yield* DashboardSessions
+  const found = yield* sessions.lookup(sessionId)
+  if (found._tag === "Ended") return yield* new Unauthenticated({ message: found.reason })
+  const { session } = found
+  if (access === "operator" && session.role !== "operator") {
+    return yield* new PermissionDenied({ message: "Only operators (signed in with the admin token) can see this" })
+  }
+  if (changes && !sessions.csrfMatches(session, ctx.headers[CSRF_HEADER])) {
+    return yield* new PermissionDenied({ message: `Missing or wrong CSRF token (${CSRF_HEADER}); reload the dashboard and try again` })
+  }
+  return session
+})

@@ -62,48 +62,46 @@ export class KeyStatus extends Context.Service<KeyStatus, {
     const { metering } = yield* Settings
     const planOf = (key: KeyRecord): Plan | undefined => config.plans[key.plan]
 
-    const allowanceOf = (key: KeyRecord) =>
-      Effect.gen(function*() {
-        const plan = planOf(key)
-        if (plan === undefined) return undefined
-        const remaining = yield* allowance.remaining(key.id, plan)
-        if (plan.prepaid === true) {
-          const spent = yield* ledger.spentOnCredits(key.id)
-          return { kind: "credits", limitUsd: null, usedUsd: formatUsd(spent), remainingUsd: formatUsd(remaining), month: null } as const
-        }
-        const cap = usdToMicros(plan.allowanceUsd)
-        const month = monthOf(yield* Clock.currentTimeMillis).label
-        return {
-          kind: "monthly",
-          limitUsd: formatUsd(cap),
-          usedUsd: formatUsd(Math.max(0, cap - remaining)),
-          remainingUsd: formatUsd(remaining),
-          month
-        } as const
-      }).pipe(Effect.catch(() => Effect.succeed(undefined)))
+    const allowanceOf = Effect.fnUntraced(function*(key: KeyRecord) {
+      const plan = planOf(key)
+      if (plan === undefined) return undefined
+      const remaining = yield* allowance.remaining(key.id, plan)
+      if (plan.prepaid === true) {
+        const spent = yield* ledger.spentOnCredits(key.id)
+        return { kind: "credits", limitUsd: null, usedUsd: formatUsd(spent), remainingUsd: formatUsd(remaining), month: null } as const
+      }
+      const cap = usdToMicros(plan.allowanceUsd)
+      const month = monthOf(yield* Clock.currentTimeMillis).label
+      return {
+        kind: "monthly",
+        limitUsd: formatUsd(cap),
+        usedUsd: formatUsd(Math.max(0, cap - remaining)),
+        remainingUsd: formatUsd(remaining),
+        month
+      } as const
+    }, Effect.catch(() => Effect.succeed(undefined)))
 
     // A gate that can never admit (lease limit 0, cost 0) takes nothing and changes nothing, yet
     // answers every bucket's level and the leases in use: a read of the key's windows.
-    const rateLimitsOf = (key: KeyRecord) =>
-      Effect.gen(function*() {
-        const plan = planOf(key)
-        if (plan === undefined || !metering) return undefined
-        const answer = yield* store.gate({
-          scope: key.id,
-          buckets: [
-            { name: RPM_BUCKET, capacity: plan.rpm, periodMs: MINUTE_MS, cost: 0 },
-            { name: TPM_BUCKET, capacity: plan.tpm, periodMs: MINUTE_MS, cost: 0 }
-          ],
-          lease: { limit: 0, id: "dashboard-read", ttlMs: 1 },
-          now: yield* Clock.currentTimeMillis
-        })
-        const [requests, tokens] = answer.buckets
-        return {
-          requestsPerMinute: { limit: requests.capacity, remaining: requests.remaining, resetMs: requests.resetMs },
-          tokensPerMinute: { limit: tokens.capacity, remaining: tokens.remaining, resetMs: tokens.resetMs },
-          concurrency: { limit: plan.concurrency, inFlight: answer.leasesInUse }
-        } satisfies RateLimitView
-      }).pipe(Effect.catch(() => Effect.succeed(undefined)))
+    const rateLimitsOf = Effect.fnUntraced(function*(key: KeyRecord) {
+      const plan = planOf(key)
+      if (plan === undefined || !metering) return undefined
+      const answer = yield* store.gate({
+        scope: key.id,
+        buckets: [
+          { name: RPM_BUCKET, capacity: plan.rpm, periodMs: MINUTE_MS, cost: 0 },
+          { name: TPM_BUCKET, capacity: plan.tpm, periodMs: MINUTE_MS, cost: 0 }
+        ],
+        lease: { limit: 0, id: "dashboard-read", ttlMs: 1 },
+        now: yield* Clock.currentTimeMillis
+      })
+      const [requests, tokens] = answer.buckets
+      return {
+        requestsPerMinute: { limit: requests.capacity, remaining: requests.remaining, resetMs: requests.resetMs },
+        tokensPerMinute: { limit: tokens.capacity, remaining: tokens.remaining, resetMs: tokens.resetMs },
+        concurrency: { limit: plan.concurrency, inFlight: answer.leasesInUse }
+      } satisfies RateLimitView
+    }, Effect.catch(() => Effect.succeed(undefined)))
 
     return KeyStatus.of({ allowance: allowanceOf, rateLimits: rateLimitsOf, plan: planOf })
   }))

@@ -27,21 +27,20 @@ export interface ReadinessReport {
 
 const CHECK_TIMEOUT = Duration.seconds(2)
 
-const timed = <E>(what: string, effect: Effect.Effect<unknown, E>) =>
-  Effect.gen(function*() {
-    const started = performance.now()
-    return yield* effect.pipe(
-      Effect.timeout(CHECK_TIMEOUT),
-      Effect.map((): ReadinessCheck => ({ status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 })),
-      Effect.catchCause((cause) => {
-        const failure = Cause.squash(cause)
-        const message = Cause.isTimeoutError(failure)
-          ? `no answer within ${Duration.toMillis(CHECK_TIMEOUT)} ms`
-          : failure instanceof Error ? failure.message : String(failure)
-        return Effect.succeed<ReadinessCheck>({ status: "unreachable", error: `${what}: ${message}` })
-      })
-    )
-  })
+const timed = Effect.fnUntraced(function*<E>(what: string, effect: Effect.Effect<unknown, E>) {
+  const started = performance.now()
+  return yield* effect.pipe(
+    Effect.timeout(CHECK_TIMEOUT),
+    Effect.map((): ReadinessCheck => ({ status: "ok", latencyMs: Math.round((performance.now() - started) * 10) / 10 })),
+    Effect.catchCause((cause) => {
+      const failure = Cause.squash(cause)
+      const message = Cause.isTimeoutError(failure)
+        ? `no answer within ${Duration.toMillis(CHECK_TIMEOUT)} ms`
+        : failure instanceof Error ? failure.message : String(failure)
+      return Effect.succeed<ReadinessCheck>({ status: "unreachable", error: `${what}: ${message}` })
+    })
+  )
+})
 
 /** The probe; `redis` is the gateway's shared client, absent when it runs without Redis. */
 const make = Effect.fnUntraced(function*(redis: RedisClientShape | undefined) {

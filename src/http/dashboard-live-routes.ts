@@ -6,7 +6,7 @@
  * - runs: operators see every key's runs, key holders only their own (another key's run is 404);
  *   a run's event log is the run API's own SSE stream; cancel ends a live run.
  */
-import { Clock, Effect, Queue, Stream } from "effect"
+import { type Cause, Clock, Effect, Queue, Stream } from "effect"
 import { HttpEffect, HttpServerResponse } from "effect/http"
 import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
@@ -80,37 +80,46 @@ const queuesNow = Effect.fnUntraced(function*() {
   return jsonResponse({ object: "dashboard_queues", at: new Date().toISOString(), data: yield* snapshot }, { headers: NO_STORE })
 })
 
+/** The queues' frames into `queue` while the session lasts (made once, not per connection). */
+const feedQueues = Effect.fnUntraced(function*(
+  queue: Queue.Queue<string, Cause.Done>,
+  session: DashboardSession,
+  sessionId: string,
+  snapshot: Effect.Success<typeof makeQueueSnapshot>,
+  sessions: DashboardSessions["Service"]
+) {
+  let previous = ""
+  let lastSent = 0
+  let lastSessionCheck = yield* Clock.currentTimeMillis
+  while (true) {
+    const now = yield* Clock.currentTimeMillis
+    if (now >= session.expiresAt.getTime()) break
+    if (now - lastSessionCheck >= SESSION_CHECK_MS) {
+      lastSessionCheck = now
+      if ((yield* sessions.lookup(sessionId))._tag === "Ended") break
+    }
+    const data = yield* snapshot
+    const text = JSON.stringify(data)
+    if (text !== previous) {
+      previous = text
+      lastSent = now
+      yield* Queue.offer(queue, namedFrame("queues", { at: new Date(now).toISOString(), data }))
+    } else if (now - lastSent >= HEARTBEAT_MS) {
+      lastSent = now
+      yield* Queue.offer(queue, commentFrame("heartbeat"))
+    }
+    yield* Effect.sleep(POLL_MS)
+  }
+  yield* Queue.offer(queue, namedFrame("signed-out", { message: "Your session ended; sign in again" }))
+  yield* Queue.end(queue)
+})
+
 const queuesFeed = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {
   const snapshot = yield* makeQueueSnapshot
   const sessions = yield* DashboardSessions
   const sessionId = sessionIdOf(ctx)!
   const frames = Stream.callback<string>((queue) =>
-    Effect.gen(function*() {
-      let previous = ""
-      let lastSent = 0
-      let lastSessionCheck = yield* Clock.currentTimeMillis
-      while (true) {
-        const now = yield* Clock.currentTimeMillis
-        if (now >= session.expiresAt.getTime()) break
-        if (now - lastSessionCheck >= SESSION_CHECK_MS) {
-          lastSessionCheck = now
-          if ((yield* sessions.lookup(sessionId))._tag === "Ended") break
-        }
-        const data = yield* snapshot
-        const text = JSON.stringify(data)
-        if (text !== previous) {
-          previous = text
-          lastSent = now
-          yield* Queue.offer(queue, namedFrame("queues", { at: new Date(now).toISOString(), data }))
-        } else if (now - lastSent >= HEARTBEAT_MS) {
-          lastSent = now
-          yield* Queue.offer(queue, commentFrame("heartbeat"))
-        }
-        yield* Effect.sleep(POLL_MS)
-      }
-      yield* Queue.offer(queue, namedFrame("signed-out", { message: "Your session ended; sign in again" }))
-      yield* Queue.end(queue)
-    }).pipe(Effect.catch(() => Queue.end(queue))), { bufferSize: 16 })
+    feedQueues(queue, session, sessionId, snapshot, sessions).pipe(Effect.catch(() => Queue.end(queue))), { bufferSize: 16 })
   return HttpServerResponse.stream(frames.pipe(Stream.encodeText), { contentType: "text/event-stream", headers: SSE_HEADERS })
 })
 

@@ -79,28 +79,30 @@ const readSignIn = readBody(SignInBody)
 
 const noStore = { "cache-control": "no-store" }
 
-const signIn = (extensions: DashboardExtensions) => (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    yield* notCrossSite(ctx)
-    yield* jsonBodyOnly(ctx)
-    const { token } = yield* readSignIn(ctx)
-    const sessions = yield* DashboardSessions
-    const signedIn = yield* sessions.signIn(token.trim())
-    if (signedIn === undefined) {
-      return yield* new Unauthenticated({ message: "Sign-in failed: that is neither the admin token nor an active API key" })
-    }
-    const { metering } = yield* Settings
-    return jsonResponse(sessionView(signedIn.session, extensions, metering), {
-      headers: { ...noStore, "set-cookie": sessionCookie(ctx, signedIn.sessionId, sessions.ttlMs) }
-    })
+const signInWith = Effect.fnUntraced(function*(extensions: DashboardExtensions, ctx: RequestContext) {
+  yield* notCrossSite(ctx)
+  yield* jsonBodyOnly(ctx)
+  const { token } = yield* readSignIn(ctx)
+  const sessions = yield* DashboardSessions
+  const signedIn = yield* sessions.signIn(token.trim())
+  if (signedIn === undefined) {
+    return yield* new Unauthenticated({ message: "Sign-in failed: that is neither the admin token nor an active API key" })
+  }
+  const { metering } = yield* Settings
+  return jsonResponse(sessionView(signedIn.session, extensions, metering), {
+    headers: { ...noStore, "set-cookie": sessionCookie(ctx, signedIn.sessionId, sessions.ttlMs) }
   })
+})
 
-const readSession = (extensions: DashboardExtensions) => (ctx: RequestContext) =>
-  Effect.gen(function*() {
-    const session = yield* requireSession(ctx, "signed-in")
-    const { metering } = yield* Settings
-    return jsonResponse(sessionView(session, extensions, metering), { headers: noStore })
-  })
+const signIn = (extensions: DashboardExtensions) => (ctx: RequestContext) => signInWith(extensions, ctx)
+
+const readSessionWith = Effect.fnUntraced(function*(extensions: DashboardExtensions, ctx: RequestContext) {
+  const session = yield* requireSession(ctx, "signed-in")
+  const { metering } = yield* Settings
+  return jsonResponse(sessionView(session, extensions, metering), { headers: noStore })
+})
+
+const readSession = (extensions: DashboardExtensions) => (ctx: RequestContext) => readSessionWith(extensions, ctx)
 
 const signOut = Effect.fnUntraced(function*(ctx: RequestContext) {
   yield* requireSession(ctx, "signed-in")

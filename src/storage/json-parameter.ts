@@ -68,16 +68,15 @@ const inline = (sql: SqlClient.SqlClient, text: string, type: string): JsonParam
   ({ fragment: sql`${text}::${sql.literal(type)}`, bytes: Buffer.byteLength(text), release: Effect.void })
 
 /** Writes `chunks` to `staged_documents`, 1 MiB a statement, and gives the fragment that reads them back. */
-const staged = (sql: SqlClient.SqlClient, chunks: ReadonlyArray<Uint8Array>, bytes: number, type: string): Effect.Effect<JsonParameter, SqlError.SqlError> =>
-  Effect.gen(function*() {
-    const id = newId("doc")
-    let n = 0
-    for (const chunk of chunksOf(chunks, STAGE_CHUNK_BYTES)) {
-      yield* sql`INSERT INTO staged_documents (id, n, data) VALUES (${id}, ${n++}, ${chunk})`
-    }
-    return {
-      fragment: sql`(SELECT convert_from(string_agg(data, ''::bytea ORDER BY n), 'UTF8') FROM staged_documents WHERE id = ${id})::${sql.literal(type)}`,
-      bytes,
-      release: Effect.asVoid(sql`DELETE FROM staged_documents WHERE id = ${id}`)
-    }
-  })
+const staged = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, chunks: ReadonlyArray<Uint8Array>, bytes: number, type: string): Effect.fn.Return<JsonParameter, SqlError.SqlError> {
+  const id = newId("doc")
+  let n = 0
+  for (const chunk of chunksOf(chunks, STAGE_CHUNK_BYTES)) {
+    yield* sql`INSERT INTO staged_documents (id, n, data) VALUES (${id}, ${n++}, ${chunk})`
+  }
+  return {
+    fragment: sql`(SELECT convert_from(string_agg(data, ''::bytea ORDER BY n), 'UTF8') FROM staged_documents WHERE id = ${id})::${sql.literal(type)}`,
+    bytes,
+    release: Effect.asVoid(sql`DELETE FROM staged_documents WHERE id = ${id}`)
+  }
+})
