@@ -18,10 +18,11 @@
  * `test/runtime-http/generator-closures.test.ts` checks every dialect and backend in both modes.
  */
 import { spawnSync } from "node:child_process"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
+import { readMapLogs } from "../test/support/v8-map-log.ts"
 
 const { values } = parseArgs({
   options: {
@@ -34,52 +35,22 @@ const { values } = parseArgs({
 })
 
 const dir = mkdtempSync(join(tmpdir(), "map-sites-"))
-const log = join(dir, "maps.log")
+// One log per isolate (the main thread's, the database's and the tokenizer's workers): see
+// `test/support/v8-map-log.ts` for why not one shared file.
 const run = spawnSync(process.execPath, [
   join(import.meta.dirname, "hot-path.ts"),
   "--seconds", values.seconds,
   "--c1", "20",
   ...(values.stream ? ["--stream"] : []),
   ...(values.redis ? ["--redis"] : []),
-  `--node-args=--log-maps --logfile=${log} --no-logfile-per-isolate`
+  `--node-args=--log-maps --logfile=${join(dir, "maps.log")}`
 ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
 const summary = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "{}") as { requests?: number }
 const requests = (summary.requests ?? 0) + 20
 
-// code-creation,<type>,<kind>,<time>,<address>,<size>,<name…>  and  map,<kind>,<time>,<from>,<to>,<pc>,<line>,<column>,…
-const codes: Array<readonly [number, number, string]> = []
-const made: Array<readonly [number, string, string]> = []
-for (const line of readFileSync(log, "utf8").split("\n")) {
-  if (line.startsWith("code-creation,")) {
-    const f = line.split(",")
-    const start = Number.parseInt(f[4]!, 16)
-    codes.push([start, start + Number(f[5]), f.slice(6).join(",").replace(/,0x[0-9a-f]+,.*$/, "").trim()])
-  } else if (line.startsWith(`map,${values.kind},`)) {
-    const f = line.split(",")
-    made.push([Number.parseInt(f[5]!, 16), f[6]!, f[7]!])
-  }
-}
+const maps = readMapLogs(dir, new Map(), [values.kind])
 rmSync(dir, { recursive: true, force: true })
-codes.sort((a, b) => a[0] - b[0])
-const codeAt = (pc: number) => {
-  let lo = 0
-  let hi = codes.length - 1
-  let best: readonly [number, number, string] | undefined
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1
-    if (codes[mid]![0] <= pc) {
-      best = codes[mid]
-      lo = mid + 1
-    } else hi = mid - 1
-  }
-  return best !== undefined && pc < best[1] ? best[2].replace(/file:\/\/\S*?\/(src|node_modules)\//, "$1/") : "(unknown code)"
-}
-const counts = new Map<string, number>()
-for (const [pc, line, column] of made) {
-  const site = `${codeAt(pc)} (at ${line}:${column})`
-  counts.set(site, (counts.get(site) ?? 0) + 1)
-}
-console.log(`${made.length} ${values.kind} maps over ${requests} requests${values.stream ? " (streamed)" : ""}, start-up included; by the code that made them:`)
-for (const [site, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
-  console.log(`${String(n).padStart(7)}  ${(n / requests).toFixed(2).padStart(6)}/req  ${site}`)
+console.log(`${maps.afterCount} ${values.kind} maps over ${requests} requests${values.stream ? " (streamed)" : ""}, start-up included; by the code that made them:`)
+for (const [site, n] of [...maps.after].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {
+  console.log(`${String(n).padStart(7)}  ${(n / requests).toFixed(2).padStart(6)}/req  ${site.slice(values.kind.length + 1)}`)
 }

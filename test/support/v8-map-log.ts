@@ -1,0 +1,90 @@
+/**
+ * Reads V8's map log (`--log-maps`): which maps of a kind were made, and by which code. Used by
+ * `test/runtime-http/generator-closures.test.ts` and `bench/map-sites.ts`.
+ *
+ * Run a process with `--log-maps --logfile=DIR/maps.log`: V8 writes one log per isolate (the main
+ * thread's and each worker's), named `isolate-<address>-<pid>-maps.log`. Do not add
+ * `--no-logfile-per-isolate`: then every isolate writes the one file at its own offset, over the
+ * others' lines (a 97 MB file of which 56 MB were zeros, and the main thread's maps lost).
+ *
+ * Lines read:
+ *   code-creation,<type>,<kind>,<time>,<address>,<size>,<name…>
+ *   map,<kind>,<time>,<from>,<to>,<pc>,<line>,<column>,…,<name>
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs"
+import { join } from "node:path"
+
+/** A generator function's first map, and the map copied for an object literal with accessors. */
+export const MADE_PER_OBJECT = ["InitialMap", "NormalizeCached"] as const
+
+/** The logs in `dir` and their sizes now: where a later `readMapLogs` starts reading each. */
+export const mapLogSizes = (dir: string): ReadonlyMap<string, number> =>
+  new Map(readdirSync(dir).map((name) => [join(dir, name), statSync(join(dir, name)).size]))
+
+export interface MapsMade {
+  /** Maps of the kinds logged before the offsets given (all files' together). */
+  readonly before: number
+  /** Maps of the kinds logged after them, by site: "<kind> <code> (at line:column)" → count. */
+  readonly after: ReadonlyMap<string, number>
+  /** Their total. */
+  readonly afterCount: number
+}
+
+/**
+ * Counts the maps of `kinds` made in each log of `dir` before and after the offset `from` gives
+ * for it (a file not in `from`, of a worker started since, is read whole as "after"). Sites name
+ * the code that made each map: its function and source position, where the log has it.
+ */
+export const readMapLogs = (
+  dir: string,
+  from: ReadonlyMap<string, number> = new Map(),
+  kinds: ReadonlyArray<string> = MADE_PER_OBJECT
+): MapsMade => {
+  const prefixes = kinds.map((kind) => `map,${kind},`)
+  let before = 0
+  let afterCount = 0
+  const after = new Map<string, number>()
+  for (const file of readdirSync(dir).map((name) => join(dir, name))) {
+    const text = readFileSync(file, "latin1")
+    const start = from.get(file) ?? 0
+    const codes: Array<readonly [number, number, string]> = []
+    const made: Array<readonly [number, string]> = []
+    let offset = 0
+    for (const line of text.split("\n")) {
+      const at = offset
+      offset += line.length + 1
+      if (line.startsWith("code-creation,")) {
+        const f = line.split(",")
+        const address = Number.parseInt(f[4]!, 16)
+        codes.push([address, address + Number(f[5]), f.slice(6).join(",").replace(/,0x[0-9a-f]+,.*$/, "").trim()])
+      } else if (prefixes.some((prefix) => line.startsWith(prefix))) {
+        if (at < start) {
+          before++
+          continue
+        }
+        const f = line.split(",")
+        made.push([Number.parseInt(f[5]!, 16), `${f[1]} %CODE% (at ${f[6]}:${f[7]})`])
+      }
+    }
+    codes.sort((a, b) => a[0] - b[0])
+    const codeAt = (pc: number) => {
+      let lo = 0
+      let hi = codes.length - 1
+      let best: readonly [number, number, string] | undefined
+      while (lo <= hi) {
+        const mid = (lo + hi) >> 1
+        if (codes[mid]![0] <= pc) {
+          best = codes[mid]
+          lo = mid + 1
+        } else hi = mid - 1
+      }
+      return best !== undefined && pc < best[1] ? best[2].replace(/file:\/\/\S*?\/(src|node_modules)\//, "$1/") : "(unknown code)"
+    }
+    for (const [pc, site] of made) {
+      const named = site.replace("%CODE%", codeAt(pc))
+      after.set(named, (after.get(named) ?? 0) + 1)
+      afterCount++
+    }
+  }
+  return { before, after, afterCount }
+}
