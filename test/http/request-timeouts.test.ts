@@ -77,8 +77,13 @@ describe("request timeouts on the Node server", () => {
     for (const outcome of await Promise.all(slowHeaders)) {
       expect(outcome.closedAfterMs, "slow headers still open").toBeDefined()
       expect(outcome.closedAfterMs!).toBeLessThan(HEADERS_TIMEOUT_MS + 5_000)
-      expect(outcome.received).toMatch(/^HTTP\/1\.1 408/)
+      // Node's headers timeout answers 408. A client kept busy past the idle timeout between two
+      // of its header lines (a loaded machine: this process runs 60 such clients and a gateway)
+      // meets the silent close first; either way it never gets past the headers. Were the headers
+      // timeout not enforced, these clients (a line every 200 ms) would stay open to `giveUpMs`.
+      expect(outcome.received === "" || /^HTTP\/1\.1 408/.test(outcome.received), outcome.received).toBe(true)
     }
+    expect((await Promise.all(slowHeaders)).some((outcome) => /^HTTP\/1\.1 408/.test(outcome.received)), "no slow-headers client got Node's 408").toBe(true)
     for (const outcome of await Promise.all(silent)) {
       expect(outcome.closedAfterMs, "silent connection still open").toBeDefined()
       expect(outcome.closedAfterMs!).toBeLessThan(HEADERS_TIMEOUT_MS + 5_000)
