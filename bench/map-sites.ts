@@ -43,7 +43,7 @@ const run = spawnSync(process.execPath, [
   "--c1", "20",
   ...(values.stream ? ["--stream"] : []),
   ...(values.redis ? ["--redis"] : []),
-  `--node-args=--log-maps --logfile=${join(dir, "maps.log")}`
+  `--node-args=--log-maps --no-log-maps-details --logfile=${join(dir, "maps.log")}`
 ], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
 const summary = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "{}") as { requests?: number }
 const requests = (summary.requests ?? 0) + 20

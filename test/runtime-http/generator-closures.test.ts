@@ -77,7 +77,7 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
       { GATEWAY_DATA_DIR: dir, ...config, UPSTREAM_KEY, ...store },
       [],
       [],
-      ["--log-maps", `--logfile=${join(logDir, "maps.log")}`]
+      ["--log-maps", "--no-log-maps-details", `--logfile=${join(logDir, "maps.log")}`]
     )
   }, 120_000)
   afterAll(async () => {
