@@ -16,8 +16,8 @@
  *   continues on another placement, marked by an SSE comment (`switchover`).
  * Non-streaming requests wait silently (a JSON body cannot carry keepalives).
  */
-import { Cause, Clock, Context, Deferred, Effect, Fiber, Option, Pull, Result, Scope, Stream } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
+import { Cause, Clock, Deferred, Effect, Fiber, Option, Pull, Result, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
@@ -33,8 +33,8 @@ import { requestAttributes, startRequestSpan } from "../observability/tracing.ts
 import { type RequestContext, requireKey, withRequestId } from "./route.ts"
 import { defectFrame, nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
 import { defectMessage } from "./render-error.ts"
-import { SSE_HEADERS } from "./sse.ts"
-import { onExitPlain, toPullPlain } from "../util/scoped.ts"
+import { sseStreamResponse } from "./sse.ts"
+import { toPullPlain } from "../util/scoped.ts"
 import { type ChunkedBody, isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 
 export type CallFailure = BackendError | QueueTimeout
@@ -177,28 +177,12 @@ interface EncodedCall {
 }
 
 /**
- * SSE frames as the response body (see `frames`); a keepalive is a frame too. The request's scope
- * (its slot, its metering hold) now closes when the body ends, as `HttpEffect.scopeTransferToStream`
- * does — but through `onExitPlain`, without the generator Effect's `Stream.onExit` makes per stream.
- * Called synchronously in the request's fiber.
- */
-const sseResponse = (body: Stream.Stream<Uint8Array>, headers: Record<string, string>) => {
-  // The request scope Effect's HTTP server made (Scope.makeUnsafe): closeable, as its own transfer assumes.
-  const scope = Context.getUnsafe(Fiber.getCurrent()!.context, Scope.Scope) as Scope.Closeable
-  HttpEffect.scopeDisableClose(scope)
-  return HttpServerResponse.stream(onExitPlain(body, (exit) => Scope.close(scope, exit)), {
-    contentType: "text/event-stream",
-    headers: { ...SSE_HEADERS, ...headers }
-  })
-}
-
-/**
  * A started stream's answer: written by this fiber over node:http (node-sse.ts), else handed to
  * the platform as the response's body (the embedding API's web handler).
  */
 const respondSse = (ctx: RequestContext, call: EncodedCall, headers: Record<string, string>) => {
   const response = nodeResponseOf(ctx.request)
-  if (response === undefined) return Effect.sync(() => sseResponse(frames(call.events, call.sse), headers))
+  if (response === undefined) return Effect.sync(() => sseStreamResponse(frames(call.events, call.sse), headers))
   // Committed: a client that leaves from here on is logged with the status it was sent.
   ctx.record.status = 200
   return writeSse(response, withRequestId(headers, ctx.requestId), call.events, call.sse)
@@ -346,7 +330,7 @@ const answer = Effect.fnUntraced(function*(
       })
     )
   )
-  return sseResponse(Stream.concat(keepalives, rest), prepared.headers())
+  return sseStreamResponse(Stream.concat(keepalives, rest), prepared.headers())
 })
 
 /**
@@ -402,5 +386,5 @@ export const encodeDirect = <Echo>(dialect: ChatDialect<Echo>, context: EncodeCo
     )
     : Effect.map(
       startStream(events).pipe(Effect.mapError(callFailureToApiError)),
-      (started) => sseResponse(frames(started, new EncoderFrames(dialect.streamEncoder(context))), {})
+      (started) => sseStreamResponse(frames(started, new EncoderFrames(dialect.streamEncoder(context))), {})
     )

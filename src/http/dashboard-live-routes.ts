@@ -7,7 +7,7 @@
  *   a run's event log is the run API's own SSE stream; cancel ends a live run.
  */
 import { type Cause, Clock, Effect, Queue, Stream } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
+import { HttpServerResponse } from "effect/http"
 import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
@@ -28,7 +28,7 @@ import { dashboardApi } from "./dashboard-api-routes.ts"
 import { jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
-import { commentFrame, namedFrame, SSE_HEADERS } from "./sse.ts"
+import { commentFrame, namedFrame, SSE_HEADERS, sseStreamResponse } from "./sse.ts"
 import { limitParam } from "./limit-param.ts"
 
 const NO_STORE = { "cache-control": "no-store" }
@@ -174,7 +174,7 @@ const runEvents = Effect.fnUntraced(function*(ctx: RequestContext, session: Dash
   // A first comment sends the headers at once, so the page can say "live" before the first event.
   const frames = Stream.concat(Stream.make(new TextEncoder().encode(commentFrame("connected"))), runEventFrames(ctx.params.id, Number(raw.trim()), executor.heartbeatMs))
     .pipe(Stream.provideContext(services))
-  return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+  return sseStreamResponse(frames, {})
 })
 
 const cancelRun = Effect.fnUntraced(function*(ctx: RequestContext, session: DashboardSession) {

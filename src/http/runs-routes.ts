@@ -4,7 +4,6 @@
  */
 import { createHash } from "node:crypto"
 import { Effect, Schema, Stream } from "effect"
-import { HttpEffect, HttpServerResponse } from "effect/http"
 import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
@@ -22,7 +21,7 @@ import { RunsRepo } from "../runs/runs-repo.ts"
 import { decodeWith, readJson } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
-import { SSE_HEADERS } from "./sse.ts"
+import { sseStreamResponse } from "./sse.ts"
 import { limitParam } from "./limit-param.ts"
 
 const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
@@ -146,7 +145,7 @@ const readEvents = Effect.fnUntraced(function*(ctx: RequestContext) {
   const executor = yield* RunExecutor
   const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()
   const frames = runEventFrames(ctx.params.id, after, executor.heartbeatMs).pipe(Stream.provideContext(services))
-  return HttpEffect.scopeTransferToStream(HttpServerResponse.stream(frames, { contentType: "text/event-stream", headers: SSE_HEADERS }))
+  return sseStreamResponse(frames, {})
 })
 
 /**
