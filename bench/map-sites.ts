@@ -48,7 +48,7 @@ const run = spawnSync(process.execPath, [
 const summary = JSON.parse(run.stdout.trim().split("\n").at(-1) ?? "{}") as { requests?: number }
 const requests = (summary.requests ?? 0) + 20
 
-const maps = readMapLogs(dir, new Map(), [values.kind])
+const maps = readMapLogs(dir, { kinds: [values.kind] })
 rmSync(dir, { recursive: true, force: true })
 console.log(`${maps.afterCount} ${values.kind} maps over ${requests} requests${values.stream ? " (streamed)" : ""}, start-up included; by the code that made them:`)
 for (const [site, n] of [...maps.after].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) {

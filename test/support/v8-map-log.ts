@@ -22,24 +22,30 @@ export const mapLogSizes = (dir: string): ReadonlyMap<string, number> =>
   new Map(readdirSync(dir).map((name) => [join(dir, name), statSync(join(dir, name)).size]))
 
 export interface MapsMade {
-  /** Maps of the kinds logged before the offsets given (all files' together). */
+  /** Maps of the kinds logged before the `from` offsets (all files' together). */
   readonly before: number
-  /** Maps of the kinds logged after them, by site: "<kind> <code> (at line:column)" → count. */
+  /** Maps of the kinds logged from them (to the `to` offsets), by site: "<kind> <code> (at line:column)" → count. */
   readonly after: ReadonlyMap<string, number>
   /** Their total. */
   readonly afterCount: number
 }
 
+export interface MapLogWindow {
+  /** Where each file's window starts (a file not listed, of a worker started since: at its start). */
+  readonly from?: ReadonlyMap<string, number>
+  /**
+   * Where each file's window ends (a file not listed: at its end). V8 buffers its log, so sizes
+   * taken while a process runs lag what it has logged by at most a buffer's worth.
+   */
+  readonly to?: ReadonlyMap<string, number>
+  readonly kinds?: ReadonlyArray<string>
+}
+
 /**
- * Counts the maps of `kinds` made in each log of `dir` before and after the offset `from` gives
- * for it (a file not in `from`, of a worker started since, is read whole as "after"). Sites name
- * the code that made each map: its function and source position, where the log has it.
+ * Counts the maps of `kinds` made in each log of `dir` before and inside the window. Sites name the
+ * code that made each map: its function and source position, where the log has it.
  */
-export const readMapLogs = (
-  dir: string,
-  from: ReadonlyMap<string, number> = new Map(),
-  kinds: ReadonlyArray<string> = MADE_PER_OBJECT
-): MapsMade => {
+export const readMapLogs = (dir: string, { from = new Map(), to = new Map(), kinds = MADE_PER_OBJECT }: MapLogWindow = {}): MapsMade => {
   const prefixes = kinds.map((kind) => `map,${kind},`)
   let before = 0
   let afterCount = 0
@@ -47,6 +53,7 @@ export const readMapLogs = (
   for (const file of readdirSync(dir).map((name) => join(dir, name))) {
     const text = readFileSync(file, "latin1")
     const start = from.get(file) ?? 0
+    const end = to.get(file) ?? Number.POSITIVE_INFINITY
     const codes: Array<readonly [number, number, string]> = []
     const made: Array<readonly [number, string]> = []
     let offset = 0
@@ -62,6 +69,7 @@ export const readMapLogs = (
           before++
           continue
         }
+        if (at >= end) continue
         const f = line.split(",")
         made.push([Number.parseInt(f[5]!, 16), `${f[1]} %CODE% (at ${f[6]}:${f[7]})`])
       }
