@@ -216,9 +216,7 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Embed
     call,
     stream,
     encode: encodeIn,
-    queues: () => runtime.runPromise(Effect.gen(function*() {
-      return yield* (yield* CapacityQueues).view()
-    })),
+    queues: () => runtime.runPromise(Effect.flatMap(CapacityQueues, (queues) => queues.view())),
     handler: (request) => handler(request),
     dispose: () => runtime.dispose()
   }

@@ -284,7 +284,7 @@ function make(options: AllowanceOptions) {
       return Deferred.await(done)
     })
     const rebuildTimedOut = unavailable(`rebuild: the database gave no answer within ${storageTimeoutMs} ms`)
-    const rebuild = (keyId: string, t: Target) => Effect.gen(function*() {
+    const rebuild = Effect.fnUntraced(function*(keyId: string, t: Target) {
       for (let attempt = 0; ; attempt++) {
         const pending = yield* store.budgetPendingCharges(t.budget)
         const spent = yield* ledger.spentOn({ keyId, funding: t.funding, from: t.from, to: t.to, requestIds: pending })

@@ -237,25 +237,28 @@ function make(options: LedgerOptions) {
       }))
     })
 
-    const spentOn = Effect.fn("UsageLedger.spentOn")(function*(query: SpendQuery) {
+    /** `spentOn` under the flush lock (a generator made once, not per query). */
+    const spentOnLocked = Effect.fnUntraced(function*(query: SpendQuery) {
       const { keyId, funding, from, to } = query
       const ids = query.requestIds ?? []
-      return yield* lock.withPermits(1)(Effect.gen(function*() {
-        // One statement, one snapshot: the total and which of `ids` it counts cannot disagree.
-        const rows = yield* sql<{ cost: number | null; counted: Array<string> | null }>`SELECT sum(cost_micros)::float8 AS cost,
-            ${ids.length === 0 ? sql`NULL::text[]` : sql`array_agg(request_id) FILTER (WHERE request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)))`} AS counted
-          FROM usage_ledger
-          WHERE key_id = ${keyId} AND funding = ${funding}
-          ${from === undefined ? sql`` : sql`AND at >= ${new Date(from).toISOString()}`}
-          ${to === undefined ? sql`` : sql`AND at < ${new Date(to).toISOString()}`}`
-        const inBudget = (e: LedgerEntry) =>
-          e.keyId === keyId && fundingOf(e) === funding &&
-          (from === undefined || e.at.getTime() >= from) && (to === undefined || e.at.getTime() < to)
-        const wanted = new Set(ids)
-        const counted = new Set(rows[0]?.counted ?? [])
-        for (const e of buffer) if (inBudget(e) && wanted.has(e.requestId)) counted.add(e.requestId)
-        return { micros: Number(rows[0]?.cost ?? 0) + sumCost(buffer, inBudget), counted: [...counted] }
-      }))
+      // One statement, one snapshot: the total and which of `ids` it counts cannot disagree.
+      const rows = yield* sql<{ cost: number | null; counted: Array<string> | null }>`SELECT sum(cost_micros)::float8 AS cost,
+          ${ids.length === 0 ? sql`NULL::text[]` : sql`array_agg(request_id) FILTER (WHERE request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)))`} AS counted
+        FROM usage_ledger
+        WHERE key_id = ${keyId} AND funding = ${funding}
+        ${from === undefined ? sql`` : sql`AND at >= ${new Date(from).toISOString()}`}
+        ${to === undefined ? sql`` : sql`AND at < ${new Date(to).toISOString()}`}`
+      const inBudget = (e: LedgerEntry) =>
+        e.keyId === keyId && fundingOf(e) === funding &&
+        (from === undefined || e.at.getTime() >= from) && (to === undefined || e.at.getTime() < to)
+      const wanted = new Set(ids)
+      const counted = new Set(rows[0]?.counted ?? [])
+      for (const e of buffer) if (inBudget(e) && wanted.has(e.requestId)) counted.add(e.requestId)
+      return { micros: Number(rows[0]?.cost ?? 0) + sumCost(buffer, inBudget), counted: [...counted] }
+    })
+
+    const spentOn = Effect.fn("UsageLedger.spentOn")(function*(query: SpendQuery) {
+      return yield* lock.withPermits(1)(spentOnLocked(query))
     })
 
     const spentThisMonth = Effect.fn("UsageLedger.spentThisMonth")(function*(keyId: string) {
