@@ -41,38 +41,52 @@ const HEARTBEAT_MS = 15_000
 const SESSION_CHECK_MS = 15_000
 
 /** Every placement's queue, with its model, backend, injected fault and the names of waiting keys. */
-const makeQueueSnapshot = Effect.gen(function*() {
-  const catalog = yield* Catalog
-  const queues = yield* CapacityQueues
-  const placements = yield* Placements
-  const keys = yield* ApiKeys
-  const names = new Map<string, { name: string | null; hint: string }>()
-  return Effect.gen(function*() {
-    const views = yield* queues.view()
-    const unknown = [...new Set(views.flatMap((v) => Object.keys(v.waitingByKey)))].filter((id) => !names.has(id))
-    yield* Effect.forEach(unknown, (id) =>
-      keys.get(id).pipe(
-        Effect.tap((key) => Effect.sync(() => names.set(id, { name: key.name, hint: key.hint }))),
-        Effect.ignore
-      ), { discard: true })
-    return views.map((view) => {
-      const serving = placements.byId.get(view.placementId)
-      const faults = serving?.runtime.faults
-      return {
-        placementId: view.placementId,
-        modelId: catalog.placements.get(view.placementId)?.modelId ?? null,
-        backend: serving?.config.backend ?? null,
-        capacity: view.capacity,
-        inUse: view.inUse,
-        waiting: view.waiting,
-        waitingByKey: Object.entries(view.waitingByKey)
-          .filter(([, n]) => n > 0)
-          .map(([keyId, waiting]) => ({ keyId, name: names.get(keyId)?.name ?? null, hint: names.get(keyId)?.hint ?? null, waiting })),
-        circuit: view.circuit,
-        fault: faults === undefined || faults.mode === "none" ? null : { ...faults }
-      }
-    })
+interface SnapshotSources {
+  readonly catalog: Catalog["Service"]
+  readonly queues: CapacityQueues["Service"]
+  readonly placements: Placements["Service"]
+  readonly keys: ApiKeys["Service"]
+  /** Names of keys seen waiting, looked up once each. */
+  readonly names: Map<string, { name: string | null; hint: string }>
+}
+
+/** The snapshot itself: a generator made once (each run of the feed's loop reads it anew). */
+const snapshotOf = Effect.fnUntraced(function*(s: SnapshotSources) {
+  const views = yield* s.queues.view()
+  const unknown = [...new Set(views.flatMap((v) => Object.keys(v.waitingByKey)))].filter((id) => !s.names.has(id))
+  yield* Effect.forEach(unknown, (id) =>
+    s.keys.get(id).pipe(
+      Effect.tap((key) => Effect.sync(() => s.names.set(id, { name: key.name, hint: key.hint }))),
+      Effect.ignore
+    ), { discard: true })
+  return views.map((view) => {
+    const serving = s.placements.byId.get(view.placementId)
+    const faults = serving?.runtime.faults
+    return {
+      placementId: view.placementId,
+      modelId: s.catalog.placements.get(view.placementId)?.modelId ?? null,
+      backend: serving?.config.backend ?? null,
+      capacity: view.capacity,
+      inUse: view.inUse,
+      waiting: view.waiting,
+      waitingByKey: Object.entries(view.waitingByKey)
+        .filter(([, n]) => n > 0)
+        .map(([keyId, waiting]) => ({ keyId, name: s.names.get(keyId)?.name ?? null, hint: s.names.get(keyId)?.hint ?? null, waiting })),
+      circuit: view.circuit,
+      fault: faults === undefined || faults.mode === "none" ? null : { ...faults }
+    }
   })
+})
+
+const makeQueueSnapshot = Effect.gen(function*() {
+  const sources: SnapshotSources = {
+    catalog: yield* Catalog,
+    queues: yield* CapacityQueues,
+    placements: yield* Placements,
+    keys: yield* ApiKeys,
+    names: new Map()
+  }
+  return snapshotOf(sources)
 })
 
 const queuesNow = Effect.fnUntraced(function*() {
