@@ -27,6 +27,7 @@ import type { Redis } from "ioredis"
 import { Settings } from "../config/settings.ts"
 import { makeScriptBatcher } from "./script-bundle.ts"
 import { KEY_PREFIX } from "./types.ts"
+import { KeyedSets } from "../util/keyed-sets.ts"
 
 /**
  * The key of a call's admission ticket: left by the metering script when the call is admitted,
@@ -237,9 +238,9 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
   const subscriber = yield* open("subscriber")
 
   // channel → its listeners; one SUBSCRIBE per channel on the shared subscriber connection
-  const listeners = new Map<string, Set<(message: string) => void>>()
+  const listeners = new KeyedSets<string, (message: string) => void>()
   subscriber.on("message", (channel: string, message: string) => {
-    for (const listener of listeners.get(channel) ?? []) {
+    for (const listener of listeners.get(channel)) {
       try {
         listener(message)
       } catch (cause) {
@@ -350,20 +351,11 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
 
   const subscribe = Effect.fnUntraced(function*(channel: string, onMessage: (message: string) => void) {
     yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const set = listeners.get(channel) ?? new Set()
-        set.add(onMessage)
-        listeners.set(channel, set)
-      }),
+      Effect.sync(() => listeners.add(channel, onMessage)),
       () =>
-        Effect.suspend(() => {
-          const set = listeners.get(channel)
-          set?.delete(onMessage)
-          if (set === undefined || set.size > 0) return Effect.void
-          listeners.delete(channel)
-          // Not awaited, and only when connected: see `close`.
-          if (subscriber.status === "ready") subscriber.unsubscribe(channel).catch(() => undefined)
-          return Effect.void
+        Effect.sync(() => {
+          // The channel's last listener: not awaited, and only when connected (see `close`).
+          if (listeners.delete(channel, onMessage) && subscriber.status === "ready") subscriber.unsubscribe(channel).catch(() => undefined)
         })
     )
     const subscribed = yield* Deferred.make<void>()

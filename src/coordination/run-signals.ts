@@ -13,6 +13,7 @@ import { Context, Effect, Layer, type Scope } from "effect"
 import { Settings } from "../config/settings.ts"
 import { RedisClient } from "./redis-client.ts"
 import { KEY_PREFIX } from "./types.ts"
+import { KeyedSets } from "../util/keyed-sets.ts"
 
 export interface RunSignal {
   readonly runId: string
@@ -34,9 +35,9 @@ const channelFor = (prefix: string) => `${prefix}run-signals`
 
 /** In-process fan-out: one listener set per run. */
 const makeLocalBus = () => {
-  const listeners = new Map<string, Set<() => void>>()
+  const listeners = new KeyedSets<string, () => void>()
   const deliver = (signal: RunSignal) => {
-    for (const listener of listeners.get(signal.runId) ?? []) listener()
+    for (const listener of listeners.get(signal.runId)) listener()
   }
   const subscribe = Effect.fnUntraced(function*(runId: string): Effect.fn.Return<SignalSubscription, never, Scope.Scope> {
     let pending = false
@@ -46,17 +47,8 @@ const makeLocalBus = () => {
       wake?.()
     }
     yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const set = listeners.get(runId) ?? new Set()
-        set.add(listener)
-        listeners.set(runId, set)
-      }),
-      () =>
-        Effect.sync(() => {
-          const set = listeners.get(runId)
-          set?.delete(listener)
-          if (set?.size === 0) listeners.delete(runId)
-        })
+      Effect.sync(() => listeners.add(runId, listener)),
+      () => Effect.sync(() => listeners.delete(runId, listener))
     )
     const signalled = Effect.callback<boolean>((resume) => {
       if (pending) {
