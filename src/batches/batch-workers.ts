@@ -15,7 +15,7 @@
  * re-executed after a takeover is charged once. On a graceful stop the fibers are interrupted
  * first and the leases let go, so another instance continues at once.
  */
-import { Context, Effect, FiberMap, Layer, Schedule, type Scope, Semaphore } from "effect"
+import { Context, Effect, FiberMap, Layer, Schedule, Semaphore } from "effect"
 import type { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
 import { errorBody } from "../http/render-error.ts"
@@ -81,7 +81,7 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       return { _tag: "Ended", state: "errored", result: JSON.stringify(result) }
     }
 
-    const execute = Effect.fnUntraced(function*(claim: BatchClaim): Effect.fn.Return<void, never, Scope.Scope> {
+    const execute = Effect.fnUntraced(function*(claim: BatchClaim): Effect.fn.Return<void> {
       if (claim.takeovers > settings.maxTakeovers) {
         yield* record(claim, tooManyTakeovers(claim))
         return
@@ -103,7 +103,6 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
           inFlight,
           tag(claim),
           execute(claim).pipe(
-            Effect.scoped,
             // Only this attempt's entry: a newer claim of the same request may have replaced it.
             Effect.ensuring(Effect.sync(() => attempts.get(tag(claim)) === claim.attempt && attempts.delete(tag(claim)))),
             // A freed worker looks for more work at once.
