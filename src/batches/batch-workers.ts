@@ -16,12 +16,12 @@
  * first and the leases let go, so another instance continues at once.
  */
 import { Context, Effect, FiberMap, Layer, Schedule, Semaphore } from "effect"
-import type { Catalog } from "../catalog/catalog.ts"
+import { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
 import { errorBody } from "../http/render-error.ts"
 import { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../util/ids.ts"
-import type { ModelCaller } from "../runtime/model-caller.ts"
+import { ModelCaller } from "../runtime/model-caller.ts"
 import { ServiceUnavailable } from "../errors.ts"
 import { type BatchClaim, BatchesRepo, type RequestOutcome } from "./batches-repo.ts"
 import { executeRequest } from "./execute-request.ts"
@@ -44,7 +44,8 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
     }
     const repo = yield* BatchesRepo
     const keys = yield* KeysRepo
-    const services = yield* Effect.context<ModelCaller | Catalog>()
+    const modelCaller = yield* ModelCaller
+    const catalog = yield* Catalog
     const instanceId = newId("inst")
     const concurrency = Math.max(1, settings.concurrency)
     const leaseMs = Math.max(300, settings.leaseMs)
@@ -88,7 +89,12 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       }
       const key = yield* keys.findById(claim.keyId).pipe(Effect.orElseSucceed(() => null))
       if (key === null) return // storage trouble: let the lease lapse, it runs again
-      const outcome = yield* Effect.scoped(executeRequest(claim, key)).pipe(Effect.provideContext(services))
+      // Provided one by one: Effect.provideContext merges by copying the fiber's whole context
+      // (~60 services) per item; an added service is linked on top of it instead.
+      const outcome = yield* Effect.scoped(executeRequest(claim, key)).pipe(
+        Effect.provideService(ModelCaller, modelCaller),
+        Effect.provideService(Catalog, catalog)
+      )
       yield* record(claim, outcome)
     })
 
