@@ -36,6 +36,8 @@ import { join } from "node:path"
 import Anthropic from "@anthropic-ai/sdk"
 import OpenAI, { toFile } from "openai"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { waitForBatch } from "../batches/support.ts"
+import { client as runsClient } from "../runs/support.ts"
 import { embeddedDataDir } from "../support/engines.ts"
 import { fastConfigEnv } from "../support/fast-config.ts"
 import { type GatewayProcess, startGateway } from "../support/gateway-process.ts"
@@ -99,14 +101,6 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
       if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
       return res.json()
     }
-    /** Polls `get` until `done` holds (background work ends on its own time). */
-    const until = async <A>(get: () => Promise<A>, done: (a: A) => boolean): Promise<A> => {
-      for (;;) {
-        const value = await get()
-        if (done(value)) return value
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
-    }
     const kinds: ReadonlyArray<() => Promise<unknown>> = [...MODELS.flatMap((model): Array<() => Promise<unknown>> => [
       () => openai.chat.completions.create({ model, messages }),
       async () => {
@@ -137,21 +131,21 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
           JSON.stringify({ custom_id: `c${i}`, method: "POST", url: "/v1/chat/completions", body: { model: MODELS[0], messages } }))
         const input = await openai.files.create({ file: await toFile(Buffer.from(lines.join("\n") + "\n"), "input.jsonl"), purpose: "batch" })
         const created = await openai.batches.create({ input_file_id: input.id, endpoint: "/v1/chat/completions", completion_window: "24h" })
-        const batch = await until(() => openai.batches.retrieve(created.id), (b) => !["validating", "in_progress", "finalizing"].includes(b.status))
+        const batch = await waitForBatch(() => openai.batches.retrieve(created.id), (b) => !["validating", "in_progress", "finalizing"].includes(b.status))
         if (batch.status !== "completed" || batch.request_counts?.completed !== BATCH_ITEMS) throw new Error(`batch: ${JSON.stringify(batch)}`)
         await (await openai.files.content(batch.output_file_id!)).text()
       },
       async () => {
         const requests = Array.from({ length: BATCH_ITEMS }, (_, i) => ({ custom_id: `m${i}`, params: { model: MODELS[0], max_tokens: 16, messages } }))
         const created = await anthropic.messages.batches.create({ requests })
-        await until(() => anthropic.messages.batches.retrieve(created.id), (b) => b.processing_status === "ended")
+        await waitForBatch(() => anthropic.messages.batches.retrieve(created.id), (b) => b.processing_status === "ended")
         let succeeded = 0
         for await (const result of await anthropic.messages.batches.results(created.id)) if (result.result.type === "succeeded") succeeded++
         if (succeeded !== BATCH_ITEMS) throw new Error(`message batch: ${succeeded} of ${BATCH_ITEMS} succeeded`)
       },
       async () => {
         const { run } = await call("POST", "/v1/agent-runs", { model: MODELS[0], input: "say exactly: ok" }) as { run: { id: string } }
-        const done = await until(async () => (await call("GET", `/v1/agent-runs/${run.id}`) as { run: { status: string } }).run, (r) => r.status !== "running")
+        const done = await runsClient(gw.baseUrl, gw.apiKey!).waitFor(run.id, (r) => r.status !== "running")
         if (done.status !== "completed") throw new Error(`run: ${JSON.stringify(done)}`)
         // Its events, read to the stream's end (a finished run's stream ends after them).
         const events = await fetch(`${gw.baseUrl}/v1/agent-runs/${run.id}/events`, { headers: { authorization: `Bearer ${gw.apiKey!}` } })
