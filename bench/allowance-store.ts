@@ -3,11 +3,15 @@
  * of finished ids is full: one budget takes a reserve and a settle per call at `--rate` calls per
  * second of simulated time (ids as `newId` mints them), first for 11 minutes of it (the memory is 10
  * minutes: ids now expire as fast as they come), then three measured rounds. Prints µs per reserve +
- * settle and the longest single one (a young-generation GC lands inside some).
+ * settle and the longest single one (a young-generation GC lands inside some), then what the store's
+ * memory of ids holds: the heap (after a full collection) and the array buffers, over the same
+ * before the first call, per id remembered.
  *
  *   node bench/allowance-store.ts [--rate 400] [--calls 200000]
  */
 import { parseArgs } from "node:util"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { Effect } from "effect"
 import { makeInProcess } from "../src/coordination/in-process.ts"
 import { newId } from "../src/util/ids.ts"
@@ -15,6 +19,21 @@ import { newId } from "../src/util/ids.ts"
 const { values } = parseArgs({ options: { rate: { type: "string", default: "400" }, calls: { type: "string", default: "200000" } } })
 const rate = Number(values.rate)
 const calls = Number(values.calls)
+
+setFlagsFromString("--expose-gc")
+const gc = runInNewContext("gc") as () => void
+/**
+ * The heap after a full collection, and the array buffers' bytes (off the heap; freed by a thread of
+ * V8's after the collection: read after a pause and a second one).
+ */
+const memory = async () => {
+  gc()
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  gc()
+  const { heapUsed, arrayBuffers } = process.memoryUsage()
+  return { heapUsed, arrayBuffers }
+}
+const before = await memory()
 
 const store = makeInProcess()
 const local = store.local!
@@ -42,3 +61,7 @@ for (let round = 0; round < 3; round++) {
   const us = ((performance.now() - started) * 1000) / calls
   console.log(`rate ${rate}/s: ${us.toFixed(2)} µs per reserve + settle (timer included), longest ${longest.toFixed(2)} ms`)
 }
+const after = await memory()
+const ids = Math.round(rate * 600 * 2) // ten minutes of holds and charges
+const perId = (bytes: number) => (bytes / ids).toFixed(1)
+console.log(`memory of ~${ids.toLocaleString("en-US")} ids: heap +${perId(after.heapUsed - before.heapUsed)} B/id, array buffers +${perId(after.arrayBuffers - before.arrayBuffers)} B/id`)
