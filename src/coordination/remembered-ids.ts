@@ -13,7 +13,8 @@
  * - Fingerprints, not ids: two ids with one fingerprint would be taken for each other. Every id
  *   remembered here is minted by the gateway (`newId`: ~60 random bits; a run step's charge id is
  *   its node's minted id), never chosen by a client, so that is chance alone: with 240,000 ids
- *   remembered, ~3 × 10⁻²⁴ per look-up.
+ *   remembered, ~3 × 10⁻²⁴ per look-up. An id a client could choose must not be remembered here
+ *   as it is: a crafted pair could then collide on purpose.
  * - Expiry: every id is remembered for the same time, so ids expire in the order they came. They are
  *   kept in that order, in windows; expiring moves a cursor over the oldest window's expiries and
  *   drops the window once read. Nothing is deleted from an index.
