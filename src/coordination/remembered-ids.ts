@@ -77,11 +77,17 @@ const mix = (h: number) => {
   return (h ^ (h >>> 16)) >>> 0
 }
 
-/** The fingerprint of the id being added or looked up (three lanes; module state: no allocation). */
+/**
+ * The fingerprint of the id being added or looked up (three lanes; module state: no allocation).
+ * A settle looks an id up and then adds it: the last id's lanes are reused, not computed again.
+ */
 let h0 = 0
 let h1 = 0
 let h2 = 0
+let lastId: string | undefined
 const fingerprint = (id: string) => {
+  if (id === lastId) return
+  lastId = id
   let a = SEEDS[0]! ^ id.length
   let b = SEEDS[1]!
   let c = SEEDS[2]!

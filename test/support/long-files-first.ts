@@ -20,8 +20,8 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 /**
  * Paths under `test/`, longest first: the files that took 12 s or more in one of three full runs
- * (2026-11-30), and the generator-closures suite (22–32 s alone since 2026-12-02: two gateways
- * under V8's map log, and batches, runs and uploads served 20 rounds each).
+ * (2026-11-30), and the generator-closures suite (~21 s alone since 2026-12-02: two gateways
+ * under V8's map log, and batches, runs and uploads served 13 rounds each).
  */
 export const LONG_FILES: ReadonlyArray<string> = [
   "fuzz/fuzz.test.ts",
