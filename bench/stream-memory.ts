@@ -23,7 +23,9 @@
  * `--anthropic` (with `--deltas`) has the gateway speak Anthropic's Messages API to the upstream (an
  * `anthropic` placement) instead of OpenAI's Chat Completions.
  * `--messages` opens Anthropic Messages streams (`/v1/messages`) instead of Chat Completions,
- * `--responses` OpenAI Responses streams (`/v1/responses`, `store: false`).
+ * `--responses` OpenAI Responses streams (`/v1/responses`, `store: false`); with `--store`,
+ * `store: true` (OpenAI's default when a client leaves it out): what a stream holds to store its
+ * answer and its replay record at the end shows.
  * `--whole` opens non-streamed requests instead (each waits minutes for its answer): what a request
  * holds while it waits. `--bare` measures `bench/bare-proxy.ts` (node:http in, undici out, nothing
  * else) in the gateway's place: the floor every Node proxy pays per open stream (two sockets, their
@@ -33,7 +35,7 @@
  * streams grows it to its cap (~95 MiB committed with Node 24's default 32 MiB semi-space), reported beside
  * the RSS; any sustained load does the same.
  *
- *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N [--pause-after=N] [--anthropic]] [--messages | --responses]
+ *   node bench/stream-memory.ts [--count=500] [--runs=2] [--snapshot=/tmp/snaps] [--smaps] [--node-args="…"] [--prompt-kib=0] [--whole] [--bare] [--tokens-per-second=2] [--max-tokens=300] [--deltas=N [--pause-after=N] [--anthropic]] [--messages | --responses [--store]]
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { loadavg, tmpdir } from "node:os"
@@ -46,7 +48,7 @@ import { makePool, openLoop, type Tracker } from "./lib/load.ts"
 import { ROOT, randomToken, rssBytes, startBareProxy, startGateway, startSimulate, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, "pause-after": { type: "string" }, anthropic: { type: "boolean", default: false }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
+  options: { count: { type: "string", default: "500" }, runs: { type: "string", default: "2" }, snapshot: { type: "string" }, "prompt-kib": { type: "string", default: "0" }, whole: { type: "boolean", default: false }, "tokens-per-second": { type: "string", default: "2" }, "max-tokens": { type: "string", default: "300" }, deltas: { type: "string" }, "pause-after": { type: "string" }, anthropic: { type: "boolean", default: false }, messages: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, store: { type: "boolean", default: false }, bare: { type: "boolean", default: false }, smaps: { type: "boolean", default: false }, "node-args": { type: "string", default: "" } }
 })
 const count = Number(values.count)
 /** The streams' user message: one short sentence, or (`--prompt-kib`) about that many KiB of text, as a long conversation's last turn would be. */
@@ -131,7 +133,7 @@ const main = async () => {
           path: values.messages ? "/v1/messages" : values.responses ? "/v1/responses" : "/v1/chat/completions",
           headers: { "content-type": "application/json", authorization: `Bearer ${key}`, ...(values.messages ? { "anthropic-version": "2023-06-01" } : {}) },
           body: JSON.stringify(values.responses
-            ? { model: "svc-stream", max_output_tokens: maxTokens, stream: !values.whole, store: false, input: prompt }
+            ? { model: "svc-stream", max_output_tokens: maxTokens, stream: !values.whole, store: values.store, input: prompt }
             : { model: "svc-stream", max_tokens: maxTokens, stream: !values.whole, messages: [{ role: "user", content: prompt }] })
         })
         // Warm-up: short streams, so every code path has run (and been compiled) once.

@@ -23,7 +23,8 @@ import type { ReplayRecord } from "../dialects/responses/replay.ts"
 import { InvalidRequest, PayloadTooLarge, ServiceUnavailable } from "../errors.ts"
 import type { BackendError } from "../backends/backend.ts"
 import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
-import { type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
+import type { CanonicalEvent } from "../model/events.ts"
+import { EventRecord } from "./event-record.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
 import type { JsonObject } from "../util/json.ts"
@@ -118,20 +119,21 @@ export const storeOnStop = (
   plan: StorePlan,
   save: (response: NewStoredResponse) => Effect.Effect<void, SqlError.SqlError>
 ): Stream.Stream<CanonicalEvent, CallFailure | StoreFailure> => {
-  const builder = makeResponseBuilder()
-  const recorded: Array<CanonicalEvent> = []
+  // Held for as long as the stream is open: compact, rebuilt once at its end (see there).
+  const record = new EventRecord()
   return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure | StoreFailure> => {
-    builder.add(event)
-    recorded.push(event)
+    record.add(event)
     if (event.type !== "message_stop") return Effect.succeed(event)
-    const response = builder.finish()
-    const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
-    const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
-    const items = [...plan.minted, ...outputs]
     // The transcript holds the whole conversation (up to 8 MiB): the documents' JSON is made in
     // slices where they are stored (`ResponsesRepo.save`), the items' here.
-    return jsonTextsInSlices(items).pipe(
-      Effect.flatMap((itemJsons) =>
+    return runInSlices(record.rebuild()).pipe(
+      Effect.flatMap(({ events: recorded, response }) => {
+        const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
+        const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
+        const items = [...plan.minted, ...outputs]
+        return Effect.map(jsonTextsInSlices(items), (itemJsons) => ({ response, replay, items, itemJsons }))
+      }),
+      Effect.flatMap(({ response, replay, items, itemJsons }) =>
         save({
           id: context.id,
           keyId,

@@ -1,0 +1,89 @@
+/**
+ * `EventRecord` (src/stored-responses/event-record.ts), the compact record a stored Responses
+ * stream keeps while it is open, against what it stands for: the events themselves and the answer
+ * `collect` makes of them. For any stream that keeps the event contract (blocks in order, a
+ * thinking block's thinking and signature deltas interleaved, empty deltas, deltas past one and two
+ * bytes of length, unpaired surrogates at their edges), the record gives back equal events in the
+ * same order and the same answer.
+ */
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { type CanonicalEvent, collect } from "../../src/model/events.ts"
+import { makeUsage } from "../../src/model/usage.ts"
+import { EventRecord } from "../../src/stored-responses/event-record.ts"
+import { runAtOnce } from "../../src/util/slices.ts"
+
+/** A delta's text: mostly short, sometimes empty, sometimes past 127 and 16,383 characters (two and three bytes of length). */
+const deltaText = fc.oneof(
+  { weight: 20, arbitrary: fc.string({ maxLength: 8, unit: "binary" }) },
+  { weight: 2, arbitrary: fc.constant("") },
+  { weight: 2, arbitrary: fc.constantFrom("\ud83d", "\ude00", "é", "😀") },
+  { weight: 1, arbitrary: fc.integer({ min: 128, max: 20_000 }).map((n) => "x".repeat(n)) }
+)
+
+type Block =
+  | { readonly kind: "text"; readonly deltas: ReadonlyArray<string> }
+  | { readonly kind: "thinking"; readonly deltas: ReadonlyArray<{ readonly signature: boolean; readonly text: string }> }
+  | { readonly kind: "tool_use"; readonly deltas: ReadonlyArray<string> }
+  | { readonly kind: "redacted_thinking" }
+
+const block: fc.Arbitrary<Block> = fc.oneof(
+  fc.array(deltaText, { maxLength: 40 }).map((deltas) => ({ kind: "text" as const, deltas })),
+  fc.array(fc.record({ signature: fc.boolean(), text: deltaText }), { maxLength: 20 }).map((deltas) => ({ kind: "thinking" as const, deltas })),
+  fc.array(deltaText, { maxLength: 20 }).map((deltas) => ({ kind: "tool_use" as const, deltas })),
+  fc.constant({ kind: "redacted_thinking" as const })
+)
+
+const streamOf = (blocks: ReadonlyArray<Block>): Array<CanonicalEvent> => {
+  const events: Array<CanonicalEvent> = [{ type: "message_start", model: "m", id: "msg_1", usage: makeUsage({ inputTokens: 3 }) }]
+  blocks.forEach((b, index) => {
+    switch (b.kind) {
+      case "text":
+        events.push({ type: "block_start", index, block: { type: "text" } }, ...b.deltas.map((text) => ({ type: "text_delta" as const, index, text })))
+        break
+      case "thinking":
+        events.push({ type: "block_start", index, block: { type: "thinking" } }, ...b.deltas.map((d) =>
+          d.signature ? { type: "signature_delta" as const, index, signature: d.text } : { type: "thinking_delta" as const, index, thinking: d.text }))
+        break
+      case "tool_use":
+        events.push({ type: "block_start", index, block: { type: "tool_use", id: `call_${index}`, name: "f" } }, ...b.deltas.map((partialJson) => ({ type: "tool_input_delta" as const, index, partialJson })))
+        break
+      case "redacted_thinking":
+        events.push({ type: "block_start", index, block: { type: "redacted_thinking", data: "opaque" } })
+        break
+    }
+    events.push({ type: "block_stop", index })
+  })
+  events.push({ type: "message_stop", stopReason: "end_turn", usage: makeUsage({ inputTokens: 3, outputTokens: 9 }) })
+  return events
+}
+
+describe("EventRecord", () => {
+  it("gives back the events it was given and the answer they make", () => {
+    fc.assert(fc.property(fc.array(block, { maxLength: 6 }), (blocks) => {
+      const events = streamOf(blocks)
+      const record = new EventRecord()
+      for (const event of events) record.add(event)
+      const rebuilt = runAtOnce(record.rebuild())
+      expect(rebuilt.events).toEqual(events)
+      expect(rebuilt.response).toEqual(collect(events))
+    }), { numRuns: 300 })
+  })
+
+  it("pauses on a long stream and keeps every delta's boundary", () => {
+    const deltas = Array.from({ length: 5_000 }, (_, i) => `w${i} `)
+    const events = streamOf([{ kind: "text", deltas }])
+    const record = new EventRecord()
+    for (const event of events) record.add(event)
+    const steps = record.rebuild()
+    let pauses = 0
+    for (let step = steps.next(); ; step = steps.next()) {
+      if (step.done === true) {
+        expect(step.value.events).toEqual(events)
+        break
+      }
+      pauses++
+    }
+    expect(pauses).toBeGreaterThan(30)
+  })
+})
