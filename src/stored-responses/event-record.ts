@@ -7,7 +7,9 @@
  *
  * Here a delta costs its characters and one or two bytes:
  * - every delta's text goes into one `TextPieces`, in order (close to a byte a character);
- * - its length goes into a byte log (LEB128: one byte below 128 characters);
+ * - its length goes into a second `TextPieces` as one character (two from 32,768 characters on),
+ *   so lengths below 256 keep that text one byte a character: ~1 byte a delta (a growing
+ *   `Uint8Array` of LEB128 lengths held ~2.4 bytes a delta: spare capacity and its ArrayBuffer);
  * - consecutive deltas of one kind in one block are one run entry (kind, block, count);
  * - every other event (starts, stops) is kept as it is: a handful per block.
  * The events are rebuilt once, at the end, with the same text in the same pieces, and the answer is
@@ -61,6 +63,17 @@ const deltaEvent = (type: DeltaType, index: number, text: string): DeltaEvent =>
   }
 }
 
+/** Lengths from here on take two characters. */
+const LONG = 0x8000
+
+/**
+ * A length as characters: one below `LONG` (a cached one-character string below 256, so nothing
+ * is allocated), else two, `LONG + ⌊length / LONG⌋` and `length mod LONG` (a delta is far shorter
+ * than 2^30 characters: the SSE reader's line limit is 16 Mi).
+ */
+const lengthChars = (length: number): string =>
+  length < LONG ? String.fromCharCode(length) : String.fromCharCode(LONG + Math.floor(length / LONG), length % LONG)
+
 /** What a stream's events add up to, rebuilt at its end. */
 export interface RecordedStream {
   readonly events: ReadonlyArray<CanonicalEvent>
@@ -70,9 +83,8 @@ export interface RecordedStream {
 export class EventRecord {
   readonly #entries: Array<CanonicalEvent | DeltaRun> = []
   readonly #text = new TextPieces()
-  /** Every delta's length in characters, in order, LEB128 (7 bits a byte, low bits first). */
-  #lengths = new Uint8Array(64)
-  #used = 0
+  /** Every delta's length in characters, in order: see `lengthChars`. */
+  readonly #lengths = new TextPieces()
 
   add(event: CanonicalEvent): void {
     const text = deltaText(event)
@@ -85,38 +97,18 @@ export class EventRecord {
     if (last instanceof DeltaRun && last.type === type && last.index === index) last.count++
     else this.#entries.push(new DeltaRun(type, index))
     this.#text.add(text)
-    this.#writeLength(text.length)
-  }
-
-  #writeLength(length: number): void {
-    let rest = length
-    do {
-      if (this.#used === this.#lengths.length) {
-        const grown = new Uint8Array(this.#lengths.length * 2)
-        grown.set(this.#lengths)
-        this.#lengths = grown
-      }
-      const low = rest & 0x7f
-      rest = Math.floor(rest / 128)
-      this.#lengths[this.#used++] = rest > 0 ? low | 0x80 : low
-    } while (rest > 0)
+    this.#lengths.add(lengthChars(text.length))
   }
 
   /** The events as they were added (equal objects, the same texts), and the answer they make. */
   *rebuild(): Sliced<RecordedStream> {
     const text = this.#text.text()
-    const lengths = this.#lengths
+    const lengths = this.#lengths.text()
     let read = 0
     let at = 0
     const nextLength = () => {
-      let length = 0
-      let scale = 1
-      for (;;) {
-        const byte = lengths[read++]!
-        length += (byte & 0x7f) * scale
-        if (byte < 0x80) return length
-        scale *= 128
-      }
+      const first = lengths.charCodeAt(read++)
+      return first < LONG ? first : (first - LONG) * LONG + lengths.charCodeAt(read++)
     }
     const events: Array<CanonicalEvent> = []
     const builder = makeResponseBuilder()

@@ -2,9 +2,9 @@
  * `EventRecord` (src/stored-responses/event-record.ts), the compact record a stored Responses
  * stream keeps while it is open, against what it stands for: the events themselves and the answer
  * `collect` makes of them. For any stream that keeps the event contract (blocks in order, a
- * thinking block's thinking and signature deltas interleaved, empty deltas, deltas past one and two
- * bytes of length, unpaired surrogates at their edges), the record gives back equal events in the
- * same order and the same answer.
+ * thinking block's thinking and signature deltas interleaved, empty deltas, deltas long enough to
+ * take two characters of length, unpaired surrogates at their edges), the record gives back
+ * equal events in the same order and the same answer.
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
@@ -13,12 +13,12 @@ import { makeUsage } from "../../src/model/usage.ts"
 import { EventRecord } from "../../src/stored-responses/event-record.ts"
 import { runAtOnce } from "../../src/util/slices.ts"
 
-/** A delta's text: mostly short, sometimes empty, sometimes past 127 and 16,383 characters (two and three bytes of length). */
+/** A delta's text: mostly short, sometimes empty, sometimes past 255 and 32,767 characters (a two-byte length text; two characters of length). */
 const deltaText = fc.oneof(
   { weight: 20, arbitrary: fc.string({ maxLength: 8, unit: "binary" }) },
   { weight: 2, arbitrary: fc.constant("") },
   { weight: 2, arbitrary: fc.constantFrom("\ud83d", "\ude00", "é", "😀") },
-  { weight: 1, arbitrary: fc.integer({ min: 128, max: 20_000 }).map((n) => "x".repeat(n)) }
+  { weight: 1, arbitrary: fc.integer({ min: 256, max: 70_000 }).map((n) => "x".repeat(n)) }
 )
 
 type Block =
