@@ -21,8 +21,9 @@
  * goes on after the request: an OpenAI batch and a message batch (their items), an agent run (its
  * steps) and an artifact (its upload's parse and writes, then a query). After a warm-up it serves
  * ROUNDS rounds of every kind; the maps made meanwhile (the logs read up to their sizes when the
- * rounds end, before the stop's own) must be fewer than ROUNDS / 2: one generator made per
- * request of a single kind makes ROUNDS (checked by making `/readyz`'s handler one: 17 maps in 15 rounds).
+ * rounds end, before the stop's own) must be fewer than ROUNDS / 2 at any one site, and fewer than
+ * 2 × ROUNDS in all: one generator made per request of a single kind makes ROUNDS at its site
+ * (checked by making `/readyz`'s handler one: 10 maps at its site in 10 rounds, 2026-12-02).
  *
  * Until 2026-12-02 afternoon the test read one log shared by every isolate, which each wrote at its
  * own offset over the others' lines: most of the main thread's maps were lost. Read per isolate,
@@ -186,9 +187,16 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
     // dictionary objects are left out: the SQL client's rows of many columns, undici's connections.
     const counted = [...maps.after].filter(([site]) => site.startsWith("InitialMap ") || site.includes(" src/"))
     const made = counted.reduce((sum, [, n]) => sum + n, 0)
-    const sites = counted.sort((a, b) => b[1] - a[1]).slice(0, 12).map(([site, n]) => `${n} ${site}`)
-    // Before: 2 a request in Redis mode's own code and 9 in the simulator's; 1 or 2 in all now.
-    // One generator made per request of a single kind would make ROUNDS: fewer than half that.
-    expect(made, `maps made while serving ${requests} requests, by site:\n${sites.join("\n")}\n`).toBeLessThan(ROUNDS / 2)
+    const bySite = counted.sort((a, b) => b[1] - a[1])
+    const sites = bySite.slice(0, 12).map(([site, n]) => `${n} ${site}`).join("\n")
+    // Before: 2 a request in Redis mode's own code and 9 in the simulator's; 0–5 in all now, each
+    // site's first use that the warm-up did not reach (an ioredis script or pipeline, a key cache's
+    // refresh), one or two at each of a few sites. One generator made per request of a single kind
+    // makes ROUNDS at its one site: a site must make fewer than half that. (A bound on the total
+    // alone, fewer than ROUNDS / 2, failed on CI at 5 maps from four such sites, 2026-12-02.)
+    const busiest = bySite[0]?.[1] ?? 0
+    expect(busiest, `maps made while serving ${requests} requests, by site:\n${sites}\n`).toBeLessThan(ROUNDS / 2)
+    // And few in all: scattered sites that each stay under the bound still add up.
+    expect(made, `maps made while serving ${requests} requests, by site:\n${sites}\n`).toBeLessThan(2 * ROUNDS)
   }, 120_000)
 })
