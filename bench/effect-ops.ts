@@ -8,9 +8,11 @@
  * Counts do not depend on the machine's speed or load, so they compare across VMs and sessions where
  * CPU figures do not (a step that costs ~0.1–0.3 µs on these machines).
  *
- *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5] [--redis]
+ *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5] [--redis] [--responses [--store]]
  *
  * `--redis` runs the gateway with its coordination and capacity queues on the local Redis.
+ * `--responses` sends OpenAI Responses requests instead (`store: false`; `store: true`, OpenAI's
+ * default, with `--store`).
  */
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -22,7 +24,7 @@ import { makePool, sequential } from "./lib/load.ts"
 import { randomToken, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" }, redis: { type: "boolean", default: false } }
+  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" }, redis: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, store: { type: "boolean", default: false } }
 })
 const gapMs = Number(values["gap-ms"])
 
@@ -55,9 +57,11 @@ const main = async () => {
   const pool = makePool(gateway.url, 4)
   const spec = (model: string, stream: boolean) => ({
     pool,
-    path: "/v1/chat/completions",
+    path: values.responses ? "/v1/responses" : "/v1/chat/completions",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model, max_tokens: 40, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(stream ? { stream: true } : {}) })
+    body: JSON.stringify(values.responses
+      ? { model, max_output_tokens: 40, input: "Write two sentences about a quiet harbor at dawn.", store: values.store, ...(stream ? { stream: true } : {}) }
+      : { model, max_tokens: 40, messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(stream ? { stream: true } : {}) })
   })
   const read = async (): Promise<Counts> => {
     process.kill(gateway.pid, "SIGUSR2")

@@ -7,7 +7,10 @@
  *   node bench/hot-path.ts [--rate 200] [--seconds 20] [--stream] [--prof DIR] [--perf DIR] [--redis] [--unmetered]
  *                          [--node-args "--stack-trace-limit=0"] [--deltas 16] [--gap-ms 0] [--c1 500] [--portkey]
  *                          [--env NAME=VALUE]… [--otlp] [--bare | --floor] [--ttft-ms 0] [--timeline FILE] [--perf-c1]
+ *                          [--responses [--store]]
  *
+ * `--responses` sends OpenAI Responses requests (`store: false`, or `store: true` with `--store`,
+ * OpenAI's default) instead of Chat Completions; the upstream is the same.
  * `--deltas N` sets how many content chunks a streamed answer has and `--gap-ms` paces them, so the
  * per-frame cost of a stream is (CPU at N1 − CPU at N2) / (N1 − N2). `--ttft-ms` holds a stream's
  * first chunk back (the overhead suite's upstream: 20 ms), so the c=1 time to first token
@@ -69,7 +72,9 @@ const { values } = parseArgs({
     "ttft-ms": { type: "string", default: "0" },
     "gap-ms": { type: "string", default: "0" },
     timeline: { type: "string" },
-    "perf-c1": { type: "boolean", default: false }
+    "perf-c1": { type: "boolean", default: false },
+    responses: { type: "boolean", default: false },
+    store: { type: "boolean", default: false }
   }
 })
 
@@ -112,13 +117,15 @@ try {
   const pool = makePool(gateway.url, 64)
   const spec = {
     pool,
-    path: "/v1/chat/completions",
+    path: values.responses ? "/v1/responses" : "/v1/chat/completions",
     headers: {
       authorization: `Bearer ${key}`,
       "content-type": "application/json",
       ...(values.portkey ? { "x-portkey-provider": "openai", "x-portkey-custom-host": `${upstream.url}/v1` } : {})
     },
-    body: JSON.stringify({ model: values.portkey ? "fixed" : "svc-bench", max_tokens: Math.max(32, Number(values.deltas) + 8), messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
+    body: JSON.stringify(values.responses
+      ? { model: "svc-bench", max_output_tokens: Math.max(32, Number(values.deltas) + 8), input: "Write two sentences about a quiet harbor at dawn.", store: values.store, ...(values.stream ? { stream: true } : {}) }
+      : { model: values.portkey ? "fixed" : "svc-bench", max_tokens: Math.max(32, Number(values.deltas) + 8), messages: [{ role: "user", content: "Write two sentences about a quiet harbor at dawn." }], ...(values.stream ? { stream: true } : {}) })
   }
   const idleRss = rssBytes(gateway.pid)
   await openLoop({ rate, durationMs: 5_000, pick: () => spec, stream: values.stream })

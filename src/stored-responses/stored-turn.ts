@@ -12,7 +12,7 @@
  * and the referable items are saved before the terminal event is encoded, so the client never sees
  * the end of a response that is not stored yet.
  */
-import { Effect, Stream } from "effect"
+import { type Array as Arr, Effect, type Pull, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import type { EncodeContext } from "../dialects/dialect.ts"
 import { outputItem } from "../dialects/responses/envelope.ts"
@@ -121,12 +121,11 @@ export const storeOnStop = (
 ): Stream.Stream<CanonicalEvent, CallFailure | StoreFailure> => {
   // Held for as long as the stream is open: compact, rebuilt once at its end (see there).
   const record = new EventRecord()
-  return events.pipe(Stream.mapEffect((event): Effect.Effect<CanonicalEvent, CallFailure | StoreFailure> => {
-    record.add(event)
-    if (event.type !== "message_stop") return Effect.succeed(event)
-    // The transcript holds the whole conversation (up to 8 MiB): the documents' JSON is made in
-    // slices where they are stored (`ResponsesRepo.save`), the items' here.
-    return runInSlices(record.rebuild()).pipe(
+  // The recorded events rebuilt and the answer they make, stored. The transcript holds the whole
+  // conversation (up to 8 MiB): the documents' JSON is made in slices where they are stored
+  // (`ResponsesRepo.save`), the items' here.
+  const store = () =>
+    runInSlices(record.rebuild()).pipe(
       Effect.flatMap(({ events: recorded, response }) => {
         const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
         const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
@@ -147,9 +146,33 @@ export const storeOnStop = (
           items: items.map((item, i) => ({ id: item.id as string, item: itemJsons[i]! }))
         })
       ),
-      Effect.as(event),
       Effect.catchTag("SqlError", (error) =>
         Effect.logError("could not store a response", error).pipe(Effect.andThen(Effect.fail(saveFailure(error)))))
     )
-  }))
+  // A chunk at a time (an upstream read's events), not an Effect and a pull per event (as
+  // `Stream.mapEffect`, which also sends each event alone). The chunk that ends the stream is sent
+  // in two: its events before `message_stop` at once, the rest once the answer is stored.
+  return Stream.transformPull(events, (pull) =>
+    Effect.sync(() => {
+      /** The end of the last chunk, from its `message_stop` on: sent once the answer is stored. */
+      let held: Arr.NonEmptyReadonlyArray<CanonicalEvent> | undefined
+      const next: Pull.Pull<Arr.NonEmptyReadonlyArray<CanonicalEvent>, CallFailure | StoreFailure> = Effect.suspend(() => {
+        if (held !== undefined) {
+          const end = held
+          held = undefined
+          return Effect.as(store(), end)
+        }
+        return Effect.flatMap(pull, (chunk) => {
+          // `message_stop` is last (the event contract); whatever might follow it is not recorded.
+          const stop = chunk.findIndex((event) => event.type === "message_stop")
+          const recorded = stop === -1 ? chunk.length : stop + 1
+          for (let i = 0; i < recorded; i++) record.add(chunk[i]!)
+          if (stop === -1) return Effect.succeed(chunk)
+          if (stop === 0) return Effect.as(store(), chunk)
+          held = chunk.slice(stop) as unknown as Arr.NonEmptyReadonlyArray<CanonicalEvent>
+          return Effect.succeed(chunk.slice(0, stop) as unknown as Arr.NonEmptyReadonlyArray<CanonicalEvent>)
+        })
+      })
+      return next
+    }))
 }

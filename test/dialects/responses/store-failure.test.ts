@@ -1,0 +1,73 @@
+/**
+ * A stored response whose store refuses it (spec: the client never sees the end of a response that
+ * is not stored): on PostgreSQL, a trigger refuses every stored response with a data exception
+ * (SQLSTATE class 22, the client's input: `store` is named, never a retryable 503).
+ * - streamed: the answer's deltas, then `response.failed` and the `error` event, never
+ *   `response.completed`; the id is then unknown;
+ * - whole: a 400 naming `store`.
+ */
+import { execFileSync } from "node:child_process"
+import { rmSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
+import { freshDataDir, migratedPostgresDatabase } from "../../support/engines.ts"
+import { fastConfigEnv } from "../../support/fast-config.ts"
+import type { GatewayHandle } from "../../support/gateway-process.ts"
+import { startInProcessGateway } from "../../support/in-process-gateway.ts"
+
+const { postgresUrl } = inject("services")
+
+/** Each SSE frame's event name and data, in order. */
+const framesOf = (sse: string) =>
+  sse.split("\n\n").filter((frame) => frame.startsWith("event: ")).map((frame) => {
+    const [head, data] = frame.split("\ndata: ")
+    return { event: head!.slice("event: ".length), data: JSON.parse(data!) as any }
+  })
+
+describe.skipIf(postgresUrl === null)("a stored response the store refuses (postgres)", () => {
+  let db: ReturnType<typeof migratedPostgresDatabase>
+  let dir: string
+  let gw: GatewayHandle
+  beforeAll(async () => {
+    db = migratedPostgresDatabase(postgresUrl!)
+    dir = freshDataDir()
+    execFileSync("psql", [db.url, "-v", "ON_ERROR_STOP=1", "-qc", `
+      CREATE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '22023'; END $$;
+      CREATE TRIGGER refuse_response BEFORE INSERT ON stored_responses FOR EACH ROW EXECUTE FUNCTION refuse_response();`], { stdio: "pipe" })
+    gw = await startInProcessGateway({ DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir) })
+  }, 120_000)
+  afterAll(async () => {
+    await gw?.stop()
+    db?.drop()
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+  })
+
+  const raw = (method: string, path: string, body?: unknown) =>
+    fetch(`${gw.baseUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${gw.apiKey}`, "content-type": "application/json" },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) })
+    })
+
+  it("streamed: the deltas, then response.failed and an error naming the store; never completed, nothing kept", async () => {
+    const res = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: one two three four five six", store: true, stream: true })
+    expect(res.status).toBe(200)
+    const frames = framesOf(await res.text())
+    const events = frames.map((frame) => frame.event)
+    expect(events[0]).toBe("response.created")
+    expect(events).toContain("response.output_text.delta")
+    expect(events).not.toContain("response.completed")
+    expect(events.slice(-2)).toEqual(["response.failed", "error"])
+    expect(frames.at(-1)!.data.message).toContain("could not be stored")
+    const id = frames[0]!.data.response.id as string
+    expect((await raw("GET", `/v1/responses/${id}`)).status).toBe(404)
+  })
+
+  it("whole: a 400 naming store", async () => {
+    const res = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: kept nowhere", store: true })
+    expect(res.status).toBe(400)
+    const body = await res.json() as { error: { type: string; param: string; message: string } }
+    expect(body.error).toMatchObject({ type: "invalid_request_error", param: "store" })
+    expect(body.error.message).toContain("could not be stored")
+  })
+})
