@@ -4,7 +4,9 @@
  * (SQLSTATE class 22, the client's input: `store` is named, never a retryable 503).
  * - streamed: the answer's deltas, then `response.failed` and the `error` event, never
  *   `response.completed`; the id is then unknown;
- * - whole: a 400 naming `store`.
+ * - whole: a 400 naming `store`;
+ * - where the items' insert is refused instead, the response's row is not kept either (the two
+ *   inserts are one statement, or one transaction for a large response).
  */
 import { execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
@@ -23,6 +25,8 @@ const framesOf = (sse: string) =>
     return { event: head!.slice("event: ".length), data: JSON.parse(data!) as any }
   })
 
+const psql = (url: string, statement: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-qc", statement], { stdio: "pipe" })
+
 describe.skipIf(postgresUrl === null)("a stored response the store refuses (postgres)", () => {
   let db: ReturnType<typeof migratedPostgresDatabase>
   let dir: string
@@ -30,10 +34,10 @@ describe.skipIf(postgresUrl === null)("a stored response the store refuses (post
   beforeAll(async () => {
     db = migratedPostgresDatabase(postgresUrl!)
     dir = freshDataDir()
-    execFileSync("psql", [db.url, "-v", "ON_ERROR_STOP=1", "-qc", `
+    psql(db.url, `
       CREATE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = '22023'; END $$;
-      CREATE TRIGGER refuse_response BEFORE INSERT ON stored_responses FOR EACH ROW EXECUTE FUNCTION refuse_response();`], { stdio: "pipe" })
+      CREATE TRIGGER refuse_response BEFORE INSERT ON stored_responses FOR EACH ROW EXECUTE FUNCTION refuse_response();`)
     gw = await startInProcessGateway({ DATABASE_URL: db.url, GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir) })
   }, 120_000)
   afterAll(async () => {
@@ -69,5 +73,18 @@ describe.skipIf(postgresUrl === null)("a stored response the store refuses (post
     const body = await res.json() as { error: { type: string; param: string; message: string } }
     expect(body.error).toMatchObject({ type: "invalid_request_error", param: "store" })
     expect(body.error.message).toContain("could not be stored")
+  })
+
+  it("an items' insert refused leaves no response row behind, streamed or whole", async () => {
+    psql(db.url, `DROP TRIGGER refuse_response ON stored_responses;
+      CREATE TRIGGER refuse_item BEFORE INSERT ON stored_response_items FOR EACH ROW EXECUTE FUNCTION refuse_response();`)
+    const res = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: half kept", store: true, stream: true })
+    const frames = framesOf(await res.text())
+    expect(frames.at(-1)!.event).toBe("error")
+    const whole = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: half kept", store: true })
+    expect(whole.status).toBe(400)
+    const rows = execFileSync("psql", [db.url, "-qAtc", "SELECT count(*) FROM stored_responses"]).toString().trim()
+    expect(rows).toBe("0")
+    expect((await raw("GET", `/v1/responses/${frames[0]!.data.response.id as string}`)).status).toBe(404)
   })
 })
