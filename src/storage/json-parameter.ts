@@ -32,9 +32,16 @@ export interface JsonParameter {
 }
 
 export const jsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "json" | "jsonb" | "text"): Effect.Effect<JsonParameter, SqlError.SqlError> => {
-  if (!isLarge(value)) return Effect.succeed(inline(sql, JSON.stringify(value), type))
+  if (!isLarge(value)) return Effect.succeed(smallJsonParameter(sql, value, type))
   return Effect.flatMap(jsonChunksInSlices(value), ({ chunks, bytes }) => staged(sql, chunks, bytes, type))
 }
+
+/**
+ * A document its caller knows is small (`isLarge` said so) as its text: what `jsonParameter` gives
+ * for it, without walking it again. Needs no transaction (nothing is staged).
+ */
+export const smallJsonParameter = (sql: SqlClient.SqlClient, value: unknown, type: "json" | "jsonb" | "text"): JsonParameter =>
+  inline(sql, JSON.stringify(value), type)
 
 /** Characters of a text parameter from which it is staged rather than sent as one parameter. */
 const LARGE_TEXT_UNITS = 256 * 1024

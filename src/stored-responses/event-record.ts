@@ -15,8 +15,7 @@
  * The events are rebuilt once, at the end, with the same text in the same pieces, and the answer is
  * collected from them then — in slices, as every pass over a long answer is (`util/slices.ts`).
  */
-import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
-import { makeResponseBuilder } from "../model/events.ts"
+import { type CanonicalEvent, type CanonicalResponse, makeResponseBuilder } from "../model/events.ts"
 import { pausesAt, type Sliced } from "../util/slices.ts"
 import { TextPieces } from "../util/text-pieces.ts"
 

@@ -16,7 +16,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { storageDeadlines } from "../storage/deadline.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
-import { jsonParameter } from "../storage/json-parameter.ts"
+import { type JsonParameter, jsonParameter, smallJsonParameter } from "../storage/json-parameter.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 import { isLarge } from "../util/sliced-stringify.ts"
 
@@ -84,25 +84,26 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     if (!(retentionDays > 0)) return yield* Effect.die(new Error("GATEWAY_RESPONSE_RETENTION_DAYS must be a number above 0"))
     const fresh = sql`created_at > now() - ${retentionDays}::float8 * interval '1 day'`
 
+    /** The response's row, its documents given as parameters. */
+    const responseInsert = (r: NewStoredResponse, [body, transcript, replay, inputItems]: ReadonlyArray<JsonParameter>) =>
+      sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
+        VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body!.fragment}, ${transcript!.fragment}, ${replay!.fragment}, ${inputItems!.fragment})`
+    /** Its referable items from `at` to `end`. */
+    const itemsInsert = (r: NewStoredResponse, at: number, end: number) => {
+      const rows = r.items.slice(at, end).map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
+      return sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
+    }
+    const documentsOf = (r: NewStoredResponse) => [r.body, r.transcript, r.replay, r.inputItems]
+
     // The transaction's body a generator made once, not an `Effect.gen(function*…)` per save: see
     // `answer` in http/chat-answer.ts.
     const insertResponse = Effect.fnUntraced(function*(r: NewStoredResponse) {
       // Up to 8 MiB each: staged a 1 MiB statement at a time when large (`jsonParameter`).
-      const documents = yield* Effect.all([
-        jsonParameter(sql, r.body, "text"),
-        jsonParameter(sql, r.transcript, "text"),
-        jsonParameter(sql, r.replay, "text"),
-        jsonParameter(sql, r.inputItems, "text")
-      ])
-      const [body, transcript, replay, inputItems] = documents
-      yield* sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
-        VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
+      const documents = yield* Effect.forEach(documentsOf(r), (document) => jsonParameter(sql, document, "text"))
+      yield* responseInsert(r, documents)
       yield* Effect.forEach(documents, (document) => document.release, { discard: true })
       // A statement per ~1 MiB of items: thousands of them in one were encoded in one turn.
-      for (const [at, end] of insertGroups(r.items, (item) => item.item.length)) {
-        const rows = r.items.slice(at, end).map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
-        yield* sql`INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
-      }
+      for (const [at, end] of insertGroups(r.items, (item) => item.item.length)) yield* itemsInsert(r, at, end)
     })
     /**
      * The usual stored response (every document small, its items one statement's worth) as one
@@ -112,26 +113,14 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
      * wakes: a profile at 50 stored responses a second found `postMessage` the main thread's top
      * entry, ~1.5 ms a response (docs/measurements.md, 2026-12-02 evening).
      */
-    const insertAtOnce = Effect.fnUntraced(function*(r: NewStoredResponse) {
-      const [body, transcript, replay, inputItems] = yield* Effect.all([
-        jsonParameter(sql, r.body, "text"),
-        jsonParameter(sql, r.transcript, "text"),
-        jsonParameter(sql, r.replay, "text"),
-        jsonParameter(sql, r.inputItems, "text")
-      ])
-      const response = sql`INSERT INTO stored_responses (id, key_id, model, body, transcript, replay, input_items)
-        VALUES (${r.id}, ${r.keyId}, ${r.model}, ${body.fragment}, ${transcript.fragment}, ${replay.fragment}, ${inputItems.fragment})`
-      if (r.items.length === 0) {
-        yield* response
-        return
-      }
-      const rows = r.items.map((item) => ({ id: item.id, key_id: r.keyId, response_id: r.id, item: item.item }))
-      yield* sql`WITH response AS (${response})
-        INSERT INTO stored_response_items ${sql.insert(rows as unknown as readonly [Record<string, unknown>, ...Array<Record<string, unknown>>])}`
-    })
+    const insertAtOnce = (r: NewStoredResponse) => {
+      const response = responseInsert(r, documentsOf(r).map((document) => smallJsonParameter(sql, document, "text")))
+      return r.items.length === 0 ? response : sql`WITH response AS (${response}) ${itemsInsert(r, 0, r.items.length)}`
+    }
     const save = Effect.fn("ResponsesRepo.save")(function*(r: NewStoredResponse) {
-      const small = [r.body, r.transcript, r.replay, r.inputItems].every((document) => !isLarge(document)) &&
-        [...insertGroups(r.items, (item) => item.item.length)].length <= 1
+      const groups = insertGroups(r.items, (item) => item.item.length)
+      groups.next()
+      const small = groups.next().done === true && documentsOf(r).every((document) => !isLarge(document))
       // Large documents are staged, and staging must share the statement's transaction.
       yield* small ? insertAtOnce(r) : sql.withTransaction(insertResponse(r))
     })
