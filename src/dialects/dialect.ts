@@ -8,7 +8,7 @@
  */
 import type { Effect } from "effect"
 import type { InvalidRequest, Unprocessable } from "../errors.ts"
-import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
+import type { AnswerSoFar, CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 
 /** What decode produced. `request.model` is the model name exactly as the client sent it. */
@@ -28,6 +28,12 @@ export interface EncodeContext<Echo> {
   /** The canonical request as dispatched (model resolved). */
   readonly request: CanonicalRequest
   readonly echo: Echo
+  /**
+   * The answer as delivered so far, where the call keeps it (a streamed call's `ModelCall.answer`):
+   * it has every event before the encoder sees it, so an encoder that repeats a block's text reads
+   * it here instead of keeping the text a second time. Absent, an encoder keeps its own.
+   */
+  readonly answer?: AnswerSoFar | undefined
 }
 
 /** An error the stream must end with, in the dialect's error event. */

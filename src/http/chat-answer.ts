@@ -23,10 +23,10 @@ import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
 import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from "../dialects/dialect.ts"
 import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
-import { type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
+import { type AnswerSoFar, type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
-import { ModelCaller } from "../runtime/model-caller.ts"
+import { type ModelCall, ModelCaller } from "../runtime/model-caller.ts"
 import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
@@ -256,7 +256,7 @@ const answer = Effect.fnUntraced(function*(
   const notes: StreamNotes = { record: ctx.record, switchNote: undefined }
   const id = dialect.newId()
   const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-  const contextFor = (servedModel: string): EncodeContext<unknown> => ({ id, model: servedModel, createdAt, request, echo })
+  const contextFor = (servedModel: string, answer?: AnswerSoFar): EncodeContext<unknown> => ({ id, model: servedModel, createdAt, request, echo, answer })
 
   const eventsOf = (call: { events: Stream.Stream<CanonicalEvent, CallFailure> }, context: EncodeContext<unknown>): Stream.Stream<CanonicalEvent, AnswerFailure> =>
     hooks.events === undefined ? call.events : hooks.events(call.events, context)
@@ -291,8 +291,8 @@ const answer = Effect.fnUntraced(function*(
   }))
 
   // One started call's events and frames; the dialect's error event ends a failure.
-  const encodeCall = (call: { servedModel: string; events: Stream.Stream<CanonicalEvent, CallFailure> }): EncodedCall => {
-    const context = contextFor(call.servedModel)
+  const encodeCall = (call: ModelCall): EncodedCall => {
+    const context = contextFor(call.servedModel, call.answer)
     return { events: eventsOf(call, context), sse: new EncoderFrames(dialect.streamEncoder(context), notes) }
   }
 

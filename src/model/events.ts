@@ -161,18 +161,53 @@ const closeBlock = (block: OpenBlock): OutputBlock => {
   }
 }
 
+/** The delta events: each adds text to its block. */
+export type DeltaEvent = TextDeltaEvent | ThinkingDeltaEvent | SignatureDeltaEvent | ToolInputDeltaEvent
+export type DeltaType = DeltaEvent["type"]
+
 /**
- * Accumulates events into blocks. Encoders that must repeat a block's full content when it ends
- * (Responses `output_text.done`, `function_call_arguments.done`) read it with `block(index)`.
+ * Whether a block of `block`'s kind takes deltas of `delta`'s (the contract's third rule): what an
+ * answer assembled from events keeps of a delta. A delta to a block not started is not kept.
  */
-export interface ResponseBuilder {
-  add(event: CanonicalEvent): void
+export const blockTakes = (block: BlockStart["type"] | undefined, delta: DeltaType): boolean => {
+  switch (delta) {
+    case "text_delta":
+      return block === "text"
+    case "thinking_delta":
+    case "signature_delta":
+      return block === "thinking"
+    case "tool_input_delta":
+      return block === "tool_use"
+  }
+}
+
+/**
+ * An answer as assembled so far, read-only. One call's answer is assembled once, where the
+ * dispatcher delivers it (`runtime/delivered.ts`), and read there (a broken stream's usage, a
+ * continuation), by the Responses encoder (a block's full text when it ends) and by a stored
+ * response's record: an open stream keeps its text once, not once per reader.
+ */
+export interface AnswerSoFar {
   /** The block at `index` as accumulated so far. */
   block(index: number): OutputBlock | undefined
   /** The tool-call arguments JSON accumulated so far for the block at `index` (raw, unparsed). */
   toolInputJson(index: number): string | undefined
+  /** Every delta of `type` the block at `index` kept, concatenated ("" when it kept none). */
+  deltas(index: number, type: DeltaType): string
+  /** Every text delta so far, concatenated (the text blocks in order). */
+  text(): string
+  /** The output's texts so far (text, thinking, tool-call arguments) in a few large parts, to count their tokens. */
+  outputParts(): Array<string>
   /** The assembled response; throws if no `message_stop` was added (a backend bug). */
   finish(): CanonicalResponse
+}
+
+/**
+ * Accumulates events into blocks. Encoders that must repeat a block's full content when it ends
+ * (Responses `output_text.done`, `function_call_arguments.done`) read it with `block(index)`.
+ */
+export interface ResponseBuilder extends AnswerSoFar {
+  add(event: CanonicalEvent): void
 }
 
 export const makeResponseBuilder = (): ResponseBuilder => new ResponseAssembly()
@@ -190,28 +225,22 @@ class ResponseAssembly implements ResponseBuilder {
         this.#start = event
         return
       case "block_start":
-        this.#blocks = withItemAt(blocks, event.index, openBlock(event.block))
+        // A block starts once: a second start of the same index (against the contract) is ignored,
+        // as a reader that cut deltas from this answer's texts counts on (`EventRecord`).
+        if (blocks[event.index] === undefined) this.#blocks = withItemAt(blocks, event.index, openBlock(event.block))
         return
-      case "text_delta": {
-        const block = blocks[event.index]
-        if (block?.type === "text") block.text.add(event.text)
+      case "text_delta":
+        this.piecesOf(event.index, event.type)?.add(event.text)
         return
-      }
-      case "thinking_delta": {
-        const block = blocks[event.index]
-        if (block?.type === "thinking") block.thinking.add(event.thinking)
+      case "thinking_delta":
+        this.piecesOf(event.index, event.type)?.add(event.thinking)
         return
-      }
-      case "signature_delta": {
-        const block = blocks[event.index]
-        if (block?.type === "thinking") block.signature.add(event.signature)
+      case "signature_delta":
+        this.piecesOf(event.index, event.type)?.add(event.signature)
         return
-      }
-      case "tool_input_delta": {
-        const block = blocks[event.index]
-        if (block?.type === "tool_use") block.json.add(event.partialJson)
+      case "tool_input_delta":
+        this.piecesOf(event.index, event.type)?.add(event.partialJson)
         return
-      }
       case "block_stop":
         return
       case "message_stop":
@@ -228,6 +257,41 @@ class ResponseAssembly implements ResponseBuilder {
   toolInputJson(index: number): string | undefined {
     const block = this.#blocks[index]
     return block?.type === "tool_use" ? block.json.text() : undefined
+  }
+
+  deltas(index: number, type: DeltaType): string {
+    return this.piecesOf(index, type)?.text() ?? ""
+  }
+
+  text(): string {
+    const texts: Array<string> = []
+    for (const block of this.#blocks) if (block?.type === "text") texts.push(block.text.text())
+    return texts.join("")
+  }
+
+  outputParts(): Array<string> {
+    const parts: Array<string> = []
+    for (const block of this.#blocks) {
+      if (block?.type === "text") parts.push(...block.text.parts())
+      else if (block?.type === "thinking") parts.push(...block.thinking.parts())
+      else if (block?.type === "tool_use") parts.push(...block.json.parts())
+    }
+    return parts
+  }
+
+  /** Where the block at `index` keeps deltas of `type`, if it takes them. */
+  private piecesOf(index: number, type: DeltaType): TextPieces | undefined {
+    const block = this.#blocks[index]
+    switch (type) {
+      case "text_delta":
+        return block?.type === "text" ? block.text : undefined
+      case "thinking_delta":
+        return block?.type === "thinking" ? block.thinking : undefined
+      case "signature_delta":
+        return block?.type === "thinking" ? block.signature : undefined
+      case "tool_input_delta":
+        return block?.type === "tool_use" ? block.json : undefined
+    }
   }
 
   finish(): CanonicalResponse {

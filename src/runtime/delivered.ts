@@ -10,20 +10,21 @@
  *   and the reservation (an upper bound of the same) already covers it.
  *
  * The dispatcher feeds it every chunk it delivers, once. An open stream holds it for as long as it
- * lasts, so the text is kept as `TextPieces` (joined into a few flat runs), and as one copy: the
- * continuation and the usage estimate each kept their own until both read this one.
+ * lasts, so the answer is kept once, assembled by block (`ResponseBuilder`, its texts as
+ * `TextPieces`), and read by every rule that needs it: the continuation and the usage estimate
+ * here, and through `answer` the Responses encoder (a block's text when it ends) and a stored
+ * response's record — each kept its own copy of the text until they read this one.
  *
  * It also notices an upstream that ignores the output ceiling it was sent (`max_tokens`) and would
  * stream without end — the text kept here would grow until the client left (`overran`).
  */
 import { Effect } from "effect"
-import type { CanonicalEvent } from "../model/events.ts"
+import { type AnswerSoFar, type CanonicalEvent, makeResponseBuilder } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countTexts } from "../model/tokenizer.ts"
 import { TokenFloor } from "../model/token-floor.ts"
 import { countRequestTokens } from "../model/tokens.ts"
 import { makeUsage, type Usage } from "../model/usage.ts"
-import { TextPieces } from "../util/text-pieces.ts"
 import type { SentState } from "./continuation.ts"
 
 /**
@@ -40,9 +41,8 @@ export const runawayLine = (ceiling: number) => RUNAWAY_FACTOR * ceiling + RUNAW
 export class Delivered {
   /** What was sent upstream: counted only when no `message_start` reported its input. */
   readonly #request: CanonicalRequest | undefined
-  readonly #text = new TextPieces()
-  /** Thinking and tool-call arguments: counted with the text for a broken stream's output. */
-  #other: TextPieces | undefined = undefined
+  /** The answer as delivered: every event, by block. */
+  readonly #answer = makeResponseBuilder()
   #open: SentState["open"] = undefined
   #nextIndex = 0
   #sawToolUse = false
@@ -67,6 +67,7 @@ export class Delivered {
 
   add(events: ReadonlyArray<CanonicalEvent>): void {
     for (const event of events) {
+      this.#answer.add(event)
       switch (event.type) {
         case "message_start":
           if (event.usage !== undefined && event.usage.inputTokens > 0) this.#input = event.usage.inputTokens
@@ -83,15 +84,12 @@ export class Delivered {
           this.#open = undefined
           break
         case "text_delta":
-          this.#text.add(event.text)
           this.#floor?.add(event.text)
           break
         case "thinking_delta":
-          this.other().add(event.thinking)
           this.#floor?.add(event.thinking)
           break
         case "tool_input_delta":
-          this.other().add(event.partialJson)
           this.#floor?.add(event.partialJson)
           break
         case "message_stop":
@@ -103,13 +101,14 @@ export class Delivered {
     }
   }
 
-  private other(): TextPieces {
-    return (this.#other ??= new TextPieces())
+  /** The answer as the client has been sent it, so far (read, never fed, by others). */
+  get answer(): AnswerSoFar {
+    return this.#answer
   }
 
   /** For the continuation: what the client has been sent. */
   get state(): SentState {
-    return { text: this.#text.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
+    return { text: this.#answer.text(), open: this.#open, nextIndex: this.#nextIndex, sawToolUse: this.#sawToolUse }
   }
 
   /**
@@ -129,7 +128,7 @@ export class Delivered {
   usage(): Effect.Effect<Usage> {
     if (this.#exact !== undefined) return Effect.succeed(this.#exact)
     const request = this.#request
-    const parts = this.#other === undefined ? this.#text.parts() : [...this.#text.parts(), ...this.#other.parts()]
+    const parts = this.#answer.outputParts()
     return Effect.all([this.#input !== undefined || request === undefined ? Effect.succeed(this.#input ?? 0) : countRequestTokens(request), countTexts(parts)]).pipe(
       Effect.map(([inputTokens, counts]) => makeUsage({ inputTokens, outputTokens: counts.reduce((sum, n) => sum + n, 0) }))
     )

@@ -29,7 +29,7 @@ import { allowsModel, allPermissions, type Permissions } from "../keys/permissio
 import { type BeginRequest, Meter, type MeteredCall, type MeteredModel, reservedOutputCeiling } from "../metering/meter.ts"
 import { outputCeiling, worstCaseOverMicros } from "../metering/pricing.ts"
 import type { Micros } from "../model/money.ts"
-import type { CanonicalEvent, CanonicalResponse } from "../model/events.ts"
+import type { AnswerSoFar, CanonicalEvent, CanonicalResponse } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { countRequestTokens, requestTokenBound, textsTokenBound } from "../model/tokens.ts"
 import { addUsage, makeUsage, type Usage } from "../model/usage.ts"
@@ -80,6 +80,11 @@ export interface ModelCall {
   readonly placementId: string
   /** The answer; run it once. Settles when it ends, fails or is interrupted. */
   readonly events: Stream.Stream<CanonicalEvent, BackendError | QueueTimeout>
+  /**
+   * The answer as `events` has delivered it so far, assembled: fed each chunk before the chunk is
+   * passed on, so a reader of `events` finds every event it has seen in it.
+   */
+  readonly answer: AnswerSoFar
   /** `x-ratelimit-*` and `xsvc-allowance-remaining`, as of the latest step. */
   headers(): Record<string, string>
   /** Resolves once the call is settled. */
@@ -325,6 +330,7 @@ export class ModelCaller extends Context.Service<ModelCaller, {
         servedModel: dispatched.servedModel,
         placementId: dispatched.placementId,
         events,
+        answer: usage.answer,
         headers: metered.headers,
         settled: Deferred.await(settledSignal)
       } satisfies ModelCall

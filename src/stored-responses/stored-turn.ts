@@ -120,7 +120,7 @@ export const storeOnStop = (
   save: (response: NewStoredResponse) => Effect.Effect<void, SqlError.SqlError>
 ): Stream.Stream<CanonicalEvent, CallFailure | StoreFailure> => {
   // Held for as long as the stream is open: compact, rebuilt once at its end (see there).
-  const record = new EventRecord()
+  const record = new EventRecord(context.answer)
   // The recorded events rebuilt and the answer they make, stored. The transcript holds the whole
   // conversation (up to 8 MiB): the documents' JSON is made in slices where they are stored
   // (`ResponsesRepo.save`), the items' here.

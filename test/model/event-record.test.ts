@@ -4,11 +4,13 @@
  * `collect` makes of them. For any stream that keeps the event contract (blocks in order, a
  * thinking block's thinking and signature deltas interleaved, empty deltas, deltas long enough to
  * take two characters of length, unpaired surrogates at their edges), the record gives back
- * equal events in the same order and the same answer.
+ * equal events in the same order and the same answer — whether it keeps the answer's text itself
+ * or cuts the deltas from the call's answer (`AnswerSoFar`, fed each chunk before the record is,
+ * as `Delivered` is), and with stray deltas that break the contract (kept as they are).
  */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { type CanonicalEvent, collect } from "../../src/model/events.ts"
+import { type CanonicalEvent, collect, makeResponseBuilder } from "../../src/model/events.ts"
 import { makeUsage } from "../../src/model/usage.ts"
 import { EventRecord } from "../../src/stored-responses/event-record.ts"
 import { runAtOnce } from "../../src/util/slices.ts"
@@ -58,24 +60,63 @@ const streamOf = (blocks: ReadonlyArray<Block>): Array<CanonicalEvent> => {
   return events
 }
 
+/**
+ * Events that break the contract: deltas to a block not started (yet), or of a kind their block
+ * does not take; a second start of a block.
+ */
+const stray: fc.Arbitrary<CanonicalEvent> = fc.oneof(
+  fc.record({ type: fc.constant("block_start" as const), index: fc.integer({ min: 0, max: 7 }), block: fc.constantFrom({ type: "text" as const }, { type: "tool_use" as const, id: "call_x", name: "g" }) }),
+  fc.record({ type: fc.constant("text_delta" as const), index: fc.integer({ min: 0, max: 7 }), text: deltaText }),
+  fc.record({ type: fc.constant("tool_input_delta" as const), index: fc.integer({ min: 0, max: 7 }), partialJson: deltaText }),
+  fc.record({ type: fc.constant("signature_delta" as const), index: fc.integer({ min: 0, max: 7 }), signature: deltaText })
+)
+
+/** `events` with `strays` put at the given places (before `message_stop`, which stays last). */
+const withStrays = (events: ReadonlyArray<CanonicalEvent>, strays: ReadonlyArray<{ readonly at: number; readonly event: CanonicalEvent }>) => {
+  const out = [...events]
+  for (const { at, event } of strays) out.splice(1 + (at % (out.length - 1)), 0, event)
+  return out
+}
+
+/**
+ * Records `events` as `storeOnStop` does: with `shared`, the call's answer is fed each chunk (of
+ * the given sizes) whole before the record sees its events one by one, as the dispatcher feeds
+ * `Delivered` before passing the chunk on.
+ */
+const recordOf = (events: ReadonlyArray<CanonicalEvent>, shared: boolean, chunkSizes: ReadonlyArray<number>) => {
+  if (!shared) {
+    const record = new EventRecord()
+    for (const event of events) record.add(event)
+    return record
+  }
+  const answer = makeResponseBuilder()
+  const record = new EventRecord(answer)
+  let at = 0
+  for (let c = 0; at < events.length; c++) {
+    const chunk = events.slice(at, at + (chunkSizes[c % Math.max(1, chunkSizes.length)] ?? 1))
+    at += chunk.length
+    for (const event of chunk) answer.add(event)
+    for (const event of chunk) record.add(event)
+  }
+  return record
+}
+
 describe("EventRecord", () => {
   it("gives back the events it was given and the answer they make", () => {
-    fc.assert(fc.property(fc.array(block, { maxLength: 6 }), (blocks) => {
-      const events = streamOf(blocks)
-      const record = new EventRecord()
-      for (const event of events) record.add(event)
-      const rebuilt = runAtOnce(record.rebuild())
+    const strays = fc.array(fc.record({ at: fc.nat(), event: stray }), { maxLength: 4 })
+    const chunkSizes = fc.array(fc.integer({ min: 1, max: 9 }), { minLength: 1, maxLength: 5 })
+    fc.assert(fc.property(fc.array(block, { maxLength: 6 }), strays, fc.boolean(), chunkSizes, (blocks, extra, shared, sizes) => {
+      const events = withStrays(streamOf(blocks), extra)
+      const rebuilt = runAtOnce(recordOf(events, shared, sizes).rebuild())
       expect(rebuilt.events).toEqual(events)
       expect(rebuilt.response).toEqual(collect(events))
-    }), { numRuns: 300 })
+    }), { numRuns: 400 })
   })
 
   it("pauses on a long stream and keeps every delta's boundary", () => {
     const deltas = Array.from({ length: 5_000 }, (_, i) => `w${i} `)
     const events = streamOf([{ kind: "text", deltas }])
-    const record = new EventRecord()
-    for (const event of events) record.add(event)
-    const steps = record.rebuild()
+    const steps = recordOf(events, true, [7]).rebuild()
     let pauses = 0
     for (let step = steps.next(); ; step = steps.next()) {
       if (step.done === true) {

@@ -18,8 +18,7 @@
  * (the lifecycle closes for clients that follow it) and then `error` (what makes the SDKs throw).
  */
 import type { OutputBlock } from "../../model/content.ts"
-import type { CanonicalEvent } from "../../model/events.ts"
-import { makeResponseBuilder } from "../../model/events.ts"
+import { type AnswerSoFar, type CanonicalEvent, makeResponseBuilder, type ResponseBuilder } from "../../model/events.ts"
 import { commentFrame, namedFrame } from "../../http/sse.ts"
 import { withItemAt } from "../../util/arrays.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
@@ -37,7 +36,13 @@ export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>
  */
 class ResponsesStreamEncoder implements StreamEncoder {
   readonly #context: EncodeContext<ResponsesEcho>
-  readonly #builder = makeResponseBuilder()
+  /**
+   * The answer so far, whose blocks' texts `*.done` and `response.completed` repeat: the call's
+   * own (`context.answer`, fed before each event gets here) where it keeps one, else assembled
+   * here (`#own`) — an open stream keeps its text once.
+   */
+  readonly #answer: AnswerSoFar
+  readonly #own: ResponseBuilder | undefined
   #sequence = 0
   #started = false
   #finished = false
@@ -49,6 +54,14 @@ class ResponsesStreamEncoder implements StreamEncoder {
 
   constructor(context: EncodeContext<ResponsesEcho>) {
     this.#context = context
+    if (context.answer === undefined) {
+      const own = makeResponseBuilder()
+      this.#own = own
+      this.#answer = own
+    } else {
+      this.#own = undefined
+      this.#answer = context.answer
+    }
   }
 
   private frame(type: string, fields: Record<string, unknown>): string {
@@ -56,7 +69,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private block(index: number): OutputBlock {
-    return this.#builder.block(index)!
+    return this.#answer.block(index)!
   }
 
   private scope(index: number) {
@@ -144,14 +157,14 @@ class ResponsesStreamEncoder implements StreamEncoder {
         return this.onStop(event.index)
       case "message_stop": {
         this.#finished = true
-        const response = encodeResponse(this.#builder.finish(), this.#context)
+        const response = encodeResponse(this.#answer.finish(), this.#context)
         return this.frame(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response })
       }
     }
   }
 
   event(event: CanonicalEvent): string {
-    this.#builder.add(event)
+    this.#own?.add(event)
     return this.encode(event)
   }
 
