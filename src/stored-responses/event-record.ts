@@ -89,7 +89,7 @@ export interface RecordedStream {
 }
 
 export class EventRecord {
-  readonly #entries: Array<CanonicalEvent | DeltaRun> = []
+  #entries: Array<CanonicalEvent | DeltaRun> = []
   /** The answer's texts, which the deltas are cut from. */
   readonly #answer: AnswerSoFar
   /** Fed here only when the call keeps no answer of its own. */
@@ -117,14 +117,19 @@ export class EventRecord {
     const delta = event as DeltaEvent
     if (text === undefined || !blockTakes(this.#kinds[delta.index], delta.type)) {
       if (event.type === "block_start" && this.#kinds[event.index] === undefined) this.#kinds = withItemAt(this.#kinds, event.index, event.block.type)
-      this.#entries.push(event)
+      this.push(event)
       return
     }
     const { type, index } = delta
     const last = this.#entries[this.#entries.length - 1]
     if (last instanceof DeltaRun && last.type === type && last.index === index) last.count++
-    else this.#entries.push(new DeltaRun(type, index))
+    else this.push(new DeltaRun(type, index))
     this.#lengths.add(lengthChars(text.length))
+  }
+
+  /** Exactly sized while short (an array grown by `push` keeps spare slots for as long as the stream is open). */
+  private push(entry: CanonicalEvent | DeltaRun): void {
+    this.#entries = withItemAt(this.#entries, this.#entries.length, entry)
   }
 
   /** The events as they were added (equal objects, the same texts), and the answer they make. */

@@ -27,7 +27,6 @@ import type { CanonicalEvent } from "../model/events.ts"
 import { EventRecord } from "./event-record.ts"
 import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
-import type { JsonObject } from "../util/json.ts"
 import { jsonBytesInSlices, jsonTextsInSlices } from "../util/sliced-stringify.ts"
 import { runInSlices } from "../util/slices.ts"
 
@@ -46,10 +45,23 @@ const STORE_LIMIT_BYTES = 8 * 1024 * 1024
 
 export interface StorePlan {
   readonly conversation: Transcript
-  /** Every input item the response lists: the previous response's, its output, this input. */
-  readonly inputItems: ReadonlyArray<unknown>
-  /** This input's items with minted ids: they become referable. */
-  readonly minted: ReadonlyArray<JsonObject>
+  /**
+   * What the response's input items are listed from, again when it is stored (`listed`): the
+   * listing made for the size check is dropped, so an open stream does not hold a typed copy of
+   * its input beside the input (the ids it mints are minted then; nobody has seen them before).
+   */
+  readonly previous: StoredConversation | undefined
+  readonly input: string | ReadonlyArray<unknown>
+  readonly resolve: ItemResolver
+}
+
+/**
+ * Every input item the response lists (the previous response's, its output, this input), and
+ * this input's items with minted ids, which become referable.
+ */
+const listed = (previous: StoredConversation | undefined, input: string | ReadonlyArray<unknown>, resolve: ItemResolver) => {
+  const own = listInputItems(input, resolve)
+  return { inputItems: previous === undefined ? own.items : [...previous.inputItems, ...previous.output, ...own.items], minted: own.minted }
 }
 
 /** Values walked between two readings of the clock (`runInSlices`). */
@@ -89,17 +101,16 @@ export const planStore = Effect.fnUntraced(function*(
   input: string | ReadonlyArray<unknown>,
   resolve: ItemResolver
 ): Effect.fn.Return<StorePlan, PayloadTooLarge> {
-  const own = listInputItems(input, resolve)
-  const listed = previous === undefined ? own.items : [...previous.inputItems, ...previous.output, ...own.items]
+  const { inputItems } = listed(previous, input, resolve)
   // A 32 MiB input would be serialized twice (~64 MiB, holding the event loop) only to be
   // refused: its characters alone already tell.
-  const atLeast = (yield* runInSlices(stringUnits(listed))) + (yield* runInSlices(stringUnits(conversation)))
+  const atLeast = (yield* runInSlices(stringUnits(inputItems))) + (yield* runInSlices(stringUnits(conversation)))
   if (atLeast > STORE_LIMIT_BYTES) return yield* tooLargeToStore(`at least ${atLeast}`)
   // Up to 8 MiB of JSON: measured in slices (`JSON.stringify` of it held the event loop ~55 ms
   // on a slow VM); its text is made when it is stored.
-  const size = (yield* jsonBytesInSlices(listed)) + (yield* jsonBytesInSlices(conversation))
+  const size = (yield* jsonBytesInSlices(inputItems)) + (yield* jsonBytesInSlices(conversation))
   if (size > STORE_LIMIT_BYTES) return yield* tooLargeToStore(String(size))
-  return { conversation, inputItems: listed, minted: own.minted }
+  return { conversation, previous, input, resolve }
 })
 
 /**
@@ -129,10 +140,11 @@ export const storeOnStop = (
       Effect.flatMap(({ events: recorded, response }) => {
         const replay: ReplayRecord = { createdAt: context.createdAt, echo: context.echo, events: recorded }
         const outputs = response.content.map((block, index) => outputItem(block, context.id, index))
-        const items = [...plan.minted, ...outputs]
-        return Effect.map(jsonTextsInSlices(items), (itemJsons) => ({ response, replay, items, itemJsons }))
+        const { inputItems, minted } = listed(plan.previous, plan.input, plan.resolve)
+        const items = [...minted, ...outputs]
+        return Effect.map(jsonTextsInSlices(items), (itemJsons) => ({ response, replay, inputItems, items, itemJsons }))
       }),
-      Effect.flatMap(({ response, replay, items, itemJsons }) =>
+      Effect.flatMap(({ response, replay, inputItems, items, itemJsons }) =>
         save({
           id: context.id,
           keyId,
@@ -142,7 +154,7 @@ export const storeOnStop = (
           body: responsesDialect.encodeResponse(response, context),
           transcript: withAnswer(plan.conversation, response),
           replay,
-          inputItems: plan.inputItems,
+          inputItems,
           items: items.map((item, i) => ({ id: item.id as string, item: itemJsons[i]! }))
         })
       ),

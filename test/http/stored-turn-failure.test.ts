@@ -27,7 +27,7 @@ const request: CanonicalRequest = {
 }
 const context = { id: "resp_test", model: "svc-pico-1", createdAt: 1767225600, request, echo: responsesDialect.defaultEcho(request) }
 const events = Stream.fromIterable(responseEvents({ model: "svc-pico-1", content: [{ type: "text", text: "hello" }], stopReason: "end_turn", usage: makeUsage({}) }))
-const plan = { conversation: { messages: [] } as never, inputItems: [], minted: [] }
+const plan = { conversation: { messages: [] } as never, previous: undefined, input: [], resolve: () => undefined }
 
 const storedWith = (reason: SqlError.SqlError["reason"]) =>
   Stream.runDrain(storeOnStop(events, context, "key_test", plan, () => Effect.fail(new SqlError.SqlError({ reason })))).pipe(Effect.flip)
