@@ -16,7 +16,7 @@ import { type Array as Arr, Effect, type Pull, Stream } from "effect"
 import type { SqlError } from "effect/sql"
 import type { EncodeContext } from "../dialects/dialect.ts"
 import { outputItem } from "../dialects/responses/envelope.ts"
-import { type ItemResolver } from "../dialects/responses/input.ts"
+import { isItemReference, type ItemResolver, noStoredItems } from "../dialects/responses/input.ts"
 import { listInputItems } from "../dialects/responses/input-items.ts"
 import { responsesDialect, type ResponsesEcho } from "../dialects/responses/index.ts"
 import type { ReplayRecord } from "../dialects/responses/replay.ts"
@@ -110,7 +110,10 @@ export const planStore = Effect.fnUntraced(function*(
   // on a slow VM); its text is made when it is stored.
   const size = (yield* jsonBytesInSlices(inputItems)) + (yield* jsonBytesInSlices(conversation))
   if (size > STORE_LIMIT_BYTES) return yield* tooLargeToStore(String(size))
-  return { conversation, previous, input, resolve }
+  // The resolver only where the input refers to stored items: it holds the route's scope (the
+  // items looked up, an empty Map otherwise) for as long as the stream is open.
+  const refers = typeof input !== "string" && input.some(isItemReference)
+  return { conversation, previous, input, resolve: refers ? resolve : noStoredItems }
 })
 
 /**
