@@ -256,7 +256,8 @@ const answer = Effect.fnUntraced(function*(
   const notes: StreamNotes = { record: ctx.record, switchNote: undefined }
   const id = dialect.newId()
   const createdAt = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-  const contextFor = (servedModel: string, answer?: AnswerSoFar): EncodeContext<unknown> => ({ id, model: servedModel, createdAt, request, echo, answer })
+  const contextFor = (servedModel: string, answer?: AnswerSoFar, sent: CanonicalRequest = request): EncodeContext<unknown> =>
+    ({ id, model: servedModel, createdAt, request: sent, echo, answer })
 
   const eventsOf = (call: { events: Stream.Stream<CanonicalEvent, CallFailure> }, context: EncodeContext<unknown>): Stream.Stream<CanonicalEvent, AnswerFailure> =>
     hooks.events === undefined ? call.events : hooks.events(call.events, context)
@@ -291,8 +292,10 @@ const answer = Effect.fnUntraced(function*(
   }))
 
   // One started call's events and frames; the dialect's error event ends a failure.
+  // The context names the request as sent (which the call holds anyway), so an open stream does
+  // not keep the request as decoded beside it.
   const encodeCall = (call: ModelCall): EncodedCall => {
-    const context = contextFor(call.servedModel, call.answer)
+    const context = contextFor(call.servedModel, call.answer, prepared.request)
     return { events: eventsOf(call, context), sse: new EncoderFrames(dialect.streamEncoder(context), notes) }
   }
 
