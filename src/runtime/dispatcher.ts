@@ -213,6 +213,25 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
    * the old generation that keeps the closure's scope (the whole request) alive through every
    * young-generation collection until the next full GC (see `answer` in http/chat-answer.ts).
    */
+  /**
+   * A slot on one of `targets`, handed to `hold` before anything can interrupt. Made here, not in
+   * `connectLoop`'s loop, whose variables that closures use live in one context that `end` (and so
+   * an open stream) keeps: the acquiring effect and its targets would stay with it.
+   */
+  const acquireSlot = (d: DispatchSession, targets: ReadonlyArray<string>, hold: (lease: Lease) => void) => {
+    const admission = d.admission
+    d.admission = undefined
+    const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority, admission })
+    return Effect.uninterruptibleMask((restore) =>
+      restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)).pipe(
+        Effect.tap((lease) => Effect.sync(() => hold(lease))),
+        Effect.tapError(() => Effect.sync(() => {
+          d.counter.timedOut(targets)
+          advance(d, { type: "QUEUE_TIMEOUT" })
+        }))
+      ))
+  }
+
   const connectLoop = Effect.fnUntraced(function*(d: DispatchSession) {
     while (true) {
       if (phase(d) === "failed") return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
@@ -257,19 +276,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
       d.pendingEnd = end
       const askedAt = performance.now()
       const targets = eligible.map((c) => c.placementId)
-      // The lease is held for `end` before anything can interrupt us.
-      const admission = d.admission
-      d.admission = undefined
-      const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority, admission })
-      const lease = yield* Effect.uninterruptibleMask((restore) =>
-        restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)).pipe(
-          Effect.tap((lease) => Effect.sync(() => void (held = lease))),
-          Effect.tapError(() => Effect.sync(() => {
-            d.counter.timedOut(targets)
-            advance(d, { type: "QUEUE_TIMEOUT" })
-          }))
-        )
-      )
+      const lease = yield* acquireSlot(d, targets, (lease) => void (held = lease))
       advance(d, { type: "GRANTED", placementId: lease.placementId })
       const candidate = candidateById(d.candidates, lease.placementId)
       grantedAt = performance.now()
