@@ -16,7 +16,7 @@
  * handler has no Node response and keeps the platform's stream (see `sseResponse`).
  */
 import type { ServerResponse } from "node:http"
-import { Cause, Context, Effect, Pull, Result, Scope, type Stream } from "effect"
+import { Cause, Context, Effect, type Fiber, Pull, Result, Scope, type Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { HttpEffect, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { toPullPlain } from "../util/scoped.ts"
@@ -117,30 +117,39 @@ export const writeSse = <A, E>(response: ServerResponse, headers: Record<string,
     Effect.withFiber((fiber) => {
       response.writeHead(200, { ...SSE_HEADERS, ...headers, "content-type": "text/event-stream" })
       flattenHead(response)
-      const scope = Context.getUnsafe(fiber.context, Scope.Scope) as Scope.Closeable
-      HttpEffect.scopeDisableClose(scope)
-      const request = Context.getOption(fiber.context, HttpServerRequest.HttpServerRequest)
-      if (request._tag === "Some") markWritten(request.value)
-      const writer = writeFrames(response, pull, frames).pipe(Effect.onExit((exit) => {
-        // Not ended: interrupted (the client left, or the server stopped) or a defect — cut, as the
-        // platform cuts a handler's failed answer, rather than left open.
-        if (!response.writableEnded) response.destroy()
-        return Scope.close(scope, exit)
-      }))
-      // Started at once, not on the scheduler's next turn: its exit handler is in place before
-      // anything can interrupt it (a fiber interrupted before it starts runs none of its effect),
-      // and the first frame goes out without a hop.
-      const openStreams = Context.get(fiber.context, OpenStreams)
-      const options = { startImmediately: true } as const
-      return Effect.map(openStreams === undefined ? Effect.forkDetach(writer, options) : Effect.forkIn(writer, openStreams, options), (writing) => {
-        response.on("close", () => {
-          if (!response.writableEnded) writing.interruptUnsafe()
-        })
-        // Gone before the listener was there: its close has been emitted already.
-        if (response.destroyed && !response.writableEnded) writing.interruptUnsafe()
-        return WRITTEN
-      })
+      return startWriter(fiber, response, pull, frames)
     }))
+
+/**
+ * The writer fiber and its listeners, made outside `writeSse`: the closures an open stream keeps
+ * (the writer's exit, the socket's close listener) would otherwise keep `writeSse`'s contexts and
+ * with them the head's headers (~0.3 KiB an open stream).
+ */
+const startWriter = <A, E>(fiber: Fiber.Fiber<unknown, unknown>, response: ServerResponse, pull: Pull.Pull<NonEmptyReadonlyArray<A>, E>, frames: SseFrames<A, E>) => {
+  const scope = Context.getUnsafe(fiber.context, Scope.Scope) as Scope.Closeable
+  HttpEffect.scopeDisableClose(scope)
+  const request = Context.getOption(fiber.context, HttpServerRequest.HttpServerRequest)
+  if (request._tag === "Some") markWritten(request.value)
+  const writer = writeFrames(response, pull, frames).pipe(Effect.onExit((exit) => {
+    // Not ended: interrupted (the client left, or the server stopped) or a defect — cut, as the
+    // platform cuts a handler's failed answer, rather than left open.
+    if (!response.writableEnded) response.destroy()
+    return Scope.close(scope, exit)
+  }))
+  // Started at once, not on the scheduler's next turn: its exit handler is in place before
+  // anything can interrupt it (a fiber interrupted before it starts runs none of its effect),
+  // and the first frame goes out without a hop.
+  const openStreams = Context.get(fiber.context, OpenStreams)
+  const options = { startImmediately: true } as const
+  return Effect.map(openStreams === undefined ? Effect.forkDetach(writer, options) : Effect.forkIn(writer, openStreams, options), (writing) => {
+    response.on("close", () => {
+      if (!response.writableEnded) writing.interruptUnsafe()
+    })
+    // Gone before the listener was there: its close has been emitted already.
+    if (response.destroyed && !response.writableEnded) writing.interruptUnsafe()
+    return WRITTEN
+  })
+}
 
 /**
  * The writer's loop, made outside `writeSse`: an open stream keeps only what this closes over (not
