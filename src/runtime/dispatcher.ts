@@ -208,12 +208,6 @@ const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalE
 
 const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
   /**
-   * Follows the rules from `waiting` until an attempt has produced its first chunk. The generators
-   * here are made once per dispatcher, never per request: V8 gives each generator closure a map in
-   * the old generation that keeps the closure's scope (the whole request) alive through every
-   * young-generation collection until the next full GC (see `answer` in http/chat-answer.ts).
-   */
-  /**
    * A slot on one of `targets`, handed to `hold` before anything can interrupt. Made here, not in
    * `connectLoop`'s loop, whose variables that closures use live in one context that `end` (and so
    * an open stream) keeps: the acquiring effect and its targets would stay with it.
@@ -232,6 +226,12 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
       ))
   }
 
+  /**
+   * Follows the rules from `waiting` until an attempt has produced its first chunk. The generators
+   * here are made once per dispatcher, never per request: V8 gives each generator closure a map in
+   * the old generation that keeps the closure's scope (the whole request) alive through every
+   * young-generation collection until the next full GC (see `answer` in http/chat-answer.ts).
+   */
   const connectLoop = Effect.fnUntraced(function*(d: DispatchSession) {
     while (true) {
       if (phase(d) === "failed") return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
