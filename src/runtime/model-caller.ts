@@ -177,7 +177,9 @@ export class ModelCaller extends Context.Service<ModelCaller, {
     const candidatesFor = (request: CanonicalRequest, models: ReadonlyArray<ChatModel>): ReadonlyArray<DispatchCandidate> =>
       models.flatMap((model) =>
         placements.ofModel(model.id).map(({ runtime, backend }): DispatchCandidate => {
-          const forModel = { ...request, model: model.id }
+          // The request itself when it already names the model (the usual case): a copy per
+          // candidate is kept by its closures for as long as a stream is open (144 bytes).
+          const forModel = request.model === model.id ? request : { ...request, model: model.id }
           const complete = backend.complete
           return {
             placementId: runtime.id,
