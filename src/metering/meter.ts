@@ -158,8 +158,10 @@ export class Meter extends Context.Service<Meter, {
 
       settle(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing"> = this.#request.model): Effect.Effect<MeterSettlement> {
         // In process: every step is a plain call, one Effect per settle.
-        return allowance.now !== undefined && this.#admission.releaseNow !== undefined
-          ? Effect.clockWith((clock) => Effect.succeed(this.settleNow(usage, servedBy, clock.currentTimeMillisUnsafe())))
+        const fast = allowance.now
+        const releaseNow = this.#admission.releaseNow
+        return fast !== undefined && releaseNow !== undefined
+          ? Effect.clockWith((clock) => Effect.succeed(this.settleNow(fast, releaseNow, usage, servedBy, clock.currentTimeMillisUnsafe())))
           : Effect.suspend(() => this.settleRemote(usage, servedBy))
       }
 
@@ -214,19 +216,19 @@ export class Meter extends Context.Service<Meter, {
         }
       }
 
-      private settleNow(usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing">, now: number): MeterSettlement {
+      private settleNow(fast: NonNullable<typeof allowance.now>, releaseNow: () => void, usage: Usage, servedBy: Pick<ChatModel, "id" | "pricing">, now: number): MeterSettlement {
         const reservation = this.#reservation
         const costMicros = callCostMicros(usage, servedBy)
         const chargedMicros = Math.min(costMicros, reservation.amountMicros)
         if (this.#finished) return { costMicros, chargedMicros, keyCharge: Effect.succeed(chargedMicros) }
         this.#finished = true
-        const after = allowance.now!.settle(reservation, costMicros, now)
+        const after = fast.settle(reservation, costMicros, now)
         if (after.remaining !== undefined) this.#remaining = after.remaining
         if (after.charged) {
           ledger.recordNow(this.entry(usage, servedBy, chargedMicros))
           metrics?.charged(servedBy.id, usage, chargedMicros)
         }
-        this.#admission.releaseNow!()
+        releaseNow()
         return { costMicros, chargedMicros, keyCharge: Effect.succeed(after.chargedMicros ?? chargedMicros) }
       }
 
