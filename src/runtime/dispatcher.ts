@@ -166,37 +166,80 @@ class AttemptCounter {
   }
 }
 
-/** One streamed dispatch's state, shared by `connect` and the stream's pull. */
-interface DispatchSession {
+/**
+ * What one dispatch keeps, streamed or not: the rules' state and what its steps report to. Both
+ * paths take their next step through the same helpers (`eligibleNext`, `acquireSlot`), so a rule
+ * (the backoff, the circuits' verdict, a queue timeout, a grant) is performed in one place.
+ */
+interface DispatchRun {
   state: ReturnType<typeof startDispatch>
   lastError: BackendError | undefined
-  queued: boolean
-  /** The attempt whose stream is being read. */
-  current: Attempt | undefined
-  /** The attempt that holds a slot but is not handed over yet: ended on any early exit. */
-  pendingEnd: Attempt["end"] | undefined
   /** The admission the first acquire rides behind; taken by it. */
   admission: PendingAdmission | undefined
   readonly options: DispatchOptions
   /** The candidates, by placement id (`candidateById`): a handful, so a scan rather than a Map each open stream holds. */
   readonly candidates: ReadonlyArray<DispatchCandidate>
-  readonly sent: Delivered
   readonly counter: AttemptCounter
   readonly trace: DispatchTrace | undefined
-  readonly dispatchedAt: number
-  readonly onQueued: Effect.Effect<void>
+  /** `options.onQueued`, run at most once however many waits the dispatch makes. */
+  readonly onQueued: Effect.Effect<void> | undefined
 }
+
+/** One streamed dispatch's state, shared by `connect` and the stream's pull. */
+interface DispatchSession extends DispatchRun {
+  /** The attempt whose stream is being read. */
+  current: Attempt | undefined
+  /** The attempt that holds a slot but is not handed over yet: ended on any early exit. */
+  pendingEnd: Attempt["end"] | undefined
+  readonly sent: Delivered
+  readonly dispatchedAt: number
+}
+
+/** A run's shared fields; `streamed`: the rules learn which candidates can continue a broken stream. */
+const startRun = (options: DispatchOptions, metrics: GatewayMetrics | undefined, trace: DispatchTrace | undefined, streamed: boolean): DispatchRun => ({
+  state: startDispatch({
+    candidates: options.candidates.map(({ placementId, modelId, resume }) =>
+      streamed ? { placementId, modelId, canResume: resume !== undefined } : { placementId, modelId })
+  }),
+  lastError: undefined,
+  admission: options.admission,
+  options,
+  candidates: options.candidates,
+  counter: new AttemptCounter(metrics, options.record),
+  trace,
+  onQueued: options.onQueued === undefined ? undefined : onceOnly(options.onQueued)
+})
+
+/** `effect` the first time it runs, nothing after (made apart, so it keeps only these two). */
+const onceOnly = (effect: Effect.Effect<void>): Effect.Effect<void> => {
+  let ran = false
+  return Effect.suspend(() => {
+    if (ran) return Effect.void
+    ran = true
+    return effect
+  })
+}
+
+/** A slot granted to a dispatch: its lease, the candidate it is for, and when. */
+interface Grant {
+  readonly lease: Lease
+  readonly candidate: DispatchCandidate
+  readonly grantedAt: number
+}
+
+/** Effect's `uninterruptibleMask` restore: runs an effect with the interruptibility of before the mask. */
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 
 /** A candidate by its placement id: one the dispatch's own rules named, so it is there. */
 const candidateById = (candidates: ReadonlyArray<DispatchCandidate>, placementId: string): DispatchCandidate =>
   candidates.find((candidate) => candidate.placementId === placementId)!
 
-/** Steps a streamed dispatch's rules (the non-streamed `completeWith` keeps its own state). */
-const advance = (d: DispatchSession, event: DispatchEvent) => {
+/** Steps a dispatch's rules. */
+const advance = (d: DispatchRun, event: DispatchEvent) => {
   d.state = stepDispatch(d.state, event)
 }
 /** Read through a function: `advance` changes the state behind the type checker's narrowing. */
-const phase = (d: DispatchSession) => d.state.value
+const phase = (d: DispatchRun) => d.state.value
 
 /** Opens the call inside the attempt's scope and waits for its first chunk. */
 const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalEvent, BackendError>, scope: Scope.Closeable) =>
@@ -207,23 +250,77 @@ const firstChunk = (candidate: DispatchCandidate, open: Stream.Stream<CanonicalE
     ))
 
 const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: DispatcherOptions = {}) => {
+  /** A retry's wait: the backoff the rules call for after `d.lastError`, then `RETRY_DUE`. */
+  const backoff = (d: DispatchRun): Effect.Effect<void> =>
+    Effect.flatMap(Random.next, (random) => {
+      const delay = nextDelay(d.state.context.attempts, d.lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
+      d.counter.backoff(delay)
+      return Effect.andThen(Effect.sleep(delay), Effect.sync(() => advance(d, { type: "RETRY_DUE" })))
+    })
+
+  /** The candidates the rules allow now, each of their circuits asked (only once the dispatch has failed). */
+  const eligibleAfterCircuits = (d: DispatchRun, failed: BackendError): Effect.Effect<ReadonlyArray<DispatchCandidate>, BackendError> =>
+    Effect.flatMap(
+      Effect.forEach(eligibleCandidates(d.state), (c) => Effect.map(queues.isOpen(c.placementId), (open) => (open ? c.placementId : undefined))),
+      (open) => {
+        // The rules end a request that already failed once every eligible placement is sick.
+        advance(d, { type: "CIRCUITS", open: open.filter((id) => id !== undefined) })
+        return phase(d) === "failed" ? Effect.fail(failed) : eligibleNow(d)
+      }
+    )
+
+  /** The candidates the rules allow now; fails with the last error when none is left. */
+  const eligibleNow = (d: DispatchRun): Effect.Effect<ReadonlyArray<DispatchCandidate>, BackendError> => {
+    const eligible = eligibleCandidates(d.state).map((c) => candidateById(d.candidates, c.placementId))
+    return eligible.length === 0 ? Effect.fail(d.lastError ?? emptyStream("dispatch")) : Effect.succeed(eligible)
+  }
+
   /**
-   * A slot on one of `targets`, handed to `hold` before anything can interrupt. Made here, not in
-   * `connectLoop`'s loop, whose variables that closures use live in one context that `end` (and so
-   * an open stream) keeps: the acquiring effect and its targets would stay with it.
+   * Where the next attempt may go, by the rules: after the backoff they call for, and once the
+   * dispatch has failed, among the candidates whose circuit is still closed. Fails with the last
+   * error when the rules have given up. The one home of these steps, for both paths. Reads the
+   * state when called: call it when the step is taken (in a generator, or inside a `suspend`).
    */
-  const acquireSlot = (d: DispatchSession, targets: ReadonlyArray<string>, hold: (lease: Lease) => void) => {
+  const eligibleNext = (d: DispatchRun): Effect.Effect<ReadonlyArray<DispatchCandidate>, BackendError> => {
+    switch (phase(d)) {
+      case "failed":
+        return Effect.fail(d.lastError ?? emptyStream("dispatch"))
+      case "retryWait":
+        return Effect.andThen(backoff(d), Effect.suspend(() => eligibleNext(d)))
+      default:
+        return d.lastError === undefined ? eligibleNow(d) : eligibleAfterCircuits(d, d.lastError)
+    }
+  }
+
+  /**
+   * A slot on one of `eligible`, then `use` of it, which runs uninterruptibly unless it `restore`s:
+   * the wait stays interruptible (a client that leaves drops out of the queue at once), and once
+   * a slot is granted nothing can interrupt before `use` has taken charge of giving it back. A
+   * queue timeout and a grant are reported here, for both paths. Made here, not in `connectLoop`'s
+   * loop, whose variables that closures use live in one context that `end` (and so an open
+   * stream) keeps: the acquiring effect and its targets would stay with it. Takes the admission
+   * and starts the wait's clock when called: call it when the step is taken.
+   */
+  const acquireSlot = <A, E>(d: DispatchRun, eligible: ReadonlyArray<DispatchCandidate>, use: (grant: Grant, restore: Restore) => Effect.Effect<A, E>) => {
+    const askedAt = performance.now()
+    const targets = eligible.map((c) => c.placementId)
     const admission = d.admission
     d.admission = undefined
     const acquire = queues.acquire({ candidates: targets, keyId: d.options.keyId, deadlineMs: d.options.deadlineMs, onQueued: d.onQueued, priority: d.options.priority, admission })
     return Effect.uninterruptibleMask((restore) =>
-      restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)).pipe(
-        Effect.tap((lease) => Effect.sync(() => hold(lease))),
-        Effect.tapError(() => Effect.sync(() => {
+      Effect.matchEffect(restore(d.trace === undefined ? acquire : d.trace.queueWait(acquire, targets)), {
+        onFailure: (timeout) => {
           d.counter.timedOut(targets)
           advance(d, { type: "QUEUE_TIMEOUT" })
-        }))
-      ))
+          return Effect.fail(timeout)
+        },
+        onSuccess: (lease) => {
+          advance(d, { type: "GRANTED", placementId: lease.placementId })
+          const grantedAt = performance.now()
+          d.counter.granted(lease.placementId, grantedAt - askedAt)
+          return use({ lease, candidate: candidateById(d.candidates, lease.placementId), grantedAt }, restore)
+        }
+      }))
   }
 
   /**
@@ -234,24 +331,7 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
    */
   const connectLoop = Effect.fnUntraced(function*(d: DispatchSession) {
     while (true) {
-      if (phase(d) === "failed") return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
-      if (phase(d) === "retryWait") {
-        const random = yield* Random.next
-        const delay = nextDelay(d.state.context.attempts, d.lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
-        d.counter.backoff(delay)
-        yield* Effect.sleep(delay)
-        advance(d, { type: "RETRY_DUE" })
-        continue
-      }
-      if (d.lastError !== undefined) {
-        // The rules end a request that already failed once every eligible placement is sick.
-        const open: Array<string> = []
-        for (const c of eligibleCandidates(d.state)) if (yield* queues.isOpen(c.placementId)) open.push(c.placementId)
-        advance(d, { type: "CIRCUITS", open })
-        if (phase(d) === "failed") return yield* Effect.fail(d.lastError)
-      }
-      const eligible = eligibleCandidates(d.state).map((c) => candidateById(d.candidates, c.placementId))
-      if (eligible.length === 0) return yield* Effect.fail(d.lastError ?? emptyStream("dispatch"))
+      const eligible = yield* eligibleNext(d)
       const scope = yield* Scope.make()
       // The slot is given back by `end`, after the scope (the upstream call) closes, not as a
       // second finalizer on the scope: a scope with two finalizers keeps them in a Map (~400 bytes
@@ -274,14 +354,13 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
           return lease === undefined ? Scope.close(scope, Exit.void) : Effect.uninterruptible(Effect.andThen(Scope.close(scope, Exit.void), lease.release(result)))
         })
       d.pendingEnd = end
-      const askedAt = performance.now()
-      const targets = eligible.map((c) => c.placementId)
-      const lease = yield* acquireSlot(d, targets, (lease) => void (held = lease))
-      advance(d, { type: "GRANTED", placementId: lease.placementId })
-      const candidate = candidateById(d.candidates, lease.placementId)
-      grantedAt = performance.now()
-      attemptOn = candidate
-      d.counter.granted(lease.placementId, grantedAt - askedAt)
+      const candidate = yield* acquireSlot(d, eligible, (grant) =>
+        Effect.sync(() => {
+          held = grant.lease
+          grantedAt = grant.grantedAt
+          attemptOn = grant.candidate
+          return grant.candidate
+        }))
       if (d.trace !== undefined) attemptSpan = yield* d.trace.attempt(candidate.placementId, candidate.modelId)
       const open = d.state.context.continuing ? candidate.resume!(d.sent.state.text) : candidate.run(candidate.placementId)
       // Under the attempt's span, so the upstream request carries it as its `traceparent`.
@@ -311,26 +390,13 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
     }))
 
   const dispatch = Effect.fnUntraced(function*(options: DispatchOptions) {
+    const trace = dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined
     const d: DispatchSession = {
-      state: startDispatch({
-        candidates: options.candidates.map(({ placementId, modelId, resume }) => ({ placementId, modelId, canResume: resume !== undefined }))
-      }),
-      lastError: undefined,
-      queued: false,
+      ...startRun(options, dispatcherOptions.metrics, trace, true),
       current: undefined,
       pendingEnd: undefined,
-      admission: options.admission,
-      options,
-      candidates: options.candidates,
       sent: options.delivered ?? new Delivered(),
-      counter: new AttemptCounter(dispatcherOptions.metrics, options.record),
-      trace: dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined,
-      dispatchedAt: performance.now(),
-      onQueued: Effect.suspend(() => {
-        if (d.queued || options.onQueued === undefined) return Effect.void
-        d.queued = true
-        return options.onQueued
-      })
+      dispatchedAt: performance.now()
     }
     const first = yield* connect(d)
     d.current = first
@@ -415,100 +481,37 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
 
   const completeWith = (options: DispatchOptions, trace: DispatchTrace | undefined): Effect.Effect<Completed, BackendError | QueueTimeout> =>
     Effect.suspend(() => {
-      let state = startDispatch({ candidates: options.candidates.map(({ placementId, modelId }) => ({ placementId, modelId })) })
-      const send = (event: DispatchEvent) => {
-        state = stepDispatch(state, event)
-      }
-      let lastError: BackendError | undefined
-      let queued = false
-      const onQueued = options.onQueued === undefined
-        ? undefined
-        : Effect.suspend(() => (queued ? Effect.void : ((queued = true), options.onQueued!)))
-      const counter = new AttemptCounter(dispatcherOptions.metrics, options.record)
-      let pendingAdmission = options.admission
-
-      // The wait for a slot and the call stay interruptible (a client that leaves drops out of the
-      // queue at once); a slot, once granted, is always given back.
-      const attempt = (eligible: ReadonlyArray<DispatchCandidate>) => {
-        const askedAt = performance.now()
-        const targets = eligible.map((c) => c.placementId)
-        const admission = pendingAdmission
-        pendingAdmission = undefined
-        const acquire = queues.acquire({ candidates: targets, keyId: options.keyId, deadlineMs: options.deadlineMs, onQueued, priority: options.priority, admission })
-        return Effect.uninterruptibleMask((restore) =>
-          restore(trace === undefined ? acquire : trace.queueWait(acquire, targets)).pipe(
-            Effect.tapError(() => Effect.sync(() => {
-              counter.timedOut(targets)
-              send({ type: "QUEUE_TIMEOUT" })
-            })),
-            Effect.flatMap((lease) => {
-              send({ type: "GRANTED", placementId: lease.placementId })
-              const candidate = candidateById(options.candidates, lease.placementId)
-              const grantedAt = performance.now()
-              counter.granted(lease.placementId, grantedAt - askedAt)
-              const call = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
-              const attempt = (span: Tracer.Span | undefined) =>
-                restore(span === undefined ? call : Effect.withParentSpan(call, span)).pipe(
-                  Effect.onExit((exit) => {
-                    const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
-                    counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
-                    if (span !== undefined) trace!.attemptEnded(span, candidate.placementId, outcome, failureOf(exit))
-                    return lease.release(outcome)
-                  })
-                )
-              return (trace === undefined ? attempt(undefined) : Effect.flatMap(trace.attempt(candidate.placementId, candidate.modelId), attempt)).pipe(
-                Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
-              )
+      const d = startRun(options, dispatcherOptions.metrics, trace, false)
+      /** On a granted slot: the whole answer, the slot given back however the call ends. */
+      const call = ({ lease, candidate, grantedAt }: Grant, restore: Restore) => {
+        const answer = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
+        const attempt = (span: Tracer.Span | undefined) =>
+          restore(span === undefined ? answer : Effect.withParentSpan(answer, span)).pipe(
+            Effect.onExit((exit) => {
+              const outcome = Exit.isSuccess(exit) ? "success" : Cause.hasInterruptsOnly(exit.cause) ? "cancelled" : failureOutcome(exit.cause)
+              d.counter.ended(candidate.placementId, candidate.modelId, outcome, performance.now() - grantedAt)
+              if (span !== undefined) trace!.attemptEnded(span, candidate.placementId, outcome, failureOf(exit))
+              return lease.release(outcome)
             })
           )
+        return (trace === undefined ? attempt(undefined) : Effect.flatMap(trace.attempt(candidate.placementId, candidate.modelId), attempt)).pipe(
+          Effect.map((response): Completed => ({ servedModel: candidate.modelId, placementId: candidate.placementId, response }))
         )
       }
-
-      const loop: Effect.Effect<Completed, BackendError | QueueTimeout> = Effect.suspend(() => {
-        switch (state.value) {
-          case "failed":
-            return Effect.fail(lastError ?? emptyStream("dispatch"))
-          case "retryWait":
-            return Random.next.pipe(
-              Effect.flatMap((random) => {
-                const delay = nextDelay(state.context.attempts, lastError!, () => random, dispatcherOptions.retryBaseMs) ?? 0
-                counter.backoff(delay)
-                return Effect.sleep(delay)
-              }),
-              Effect.andThen(Effect.suspend(() => {
-                send({ type: "RETRY_DUE" })
-                return loop
-              }))
-            )
-          default:
-            break
-        }
-        const next = (): Effect.Effect<Completed, BackendError | QueueTimeout> => {
-          const eligible = eligibleCandidates(state).map((c) => candidateById(options.candidates, c.placementId))
-          if (eligible.length === 0) return Effect.fail(lastError ?? emptyStream("dispatch"))
-          return Effect.matchEffect(attempt(eligible), {
+      const loop: Effect.Effect<Completed, BackendError | QueueTimeout> = Effect.suspend(() =>
+        Effect.flatMap(eligibleNext(d), (eligible) =>
+          Effect.matchEffect(acquireSlot(d, eligible, call), {
             onSuccess: (completed) => {
-              send({ type: "SUCCEEDED" })
+              advance(d, { type: "SUCCEEDED" })
               return Effect.succeed(completed)
             },
             onFailure: (error) => {
               if (error._tag === "QueueTimeout") return Effect.fail(error)
-              lastError = error
-              send({ type: "FAILED", error })
+              d.lastError = error
+              advance(d, { type: "FAILED", error })
               return loop
             }
-          })
-        }
-        if (lastError === undefined) return next()
-        // The rules end a request that already failed once every eligible placement is sick.
-        return Effect.flatMap(
-          Effect.forEach(eligibleCandidates(state), (c) => Effect.map(queues.isOpen(c.placementId), (open) => (open ? [c.placementId] : []))),
-          (open) => {
-            send({ type: "CIRCUITS", open: open.flat() })
-            return state.value === "failed" ? Effect.fail(lastError!) : next()
-          }
-        )
-      })
+          })))
       return loop
     })
 
