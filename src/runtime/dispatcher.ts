@@ -169,55 +169,58 @@ class AttemptCounter {
 /**
  * What one dispatch keeps, streamed or not: the rules' state and what its steps report to. Both
  * paths take their next step through the same helpers (`eligibleNext`, `acquireSlot`), so a rule
- * (the backoff, the circuits' verdict, a queue timeout, a grant) is performed in one place.
+ * (the backoff, the circuits' verdict, a queue timeout, a grant) is performed in one place. A
+ * class, as what an open stream holds is (one object, its fields in place).
  */
-interface DispatchRun {
+class DispatchRun {
   state: ReturnType<typeof startDispatch>
-  lastError: BackendError | undefined
+  lastError: BackendError | undefined = undefined
   /** The admission the first acquire rides behind; taken by it. */
   admission: PendingAdmission | undefined
+  queued = false
   readonly options: DispatchOptions
   /** The candidates, by placement id (`candidateById`): a handful, so a scan rather than a Map each open stream holds. */
   readonly candidates: ReadonlyArray<DispatchCandidate>
   readonly counter: AttemptCounter
   readonly trace: DispatchTrace | undefined
-  /** `options.onQueued`, run at most once however many waits the dispatch makes. */
+  /**
+   * What the queue runs when the dispatch has to wait: `queuedOnce`, when there is an
+   * `options.onQueued`. Made by the caller, where a closure over the run costs no context of its own.
+   */
   readonly onQueued: Effect.Effect<void> | undefined
+  /** `streamed`: the rules learn which candidates can continue a broken stream. */
+  constructor(options: DispatchOptions, metrics: GatewayMetrics | undefined, trace: DispatchTrace | undefined, streamed: boolean, onQueued: Effect.Effect<void> | undefined) {
+    this.state = startDispatch({
+      candidates: options.candidates.map(({ placementId, modelId, resume }) =>
+        streamed ? { placementId, modelId, canResume: resume !== undefined } : { placementId, modelId })
+    })
+    this.admission = options.admission
+    this.options = options
+    this.candidates = options.candidates
+    this.counter = new AttemptCounter(metrics, options.record)
+    this.trace = trace
+    this.onQueued = onQueued
+  }
+  /** `options.onQueued` the first time the dispatch waits, nothing after. */
+  queuedOnce(): Effect.Effect<void> {
+    if (this.queued || this.options.onQueued === undefined) return Effect.void
+    this.queued = true
+    return this.options.onQueued
+  }
 }
 
 /** One streamed dispatch's state, shared by `connect` and the stream's pull. */
-interface DispatchSession extends DispatchRun {
+class DispatchSession extends DispatchRun {
   /** The attempt whose stream is being read. */
-  current: Attempt | undefined
+  current: Attempt | undefined = undefined
   /** The attempt that holds a slot but is not handed over yet: ended on any early exit. */
-  pendingEnd: Attempt["end"] | undefined
+  pendingEnd: Attempt["end"] | undefined = undefined
   readonly sent: Delivered
-  readonly dispatchedAt: number
-}
-
-/** A run's shared fields; `streamed`: the rules learn which candidates can continue a broken stream. */
-const startRun = (options: DispatchOptions, metrics: GatewayMetrics | undefined, trace: DispatchTrace | undefined, streamed: boolean): DispatchRun => ({
-  state: startDispatch({
-    candidates: options.candidates.map(({ placementId, modelId, resume }) =>
-      streamed ? { placementId, modelId, canResume: resume !== undefined } : { placementId, modelId })
-  }),
-  lastError: undefined,
-  admission: options.admission,
-  options,
-  candidates: options.candidates,
-  counter: new AttemptCounter(metrics, options.record),
-  trace,
-  onQueued: options.onQueued === undefined ? undefined : onceOnly(options.onQueued)
-})
-
-/** `effect` the first time it runs, nothing after (made apart, so it keeps only these two). */
-const onceOnly = (effect: Effect.Effect<void>): Effect.Effect<void> => {
-  let ran = false
-  return Effect.suspend(() => {
-    if (ran) return Effect.void
-    ran = true
-    return effect
-  })
+  readonly dispatchedAt = performance.now()
+  constructor(options: DispatchOptions, metrics: GatewayMetrics | undefined, trace: DispatchTrace | undefined, onQueued: Effect.Effect<void> | undefined) {
+    super(options, metrics, trace, true, onQueued)
+    this.sent = options.delivered ?? new Delivered()
+  }
 }
 
 /** A slot granted to a dispatch: its lease, the candidate it is for, and when. */
@@ -391,13 +394,9 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
 
   const dispatch = Effect.fnUntraced(function*(options: DispatchOptions) {
     const trace = dispatcherOptions.tracing === true ? yield* makeDispatchTrace() : undefined
-    const d: DispatchSession = {
-      ...startRun(options, dispatcherOptions.metrics, trace, true),
-      current: undefined,
-      pendingEnd: undefined,
-      sent: options.delivered ?? new Delivered(),
-      dispatchedAt: performance.now()
-    }
+    // `d` is kept by this generator's context already, so the closure costs no context of its own.
+    const onQueued = options.onQueued === undefined ? undefined : Effect.suspend(() => d.queuedOnce())
+    const d: DispatchSession = new DispatchSession(options, dispatcherOptions.metrics, trace, onQueued)
     const first = yield* connect(d)
     d.current = first
     const served = first.candidate
@@ -481,7 +480,8 @@ const makeDispatcher = (queues: CapacityQueues["Service"], dispatcherOptions: Di
 
   const completeWith = (options: DispatchOptions, trace: DispatchTrace | undefined): Effect.Effect<Completed, BackendError | QueueTimeout> =>
     Effect.suspend(() => {
-      const d = startRun(options, dispatcherOptions.metrics, trace, false)
+      const onQueued = options.onQueued === undefined ? undefined : Effect.suspend(() => d.queuedOnce())
+      const d: DispatchRun = new DispatchRun(options, dispatcherOptions.metrics, trace, false, onQueued)
       /** On a granted slot: the whole answer, the slot given back however the call ends. */
       const call = ({ lease, candidate, grantedAt }: Grant, restore: Restore) => {
         const answer = candidate.complete?.() ?? collectStream(candidate.run(candidate.placementId))
