@@ -3,10 +3,10 @@
  * `simulate`. Flags override the environment.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit, Layer, Schema } from "effect"
+import { Cause, Config, Console, Effect, Exit, Layer, Schema } from "effect"
 import { flushCompileCache } from "node:module"
 import { parseArgs } from "node:util"
-import { Settings, type SettingsShape } from "../config/settings.ts"
+import { settingErrorMessage, Settings, type SettingsShape } from "../config/settings.ts"
 import { commandLine } from "./command-line.ts"
 import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./help.ts"
 
@@ -117,7 +117,7 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
 const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(
   Effect.catch((error: unknown) => {
     if (error instanceof ExitWithError) return Effect.fail(error)
-    const message = error instanceof Error ? error.message : String(error)
+    const message = error instanceof Config.ConfigError ? settingErrorMessage(error) : error instanceof Error ? error.message : String(error)
     return fail(`gateway: ${message}`)
   }),
   Effect.catchDefect((defect) => fail(`gateway: ${defect instanceof Error ? defect.message : String(defect)}`))

@@ -1,7 +1,7 @@
 /**
  * Process settings from the environment. Read once at start; nothing on the request path parses env.
  */
-import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, Schema } from "effect"
+import { Config, Context, Effect, Layer, type LogLevel, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { resolve } from "node:path"
 
 export interface SettingsShape {
@@ -141,43 +141,115 @@ const percentDecoded = (value: string) => {
   }
 }
 
-export const settingsConfig = Config.all({
-  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+/**
+ * A setting that does not parse, for the command line: `invalid setting GATEWAY_X: Expected …`
+ * (Effect prints a ConfigError as `ConfigError(SchemaError(…))`, the variable on a line of its own).
+ */
+export const settingErrorMessage = (error: Config.ConfigError): string => {
+  const cause = error.cause
+  if (Schema.isSchemaError(cause) && cause.issue._tag === "Pointer") {
+    return `invalid setting ${cause.issue.path.join(".")}: ${SchemaIssue.makeFormatterDefault()(cause.issue.issue)}`
+  }
+  return `invalid setting: ${cause.message}`
+}
+
+/** Node's timers and socket timeouts wait at most 2^31 − 1 ms; asked for longer, they fire after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1
+
+/** A numeric setting: its variable, its default, and the values it may take. */
+interface NumberRule {
+  readonly env: string
+  readonly fallback: number
+  readonly schema: Schema.Codec<number, number>
+}
+
+/**
+ * A whole number within its range. The smallest value is 1 where 0 would spin or refuse
+ * everything (an interval, a timeout, a size, a count of workers), 0 where 0 has a documented
+ * meaning (at once, never, off).
+ */
+const wholeNumber = (env: string, fallback: number, min: 0 | 1, max: number = Number.MAX_SAFE_INTEGER): NumberRule =>
+  ({ env, fallback, schema: Schema.Int.check(Schema.isBetween({ minimum: min, maximum: max })) })
+
+/** A duration in milliseconds (`wholeNumber`), at most what a timer can wait. */
+const milliseconds = (env: string, fallback: number, min: 0 | 1): NumberRule => wholeNumber(env, fallback, min, MAX_TIMER_MS)
+
+/**
+ * The one rule for every numeric setting, from the environment (`settingsConfig`) or given by an
+ * embedder (`Settings.layerWith`): a value outside its range stops the start, naming the variable
+ * or the option (`invalid setting GATEWAY_KEEPALIVE_MS: Expected a value between 1 and 2147483647`).
+ */
+const NUMBER_RULES = {
   // Config.Port refuses 0; 0 asks the OS for a free port (documented, and what tests use).
-  port: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 })), "PORT").pipe(Config.withDefault(8080)),
+  port: wholeNumber("PORT", 8080, 0, 65535),
+  maxBodyBytes: wholeNumber("GATEWAY_MAX_BODY_BYTES", 32 * 1024 * 1024, 1),
+  bodyBytesInFlight: wholeNumber("GATEWAY_BODY_BYTES_IN_FLIGHT", 256 * 1024 * 1024, 1),
+  artifactMaxBytes: wholeNumber("GATEWAY_ARTIFACT_MAX_BYTES", 16 * 1024 * 1024, 1),
+  shutdownGraceMs: milliseconds("GATEWAY_SHUTDOWN_GRACE_MS", 15_000, 0),
+  queueMaxWaitMs: milliseconds("GATEWAY_QUEUE_MAX_WAIT_MS", 10 * 60_000, 0),
+  keepaliveMs: milliseconds("GATEWAY_KEEPALIVE_MS", 10_000, 1),
+  streamHoldMs: milliseconds("GATEWAY_STREAM_HOLD_MS", 5_000, 0),
+  retryBaseMs: milliseconds("GATEWAY_RETRY_BASE_MS", 1_000, 0),
+  circuitCooldownMs: milliseconds("GATEWAY_CIRCUIT_COOLDOWN_MS", 30_000, 0),
+  allowanceRecoveryFenceMs: milliseconds("GATEWAY_ALLOWANCE_RECOVERY_FENCE_MS", 5_000, 0),
+  allowanceEpochCheckMs: milliseconds("GATEWAY_ALLOWANCE_EPOCH_CHECK_MS", 1_000, 1),
+  storageTimeoutMs: milliseconds("GATEWAY_STORAGE_TIMEOUT_MS", 10_000, 1),
+  ledgerMaxPending: wholeNumber("GATEWAY_LEDGER_MAX_PENDING", 100_000, 1),
+  embeddedSharedBuffersMb: wholeNumber("GATEWAY_EMBEDDED_SHARED_BUFFERS_MB", 8, 1, 4096),
+  headersTimeoutMs: milliseconds("GATEWAY_HEADERS_TIMEOUT_MS", 15_000, 1),
+  bodyIdleTimeoutMs: milliseconds("GATEWAY_BODY_IDLE_TIMEOUT_MS", DEFAULT_BODY_IDLE_TIMEOUT_MS, 1),
+  // nginx's send_timeout default: a client that takes nothing for a minute is not coming back.
+  sendTimeoutMs: milliseconds("GATEWAY_SEND_TIMEOUT_MS", 60_000, 1),
+  idleTrimMs: milliseconds("GATEWAY_IDLE_TRIM_MS", 60_000, 0),
+  // Fractions allowed (a test keeps responses for minutes).
+  responseRetentionDays: { env: "GATEWAY_RESPONSE_RETENTION_DAYS", fallback: 30, schema: Schema.Finite.check(Schema.isGreaterThan(0)) },
+  dashboardSessionMs: milliseconds("GATEWAY_DASHBOARD_SESSION_MS", 12 * 60 * 60_000, 1),
+  runLeaseMs: milliseconds("GATEWAY_RUN_LEASE_MS", 15_000, 1),
+  runMaxAttempts: wholeNumber("GATEWAY_RUN_MAX_ATTEMPTS", 5, 1),
+  runRetentionDays: wholeNumber("GATEWAY_RUN_RETENTION_DAYS", 30, 1),
+  runSseHeartbeatMs: milliseconds("GATEWAY_RUN_SSE_HEARTBEAT_MS", 15_000, 1),
+  runStepRetries: wholeNumber("GATEWAY_RUN_STEP_RETRIES", 10, 0),
+  runRetryBaseMs: milliseconds("GATEWAY_RUN_RETRY_BASE_MS", 1_000, 0),
+  fileMaxBytes: wholeNumber("GATEWAY_FILE_MAX_BYTES", 32 * 1024 * 1024, 1),
+  batchWindowMs: milliseconds("GATEWAY_BATCH_WINDOW_MS", 24 * 3_600_000, 1),
+  batchConcurrency: wholeNumber("GATEWAY_BATCH_CONCURRENCY", 32, 1),
+  batchLeaseMs: milliseconds("GATEWAY_BATCH_LEASE_MS", 15_000, 1),
+  batchPollMs: milliseconds("GATEWAY_BATCH_POLL_MS", 500, 1),
+  batchMaxTakeovers: wholeNumber("GATEWAY_BATCH_MAX_TAKEOVERS", 5, 0)
+} satisfies { readonly [K in keyof SettingsShape]?: NumberRule }
+
+type NumberSetting = keyof typeof NUMBER_RULES
+const numberSettings = Object.keys(NUMBER_RULES) as ReadonlyArray<NumberSetting>
+
+/** Each numeric setting read from its variable under its rule. */
+const numberConfigs = Object.fromEntries(numberSettings.map((key) => {
+  const { env, fallback, schema } = NUMBER_RULES[key]
+  return [key, Config.schema(schema, env).pipe(Config.withDefault(fallback))]
+})) as { readonly [K in NumberSetting]: Config.Config<number> }
+
+/** An embedder's numeric options checked under the same rules; a bad one fails as a bad variable would, named by its option. */
+const checkNumbers = (overrides: Partial<SettingsShape>): Effect.Effect<void, Config.ConfigError> =>
+  Effect.forEach(numberSettings, (key) => {
+    const value = overrides[key]
+    return value === undefined ? Effect.void : Schema.decodeUnknownEffect(NUMBER_RULES[key].schema)(value).pipe(
+      Effect.mapError((error) => new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.Pointer([key], error.issue))))
+    )
+  }, { discard: true })
+
+export const settingsConfig = Config.all({
+  ...numberConfigs,
+  host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
   databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
   redisUrl: optionalString("REDIS_URL"),
   redisPrefix: Config.String("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gw:")),
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),
-  maxBodyBytes: Config.Int("GATEWAY_MAX_BODY_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
-  bodyBytesInFlight: Config.Int("GATEWAY_BODY_BYTES_IN_FLIGHT").pipe(Config.withDefault(256 * 1024 * 1024)),
-  artifactMaxBytes: Config.Int("GATEWAY_ARTIFACT_MAX_BYTES").pipe(Config.withDefault(16 * 1024 * 1024)),
-  shutdownGraceMs: Config.Int("GATEWAY_SHUTDOWN_GRACE_MS").pipe(Config.withDefault(15_000)),
-  queueMaxWaitMs: Config.Int("GATEWAY_QUEUE_MAX_WAIT_MS").pipe(Config.withDefault(10 * 60_000)),
-  keepaliveMs: Config.Int("GATEWAY_KEEPALIVE_MS").pipe(Config.withDefault(10_000)),
-  streamHoldMs: Config.Int("GATEWAY_STREAM_HOLD_MS").pipe(Config.withDefault(5_000)),
-  retryBaseMs: Config.Int("GATEWAY_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
-  circuitCooldownMs: Config.Int("GATEWAY_CIRCUIT_COOLDOWN_MS").pipe(Config.withDefault(30_000)),
-  allowanceRecoveryFenceMs: Config.Int("GATEWAY_ALLOWANCE_RECOVERY_FENCE_MS").pipe(Config.withDefault(5_000)),
-  allowanceEpochCheckMs: Config.Int("GATEWAY_ALLOWANCE_EPOCH_CHECK_MS").pipe(Config.withDefault(1_000)),
-  storageTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_STORAGE_TIMEOUT_MS").pipe(Config.withDefault(10_000)),
-  ledgerMaxPending: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_LEDGER_MAX_PENDING").pipe(Config.withDefault(100_000)),
   metering: Config.Literals(["on", "off"], "GATEWAY_METERING").pipe(Config.withDefault("on" as const), Config.map((v) => v === "on")),
-  embeddedSharedBuffersMb: Config.schema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 })), "GATEWAY_EMBEDDED_SHARED_BUFFERS_MB")
-    .pipe(Config.withDefault(8)),
-  headersTimeoutMs: Config.Int("GATEWAY_HEADERS_TIMEOUT_MS").pipe(Config.withDefault(15_000)),
-  bodyIdleTimeoutMs: Config.Int("GATEWAY_BODY_IDLE_TIMEOUT_MS").pipe(Config.withDefault(DEFAULT_BODY_IDLE_TIMEOUT_MS)),
-  // nginx's send_timeout default: a client that takes nothing for a minute is not coming back.
-  sendTimeoutMs: Config.schema(Schema.Int.check(Schema.isGreaterThan(0)), "GATEWAY_SEND_TIMEOUT_MS").pipe(Config.withDefault(60_000)),
   maxConnections: Config.schema(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)), "GATEWAY_MAX_CONNECTIONS").pipe(
     Config.option,
     Config.map(Option.getOrUndefined)
   ),
-  idleTrimMs: Config.Int("GATEWAY_IDLE_TRIM_MS").pipe(Config.withDefault(60_000)),
-  responseRetentionDays: Config.Number("GATEWAY_RESPONSE_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  dashboardSessionMs: Config.Int("GATEWAY_DASHBOARD_SESSION_MS").pipe(Config.withDefault(12 * 60 * 60_000)),
   logLevel: Config.Literals(["trace", "debug", "info", "warn", "error", "fatal", "none"], "GATEWAY_LOG_LEVEL").pipe(
     Config.withDefault("info" as const),
     Config.map((level): LogLevel.LogLevel => (level === "warn" ? "Warn" : (level[0].toUpperCase() + level.slice(1)) as LogLevel.LogLevel))
@@ -198,18 +270,6 @@ export const settingsConfig = Config.all({
     return Number.isFinite(delay) && delay > 0 ? delay : undefined
   })),
   serviceName: Config.String("OTEL_SERVICE_NAME").pipe(Config.withDefault("svc-gateway")),
-  runLeaseMs: Config.Int("GATEWAY_RUN_LEASE_MS").pipe(Config.withDefault(15_000)),
-  runMaxAttempts: Config.Int("GATEWAY_RUN_MAX_ATTEMPTS").pipe(Config.withDefault(5)),
-  runRetentionDays: Config.Int("GATEWAY_RUN_RETENTION_DAYS").pipe(Config.withDefault(30)),
-  runSseHeartbeatMs: Config.Int("GATEWAY_RUN_SSE_HEARTBEAT_MS").pipe(Config.withDefault(15_000)),
-  runStepRetries: Config.Int("GATEWAY_RUN_STEP_RETRIES").pipe(Config.withDefault(10)),
-  runRetryBaseMs: Config.Int("GATEWAY_RUN_RETRY_BASE_MS").pipe(Config.withDefault(1_000)),
-  fileMaxBytes: Config.Int("GATEWAY_FILE_MAX_BYTES").pipe(Config.withDefault(32 * 1024 * 1024)),
-  batchWindowMs: Config.Int("GATEWAY_BATCH_WINDOW_MS").pipe(Config.withDefault(24 * 3_600_000)),
-  batchConcurrency: Config.Int("GATEWAY_BATCH_CONCURRENCY").pipe(Config.withDefault(32)),
-  batchLeaseMs: Config.Int("GATEWAY_BATCH_LEASE_MS").pipe(Config.withDefault(15_000)),
-  batchPollMs: Config.Int("GATEWAY_BATCH_POLL_MS").pipe(Config.withDefault(500)),
-  batchMaxTakeovers: Config.Int("GATEWAY_BATCH_MAX_TAKEOVERS").pipe(Config.withDefault(5)),
   // Which names the config file refers to is known only once it is loaded: keep them all.
   // (read when the settings are, not when this module loads)
   lookupEnv: Config.succeed(undefined).pipe(Config.map(() => {
@@ -226,6 +286,7 @@ export class Settings extends Context.Service<Settings, SettingsShape>()("gatewa
   /** Fixed settings, for tests and for programs that embed the gateway. */
   static readonly layerWith = (overrides: Partial<SettingsShape>) =>
     Layer.effect(Settings, Effect.gen(function*() {
+      yield* checkNumbers(overrides)
       return Settings.of({ ...(yield* settingsConfig), ...overrides })
     }))
 }

@@ -113,21 +113,25 @@ describe("gateway CLI", () => {
   it("a command that fails before its database layer closes the database it opened early, and lets go of the data dir", async () => {
     // What a crash leaves: Postgres' postmaster.pid (removed by a clean shutdown) and the gateway's
     // lock file. `serve`, `keys` and `migrate` open an existing database while their modules load;
-    // these fail after that (on the config file, on a plan), before any layer takes it over.
+    // these fail after that (on the config file, on a setting, on a plan), before any layer takes it over.
     const left = (dir: string) => ["gateway.lock", "pglite/postmaster.pid"].filter((file) => existsSync(join(dir, file)))
     const badConfig = join(freshDataDir(), "bad-config.json")
     writeFileSync(badConfig, JSON.stringify({ models: 5 }))
-    const dirs = [embeddedDataDir(), embeddedDataDir()]
+    const dirs = [embeddedDataDir(), embeddedDataDir(), embeddedDataDir()]
     try {
-      const [serve, keys] = await Promise.all([
+      const [serve, keys, setting] = await Promise.all([
         runCli(["serve", "--port", "0", "--config", badConfig], { GATEWAY_DATA_DIR: dirs[0] }),
-        runCli(["keys", "create", "--plan", "no-such-plan"], { GATEWAY_DATA_DIR: dirs[1] })
+        runCli(["keys", "create", "--plan", "no-such-plan"], { GATEWAY_DATA_DIR: dirs[1] }),
+        // A keepalive of 0 ms would write keepalives in a busy loop: refused, by name.
+        runCli(["serve", "--port", "0"], { GATEWAY_DATA_DIR: dirs[2], GATEWAY_KEEPALIVE_MS: "0" })
       ])
       expect(serve.code).toBe(1)
       expect(serve.stderr).toContain("invalid config")
       expect(keys.code).toBe(1)
       expect(keys.stderr).toContain('unknown plan "no-such-plan"')
-      expect(dirs.map(left)).toEqual([[], []])
+      expect(setting.code).toBe(1)
+      expect(setting.stderr).toContain("gateway: invalid setting GATEWAY_KEEPALIVE_MS: Expected a value between 1 and 2147483647")
+      expect(dirs.map(left)).toEqual([[], [], []])
       // The database still serves: a key made now is listed.
       expect((await runCli(["keys", "create", "--name", "after"], { GATEWAY_DATA_DIR: dirs[1] })).code).toBe(0)
       const listed = await runCli(["keys", "list", "--json"], { GATEWAY_DATA_DIR: dirs[1] })
