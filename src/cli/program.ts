@@ -114,13 +114,23 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   }
 }
 
+/**
+ * What a failed command prints after `gateway: `: a bad setting by its name, a server that could
+ * not listen by why (the platform's ServeError carries that only as its cause: a taken port printed
+ * `gateway: ` and nothing more), else the error's own message.
+ */
+const failureMessage = (error: unknown): string => {
+  if (error instanceof Config.ConfigError) return settingErrorMessage(error)
+  const cause = error instanceof Error ? error.cause : undefined
+  const why = cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause)
+  if (error instanceof Error && (error as { readonly _tag?: string })._tag === "ServeError") return `cannot listen: ${why ?? "the server did not start"}`
+  if (error instanceof Error) return error.message !== "" ? error.message : why ?? error.name
+  return String(error)
+}
+
 const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(
-  Effect.catch((error: unknown) => {
-    if (error instanceof ExitWithError) return Effect.fail(error)
-    const message = error instanceof Config.ConfigError ? settingErrorMessage(error) : error instanceof Error ? error.message : String(error)
-    return fail(`gateway: ${message}`)
-  }),
-  Effect.catchDefect((defect) => fail(`gateway: ${defect instanceof Error ? defect.message : String(defect)}`))
+  Effect.catch((error: unknown) => (error instanceof ExitWithError ? Effect.fail(error) : fail(`gateway: ${failureMessage(error)}`))),
+  Effect.catchDefect((defect) => fail(`gateway: ${failureMessage(defect)}`))
 )
 
 NodeRuntime.runMain(program, {

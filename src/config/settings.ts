@@ -132,6 +132,24 @@ export const DEFAULT_BODY_IDLE_TIMEOUT_MS = 30_000
 const optionalString = (name: string) =>
   Config.String(name).pipe(Config.option, Config.map((o) => Option.getOrUndefined(Option.filter(o, (s) => s.trim() !== ""))))
 
+/** Whether `text` is a URL with one of `schemes` (`redis`, `postgres`…). */
+const hasScheme = (text: string, schemes: ReadonlyArray<string>) =>
+  URL.canParse(text) && schemes.includes(new URL(text).protocol.slice(0, -1))
+
+/**
+ * An optional URL setting (empty: absent) that must have one of `schemes`, or be an absolute path
+ * when `socketPath` (a Unix socket). Refused with what was expected, never with the value: it may
+ * hold a password. An `http://` Redis URL used to start a gateway that was never ready.
+ */
+const optionalUrl = (name: string, schemes: ReadonlyArray<string>, socketPath: boolean) => {
+  const expected = `Expected a ${schemes.map((scheme) => `${scheme}://`).join(" or ")} URL${socketPath ? " or the absolute path of a Unix socket" : ""}`
+  const valid = Schema.makeFilter((text: string) => text.trim() === "" || hasScheme(text.trim(), schemes) || (socketPath && text.trim().startsWith("/")) || expected)
+  return Config.schema(Schema.String.check(valid), name).pipe(
+    Config.option,
+    Config.map((o) => Option.getOrUndefined(Option.map(Option.filter(o, (text) => text.trim() !== ""), (text) => text.trim())))
+  )
+}
+
 /** A header value as OTEL_EXPORTER_OTLP_HEADERS encodes it; one that is not valid percent-encoding as written. */
 const percentDecoded = (value: string) => {
   try {
@@ -240,8 +258,8 @@ export const settingsConfig = Config.all({
   ...numberConfigs,
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.String("GATEWAY_DATA_DIR").pipe(Config.withDefault("./.data"), Config.map((d) => resolve(d))),
-  databaseUrl: optionalString("DATABASE_URL").pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
-  redisUrl: optionalString("REDIS_URL"),
+  databaseUrl: optionalUrl("DATABASE_URL", ["postgres", "postgresql"], false).pipe(Config.map((u) => (u === undefined ? undefined : Redacted.make(u)))),
+  redisUrl: optionalUrl("REDIS_URL", ["redis", "rediss"], true),
   redisPrefix: Config.String("GATEWAY_REDIS_PREFIX").pipe(Config.withDefault("gw:")),
   configPath: optionalString("GATEWAY_CONFIG"),
   adminToken: optionalString("GATEWAY_ADMIN_TOKEN").pipe(Config.map((t) => (t === undefined ? undefined : Redacted.make(t)))),

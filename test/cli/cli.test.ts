@@ -1,5 +1,6 @@
 /** The `gateway` command: help on every subcommand, key management against a stopped server's data dir. */
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { COMMAND_HELP, MAIN_HELP } from "../../src/cli/help.ts"
@@ -110,20 +111,25 @@ describe("gateway CLI", () => {
     // than most, 2026-11-27, though ~15 s alone).
   }, 180_000)
 
-  it("a command that fails before its database layer closes the database it opened early, and lets go of the data dir", async () => {
+  it("a command that fails closes the database it opened and lets go of the data dir, before its layers take it over or after; the failure says why", async () => {
     // What a crash leaves: Postgres' postmaster.pid (removed by a clean shutdown) and the gateway's
     // lock file. `serve`, `keys` and `migrate` open an existing database while their modules load;
     // these fail after that (on the config file, on a setting, on a plan), before any layer takes it over.
     const left = (dir: string) => ["gateway.lock", "pglite/postmaster.pid"].filter((file) => existsSync(join(dir, file)))
     const badConfig = join(freshDataDir(), "bad-config.json")
     writeFileSync(badConfig, JSON.stringify({ models: 5 }))
-    const dirs = [embeddedDataDir(), embeddedDataDir(), embeddedDataDir()]
+    const dirs = [embeddedDataDir(), embeddedDataDir(), embeddedDataDir(), embeddedDataDir()]
+    // And one that fails later, once its layers hold the database: its port is taken.
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
+    const takenPort = String((taken.address() as { port: number }).port)
     try {
-      const [serve, keys, setting] = await Promise.all([
+      const [serve, keys, setting, listen] = await Promise.all([
         runCli(["serve", "--port", "0", "--config", badConfig], { GATEWAY_DATA_DIR: dirs[0] }),
         runCli(["keys", "create", "--plan", "no-such-plan"], { GATEWAY_DATA_DIR: dirs[1] }),
         // A keepalive of 0 ms would write keepalives in a busy loop: refused, by name.
-        runCli(["serve", "--port", "0"], { GATEWAY_DATA_DIR: dirs[2], GATEWAY_KEEPALIVE_MS: "0" })
+        runCli(["serve", "--port", "0"], { GATEWAY_DATA_DIR: dirs[2], GATEWAY_KEEPALIVE_MS: "0" }),
+        runCli(["serve", "--port", takenPort], { GATEWAY_DATA_DIR: dirs[3] })
       ])
       expect(serve.code).toBe(1)
       expect(serve.stderr).toContain("invalid config")
@@ -131,13 +137,17 @@ describe("gateway CLI", () => {
       expect(keys.stderr).toContain('unknown plan "no-such-plan"')
       expect(setting.code).toBe(1)
       expect(setting.stderr).toContain("gateway: invalid setting GATEWAY_KEEPALIVE_MS: Expected a value between 1 and 2147483647")
-      expect(dirs.map(left)).toEqual([[], [], []])
+      // It printed "gateway: " and nothing more (the platform's error keeps its reason as its cause).
+      expect(listen.code).toBe(1)
+      expect(listen.stderr).toContain(`gateway: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}`)
+      expect(dirs.map(left)).toEqual([[], [], [], []])
       // The database still serves: a key made now is listed.
       expect((await runCli(["keys", "create", "--name", "after"], { GATEWAY_DATA_DIR: dirs[1] })).code).toBe(0)
       const listed = await runCli(["keys", "list", "--json"], { GATEWAY_DATA_DIR: dirs[1] })
       expect(JSON.parse(listed.stdout)).toMatchObject([{ name: "after" }])
       expect(left(dirs[1])).toEqual([])
     } finally {
+      taken.close()
       for (const dir of [...dirs, dirname(badConfig)]) rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)

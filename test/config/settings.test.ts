@@ -74,4 +74,17 @@ describe("settings from the environment", () => {
     expect(await build({ batchConcurrency: 2.5 })).toBe("invalid setting batchConcurrency: Expected an integer")
     expect(await build({ keepaliveMs: 50, streamHoldMs: 0 })).toBe("ok")
   })
+
+  it("refuses a Redis or PostgreSQL URL of another kind, without printing it (it may hold a password); empty is absent", async () => {
+    expect(await refusal({ REDIS_URL: "http://user:secret@cache:6379" }))
+      .toBe("invalid setting REDIS_URL: Expected a redis:// or rediss:// URL or the absolute path of a Unix socket")
+    expect(await refusal({ DATABASE_URL: "mysql://root:secret@db/test" })).toBe("invalid setting DATABASE_URL: Expected a postgres:// or postgresql:// URL")
+    expect(await refusal({ DATABASE_URL: "secret" })).toBe("invalid setting DATABASE_URL: Expected a postgres:// or postgresql:// URL")
+    const settings = await settingsFrom({ REDIS_URL: " rediss://cache:6380 ", DATABASE_URL: "postgresql:///test?host=/var/run/postgresql" })
+    expect(settings.redisUrl).toBe("rediss://cache:6380")
+    expect(settings.databaseUrl).toBeDefined()
+    expect((await settingsFrom({ REDIS_URL: "/run/redis/redis.sock" })).redisUrl).toBe("/run/redis/redis.sock")
+    const empty = await settingsFrom({ REDIS_URL: "  ", DATABASE_URL: "" })
+    expect([empty.redisUrl, empty.databaseUrl]).toEqual([undefined, undefined])
+  })
 })
