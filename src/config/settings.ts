@@ -142,7 +142,9 @@ const hasScheme = (text: string, schemes: ReadonlyArray<string>) =>
  * hold a password. An `http://` Redis URL used to start a gateway that was never ready.
  */
 const optionalUrl = (name: string, schemes: ReadonlyArray<string>, socketPath: boolean) => {
-  const expected = `Expected a ${schemes.map((scheme) => `${scheme}://`).join(" or ")} URL${socketPath ? " or the absolute path of a Unix socket" : ""}`
+  // "an http://" (said "aitch"), "a redis://".
+  const article = /^[aeiouh]/.test(schemes[0] ?? "") ? "an" : "a"
+  const expected = `Expected ${article} ${schemes.map((scheme) => `${scheme}://`).join(" or ")} URL${socketPath ? " or the absolute path of a Unix socket" : ""}`
   const valid = Schema.makeFilter((text: string) => text.trim() === "" || hasScheme(text.trim(), schemes) || (socketPath && text.trim().startsWith("/")) || expected)
   return Config.schema(Schema.String.check(valid), name).pipe(
     Config.option,
@@ -277,7 +279,7 @@ export const settingsConfig = Config.all({
     Config.option,
     Config.map(Option.getOrUndefined)
   ),
-  otlpEndpoint: optionalString("OTEL_EXPORTER_OTLP_ENDPOINT"),
+  otlpEndpoint: optionalUrl("OTEL_EXPORTER_OTLP_ENDPOINT", ["http", "https"], false),
   otlpHeaders: optionalString("OTEL_EXPORTER_OTLP_HEADERS").pipe(Config.map((text) =>
     Object.fromEntries((text ?? "").split(",").flatMap((pair) => {
       const at = pair.indexOf("=")

@@ -75,7 +75,7 @@ describe("settings from the environment", () => {
     expect(await build({ keepaliveMs: 50, streamHoldMs: 0 })).toBe("ok")
   })
 
-  it("refuses a Redis or PostgreSQL URL of another kind, without printing it (it may hold a password); empty is absent", async () => {
+  it("refuses a Redis, PostgreSQL or OTLP URL of another kind, without printing it (it may hold a password); empty is absent", async () => {
     expect(await refusal({ REDIS_URL: "http://user:secret@cache:6379" }))
       .toBe("invalid setting REDIS_URL: Expected a redis:// or rediss:// URL or the absolute path of a Unix socket")
     expect(await refusal({ DATABASE_URL: "mysql://root:secret@db/test" })).toBe("invalid setting DATABASE_URL: Expected a postgres:// or postgresql:// URL")
@@ -84,6 +84,9 @@ describe("settings from the environment", () => {
     expect(settings.redisUrl).toBe("rediss://cache:6380")
     expect(settings.databaseUrl).toBeDefined()
     expect((await settingsFrom({ REDIS_URL: "/run/redis/redis.sock" })).redisUrl).toBe("/run/redis/redis.sock")
+    // An endpoint that is no URL used to start a gateway that exported nothing and said nothing.
+    expect(await refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318" })).toBe("invalid setting OTEL_EXPORTER_OTLP_ENDPOINT: Expected an http:// or https:// URL")
+    expect((await settingsFrom({ OTEL_EXPORTER_OTLP_ENDPOINT: "https://otlp.example:4318/" })).otlpEndpoint).toBe("https://otlp.example:4318/")
     const empty = await settingsFrom({ REDIS_URL: "  ", DATABASE_URL: "" })
     expect([empty.redisUrl, empty.databaseUrl]).toEqual([undefined, undefined])
   })
