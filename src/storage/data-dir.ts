@@ -16,8 +16,26 @@ class DataDirLocked extends Schema.TaggedError<DataDirLocked>()("DataDirLocked",
   }
 }
 
-export const ensureDataDir = (dataDir: string) =>
-  Effect.sync(() => mkdirSync(dataDir, { recursive: true, mode: 0o700 }))
+/** Why a data directory could not be made, in words (Node's own message names only a syscall and a code). */
+const cannotMake = (dataDir: string, error: unknown) => {
+  const code = (error as NodeJS.ErrnoException).code
+  const why = code === "EEXIST" || code === "ENOTDIR" ? "a file is in the way (it, or a folder above it, is not a directory)"
+    : code === "EACCES" || code === "EPERM" ? "permission denied"
+    : code === "EROFS" ? "the file system is read-only"
+    : (error as Error).message
+  return new Error(`cannot use ${dataDir} as the data directory (GATEWAY_DATA_DIR, or \`dataDir\` when embedded): ${why}`)
+}
+
+/** Makes the data directory (mode 0700) if it is not there; a failure says why, naming the setting. */
+const makeDataDir = (dataDir: string) => {
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  } catch (error) {
+    throw cannotMake(dataDir, error)
+  }
+}
+
+export const ensureDataDir = (dataDir: string) => Effect.sync(() => makeDataDir(dataDir))
 
 const isAlive = (pid: number) => {
   try {
@@ -35,7 +53,7 @@ const isAlive = (pid: number) => {
  * before it opens the database early (`embedded-database.ts` `openEarly`).
  */
 export const takeDataDirLock = (dataDir: string): number | undefined => {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  makeDataDir(dataDir)
   const file = join(dataDir, "gateway.lock")
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
