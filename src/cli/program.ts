@@ -121,11 +121,23 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
  */
 const failureMessage = (error: unknown): string => {
   if (error instanceof Config.ConfigError) return settingErrorMessage(error)
-  const cause = error instanceof Error ? error.cause : undefined
-  const why = cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause)
-  if (error instanceof Error && (error as { readonly _tag?: string })._tag === "ServeError") return `cannot listen: ${why ?? "the server did not start"}`
-  if (error instanceof Error) return error.message !== "" ? error.message : why ?? error.name
-  return String(error)
+  if (!(error instanceof Error)) return String(error)
+  if ((error as { readonly _tag?: string })._tag === "ServeError") return `cannot listen: ${messagesOf(error.cause) || "the server did not start"}`
+  return messagesOf(error) || error.name
+}
+
+/**
+ * The messages down a chain of causes, each once: `PgConnection: Failed to connect` alone did not
+ * say that the database does not exist, the role is unknown or nothing listens on the port.
+ */
+const messagesOf = (cause: unknown): string => {
+  const messages: Array<string> = []
+  for (let depth = 0; depth < 5 && typeof cause === "object" && cause !== null; depth++) {
+    const message = (cause as { readonly message?: unknown }).message
+    if (typeof message === "string" && message !== "" && !messages.includes(message)) messages.push(message)
+    cause = (cause as { readonly cause?: unknown }).cause
+  }
+  return messages.join(": ")
 }
 
 const program = Effect.suspend(() => run(process.argv.slice(2))).pipe(

@@ -123,15 +123,21 @@ describe("gateway CLI", () => {
     const taken = createServer()
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve))
     const takenPort = String((taken.address() as { port: number }).port)
+    // And a PostgreSQL where nothing listens (a port that was free a moment ago).
+    const closed = createServer()
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve))
+    const closedPort = String((closed.address() as { port: number }).port)
+    await new Promise((resolve) => closed.close(resolve))
     try {
-      const [serve, keys, setting, listen, fileInTheWay] = await Promise.all([
+      const [serve, keys, setting, listen, fileInTheWay, noDatabase] = await Promise.all([
         runCli(["serve", "--port", "0", "--config", badConfig], { GATEWAY_DATA_DIR: dirs[0] }),
         runCli(["keys", "create", "--plan", "no-such-plan"], { GATEWAY_DATA_DIR: dirs[1] }),
         // A keepalive of 0 ms would write keepalives in a busy loop: refused, by name.
         runCli(["serve", "--port", "0"], { GATEWAY_DATA_DIR: dirs[2], GATEWAY_KEEPALIVE_MS: "0" }),
         runCli(["serve", "--port", takenPort], { GATEWAY_DATA_DIR: dirs[3] }),
         // A data dir that is a file: said so (it printed Node's "EEXIST: file already exists, mkdir …").
-        runCli(["migrate"], { GATEWAY_DATA_DIR: badConfig })
+        runCli(["migrate"], { GATEWAY_DATA_DIR: badConfig }),
+        runCli(["migrate"], { DATABASE_URL: `postgres://nobody@127.0.0.1:${closedPort}/test` })
       ])
       expect(serve.code).toBe(1)
       expect(serve.stderr).toContain("invalid config")
@@ -144,6 +150,9 @@ describe("gateway CLI", () => {
       expect(listen.stderr).toContain(`gateway: cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}`)
       expect(fileInTheWay.code).toBe(1)
       expect(fileInTheWay.stderr).toContain(`gateway: cannot use ${badConfig} as the data directory (GATEWAY_DATA_DIR, or \`dataDir\` when embedded): a file is in the way`)
+      // It said "PgConnection: Failed to connect" and not why.
+      expect(noDatabase.code).toBe(1)
+      expect(noDatabase.stderr).toContain(`gateway: PgConnection: Failed to connect: connect ECONNREFUSED 127.0.0.1:${closedPort}`)
       expect(dirs.map(left)).toEqual([[], [], [], []])
       // The database still serves: a key made now is listed.
       expect((await runCli(["keys", "create", "--name", "after"], { GATEWAY_DATA_DIR: dirs[1] })).code).toBe(0)
