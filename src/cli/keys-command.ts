@@ -7,16 +7,21 @@
  * surface, a missing id) is reported as itself at once, even while a server holds the embedded
  * database, and costs no database start.
  */
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Layer, Schema } from "effect"
 import { ConfigFile } from "../config/config-file.ts"
 import { keyView } from "../http/admin-routes.ts"
 import { ApiKeys, unknownPlan } from "../keys/api-keys.ts"
 import { KEYS_HELP } from "./help.ts"
-import type { Permissions } from "../keys/permissions.ts"
-import { type Surface, Surfaces } from "../keys/surfaces.ts"
+import { KeyFields } from "../keys/key-fields.ts"
+import { normalizePermissions, type Permissions } from "../keys/permissions.ts"
+import { Surfaces } from "../keys/surfaces.ts"
+import { firstIssue } from "../util/schema-issue.ts"
 import { DatabaseLive } from "../storage/database.ts"
 
 const KeysLive = ApiKeys.layer.pipe(Layer.provideMerge(DatabaseLive))
+
+/** The option that gives each of the key's fields. */
+const OPTION_OF_FIELD: Readonly<Record<string, string>> = { "name": "name", "plan": "plan", "permissions.surfaces": "surfaces", "permissions.models": "models" }
 
 const splitList = (s: string | undefined) => s === undefined ? null : s.split(",").map((x) => x.trim()).filter((x) => x !== "")
 
@@ -45,12 +50,17 @@ const actionOf = Effect.fn("keysCommand.actionOf")(function*(positionals: Readon
       if (unknown !== undefined) return yield* Effect.fail(new Error(`--surfaces: unknown surface "${unknown}"`))
       const planMistake = options.plan === undefined ? undefined : unknownPlan(config, options.plan)
       if (planMistake !== undefined) return yield* Effect.fail(new Error(`--${planMistake}`))
-      return {
-        _tag: "create",
+      // The rest by the admin API's own rules (`KeyFields`), each mistake named by its option.
+      const fields = yield* Schema.decodeUnknownEffect(KeyFields)({
         name: options.name ?? null,
-        plan: options.plan,
-        permissions: { surfaces: surfaces as Array<Surface> | null, models: splitList(options.models) }
-      } satisfies KeysAction
+        ...(options.plan === undefined ? {} : { plan: options.plan }),
+        permissions: { surfaces, models: splitList(options.models) }
+      }).pipe(Effect.mapError((error) => {
+        const { path, message } = firstIssue(error)
+        const field = path.replace(/\[\d+\]$/, "") // a list's item: the list's option
+        return new Error(`--${OPTION_OF_FIELD[field] ?? field}: ${message}`)
+      }))
+      return { _tag: "create", name: fields.name ?? null, plan: fields.plan, permissions: normalizePermissions(fields.permissions) } satisfies KeysAction
     }
     case "list":
       return { _tag: "list", json: options.json === true } satisfies KeysAction

@@ -2,28 +2,15 @@
  * The admin API (`/admin/v1`, `Authorization: Bearer <admin token>`, flat error shape):
  * keys are created (the secret is in that one response only), listed, changed and revoked.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { KeyRecord } from "../keys/keys-repo.ts"
 import { ApiKeys } from "../keys/api-keys.ts"
-import { normalizePermissions, PermissionsInput } from "../keys/permissions.ts"
+import { KeyFields } from "../keys/key-fields.ts"
+import { normalizePermissions } from "../keys/permissions.ts"
 import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
-const KeyName = Schema.String.check(Schema.isMaxLength(200))
-const PlanName = Schema.String.check(Schema.isMinLength(1))
-
-const CreateKeyBody = Schema.Struct({
-  name: Schema.optional(Schema.NullOr(KeyName)),
-  plan: Schema.optional(PlanName),
-  permissions: Schema.optional(Schema.NullOr(PermissionsInput))
-})
-
-const UpdateKeyBody = Schema.Struct({
-  name: Schema.optional(Schema.NullOr(KeyName)),
-  plan: Schema.optional(PlanName),
-  permissions: Schema.optional(Schema.NullOr(PermissionsInput))
-})
 
 /** A key as the admin API shows it: never the secret, only its hint. */
 export const keyView = (k: KeyRecord) => ({
@@ -38,8 +25,9 @@ export const keyView = (k: KeyRecord) => ({
   revoked: k.revokedAt !== null
 })
 
-const readCreate = readBody(CreateKeyBody, { optional: true, storable: true })
-const readUpdate = readBody(UpdateKeyBody, { storable: true })
+// Created and changed with the same fields (all optional), checked as `gateway keys create` checks them.
+const readCreate = readBody(KeyFields, { optional: true, storable: true })
+const readUpdate = readBody(KeyFields, { storable: true })
 
 const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const body = yield* readCreate(ctx)

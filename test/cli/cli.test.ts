@@ -80,10 +80,13 @@ describe("gateway CLI", () => {
         expect(locked.stderr).toMatch(/in use by gateway process/)
         // Arguments are checked before the database is opened: a mistake is named as itself, at
         // once, even while the server holds the database.
-        const [badPlan, badSurface, noId] = await Promise.all([
+        const [badPlan, badSurface, noId, longName, badModel] = await Promise.all([
           runCli(["keys", "create", "--plan", "platinum"], env),
           runCli(["keys", "create", "--surfaces", "chat,telepathy"], env),
-          runCli(["keys", "revoke"], env)
+          runCli(["keys", "revoke"], env),
+          // By the admin API's rules (`keys/key-fields.ts`), which the command line did not apply.
+          runCli(["keys", "create", "--name", "n".repeat(201)], env),
+          runCli(["keys", "create", "--models", "svc-atlas-1,svc atlas"], env)
         ])
         expect(badPlan.code).toBe(1)
         expect(badPlan.stderr).toMatch(/--plan: unknown plan "platinum"; known plans: .*pro/)
@@ -91,6 +94,10 @@ describe("gateway CLI", () => {
         expect(badSurface.stderr).toContain('--surfaces: unknown surface "telepathy"')
         expect(noId.code).toBe(1)
         expect(noId.stderr).toContain("keys revoke: give the key id")
+        expect(longName.code).toBe(1)
+        expect(longName.stderr).toContain("--name: Expected a value with a length of at most 200")
+        expect(badModel.code).toBe(1)
+        expect(badModel.stderr).toContain("--models: Expected a model id pattern of letters, digits, . - _ : and *")
       } finally {
         expect(await gw.stop()).toBe(0)
       }
