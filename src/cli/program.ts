@@ -68,7 +68,8 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
     case "serve": {
       const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
       if (values.help) return Console.log(SERVE_HELP)
-      if (values.port !== undefined && !/^\d+$/.test(values.port)) return fail(`--port: expected a number, got ${values.port}`)
+      const badPort = values.port === undefined ? undefined : portMistake(values.port)
+      if (badPort !== undefined) return fail(badPort)
       const settings = settingsFrom(values)
       return withDatabaseOpenedEarly(settings, load(() => import("../gateway.ts"), ({ ServerLive }) => Layer.launch(ServerLive.pipe(Layer.provide(settings)))))
     }
@@ -98,6 +99,8 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       })
       if (values.help) return Console.log(SIMULATE_HELP)
       const numbers = { port: values.port ?? "9090", "ttft-ms": values["ttft-ms"] ?? "0", "tokens-per-second": values["tokens-per-second"] ?? "0" }
+      const badPort = portMistake(numbers.port)
+      if (badPort !== undefined) return fail(badPort)
       for (const [flag, value] of Object.entries(numbers)) {
         if (!/^\d+(\.\d+)?$/.test(value)) return fail(`--${flag}: expected a number, got ${value}`)
       }
@@ -113,6 +116,10 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)
   }
 }
+
+/** What is wrong with a `--port` value, if anything: a whole number from 0 (any free port) to 65535. */
+const portMistake = (value: string): string | undefined =>
+  /^\d+$/.test(value) && Number(value) <= 65535 ? undefined : `--port: expected a whole number from 0 to 65535, got ${value}`
 
 /**
  * What a failed command prints after `gateway: `: a bad setting by its name, a server that could

@@ -51,6 +51,22 @@ describe("gateway CLI", () => {
     }
   })
 
+  it("refuses a port that is not one, on serve and simulate alike", async () => {
+    const dir = freshDataDir()
+    try {
+      const [serve, simulate] = await Promise.all([
+        runCli(["serve", "--port", "1.5"], { GATEWAY_DATA_DIR: dir }),
+        // It printed Node's "options.port should be >= 0 and < 65536. Received type number (70000)."
+        runCli(["simulate", "--port", "70000"], {})
+      ])
+      expect([serve.code, simulate.code]).toEqual([1, 1])
+      expect(serve.stderr).toContain("--port: expected a whole number from 0 to 65535, got 1.5")
+      expect(simulate.stderr).toContain("--port: expected a whole number from 0 to 65535, got 70000")
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   it("creates, lists and revokes keys in the database; the server then honours them", async () => {
     const dir = freshDataDir()
     try {
