@@ -11,7 +11,6 @@ import { readBody } from "./body.ts"
 import { jsonResponse } from "./json.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
-
 /** A key as the admin API shows it: never the secret, only its hint. */
 export const keyView = (k: KeyRecord) => ({
   id: k.id,
