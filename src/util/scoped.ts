@@ -25,16 +25,18 @@ export const acquireReleasePlain = <A, E, R>(
  * has answered ends the call at once rather than when the headers come (or the upstream times
  * out); once acquired, the release is registered before anything can interrupt.
  *
- * `release` is called as soon as the resource is acquired, and the effect it returns runs when the
- * scope closes: the scope keeps only what that effect holds (an upstream response's body, not its
- * headers), for as long as a stream stays open. So `release` must only describe the release.
+ * `release` is called as soon as the resource is acquired and returns the scope's finalizer, a
+ * function of the scope's exit called when it closes: the scope keeps only what that function
+ * holds (an upstream response's body, not its headers), for as long as a stream stays open. So
+ * `release` must only make it. (A finalizer function rather than an effect: an effect kept until
+ * the close is one object more, and `Scope.addFinalizer` wraps it in a closure of its own.)
  */
 export const acquireInterruptible = <A, E, R>(
   acquire: Effect.Effect<A, E, R>,
-  release: (resource: A) => Effect.Effect<unknown>
+  release: (resource: A) => (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<unknown>
 ): Effect.Effect<A, E, R | Scope.Scope> =>
   Effect.flatMap(Effect.scope, (scope) =>
-    Effect.uninterruptibleMask((restore) => Effect.tap(restore(acquire), (resource) => Scope.addFinalizer(scope, release(resource)))))
+    Effect.uninterruptibleMask((restore) => Effect.tap(restore(acquire), (resource) => Scope.addFinalizerExit(scope, release(resource)))))
 
 /**
  * The finalizer, made outside `acquireReleasePlain`'s own closures: one made there shares their

@@ -396,7 +396,7 @@ class StreamedCall implements StreamedBody, Dispatcher.DispatchHandler {
  */
 export const destroyBody = (response: StreamedResponse) => {
   const body = response.body
-  return Effect.sync(() => body.destroy())
+  return () => Effect.sync(() => body.destroy())
 }
 
 /** Starts one call; resolves once the status and headers are in, with the body to read. */
