@@ -135,9 +135,11 @@ export type Text = string | TextPieces
 
 /**
  * Above this many characters a text goes to the thread in parts of about this size, a message per
- * turn of the event loop: handing over a 16 MiB string in one message held the loop 30–70 ms.
+ * turn of the event loop: handing over a 16 MiB string in one message held the loop 30–70 ms, and
+ * a 1 Mi-character part (gathered from its pieces, then copied into the message) 10–20 ms on a
+ * slow VM, most of it page faults on the fresh memory.
  */
-const PART_CHARS = 1024 * 1024
+const PART_CHARS = 256 * 1024
 
 /** A text's parts to send, each at most PART_CHARS: a long string's slices, or its pieces gathered. */
 function* partsOf(text: Text): Generator<string> {

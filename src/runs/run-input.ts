@@ -17,11 +17,12 @@ import type { ChatModel } from "../config/schema.ts"
 import type { ContentBlock, Message, OutputBlock, TextBlock, ToolResultBlock } from "../model/content.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import { isPlainObject, type Json } from "../util/json.ts"
+import { isBlank } from "../util/long-strings.ts"
 import type { LogEvent } from "./run-record.ts"
 
 /** True when `input` can start an execution (a non-empty string or list). */
 export const isUsableInput = (input: unknown) =>
-  (typeof input === "string" && input.trim() !== "") || (Array.isArray(input) && input.length > 0)
+  (typeof input === "string" && !isBlank(input)) || (Array.isArray(input) && input.length > 0)
 
 const asObject = (value: unknown) => (isPlainObject(value) ? value : undefined)
 

@@ -2,10 +2,10 @@
  * A JSON document as a statement's parameter, for a json, jsonb or text column. A small one goes as
  * its text. A large one (a run's input or tools, an event, a stored response's transcript: up to
  * 16 MiB) is staged first, its UTF-8 bytes made in slices and
- * written 1 MiB per statement (`staged_documents`), and the statement that stores it reads it back
+ * written 256 KiB per statement (`staged_documents`), and the statement that stores it reads it back
  * from there and decodes it in the database. As one parameter, the SQL client encoded the whole
  * text in one turn of the event loop, and copied it into the frame twice more (~60 ms for
- * 15.5 MiB on a slow VM); one 1 MiB statement costs a few milliseconds.
+ * 15.5 MiB on a slow VM); one 256 KiB statement costs a few milliseconds.
  *
  * `textParameter` does the same for a document whose text is made already (a batch's requests).
  *
@@ -19,8 +19,12 @@ import { newId } from "../util/ids.ts"
 import { isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 import { runInSlices, stringSlices } from "../util/slices.ts"
 
-/** The most bytes of a staged document in one statement. */
-const STAGE_CHUNK_BYTES = 1024 * 1024
+/**
+ * The most bytes of a staged document in one statement: each is copied three or four times on its
+ * way out (gathered, framed, written to the connection or the embedded database's thread), which
+ * took 12–16 ms a statement at 1 MiB on a slow VM.
+ */
+const STAGE_CHUNK_BYTES = 256 * 1024
 
 export interface JsonParameter {
   /** The parameter, cast to the column's type. */
@@ -74,7 +78,7 @@ function* utf8Slices(text: string): Generator<void, { readonly chunks: ReadonlyA
 const inline = (sql: SqlClient.SqlClient, text: string, type: string): JsonParameter =>
   ({ fragment: sql`${text}::${sql.literal(type)}`, bytes: Buffer.byteLength(text), release: Effect.void })
 
-/** Writes `chunks` to `staged_documents`, 1 MiB a statement, and gives the fragment that reads them back. */
+/** Writes `chunks` to `staged_documents`, STAGE_CHUNK_BYTES a statement, and gives the fragment that reads them back. */
 const staged = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, chunks: ReadonlyArray<Uint8Array>, bytes: number, type: string): Effect.fn.Return<JsonParameter, SqlError.SqlError> {
   const id = newId("doc")
   let n = 0

@@ -38,6 +38,15 @@ export const MAX_JSON_VALUES = 65_536
 /** Bodies larger than this (128 KiB) are parsed in slices (`sliced-json.ts`); smaller ones by `JSON.parse`. */
 export const LARGE_BODY_BYTES = 2 * MAX_JSON_VALUES
 
+/**
+ * Longest object key in a request body, in characters. Setting a key on an object makes V8 hash
+ * it and copy it into its string table in one step that no slice can split: an 8 MB key held the
+ * event loop 67–80 ms on a slow VM. No real key comes near it (OpenAI's metadata keys are at most
+ * 64 characters). A body parsed at once (at most `LARGE_BODY_BYTES`) cannot hold a longer one, so
+ * only the sliced parser (`sliced-json.ts`) checks.
+ */
+export const MAX_JSON_KEY_CHARS = LARGE_BODY_BYTES
+
 /** Largest JSON document the gateway stores, measured as PostgreSQL prints it back (16 MiB). */
 export const MAX_STORED_JSON_BYTES = 16 * 1024 * 1024
 
@@ -243,6 +252,18 @@ export const tooDeep = (path: ReadonlyArray<PropertyKey>): InvalidRequest => {
   return top === undefined || typeof top === "number"
     ? new InvalidRequest({ message: `The request body is ${limit} (at ${shortPath(path)})` })
     : new InvalidRequest({ message: `${formatPath([top])}: ${limit} (at ${shortPath(path)})`, param: formatPath([top]) })
+}
+
+/** What a key longer than `MAX_JSON_KEY_CHARS` is said to be, in every 400 about it. */
+export const KEY_TOO_LONG = `an object key longer than the limit of ${MAX_JSON_KEY_CHARS} characters`
+
+/** The 400 for a key longer than `MAX_JSON_KEY_CHARS` in the object at `path`, naming the top-level field it is in. */
+export const keyTooLong = (path: ReadonlyArray<PropertyKey>): InvalidRequest => {
+  const [top] = path
+  const where = path.length === 0 ? "" : ` (in ${shortPath(path)})`
+  return top === undefined || typeof top === "number"
+    ? new InvalidRequest({ message: `The request body has ${KEY_TOO_LONG}${where}` })
+    : new InvalidRequest({ message: `${formatPath([top])}: ${KEY_TOO_LONG}${where}`, param: formatPath([top]) })
 }
 
 /** 400 when the value nests deeper than `MAX_JSON_DEPTH`, naming the top-level field it is in. */

@@ -9,7 +9,8 @@
  * - depth: a container deeper than `MAX_JSON_DEPTH` is the same 400 as `requireShallow`'s, path
  *   and all;
  * - size in values: more than `MAX_JSON_VALUES` values is a 400 naming the top-level field that
- *   crossed the limit. Every later pass over the request (Schema decode, the token bound, the
+ *   crossed the limit;
+ * - key length: a key longer than `MAX_JSON_KEY_CHARS` is a 400 before it is set on its object. Every later pass over the request (Schema decode, the token bound, the
  *   upstream translation, `JSON.stringify`) is linear in the values, so this bounds them all.
  *
  * Why @streamparser/json: it is dependency-free, maintained, and its `Tokenizer`/`TokenParser`
@@ -22,7 +23,7 @@ import { type ParsedElementInfo, type ParsedTokenInfo, Tokenizer, TokenParser, T
 import type { StringBuilder } from "@streamparser/json/utils/bufferedString.js"
 import { Effect, Result } from "effect"
 import { InvalidRequest } from "../errors.ts"
-import { findTooDeep, MAX_JSON_DEPTH, MAX_JSON_VALUES, NESTED_TOO_DEEP, tooDeep } from "./json-limits.ts"
+import { findTooDeep, KEY_TOO_LONG, keyTooLong, MAX_JSON_DEPTH, MAX_JSON_KEY_CHARS, MAX_JSON_VALUES, NESTED_TOO_DEEP, tooDeep } from "./json-limits.ts"
 import { formatPath, invalidField } from "./schema-issue.ts"
 import { PiecedString } from "./pieced-string.ts"
 import { type Sliced, SLICE_MS, stringSlices } from "./slices.ts"
@@ -33,8 +34,11 @@ const SLICE_BYTES = 8 * 1024
 export interface SlicedJsonLimits {
   readonly maxDepth?: number
   readonly maxValues?: number
+  readonly maxKeyChars?: number
   /** The 400 for a container deeper than `maxDepth` at `path` (default: `tooDeep`, about the body). */
   readonly tooDeep?: (path: ReadonlyArray<PropertyKey>) => InvalidRequest
+  /** The 400 for a key longer than `maxKeyChars` in the object at `path` (default: `keyTooLong`, about the body). */
+  readonly keyTooLong?: (path: ReadonlyArray<PropertyKey>) => InvalidRequest
   /** The refusal for more than `maxValues` values (default: a 400 naming the top-level field). */
   readonly tooMany?: () => InvalidRequest
 }
@@ -85,7 +89,9 @@ export const aroundYields = <A, E>(body: unknown, effect: Effect.Effect<A, E>): 
 export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParser => {
   const maxDepth = limits.maxDepth ?? MAX_JSON_DEPTH
   const maxValues = limits.maxValues ?? MAX_JSON_VALUES
+  const maxKeyChars = limits.maxKeyChars ?? MAX_JSON_KEY_CHARS
   const nestedTooDeep = limits.tooDeep ?? tooDeep
+  const longKey = limits.keyTooLong ?? keyTooLong
   // Strings are gathered by our own builder (`util/pieced-string.ts`): a long one (a base64 image,
   // a huge text) in flat pieces, remembered beside it so that it is never flattened at once. The
   // tokenizer keeps its builder in a private field, set here after construction (the library's
@@ -144,6 +150,8 @@ export const slicedJsonParser = (limits: SlicedJsonLimits = {}): SlicedJsonParse
       }
       case TokenType.STRING:
         if (expectKey) {
+          // The path to the object the key is in (its own entry's key is the one before, or 0).
+          if ((info.value as string).length > maxKeyChars) refuse(longKey(open.slice(0, -1).map((o) => o.key)))
           open[open.length - 1]!.key = info.value as string
           expectKey = false
         } else {
@@ -217,13 +225,14 @@ const STORED_AT_ONCE_BYTES = 64 * 1024
 /**
  * A stored document's JSON text, in the chunks it is kept in: parsed at once when small, in slices
  * when large. No limit on its values (appends add up past a request's); a failure is a defect, as
- * the store holds only the JSON the gateway wrote.
+ * the store holds only the JSON the gateway wrote (an upstream's answer included, whose keys no
+ * request limit bounded).
  */
 export const parseStoredInSlices = (chunks: ReadonlyArray<Uint8Array>): Effect.Effect<unknown> =>
   Effect.suspend(() => {
     const bytes = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0)
     if (bytes <= STORED_AT_ONCE_BYTES) return Effect.sync(() => JSON.parse(Buffer.concat(chunks, bytes).toString()) as unknown)
-    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY })
+    const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, maxKeyChars: Number.POSITIVE_INFINITY })
     return Effect.forEach(chunks, parser.feed, { discard: true }).pipe(Effect.andThen(parser.end()), Effect.orDie)
   })
 
@@ -253,15 +262,19 @@ export function* parseJsonTextInSteps(text: string, path: string): Sliced<{ read
     if (findTooDeep(value) !== undefined) throw refused()
     return { value }
   }
-  let deep: InvalidRequest | undefined
-  const parser = slicedJsonParser({ maxValues: Number.POSITIVE_INFINITY, tooDeep: () => (deep = refused()) })
+  let refusal: InvalidRequest | undefined
+  const parser = slicedJsonParser({
+    maxValues: Number.POSITIVE_INFINITY,
+    tooDeep: () => (refusal = refused()),
+    keyTooLong: () => (refusal = invalidField(path, KEY_TOO_LONG))
+  })
   for (const slice of stringSlices(text)) {
     // The tokenizer takes SLICE_BYTES a step, as `feed` gives it: a slice of many tiny values is
     // milliseconds of work.
     const bytes = Buffer.from(slice)
     for (let at = 0; at < bytes.length; at += SLICE_BYTES) {
       parser.write(bytes.subarray(at, at + SLICE_BYTES))
-      if (deep !== undefined) throw deep
+      if (refusal !== undefined) throw refusal
       yield
     }
   }

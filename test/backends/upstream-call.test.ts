@@ -12,7 +12,7 @@ import { Pool } from "undici"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { RELEASED_BODY_CHARS, requestBody, sendable } from "../../src/backends/upstream/upstream-body.ts"
 import { bodyText, callStreamed, callWhole, errorText, MAX_ANSWER_VALUES, parseWholeJson, type StreamedBody } from "../../src/backends/upstream/upstream-call.ts"
-import { LARGE_BODY_BYTES } from "../../src/util/json-limits.ts"
+import { LARGE_BODY_BYTES, MAX_JSON_KEY_CHARS } from "../../src/util/json-limits.ts"
 import { exposedGc } from "../support/gc.ts"
 
 /** Blocks of 4 KiB, each its own number over and over: any loss or reordering shows. */
@@ -332,6 +332,9 @@ describe("a whole answer's JSON (parseWholeJson, errorText)", () => {
       .toMatchObject({ status: 502, message: `The upstream's answer holds more than ${limit} JSON values` })
     expect(await Effect.runPromise(Effect.map(parseWholeJson(answerOf(values(limit)), limit), (v) => (v as Array<number>).length))).toBe(limit - 1)
     expect(MAX_ANSWER_VALUES).toBe(1_000_000)
+    // A key no request may send either (V8 would hash and copy it in one step), as its own 502.
+    expect(await refusal(`{"${"k".repeat(MAX_JSON_KEY_CHARS + 1)}":1}`))
+      .toMatchObject({ status: 502, message: `The upstream's answer has an object key longer than the limit of ${MAX_JSON_KEY_CHARS} characters` })
   })
 
   it("reads only the head of a large error body", () => {

@@ -8,7 +8,7 @@
  */
 import { Effect } from "effect"
 import { afterEach, describe, expect, it } from "vitest"
-import { forgetPieces, LONG_STRING_CHARS, piecesOf, rememberPieces } from "../../src/util/long-strings.ts"
+import { forgetPieces, isBlank, LONG_STRING_CHARS, piecesOf, rememberPieces } from "../../src/util/long-strings.ts"
 import { slicedJsonParser } from "../../src/util/sliced-json.ts"
 import { jsonTextPiecesInSlices } from "../../src/util/sliced-stringify.ts"
 import { STRING_SLICE, stringSlices } from "../../src/util/slices.ts"
@@ -109,5 +109,20 @@ describe("a long parsed string", () => {
     expect(piecesOf(older)).toBeUndefined()
     expect(piecesOf(newer)!.join("") === newer).toBe(true)
     expect([...stringSlices(older)].join("") === older).toBe(true)
+  })
+
+  it("is told blank or not from its pieces, as trim would tell it", async () => {
+    const { s: blank } = await parse(`{"s":"${" \\n\\t".repeat(LONG_STRING_CHARS)}"}`, 65536)
+    const { s: text } = await parse(`{"s":"${" ".repeat(2 * LONG_STRING_CHARS)}x"}`, 65536)
+    for (const s of [blank, text]) expect(piecesOf(s)).toBeDefined()
+    expect([isBlank(blank), isBlank(text)]).toEqual([blank.trim() === "", text.trim() === ""])
+    expect([isBlank(blank), isBlank(text)]).toEqual([true, false])
+    // Read from the pieces, not the string (which trim would flatten first): pieces that disagree
+    // with their string, registered for this check only, decide the answer.
+    const spaces = " ".repeat(LONG_STRING_CHARS)
+    rememberPieces(spaces, [" ".repeat(LONG_STRING_CHARS - 1), "x"])
+    expect(isBlank(spaces)).toBe(false)
+    // Short strings and strings not kept: trim's answer.
+    for (const s of ["", " \n", " a ", "y".repeat(2 * LONG_STRING_CHARS + 1)]) expect(isBlank(s)).toBe(s.trim() === "")
   })
 })

@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { InvalidRequest } from "../../src/errors.ts"
-import { MAX_JSON_DEPTH, MAX_JSON_VALUES, requireShallow } from "../../src/util/json-limits.ts"
+import { MAX_JSON_DEPTH, MAX_JSON_KEY_CHARS, MAX_JSON_VALUES, requireShallow } from "../../src/util/json-limits.ts"
 import { parseJsonTextInSteps, slicedJsonParser, type SlicedJsonLimits } from "../../src/util/sliced-json.ts"
 import { loopTurnsDuring } from "../support/loop-turns.ts"
 
@@ -98,6 +98,22 @@ describe("slicedJsonParser", () => {
     expect((await errorOf(many, 65_536)).param).toBe("messages")
   })
 
+  it("refuses a key longer than the limit before setting it, naming where it is; takes one at the limit", async () => {
+    const at = "k".repeat(MAX_JSON_KEY_CHARS)
+    const over = at + "k"
+    expect(await valueOf(JSON.stringify({ model: "m", metadata: { [at]: 1 } }), 4096)).toEqual({ model: "m", metadata: { [at]: 1 } })
+    const nested = await errorOf(JSON.stringify({ model: "m", tools: [{ input_schema: { properties: { [over]: {} } } }] }), 4096)
+    expect(nested.param).toBe("tools")
+    expect(nested.message).toBe(`tools: an object key longer than the limit of ${MAX_JSON_KEY_CHARS} characters (in tools[0].input_schema.properties)`)
+    const top = await errorOf(`{"${over}":1}`, 4096)
+    expect(top.param).toBeUndefined()
+    expect(top.message).toBe(`The request body has an object key longer than the limit of ${MAX_JSON_KEY_CHARS} characters`)
+    // A value that long is no key: only the limits on the body's size and the store's apply.
+    expect(await valueOf(JSON.stringify({ [at.slice(1)]: over }), 4096)).toEqual({ [at.slice(1)]: over })
+    // Without a limit (a stored document the gateway wrote), any key.
+    expect(await parse(`{"${over}":1}`, 4096, { maxKeyChars: Number.POSITIVE_INFINITY })).toEqual({ value: { [over]: 1 } })
+  })
+
   it("lets the event loop run while it parses a large body", async () => {
     const big = JSON.stringify({ input: "x".repeat(8 << 20), items: Array.from({ length: 20_000 }, (_, i) => ({ i })) })
     const { value, turns } = await loopTurnsDuring(() => valueOf(big, 1 << 20))
@@ -156,5 +172,12 @@ describe("parseJsonTextInSteps (a tool call's arguments inside a request)", () =
       expect(pauses).toBe(0)
     }
     expect(inSteps("[".repeat(128) + "]".repeat(128)).parsed).toEqual({ value: JSON.parse("[".repeat(128) + "]".repeat(128)) })
+  })
+
+  it("refuses a key longer than a body's may be, naming the field", () => {
+    const steps = parseJsonTextInSteps(`{"${"k".repeat(MAX_JSON_KEY_CHARS + 1)}":1}`, "input[3].arguments")
+    expect(() => {
+      while (steps.next().done !== true) { /* to the refusal */ }
+    }).toThrow(expect.objectContaining({ param: "input[3].arguments", message: `input[3].arguments: an object key longer than the limit of ${MAX_JSON_KEY_CHARS} characters` }))
   })
 })

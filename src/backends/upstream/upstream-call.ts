@@ -19,7 +19,7 @@
  */
 import { Effect } from "effect"
 import { type BackendError, backendErrorFromStatus } from "../backend.ts"
-import { LARGE_BODY_BYTES } from "../../util/json-limits.ts"
+import { KEY_TOO_LONG, LARGE_BODY_BYTES } from "../../util/json-limits.ts"
 import { slicedJsonParser } from "../../util/sliced-json.ts"
 import { InvalidRequest } from "../../errors.ts"
 import type { IncomingHttpHeaders } from "node:http"
@@ -79,6 +79,9 @@ export const MAX_ANSWER_VALUES = 1_000_000
 const tooManyValues = (limit: number) => backendErrorFromStatus(502, `The upstream's answer holds more than ${limit} JSON values`)
 /** The parser's refusal past the value limit, told apart from a malformed body by identity. */
 const PAST_VALUE_LIMIT = new InvalidRequest({ message: "more JSON values than an answer may hold" })
+/** The parser's refusal of a key past `MAX_JSON_KEY_CHARS` (one V8 would hash and copy in one step), by identity. */
+const PAST_KEY_LIMIT = new InvalidRequest({ message: KEY_TOO_LONG })
+const keyTooLong = () => backendErrorFromStatus(502, `The upstream's answer has ${KEY_TOO_LONG}`)
 
 /**
  * A whole answer's JSON value. A small one (up to `LARGE_BODY_BYTES`, as for request bodies) is
@@ -86,8 +89,8 @@ const PAST_VALUE_LIMIT = new InvalidRequest({ message: "more JSON values than an
  * (`util/sliced-json.ts`), from its chunks as they arrived, with no copy of the whole: `JSON.parse`
  * of a 30 MiB answer of tiny values (a `logprobs` list) held every other client for 1.3–1.5 s on a
  * slow VM. No limit on depth here (the parser keeps its own stack; what is passed on is bounded
- * where it is taken: tool inputs, blocks); at most `MAX_ANSWER_VALUES` values. A small answer is
- * within both by its size.
+ * where it is taken: tool inputs, blocks); at most `MAX_ANSWER_VALUES` values, and no key longer
+ * than a request's may be (`MAX_JSON_KEY_CHARS`). A small answer is within all of them by its size.
  */
 export const parseWholeJson = (answer: WholeResponse, maxValues: number = MAX_ANSWER_VALUES): Effect.Effect<unknown, BackendError> => {
   if (answer.bytes <= LARGE_BODY_BYTES) {
@@ -98,11 +101,12 @@ export const parseWholeJson = (answer: WholeResponse, maxValues: number = MAX_AN
     }
   }
   return Effect.suspend(() => {
-    const parser = slicedJsonParser({ maxDepth: Number.POSITIVE_INFINITY, maxValues, tooMany: () => PAST_VALUE_LIMIT })
+    const parser = slicedJsonParser({ maxDepth: Number.POSITIVE_INFINITY, maxValues, tooMany: () => PAST_VALUE_LIMIT, keyTooLong: () => PAST_KEY_LIMIT })
     return Effect.forEach(answer.chunks, parser.feed, { discard: true }).pipe(
       Effect.andThen(parser.end()),
       Effect.flatMap((value) => value === undefined ? Effect.fail(notJson()) : Effect.succeed(value)),
-      Effect.catchTag("InvalidRequest", (refusal) => Effect.fail(refusal === PAST_VALUE_LIMIT ? tooManyValues(maxValues) : notJson()))
+      Effect.catchTag("InvalidRequest", (refusal) =>
+        Effect.fail(refusal === PAST_VALUE_LIMIT ? tooManyValues(maxValues) : refusal === PAST_KEY_LIMIT ? keyTooLong() : notJson()))
     )
   })
 }

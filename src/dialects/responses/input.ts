@@ -23,6 +23,7 @@ import { textBlock } from "../../model/content.ts"
 import { decoderAt, discriminated, given, opt, refuse } from "../staged-decode.ts"
 import { pausesAt, type Sliced } from "../../util/slices.ts"
 import { parseJsonTextInSteps } from "../../util/sliced-json.ts"
+import { isBlank } from "../../util/long-strings.ts"
 import { isPlainObject, type JsonObject } from "../../util/json.ts"
 
 /** The stored wire item with this id, among the caller's items; undefined when there is none. */
@@ -232,7 +233,7 @@ const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): 
  * between; one nested deeper than the body may be is refused.
  */
 function* parseArguments(json: string, path: string): Sliced<Json> {
-  if (json.trim() === "") return {}
+  if (isBlank(json)) return {}
   const parsed = yield* parseJsonTextInSteps(json, path)
   return parsed === undefined ? refuse(path, "is not valid JSON") : parsed.value as Json
 }
