@@ -6,7 +6,7 @@
 import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { NotFound } from "../errors.ts"
-import { pageWithin, RUN_COLUMNS, type RunRow, type RunView, toRunView } from "../runs/run-record.ts"
+import { pageWithin, RUN_COLUMNS, type RunRow, type RunView, type StoredRunRow, toRunView, withDocuments } from "../runs/run-record.ts"
 
 interface OperatorRunView extends RunView {
   readonly keyId: string
@@ -27,10 +27,8 @@ export interface OperatorRunQuery {
   readonly after?: string | undefined
 }
 
-/** The run's columns (no input: the view shows none), named by table for the join. */
-const COLUMNS = RUN_COLUMNS.split(", ").map((column) => `runs.${column}`).join(", ")
-
-type RowWithKey = RunRow & { readonly key_name: string | null; readonly key_hint: string | null }
+type KeyColumns = { readonly key_name: string | null; readonly key_hint: string | null }
+type RowWithKey = RunRow & KeyColumns
 
 const withKey = (row: RowWithKey): OperatorRunView => ({ ...toRunView(row), keyId: row.key_id, key: { name: row.key_name, hint: row.key_hint } })
 
@@ -54,10 +52,11 @@ export class OperatorRuns extends Context.Service<OperatorRuns, {
           AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
         ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
       const { ids, hasMore } = pageWithin(candidates, query.limit)
-      const rows = ids.length === 0 ? [] : yield* sql<RowWithKey>`SELECT ${sql.literal(COLUMNS)}, api_keys.name AS key_name, api_keys.hint AS key_hint
-        FROM runs LEFT JOIN api_keys ON api_keys.id = runs.key_id
-        WHERE runs.id IN ${sql.in(ids)} ORDER BY runs.created_at DESC, runs.id DESC`
-      const data = rows.map(withKey)
+      const rows = ids.length === 0 ? [] : yield* sql<StoredRunRow & KeyColumns>`SELECT page.*, api_keys.name AS key_name, api_keys.hint AS key_hint
+        FROM (SELECT ${sql.literal(RUN_COLUMNS)} FROM runs WHERE id IN ${sql.in(ids)}) page LEFT JOIN api_keys ON api_keys.id = page.key_id
+        ORDER BY page.created_at DESC, page.id DESC`
+      // The run's columns (no input: the view shows none), its large documents parsed in slices.
+      const data = (yield* Effect.forEach(rows, (row) => Effect.map(withDocuments(row), (run): RowWithKey => ({ ...run, key_name: row.key_name, key_hint: row.key_hint })))).map(withKey)
       return { data, hasMore, nextCursor: hasMore && data.length > 0 ? data[data.length - 1].id : null }
     })
 

@@ -140,7 +140,7 @@ const resumeCursor = (ctx: RequestContext) => {
 }
 
 const readEvents = Effect.fnUntraced(function*(ctx: RequestContext) {
-  yield* (yield* RunsRepo).get((yield* requireKey(ctx)).id, ctx.params.id)
+  yield* (yield* RunsRepo).owned((yield* requireKey(ctx)).id, ctx.params.id)
   const after = yield* resumeCursor(ctx)
   const executor = yield* RunExecutor
   const services = yield* Effect.context<RunLog | RunSignals | RunsRepo>()

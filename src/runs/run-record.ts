@@ -2,10 +2,12 @@
  * The run as stored (a `runs` row) and as shown (`{run}` in every response). Pure mapping: the
  * repositories read rows, the routes render records.
  */
+import { Effect } from "effect"
 import { type PersistedRun, type RunStatus } from "../../machines/run.ts"
 import { microsToUsd } from "../model/money.ts"
 import type { Json } from "../util/json.ts"
 import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
+import { parseStoredInSlices } from "../util/sliced-json.ts"
 
 export interface Optimization {
   readonly mode: "exact" | "auto"
@@ -51,8 +53,38 @@ export interface RunRow extends RunStateRow {
   readonly metadata: { readonly [key: string]: Json }
 }
 
-/** The columns of a `RunRow`. */
-export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, tools, metadata`
+/**
+ * Documents (tools and metadata, `documents_bytes` together) above this size are read as their
+ * text's bytes and parsed in slices: read as jsonb, the SQL client decoded and parsed 6 MB of tools
+ * in one turn of the event loop (50–95 ms for a run's view on a slow VM). Run events do the same
+ * (`run-log.ts`).
+ */
+const LARGE_DOCUMENTS_BYTES = 256 * 1024
+
+/** A run's row as `RUN_COLUMNS` reads it: its documents as JSON when small, as their text's bytes when large. */
+export interface StoredRunRow extends RunStateRow {
+  readonly tools: ReadonlyArray<Json> | null
+  readonly metadata: { readonly [key: string]: Json } | null
+  readonly tools_text: Uint8Array | null
+  readonly metadata_text: Uint8Array | null
+}
+
+/** The columns of a `StoredRunRow` (a `RunRow` once `withDocuments` has parsed the large ones). */
+export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, ` +
+  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN NULL ELSE tools END AS tools, ` +
+  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN NULL ELSE metadata END AS metadata, ` +
+  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(tools::text, 'UTF8') END AS tools_text, ` +
+  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(metadata::text, 'UTF8') END AS metadata_text`
+
+/** A stored row's view row: its large documents parsed in slices (`parseStoredInSlices`). */
+export const withDocuments = (row: StoredRunRow): Effect.Effect<RunRow> => {
+  const { tools_text, metadata_text, ...rest } = row
+  if (tools_text === null || metadata_text === null) return Effect.succeed(rest as RunRow)
+  return Effect.map(
+    Effect.all([parseStoredInSlices([tools_text]), parseStoredInSlices([metadata_text])]),
+    ([tools, metadata]) => ({ ...rest, tools: tools as RunRow["tools"], metadata: metadata as RunRow["metadata"] })
+  )
+}
 
 /**
  * Which runs of a list's candidates (in order, up to `limit + 1` of them, each with the size of

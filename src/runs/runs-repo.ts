@@ -9,7 +9,7 @@ import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { RunLog } from "./run-log.ts"
-import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, toRunView } from "./run-record.ts"
+import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, type StoredRunRow, toRunView, withDocuments } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 
@@ -58,6 +58,10 @@ export interface RunPage {
   readonly nextCursor: string | null
 }
 
+/** The first row's view row, its large documents parsed in slices, if there is one. */
+const firstWithDocuments = (rows: ReadonlyArray<StoredRunRow>): Effect.Effect<RunRow | undefined> =>
+  rows[0] === undefined ? Effect.succeed(undefined) : withDocuments(rows[0])
+
 const notFound = (id: string, param?: string) =>
   new NotFound({ kind: "resource", message: `No run with id ${id}`, ...(param === undefined ? {} : { param }) })
 
@@ -74,6 +78,8 @@ export class RunsRepo extends Context.Service<RunsRepo, {
   endRevoked(limit?: number): Effect.Effect<number, SqlError.SqlError>
   /** The run's state without its documents, for its actor and its readers (no tenant check: they check or own the run). */
   state(id: string): Effect.Effect<RunStateRow | undefined, SqlError.SqlError>
+  /** The run's state without its documents, when the run is this key's: what an ownership check reads. */
+  owned(keyId: string, id: string): Effect.Effect<RunStateRow, NotFound | SqlError.SqlError>
   /** The row a view shows (no tenant check: the dashboard's operator sees every run). */
   row(id: string): Effect.Effect<RunRow | undefined, SqlError.SqlError>
   /** The run's input and tools, read only where a step builds its first request from them. */
@@ -86,14 +92,17 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     const stateColumns = sql.literal(RUN_STATE_COLUMNS)
 
     const findRow = (keyId: string, id: string) =>
-      Effect.map(sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, (rows) => rows[0])
+      Effect.flatMap(sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, firstWithDocuments)
+
+    const owned = Effect.fn("RunsRepo.owned")(function*(keyId: string, id: string) {
+      const row = (yield* sql<RunStateRow>`SELECT ${stateColumns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`)[0]
+      return row ?? (yield* notFound(id))
+    })
 
     const insertRun = Effect.fnUntraced(function*(keyId: string, run: NewRun) {
-      if (run.parentRunId !== null && (yield* findRow(keyId, run.parentRunId)) === undefined) {
-        return yield* notFound(run.parentRunId, "parentRunId")
-      }
+      if (run.parentRunId !== null) yield* Effect.mapError(owned(keyId, run.parentRunId), (error) => error._tag === "NotFound" ? notFound(run.parentRunId!, "parentRunId") : error)
       const machine = persistRun(startRun({ executable: run.executable }))
-      // The documents a caller sent (up to 16 MiB each) go to SQL staged a 1 MiB statement at a
+      // The documents a caller sent (up to 16 MiB each) go to SQL staged a few statements at a
       // time when large (`jsonParameter`), and the row comes back without them: the caller has them.
       const [input, tools, metadata] = yield* Effect.all([
         jsonParameter(sql, run.input, "jsonb"),
@@ -167,8 +176,8 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         AND (${before === undefined} OR (created_at, id) < (${before?.created_at ?? new Date(0)}::timestamptz, ${before?.id ?? ""}))
         ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
       const { ids, hasMore } = pageWithin(candidates, query.limit)
-      const rows = ids.length === 0 ? [] : yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE id IN ${sql.in(ids)} ORDER BY created_at DESC, id DESC`
-      const page = rows.map(toRunView)
+      const rows = ids.length === 0 ? [] : yield* sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id IN ${sql.in(ids)} ORDER BY created_at DESC, id DESC`
+      const page = (yield* Effect.forEach(rows, withDocuments)).map(toRunView)
       return { data: page, hasMore, nextCursor: hasMore && page.length > 0 ? page[page.length - 1].id : null }
     })
 
@@ -180,8 +189,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       )
 
     const cancelTree = Effect.fnUntraced(function*(keyId: string, id: string, reason: string | null, depth: number): Effect.fn.Return<void, NotFound | SqlError.SqlError> {
-      const row = yield* findRow(keyId, id)
-      if (row === undefined) return yield* notFound(id)
+      const row = yield* owned(keyId, id)
       if (!isTerminal(row.status)) yield* endCancelled(id, reason)
       if (depth > 32) return // a tree deeper than this is a loop someone built by hand
       const children = yield* sql<{ id: string }>`SELECT id FROM runs WHERE parent_run_id = ${id} AND key_id = ${keyId} AND finished_at IS NULL`
@@ -192,7 +200,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       Effect.andThen(cancelTree(keyId, id, reason, 0), get(keyId, id)).pipe(Effect.withSpan("RunsRepo.cancel"))
 
     const row = Effect.fn("RunsRepo.row")(function*(id: string) {
-      return (yield* sql<RunRow>`SELECT ${columns} FROM runs WHERE id = ${id}`)[0]
+      return yield* firstWithDocuments(yield* sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id}`)
     })
 
     const state = Effect.fn("RunsRepo.state")(function*(id: string) {
@@ -221,6 +229,6 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       return rows.length
     })
 
-    return RunsRepo.of({ create, get, list, cancel, state, row, documents, endRevoked })
+    return RunsRepo.of({ create, get, list, cancel, state, owned, row, documents, endRevoked })
   }))
 }

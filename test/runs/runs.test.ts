@@ -214,6 +214,9 @@ describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
     const run = created.body.run
     expect(run.tools).toEqual(tools)
     expect((await runs.get(run.id)).body.run).toMatchObject({ tools, metadata: { note: text } })
+    // Read as their text's bytes and parsed in slices, in a list as in a run's own view.
+    const listed = (await runs.list("?limit=100")).body.data as ReadonlyArray<{ id: string }>
+    expect(listed.find((r) => r.id === run.id)).toMatchObject({ tools, metadata: { note: text } })
     expect((await runs.append(run.id, [{ type: "tool.result", text }, { type: "outcome" }])).body).toEqual({ appended: 2, lastSeq: 2 })
     const sse = await runs.events(run.id)
     expect(sse.events).toEqual([{ type: "tool.result", text, seq: 1 }, { type: "outcome", status: "completed", seq: 2 }])
