@@ -135,7 +135,7 @@ describe("passes over a long request", () => {
   it("the simulator's prompt JSON and its prompt cache pass over the messages between turns", async () => {
     const json = await withFastClock(() => Effect.runPromise(promptJson(long)))
     expect(json.turns).toBeGreaterThanOrEqual(TURNS)
-    expect(json.value.messages).toEqual(long.messages.map((message) => JSON.stringify(message)))
+    expect(json.value.messages.map((pieces) => pieces.join(""))).toEqual(long.messages.map((message) => JSON.stringify(message)))
     // Every prefix long enough to cache: each is remembered, and a second pass reads the longest.
     const prefixes = Array.from({ length: COUNT }, (_, i) => ({ hash: i, tokens: PROMPT_CACHE_MIN_TOKENS + i }))
     const cache = makePromptCache(2 * COUNT)
@@ -143,5 +143,12 @@ describe("passes over a long request", () => {
     expect(first.value).toBe(0)
     expect(first.turns).toBeGreaterThanOrEqual(TURNS)
     expect(await Effect.runPromise(cache.readAndStore("scope", prefixes))).toBe(PROMPT_CACHE_MIN_TOKENS + COUNT - 1)
+  })
+
+  it("the simulator's prompt JSON of a message of megabytes is made in slices, the same text", async () => {
+    const big = { ...long, messages: [{ role: "user" as const, content: "é \"q\" ".repeat(600_000) }, ...long.messages.slice(0, 3)] } as typeof long
+    const json = await Effect.runPromise(promptJson(big))
+    expect(json.messages[0]!.length).toBeGreaterThan(1)
+    expect(json.messages.map((pieces) => pieces.join(""))).toEqual(big.messages.map((message) => JSON.stringify(message)))
   })
 })

@@ -12,6 +12,7 @@ import { Effect } from "effect"
 import type { CanonicalRequest } from "../../model/request.ts"
 import { countPartTokens, promptParts } from "../../model/tokens.ts"
 import { pausesAt, runInSlices, type Sliced, slicedMap } from "../../util/slices.ts"
+import { isLarge, jsonTextPiecesInSlices } from "../../util/sliced-stringify.ts"
 import { hashParts } from "./prng.ts"
 
 export const PROMPT_CACHE_MIN_TOKENS = 1024
@@ -22,22 +23,29 @@ export interface PromptPrefix {
   readonly tokens: number
 }
 
-/** JSON of the parts of a request the simulator hashes, each serialized once. */
+/** JSON of the parts of a request the simulator hashes, each serialized once, as the pieces of its text. */
 export interface PromptJson {
-  readonly system: string
-  readonly tools: string
-  readonly responseFormat: string
-  readonly messages: ReadonlyArray<string>
+  readonly system: ReadonlyArray<string>
+  readonly tools: ReadonlyArray<string>
+  readonly responseFormat: ReadonlyArray<string>
+  readonly messages: ReadonlyArray<ReadonlyArray<string>>
 }
 
-/** The messages one at a time, in slices: a request may hold tens of thousands of them. */
+/**
+ * The messages one at a time, in slices: a request may hold tens of thousands of them. A large part
+ * (a message or tool of megabytes) is serialized in slices of its own: `JSON.stringify` of a 6 MB
+ * message held the event loop ~50 ms on a slow VM.
+ */
 export const promptJson = (request: CanonicalRequest): Effect.Effect<PromptJson> =>
-  Effect.map(runInSlices(slicedMap(request.messages, (message) => JSON.stringify(message))), (messages) => ({
-    system: JSON.stringify(request.system),
-    tools: JSON.stringify(request.tools),
-    responseFormat: JSON.stringify(request.responseFormat),
-    messages
-  }))
+  Effect.gen(function*() {
+    const small = yield* runInSlices(slicedMap(request.messages, (message) => isLarge(message) ? undefined : [JSON.stringify(message)]))
+    return {
+      system: yield* jsonTextPiecesInSlices(request.system),
+      tools: yield* jsonTextPiecesInSlices(request.tools),
+      responseFormat: yield* jsonTextPiecesInSlices(request.responseFormat),
+      messages: yield* Effect.forEach(small, (pieces, i) => pieces === undefined ? jsonTextPiecesInSlices(request.messages[i]) : Effect.succeed(pieces))
+    }
+  })
 
 /**
  * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
@@ -47,11 +55,11 @@ export const promptPrefixes = Effect.fnUntraced(function*(request: CanonicalRequ
   const json = given ?? (yield* promptJson(request))
   const [preamble, ...messages] = yield* countPartTokens(yield* promptParts(request))
   // The preamble's hash is that of JSON.stringify([system, tools, responseFormat]).
-  let hash = yield* hashParts(["[", json.system, ",", json.tools, ",", json.responseFormat, "]"])
+  let hash = yield* hashParts(["[", ...json.system, ",", ...json.tools, ",", ...json.responseFormat, "]"])
   let tokens = preamble
   const prefixes: Array<PromptPrefix> = [{ hash, tokens }]
   for (let i = 0; i < json.messages.length; i++) {
-    hash = yield* hashParts([json.messages[i]], hash)
+    hash = yield* hashParts(json.messages[i], hash)
     tokens += messages[i]
     prefixes.push({ hash, tokens })
   }

@@ -92,8 +92,8 @@ const faultError = (faults: FaultSettings, what: string): BackendError => {
 const replySeed = Effect.fnUntraced(function*(whole: CanonicalRequest, json: PromptJson, placement: PlacementRuntime): Effect.fn.Return<number> {
   const { request } = splitPrefill(whole) // a continuation is seeded like the answer it continues
   const messages = json.messages.slice(0, request.messages.length)
-  const separated = messages.flatMap((message, i) => (i === 0 ? [message] : [",", message]))
-  const content = yield* hashParts(["[", json.system, ",[", ...separated, "],", json.tools, ",", json.responseFormat, "]"])
+  const separated = messages.flatMap((message, i) => (i === 0 ? message : [",", ...message]))
+  const content = yield* hashParts(["[", ...json.system, ",[", ...separated, "],", ...json.tools, ",", ...json.responseFormat, "]"])
   return seedFrom([request.model, content, request.temperature, request.seed, placement.simulator?.seed])
 })
 
