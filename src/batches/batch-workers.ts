@@ -18,6 +18,7 @@
 import { Context, Effect, FiberMap, Layer, Schedule, Semaphore } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
+import { coalescedRuns } from "../util/coalesced-runs.ts"
 import { errorBody } from "../http/render-error.ts"
 import { KeysRepo } from "../keys/keys-repo.ts"
 import { newId } from "../util/ids.ts"
@@ -112,11 +113,14 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
             // Only this attempt's entry: a newer claim of the same request may have replaced it.
             Effect.ensuring(Effect.sync(() => attempts.get(tag(claim)) === claim.attempt && attempts.delete(tag(claim)))),
             // A freed worker looks for more work at once.
-            Effect.ensuring(Effect.forkIn(fill, scope))
+            Effect.ensuring(fills.ask)
           )
         )
       }
     }).pipe(Effect.catchCause((cause) => Effect.logWarning("batches: claiming requests failed; retrying", cause))))
+    // Every request that ends asks for a fill: one run after the current one serves all the asks
+    // that came meanwhile (`coalescedRuns`), rather than a fiber each waiting on the lock.
+    const fills = coalescedRuns(fill, scope)
 
     // Under the fill lock: a request claimed just now is in `attempts` before its lease is judged.
     const heartbeat = fillLock.withPermits(1)(Effect.gen(function*() {
@@ -154,7 +158,7 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       wake: () =>
         Effect.suspend(() => {
           idlePolls = 0
-          return Effect.asVoid(Effect.forkIn(fill, scope))
+          return fills.ask
         })
     })
   }))
