@@ -9,7 +9,7 @@
  * sample body (known routes) or `{}` (new ones), mutated at a random field into a hostile value,
  * or replaced by raw hostile bytes. Hostile classes: NUL, unpaired surrogates, `%00`, huge
  * numbers, deep nesting, wrong types, huge strings within the body limit, invalid UTF-8, wrong
- * content types, duplicate keys, malformed JSON.
+ * content types, duplicate keys, malformed JSON, huge object keys.
  *
  * The properties, per case: no status ≥ 500 and no hang; every error body in its surface's shape
  * (`src/http/render-error.ts`); a bystander `GET /v1/models` sent alongside answers (its latency
@@ -209,7 +209,7 @@ const invalidUtf8 = (around: string) => {
   return new Uint8Array([...Buffer.from(head), 0xff, 0xfe, 0xc3, 0x28, 0xed, 0xa0, 0x80, 0xf4, 0x90, 0x80, 0x80, ...Buffer.from(tail)])
 }
 
-type RawKind = "malformed" | "invalid-utf8" | "duplicate-keys" | "bom" | "deep-root" | "numbers" | "form" | "empty" | "scalar" | "huge-body"
+type RawKind = "malformed" | "invalid-utf8" | "duplicate-keys" | "bom" | "deep-root" | "numbers" | "form" | "empty" | "scalar" | "huge-body" | "huge-key"
 
 const rawBody = (kind: RawKind, sample: Json, hugeBytes: number, hugeKind: HugeKind): string | Uint8Array => {
   const text = JSON.stringify(sample)
@@ -236,6 +236,9 @@ const rawBody = (kind: RawKind, sample: Json, hugeBytes: number, hugeKind: HugeK
       return "null"
     case "huge-body":
       return JSON.stringify({ ...(typeof sample === "object" && sample !== null && !Array.isArray(sample) ? sample : {}), padding: hugeString(hugeKind, hugeBytes) })
+    case "huge-key":
+      // A huge string as an object's key (V8 hashes a key when it is set), in the body's first field.
+      return JSON.stringify({ ...(typeof sample === "object" && sample !== null && !Array.isArray(sample) ? sample : {}), metadata: { [hugeString(hugeKind, hugeBytes)]: "v" } })
   }
 }
 
@@ -302,7 +305,7 @@ const choicesArbitrary = fc.record({
     { weight: 2, arbitrary: fc.record({ kind: fc.constant("valid" as const) }) },
     { weight: 6, arbitrary: fc.record({ kind: fc.constant("set" as const), at: fc.nat(), value: hostileValue, newKey: fc.option(fc.string({ maxLength: 10 }), { nil: undefined }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("drop" as const), at: fc.nat() }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant("raw" as const), raw: fc.constantFrom<RawKind>("malformed", "invalid-utf8", "duplicate-keys", "bom", "deep-root", "numbers", "form", "empty", "scalar", "huge-body") }) }
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant("raw" as const), raw: fc.constantFrom<RawKind>("malformed", "invalid-utf8", "duplicate-keys", "bom", "deep-root", "numbers", "form", "empty", "scalar", "huge-body", "huge-key") }) }
   ),
   stream: fc.boolean(),
   depth: fc.constantFrom(200, 5_000, 50_000),
@@ -381,12 +384,12 @@ export const buildCase = (target: FuzzTarget, options: FuzzOptions, c: Choices):
   // the path's family).
   const sent = new URL(path, "http://gateway").pathname
   const shape = c.pathMangle === undefined && sent === path.split("?")[0] ? route.shape : shapeOfPath(method, sent)
-  const huge = label.includes("HUGE") || label.includes("huge-body") ? ` huge=${c.hugeKind}×${hugeBytes}` : ""
+  const huge = label.includes("HUGE") || label.includes("huge-body") || label.includes("huge-key") ? ` huge=${c.hugeKind}×${hugeBytes}` : ""
   return { method, path, shape, headers, body, label: `${method} ${path.slice(0, 120)} [${label}]${huge} auth=${c.auth} ct=${c.contentType}` }
 }
 
 const SWEEP_VALUES: ReadonlyArray<Json> = ["a\u0000b", "\ud800", 1e300, -1e300, DEEP, HUGE, [], { "\u0000": "\udc00" }]
-const RAW_KINDS: ReadonlyArray<RawKind> = ["malformed", "invalid-utf8", "duplicate-keys", "bom", "deep-root", "numbers", "form", "empty", "scalar", "huge-body"]
+const RAW_KINDS: ReadonlyArray<RawKind> = ["malformed", "invalid-utf8", "duplicate-keys", "bom", "deep-root", "numbers", "form", "empty", "scalar", "huge-body", "huge-key"]
 
 /**
  * Every route with every hostile class at least once, deterministically: each body route gets
