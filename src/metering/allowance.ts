@@ -45,6 +45,7 @@ import type { BudgetAnswer, BudgetReserveRequest, BudgetState, Epoch } from "../
 import { InvalidRequest, LimitExceeded, ServiceUnavailable } from "../errors.ts"
 import { isPastDeadline, withinStorageDeadline } from "../storage/deadline.ts"
 import { newId } from "../util/ids.ts"
+import { coalescedRuns } from "../util/coalesced-runs.ts"
 import { formatUsd, type Micros, usdToMicros } from "../model/money.ts"
 import { monthOf, secondsUntilNextMonth } from "./month.ts"
 import { type Funding, UsageLedger } from "./usage-ledger.ts"
@@ -259,8 +260,12 @@ function make(options: AllowanceOptions) {
       return current
     }))
 
-    /** An answer said a budget is unseeded: check the epoch now rather than at the next tick. */
-    const noticeUnseeded = FiberSet.run(background, syncEpoch.pipe(Effect.ignore)).pipe(Effect.asVoid)
+    /**
+     * An answer said a budget is unseeded: check the epoch now rather than at the next tick. After
+     * the store lost its state every settle says so; one check after the one running serves them
+     * all (`coalescedRuns`), where a fiber each queued on the epoch lock.
+     */
+    const noticeUnseeded = coalescedRuns(syncEpoch.pipe(Effect.ignore), yield* Effect.scope).ask
 
     /**
      * Rebuilds a budget from SQL plus its pending charges; concurrent callers for one budget share

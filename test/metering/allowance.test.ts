@@ -269,6 +269,34 @@ for (const lossy of lossyStores()) {
         }).pipe(Effect.scoped, Effect.ensuring(store.drop))
       }, 30_000)
 
+      it.effect("settles that find their budget lost check the epoch at once, not at the next tick", () => {
+        // The epoch's tick is an hour away: only the settles' notice can make the instance look soon.
+        const store = lossy.make()
+        const instance = Allowance.layerWith({ holdTtlMs: 30_000, renewEveryMs: 10_000, epochCheckEveryMs: 3_600_000, recoveryFenceMs: 1_000 }).pipe(
+          Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+          Layer.provideMerge(store.layer())
+        )
+        return Effect.gen(function*() {
+          const built = yield* Layer.build(instance)
+          const [allowance, coordination] = [Context.get(built, Allowance), Context.get(built, Coordination)]
+          const keyId = newId("key")
+          const held = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) =>
+            allowance.reserve({ keyId, plan: plan(1), maxCostMicros: 1_000, requestId: `call-${i}` }))
+          yield* store.wipe
+          expect(yield* coordination.epochRead()).toBeUndefined()
+          // Twenty settles on the lost budget, all at once: one check after another serves them.
+          yield* Effect.forEach(held, (reservation) => allowance.settle(reservation, 500), { concurrency: "unbounded", discard: true })
+          // Within 5 s: the holds' renewal, every 10 s, would find the loss too.
+          let epoch = yield* coordination.epochRead()
+          for (const deadline = Date.now() + 5_000; epoch === undefined && Date.now() < deadline;) {
+            yield* Effect.sleep(50)
+            epoch = yield* coordination.epochRead()
+          }
+          // A new epoch, fenced: the instance took the wipe for a loss.
+          expect(epoch?.fenceUntil).toBeGreaterThan(0)
+        }).pipe(Effect.scoped, Effect.ensuring(store.drop))
+      }, 30_000)
+
       it.effect("an instance that has done nothing since it started still takes a wiped store for a lost one", () => {
         // It learns the store's epoch while it is built, not when its background loop first runs:
         // one whose first look came after the wipe saw no epoch and no history, and let the rebuild
