@@ -36,16 +36,19 @@ export interface PromptJson {
  * (a message or tool of megabytes) is serialized in slices of its own: `JSON.stringify` of a 6 MB
  * message held the event loop ~50 ms on a slow VM.
  */
-export const promptJson = (request: CanonicalRequest): Effect.Effect<PromptJson> =>
-  Effect.gen(function*() {
-    const small = yield* runInSlices(slicedMap(request.messages, (message) => isLarge(message) ? undefined : [JSON.stringify(message)]))
-    return {
-      system: yield* jsonTextPiecesInSlices(request.system),
-      tools: yield* jsonTextPiecesInSlices(request.tools),
-      responseFormat: yield* jsonTextPiecesInSlices(request.responseFormat),
-      messages: yield* Effect.forEach(small, (pieces, i) => pieces === undefined ? jsonTextPiecesInSlices(request.messages[i]) : Effect.succeed(pieces))
-    }
-  })
+export const promptJson = Effect.fnUntraced(function*(request: CanonicalRequest): Effect.fn.Return<PromptJson> {
+  // A generator made once, not per request (`test/runtime-http/generator-closures.test.ts`).
+  const small = yield* runInSlices(slicedMap(request.messages, smallMessageJson))
+  return {
+    system: yield* jsonTextPiecesInSlices(request.system),
+    tools: yield* jsonTextPiecesInSlices(request.tools),
+    responseFormat: yield* jsonTextPiecesInSlices(request.responseFormat),
+    messages: yield* Effect.forEach(small, (pieces, i) => pieces === undefined ? jsonTextPiecesInSlices(request.messages[i]) : Effect.succeed(pieces))
+  }
+})
+
+/** A small message's JSON as one piece; a large one is left for `jsonTextPiecesInSlices`. */
+const smallMessageJson = (message: unknown): ReadonlyArray<string> | undefined => isLarge(message) ? undefined : [JSON.stringify(message)]
 
 /**
  * The message-aligned prefixes of a request, shortest first; the last one is the whole prompt.
