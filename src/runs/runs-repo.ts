@@ -102,8 +102,8 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     const insertRun = Effect.fnUntraced(function*(keyId: string, run: NewRun) {
       if (run.parentRunId !== null) yield* Effect.mapError(owned(keyId, run.parentRunId), (error) => error._tag === "NotFound" ? notFound(run.parentRunId!, "parentRunId") : error)
       const machine = persistRun(startRun({ executable: run.executable }))
-      // The documents a caller sent (up to 16 MiB each) go to SQL staged a few statements at a
-      // time when large (`jsonParameter`), and the row comes back without them: the caller has them.
+      // The documents a caller sent (up to 16 MiB each) go to SQL staged, in statements of 256 KiB,
+      // when large (`jsonParameter`), and the row comes back without them: the caller has them.
       const [input, tools, metadata] = yield* Effect.all([
         jsonParameter(sql, run.input, "jsonb"),
         jsonParameter(sql, run.tools, "jsonb"),

@@ -9,9 +9,10 @@
  * - depth: a container deeper than `MAX_JSON_DEPTH` is the same 400 as `requireShallow`'s, path
  *   and all;
  * - size in values: more than `MAX_JSON_VALUES` values is a 400 naming the top-level field that
- *   crossed the limit;
- * - key length: a key longer than `MAX_JSON_KEY_CHARS` is a 400 before it is set on its object. Every later pass over the request (Schema decode, the token bound, the
- *   upstream translation, `JSON.stringify`) is linear in the values, so this bounds them all.
+ *   crossed the limit. Every later pass over the request (Schema decode, the token bound, the
+ *   upstream translation, `JSON.stringify`) is linear in the values, so this bounds them all;
+ * - key length: a key longer than `MAX_JSON_KEY_CHARS` is a 400 naming the field it is in, before
+ *   it is set on its object (V8 hashes a key as it is set, in one step).
  *
  * Why @streamparser/json: it is dependency-free, maintained, and its `Tokenizer`/`TokenParser`
  * pair is fed plain byte chunks, builds the same value as `JSON.parse` (`__proto__` keys
