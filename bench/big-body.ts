@@ -4,12 +4,12 @@
  * byte, while a bystander asks `GET /v1/models` every 5 ms. No assertions: it prints figures.
  *
  *   node bench/big-body.ts [--reps 2] [--mib 32] [--surface chat,messages,responses,completions]
- *                          [--shape idle,many,string,wide,cap] [--prof DIR] [--node-args "--trace-gc"] [--env NAME=VALUE]…
+ *                          [--shape idle,many,string,wide,cap,key] [--prof DIR] [--node-args "--trace-gc"] [--env NAME=VALUE]…
  *
  * Shapes: `many` ~1M tiny messages / input items / prompts; `string` one huge string in the
  * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
  * messages as fit under the 65,536-value limit (~21,800, 0.6 MiB: accepted, so every pass after
- * the parse runs on them). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
+ * the parse runs on them); `key` one object key as long as the body allows (`metadata`). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
  * the fixed-answer upstream and this process on core 1; the bystander runs in a worker thread of
  * this process so building and sending 32 MiB here never counts as the gateway's delay.
  *
@@ -73,7 +73,13 @@ const hugeString = (head: string, tail: string) => {
   return { body: head + "a ".repeat(n / 2) + tail, count: n }
 }
 
-type Shape = "many" | "string" | "wide" | "cap" | "idle"
+/** One object key of the whole budget in `metadata` (refused at 131,072 characters since 2026-12-03). */
+const hugeKey = (head: string) => {
+  const n = budget - head.length - 16
+  return { body: `${head},"metadata":{"${"k".repeat(n)}":"v"}}`, count: n }
+}
+
+type Shape = "many" | "string" | "wide" | "cap" | "key" | "idle"
 type Surface = "chat" | "messages" | "responses" | "completions"
 
 const PATHS: Record<Surface, string> = {
@@ -85,6 +91,7 @@ const PATHS: Record<Surface, string> = {
 
 const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number } | undefined => {
   const model = `"model":"svc-big"`
+  if (shape === "key") return hugeKey(`{${model},"max_tokens":16`)
   switch (surface) {
     case "chat":
       if (shape === "cap") return atCap(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
