@@ -21,6 +21,7 @@ import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
 import { newId } from "../util/ids.ts"
 
 const CACHE_TTL_MS = 5_000
+/** Entries of each cache (known keys, unknown ones) before it starts over. */
 const CACHE_MAX_ENTRIES = 50_000
 /** How long past its cache lifetime a verified key is honoured while the key store cannot answer. */
 const STALE_IF_ERROR_MS = 30_000
@@ -54,11 +55,24 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   /** On a fresh store, creates the first key and returns it; afterwards returns undefined. */
   bootstrap(): Effect.Effect<CreatedKey | undefined, InvalidRequest | SqlError.SqlError>
 }>()("gateway/keys/ApiKeys") {
-  static readonly layer = Layer.effect(ApiKeys, Effect.gen(function*() {
+  /** With another cache size (tests: what a flood past it does, without 50,000 look-ups). */
+  static readonly layerWith = (options: { readonly cacheMaxEntries: number }) =>
+    Layer.effect(ApiKeys, Effect.suspend(() => makeApiKeys(options.cacheMaxEntries))).pipe(Layer.provide(KeysRepo.layer))
+  static readonly layer = ApiKeys.layerWith({ cacheMaxEntries: CACHE_MAX_ENTRIES })
+}
+
+const makeApiKeys = (cacheMaxEntries: number) =>
+  Effect.gen(function*() {
     const repo = yield* KeysRepo
     const config = yield* ConfigFile
     const { storageTimeoutMs, read } = yield* storageDeadlines
     const cache = new Map<string, CachedKey>()
+    /**
+     * Unknown secrets' answers, apart from known keys': made-up keys (they need no key to send)
+     * fill and clear this one only. In one map, 50,000 of them cleared the known keys too, and
+     * every client's next request waited for the store.
+     */
+    const misses = new Map<string, CachedKey>()
     const lookups = new Map<string, Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable>>()
     const hashById = new Map<string, string>()
 
@@ -126,8 +140,10 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       runInBackground(read(repo.findByHash(hash)).pipe(
         Effect.flatMap((row) => Effect.map(Clock.currentTimeMillis, (now) => {
           const record = row === undefined || row.revokedAt !== null ? undefined : row
-          if (cache.size >= CACHE_MAX_ENTRIES) cache.clear()
-          cache.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
+          const [entries, other] = record === undefined ? [misses, cache] : [cache, misses]
+          if (entries.size >= cacheMaxEntries) entries.clear()
+          entries.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
+          other.delete(hash)
           if (record !== undefined) hashById.set(record.id, hash)
           storeTroubled = false
           return record
@@ -153,7 +169,7 @@ export class ApiKeys extends Context.Service<ApiKeys, {
     const authenticate = Effect.fnUntraced(function*(secret: string) {
       const hash = sha256Hex(secret)
       const now = yield* Clock.currentTimeMillis
-      const cached = cache.get(hash)
+      const cached = cache.get(hash) ?? misses.get(hash)
       if (cached !== undefined && cached.expiresAt > now) return cached.record
       const stale = cached !== undefined && now - cached.verifiedAt <= CACHE_TTL_MS + STALE_IF_ERROR_MS ? cached : undefined
       const busy = lookups.has(hash)
@@ -182,5 +198,4 @@ export class ApiKeys extends Context.Service<ApiKeys, {
       authenticate,
       bootstrap
     })
-  })).pipe(Layer.provide(KeysRepo.layer))
-}
+  })

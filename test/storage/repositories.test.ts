@@ -3,11 +3,12 @@
  * and a fresh PostgreSQL database when one is reachable).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { ApiKeys } from "../../src/keys/api-keys.ts"
+import { newApiKeySecret } from "../../src/keys/secrets.ts"
 import { StatesRepo } from "../../src/states/states-repo.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
 import { storageTargets } from "../support/engines.ts"
@@ -16,15 +17,18 @@ const targets = storageTargets()
 
 for (const target of targets) {
   describe(`repositories (${target.name})`, () => {
-    const withServices = <A, E>(effect: Effect.Effect<A, E, ApiKeys | StatesRepo | StorageEngine>) =>
+    const withServices = <A, E>(
+      effect: Effect.Effect<A, E, ApiKeys | StatesRepo | StorageEngine | Layer.Success<typeof DatabaseLive> | ConfigFile | Settings>,
+      keys: Layer.Layer<ApiKeys, never, Layer.Success<typeof DatabaseLive> | ConfigFile | Settings> = ApiKeys.layer
+    ) =>
       Effect.acquireUseRelease(
         Effect.sync(target.make),
         ({ settings }) =>
           effect.pipe(Effect.provide(
-            Layer.mergeAll(ApiKeys.layer, StatesRepo.layer).pipe(
+            Layer.mergeAll(keys, StatesRepo.layer).pipe(
               Layer.provideMerge(DatabaseLive),
               Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
-              Layer.provide(Settings.layerWith(settings))
+              Layer.provideMerge(Settings.layerWith(settings))
             )
           )),
         ({ cleanup }) => Effect.sync(cleanup)
@@ -48,6 +52,20 @@ for (const target of targets) {
         const badPlan = yield* Effect.flip(keys.create({ plan: "nope" }))
         expect(badPlan._tag).toBe("InvalidRequest")
       })), 60_000)
+
+    it.live("ApiKeys: made-up keys past the cache's size do not push known keys out of it", () =>
+      withServices(Effect.gen(function*() {
+        // This instance caches 10 answers of each kind; another instance revokes behind its back.
+        const keys = yield* ApiKeys
+        const other = Context.get(yield* Layer.build(ApiKeys.layer), ApiKeys)
+        const known = yield* keys.create({ name: "known", plan: "pro" })
+        expect((yield* keys.authenticate(known.secret))?.id).toBe(known.record.id)
+        yield* other.revoke(known.record.id)
+        for (let i = 0; i < 30; i++) expect(yield* keys.authenticate(newApiKeySecret())).toBeUndefined()
+        // Still answered from the cache (for its 5 s): the thirty unknown keys filled their own.
+        expect((yield* keys.authenticate(known.secret))?.id).toBe(known.record.id)
+        expect(yield* other.authenticate(known.secret)).toBeUndefined()
+      }).pipe(Effect.scoped), ApiKeys.layerWith({ cacheMaxEntries: 10 })), 60_000)
 
     it.live("StatesRepo: seq increases per append, scoped to the key", () =>
       withServices(Effect.gen(function*() {
