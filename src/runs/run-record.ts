@@ -76,13 +76,13 @@ export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, ` +
   `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(tools::text, 'UTF8') END AS tools_text, ` +
   `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(metadata::text, 'UTF8') END AS metadata_text`
 
-/** A stored row's view row: its large documents parsed in slices (`parseStoredInSlices`). */
-export const withDocuments = (row: StoredRunRow): Effect.Effect<RunRow> => {
+/** A stored row's view row, with any columns it has besides: its large documents parsed in slices (`parseStoredInSlices`). */
+export const withDocuments = <Row extends StoredRunRow>(row: Row): Effect.Effect<RunRow & Omit<Row, keyof StoredRunRow>> => {
   const { tools_text, metadata_text, ...rest } = row
-  if (tools_text === null || metadata_text === null) return Effect.succeed(rest as RunRow)
+  if (tools_text === null || metadata_text === null) return Effect.succeed(rest as unknown as RunRow & Omit<Row, keyof StoredRunRow>)
   return Effect.map(
     Effect.all([parseStoredInSlices([tools_text]), parseStoredInSlices([metadata_text])]),
-    ([tools, metadata]) => ({ ...rest, tools: tools as RunRow["tools"], metadata: metadata as RunRow["metadata"] })
+    ([tools, metadata]) => ({ ...rest, tools: tools as RunRow["tools"], metadata: metadata as RunRow["metadata"] }) as unknown as RunRow & Omit<Row, keyof StoredRunRow>
   )
 }
 

@@ -43,7 +43,10 @@ export const promptJson = Effect.fnUntraced(function*(request: CanonicalRequest)
     system: yield* jsonTextPiecesInSlices(request.system),
     tools: yield* jsonTextPiecesInSlices(request.tools),
     responseFormat: yield* jsonTextPiecesInSlices(request.responseFormat),
-    messages: yield* Effect.forEach(small, (pieces, i) => pieces === undefined ? jsonTextPiecesInSlices(request.messages[i]) : Effect.succeed(pieces))
+    // Most requests have no large message: their list is taken as it is.
+    messages: small.includes(undefined)
+      ? yield* Effect.forEach(small, (pieces, i) => pieces === undefined ? jsonTextPiecesInSlices(request.messages[i]) : Effect.succeed(pieces))
+      : small as ReadonlyArray<ReadonlyArray<string>>
   }
 })
 
