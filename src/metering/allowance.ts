@@ -36,7 +36,7 @@
  * an overshoot of at most that instance's calls in flight and its last ~1 s of settles. A budget
  * key evicted while the epoch survives is not detected: run Redis with `noeviction`.
  */
-import { Clock, Context, Deferred, Effect, FiberSet, Layer, Schedule, Semaphore } from "effect"
+import { Clock, Context, Deferred, Effect, FiberSet, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql"
 import type { Plan } from "../config/schema.ts"
@@ -182,7 +182,6 @@ function make(options: AllowanceOptions) {
     const seeding = new Map<string, Deferred.Deferred<void, ServiceUnavailable>>()
     /** The store generation this instance's holds and charges are registered in. */
     let epoch: Epoch | undefined
-    const epochLock = yield* Semaphore.make(1)
 
     const target = (keyId: string, plan: Plan, now: number) => {
       if (plan.prepaid === true) {
@@ -241,9 +240,9 @@ function make(options: AllowanceOptions) {
 
     /**
      * Reads the store's epoch (creating it, fenced when the store lost its state); on a new one,
-     * re-registers what this instance holds before adopting it. One at a time.
+     * re-registers what this instance holds before adopting it. One at a time (`epochChecks`).
      */
-    const syncEpoch = epochLock.withPermits(1)(Effect.gen(function*() {
+    const checkEpoch = Effect.gen(function*() {
       let current = yield* store.epochRead()
       if (current === undefined) {
         const lost = epoch !== undefined || (yield* hadEpochBefore)
@@ -258,14 +257,19 @@ function make(options: AllowanceOptions) {
         epoch = current
       }
       return current
-    }))
+    })
 
     /**
-     * An answer said a budget is unseeded: check the epoch now rather than at the next tick. After
-     * the store lost its state every settle says so; one check after the one running serves them
-     * all (`coalescedRuns`), where a fiber each queued on the epoch lock.
+     * The epoch checks, one at a time. After the store lost its state every settle and every
+     * reserve finds its budget unseeded: the callers that come while a check runs share one check
+     * after it (`coalescedRuns`) — it starts after they asked, so it sees what they saw — where
+     * each queued on a lock for a store read of its own.
      */
-    const noticeUnseeded = coalescedRuns(syncEpoch.pipe(Effect.ignore), yield* Effect.scope).ask
+    const epochChecks = coalescedRuns(checkEpoch, yield* Effect.scope)
+    /** The store's epoch, as a check that started after this call read it. */
+    const syncEpoch = epochChecks.fresh
+    /** An answer said a budget is unseeded: check the epoch now rather than at the next tick. */
+    const noticeUnseeded = epochChecks.ask
 
     /**
      * Rebuilds a budget from SQL plus its pending charges; concurrent callers for one budget share

@@ -297,6 +297,38 @@ for (const lossy of lossyStores()) {
         }).pipe(Effect.scoped, Effect.ensuring(store.drop))
       }, 30_000)
 
+      it.effect("reserves that find their budgets lost share the epoch checks, not one store read each", () => {
+        // Fifty keys' first calls after the loss: each waits out the fence and rebuilds its own
+        // budget, but the epoch is read by checks the waiting callers share (one queued check each
+        // before: fifty reads, one after another, before the first could even wait).
+        const store = lossy.make()
+        const reads = { count: 0 }
+        const countingReads = Layer.effect(Coordination, Effect.map(Effect.service(Coordination), (real) =>
+          Coordination.of({
+            ...real,
+            epochRead: () => Effect.suspend(() => {
+              reads.count++
+              return real.epochRead()
+            })
+          }))).pipe(Layer.provide(store.layer()))
+        const instance = Allowance.layerWith({ holdTtlMs: 30_000, renewEveryMs: 10_000, epochCheckEveryMs: 3_600_000, recoveryFenceMs: 500 }).pipe(
+          Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
+          Layer.provideMerge(countingReads)
+        )
+        return Effect.gen(function*() {
+          const allowance = Context.get(yield* Layer.build(instance), Allowance)
+          const keys = Array.from({ length: 50 }, () => newId("key"))
+          yield* Effect.forEach(keys, (keyId) => allowance.reserve({ keyId, plan: plan(1), maxCostMicros: 1_000 }), { discard: true })
+          yield* store.wipe
+          reads.count = 0
+          const answers = yield* Effect.forEach(keys, (keyId) => allowance.reserve({ keyId, plan: plan(1), maxCostMicros: 1_000 }), { concurrency: "unbounded" })
+          // Rebuilt (nothing was charged yet), the first holds registered again: two holds each.
+          expect(answers.map((a) => a.remainingMicros)).toEqual(keys.map(() => 1_000_000 - 2_000))
+          expect(reads.count).toBeGreaterThan(0)
+          expect(reads.count).toBeLessThanOrEqual(4)
+        }).pipe(Effect.scoped, Effect.ensuring(store.drop))
+      }, 30_000)
+
       it.effect("an instance that has done nothing since it started still takes a wiped store for a lost one", () => {
         // It learns the store's epoch while it is built, not when its background loop first runs:
         // one whose first look came after the wipe saw no epoch and no history, and let the rebuild

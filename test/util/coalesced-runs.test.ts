@@ -1,8 +1,9 @@
 /**
  * `coalescedRuns` (src/util/coalesced-runs.ts): asks while a run goes on give one more run after
- * it, not one each; an ask while nothing runs starts one; a failed run does not stop the next.
+ * it, not one each; an ask while nothing runs starts one; a failed run does not stop the next;
+ * `fresh` answers with a run that started after the call.
  */
-import { Deferred, Effect, Exit, Scope } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { coalescedRuns } from "../../src/util/coalesced-runs.ts"
 
@@ -65,5 +66,55 @@ describe("coalescedRuns", () => {
       expect(count).toBe(2)
       yield* Scope.close(scope, Exit.void)
     }))
+  })
+
+  it("fresh: callers during a run share the next run's answer, never the one already running", async () => {
+    await Effect.runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      let count = 0
+      const gates: Array<Deferred.Deferred<void>> = []
+      const effect = Effect.suspend(() => {
+        const n = ++count
+        const gate = Deferred.makeUnsafe<void>()
+        gates.push(gate)
+        return Effect.as(Deferred.await(gate), n)
+      })
+      const runs = coalescedRuns(effect, scope)
+      const first = yield* Effect.forkChild(runs.fresh)
+      while (count === 0) yield* Effect.yieldNow
+      // A hundred callers while run 1 is on: none may take run 1's answer (it began before them).
+      const later = yield* Effect.forEach(Array.from({ length: 100 }), () => Effect.forkChild(runs.fresh))
+      yield* Deferred.succeed(gates[0]!, undefined)
+      expect(yield* Fiber.join(first)).toBe(1)
+      while (count === 1) yield* Effect.yieldNow
+      yield* Deferred.succeed(gates[1]!, undefined)
+      expect(new Set(yield* Fiber.joinAll(later))).toEqual(new Set([2]))
+      expect(count).toBe(2)
+      yield* Scope.close(scope, Exit.void)
+    }))
+  })
+
+  it("fresh: a failed run fails its callers, and the next caller gets a run of its own", async () => {
+    await Effect.runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      let count = 0
+      const effect = Effect.suspend(() => ++count === 1 ? Effect.fail("store down" as const) : Effect.succeed(count))
+      const runs = coalescedRuns(effect, scope)
+      expect(yield* Effect.flip(runs.fresh)).toBe("store down")
+      expect(yield* runs.fresh).toBe(2)
+      yield* Scope.close(scope, Exit.void)
+    }))
+  })
+
+  it("fresh: callers waiting when the scope closes are interrupted, not left hanging", async () => {
+    const exit = await Effect.runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const runs = coalescedRuns(Effect.never, scope)
+      const caller = yield* Effect.forkChild(runs.fresh)
+      yield* Effect.yieldNow
+      yield* Scope.close(scope, Exit.void)
+      return yield* Fiber.await(caller)
+    }))
+    expect(Exit.hasInterrupts(exit)).toBe(true)
   })
 })
