@@ -56,7 +56,7 @@ export class OperatorRuns extends Context.Service<OperatorRuns, {
         FROM (SELECT ${sql.literal(RUN_COLUMNS)} FROM runs WHERE id IN ${sql.in(ids)}) page LEFT JOIN api_keys ON api_keys.id = page.key_id
         ORDER BY page.created_at DESC, page.id DESC`
       // The run's columns (no input: the view shows none), its large documents parsed in slices.
-      const data = (yield* Effect.forEach(rows, withDocuments)).map(withKey)
+      const data = (yield* Effect.forEach(rows, withDocuments(sql))).map(withKey)
       return { data, hasMore, nextCursor: hasMore && data.length > 0 ? data[data.length - 1].id : null }
     })
 

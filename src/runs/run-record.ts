@@ -3,6 +3,7 @@
  * repositories read rows, the routes render records.
  */
 import { Effect } from "effect"
+import type { SqlClient, SqlError } from "effect/sql"
 import { type PersistedRun, type RunStatus } from "../../machines/run.ts"
 import { microsToUsd } from "../model/money.ts"
 import type { Json } from "../util/json.ts"
@@ -61,29 +62,58 @@ export interface RunRow extends RunStateRow {
  */
 const LARGE_DOCUMENTS_BYTES = 256 * 1024
 
-/** A run's row as `RUN_COLUMNS` reads it: its documents as JSON when small, as their text's bytes when large. */
+/** A run's row as `RUN_COLUMNS` reads it: its documents as JSON when small, left out when large. */
 export interface StoredRunRow extends RunStateRow {
   readonly tools: ReadonlyArray<Json> | null
   readonly metadata: { readonly [key: string]: Json } | null
-  readonly tools_text: Uint8Array | null
-  readonly metadata_text: Uint8Array | null
+  /** Whether tools and metadata were left out, to be read in pieces (`withDocuments`). */
+  readonly documents_large: boolean
 }
 
-/** The columns of a `StoredRunRow` (a `RunRow` once `withDocuments` has parsed the large ones). */
+/** The columns of a `StoredRunRow` (a `RunRow` once `withDocuments` has read the large ones). */
 export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, ` +
   `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN NULL ELSE tools END AS tools, ` +
   `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN NULL ELSE metadata END AS metadata, ` +
-  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(tools::text, 'UTF8') END AS tools_text, ` +
-  `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN convert_to(metadata::text, 'UTF8') END AS metadata_text`
+  `documents_bytes > ${LARGE_DOCUMENTS_BYTES} AS documents_large`
 
-/** A stored row's view row, with any columns it has besides: its large documents parsed in slices (`parseStoredInSlices`). */
-export const withDocuments = <Row extends StoredRunRow>(row: Row): Effect.Effect<RunRow & Omit<Row, keyof StoredRunRow>> => {
-  const { tools_text, metadata_text, ...rest } = row
-  if (tools_text === null || metadata_text === null) return Effect.succeed(rest as unknown as RunRow & Omit<Row, keyof StoredRunRow>)
-  return Effect.map(
-    Effect.all([parseStoredInSlices([tools_text]), parseStoredInSlices([metadata_text])]),
-    ([tools, metadata]) => ({ ...rest, tools: tools as RunRow["tools"], metadata: metadata as RunRow["metadata"] }) as unknown as RunRow & Omit<Row, keyof StoredRunRow>
-  )
+/** The most of a stored document one row of `storedPieces` carries. */
+const STORED_PIECE_BYTES = 256 * 1024
+
+type DocumentColumn = "input" | "tools" | "metadata"
+
+/**
+ * A run's documents as their JSON text's bytes, each in rows of at most STORED_PIECE_BYTES, in
+ * order (a null document has none). One row of megabytes is buffered, decoded and handed over by
+ * the SQL client in one turn of the event loop (a run's 15 MB input held it ~50 ms on a slow VM);
+ * rows of 256 KiB are handed over a few at a time (`PortStream`, the socket's reads). Each text is
+ * made once (`MATERIALIZED`), then cut by byte offsets, which costs nothing per piece.
+ */
+export const storedPieces = Effect.fnUntraced(function*<Column extends DocumentColumn>(sql: SqlClient.SqlClient, id: string, columns: ReadonlyArray<Column>) {
+  const texts = sql.join(" UNION ALL ", false)(columns.map((column) =>
+    sql`SELECT ${column} AS name, convert_to(${sql.literal(column)}::text, 'UTF8') AS b FROM runs WHERE id = ${id} AND ${sql.literal(column)} IS NOT NULL`))
+  const rows = yield* sql<{ name: Column; piece: Uint8Array }>`WITH d AS MATERIALIZED (${texts})
+    SELECT name, substring(b FROM i * ${STORED_PIECE_BYTES} + 1 FOR ${STORED_PIECE_BYTES}) AS piece
+    FROM d, generate_series(0, (octet_length(b) - 1) / ${STORED_PIECE_BYTES}) AS i ORDER BY name, i`
+  const pieces = new Map<Column, Array<Uint8Array>>()
+  for (const row of rows) {
+    const list = pieces.get(row.name)
+    if (list === undefined) pieces.set(row.name, [row.piece])
+    else list.push(row.piece)
+  }
+  return pieces
+})
+
+/** A stored row's view row, with any columns it has besides: its large documents read in pieces and parsed in slices. */
+export const withDocuments = (sql: SqlClient.SqlClient) =>
+<Row extends StoredRunRow>(row: Row): Effect.Effect<RunRow & Omit<Row, keyof StoredRunRow>, SqlError.SqlError> => {
+  const { documents_large, ...rest } = row
+  type Out = RunRow & Omit<Row, keyof StoredRunRow>
+  if (!documents_large) return Effect.succeed(rest as unknown as Out)
+  return Effect.gen(function*() {
+    const pieces = yield* storedPieces(sql, row.id, ["tools", "metadata"])
+    const [tools, metadata] = yield* Effect.all([parseStoredInSlices(pieces.get("tools") ?? []), parseStoredInSlices(pieces.get("metadata") ?? [])])
+    return { ...rest, tools, metadata } as unknown as Out
+  })
 }
 
 /**

@@ -9,7 +9,7 @@ import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { RunLog } from "./run-log.ts"
-import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, type StoredRunRow, toRunView, withDocuments } from "./run-record.ts"
+import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, type StoredRunRow, storedPieces, toRunView, withDocuments } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 
@@ -58,9 +58,9 @@ export interface RunPage {
   readonly nextCursor: string | null
 }
 
-/** The first row's view row, its large documents parsed in slices, if there is one. */
-const firstWithDocuments = (rows: ReadonlyArray<StoredRunRow>): Effect.Effect<RunRow | undefined> =>
-  rows[0] === undefined ? Effect.succeed(undefined) : withDocuments(rows[0])
+/** The first row's view row, its large documents read in pieces, if there is one. */
+const firstWithDocuments = (sql: SqlClient.SqlClient) => (rows: ReadonlyArray<StoredRunRow>): Effect.Effect<RunRow | undefined, SqlError.SqlError> =>
+  rows[0] === undefined ? Effect.succeed(undefined) : withDocuments(sql)(rows[0])
 
 const notFound = (id: string, param?: string) =>
   new NotFound({ kind: "resource", message: `No run with id ${id}`, ...(param === undefined ? {} : { param }) })
@@ -92,7 +92,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
     const stateColumns = sql.literal(RUN_STATE_COLUMNS)
 
     const findRow = (keyId: string, id: string) =>
-      Effect.flatMap(sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, firstWithDocuments)
+      Effect.flatMap(sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`, firstWithDocuments(sql))
 
     const owned = Effect.fn("RunsRepo.owned")(function*(keyId: string, id: string) {
       const row = (yield* sql<RunStateRow>`SELECT ${stateColumns} FROM runs WHERE id = ${id} AND key_id = ${keyId}`)[0]
@@ -177,7 +177,7 @@ export class RunsRepo extends Context.Service<RunsRepo, {
         ORDER BY created_at DESC, id DESC LIMIT ${query.limit + 1}`
       const { ids, hasMore } = pageWithin(candidates, query.limit)
       const rows = ids.length === 0 ? [] : yield* sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id IN ${sql.in(ids)} ORDER BY created_at DESC, id DESC`
-      const page = (yield* Effect.forEach(rows, withDocuments)).map(toRunView)
+      const page = (yield* Effect.forEach(rows, withDocuments(sql))).map(toRunView)
       return { data: page, hasMore, nextCursor: hasMore && page.length > 0 ? page[page.length - 1].id : null }
     })
 
@@ -200,21 +200,21 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       Effect.andThen(cancelTree(keyId, id, reason, 0), get(keyId, id)).pipe(Effect.withSpan("RunsRepo.cancel"))
 
     const row = Effect.fn("RunsRepo.row")(function*(id: string) {
-      return yield* firstWithDocuments(yield* sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id}`)
+      return yield* firstWithDocuments(sql)(yield* sql<StoredRunRow>`SELECT ${columns} FROM runs WHERE id = ${id}`)
     })
 
     const state = Effect.fn("RunsRepo.state")(function*(id: string) {
       return (yield* sql<RunStateRow>`SELECT ${stateColumns} FROM runs WHERE id = ${id}`)[0]
     })
 
-    // As their text's bytes, parsed in slices: an input of megabytes, read as jsonb, was decoded
+    // In pieces, parsed in slices (`storedPieces`): an input of megabytes, read as jsonb, was decoded
     // and parsed by the SQL client in one turn of the event loop (66–77 ms for 6 MB on a slow VM).
     const documents = Effect.fn("RunsRepo.documents")(function*(id: string) {
-      const row = (yield* sql<{ input: Uint8Array | null; tools: Uint8Array }>`SELECT convert_to(input::text, 'UTF8') AS input,
-          convert_to(tools::text, 'UTF8') AS tools FROM runs WHERE id = ${id}`)[0]
-      if (row === undefined) return undefined
-      const input = row.input === null ? null : (yield* parseStoredInSlices([row.input])) as Json
-      const tools = (yield* parseStoredInSlices([row.tools])) as ReadonlyArray<Json>
+      const exists = yield* sql<{ has_input: boolean }>`SELECT input IS NOT NULL AS has_input FROM runs WHERE id = ${id}`
+      if (exists[0] === undefined) return undefined
+      const pieces = yield* storedPieces(sql, id, exists[0].has_input ? ["input", "tools"] : ["tools"])
+      const input = exists[0].has_input ? (yield* parseStoredInSlices(pieces.get("input") ?? [])) as Json : null
+      const tools = (yield* parseStoredInSlices(pieces.get("tools") ?? [])) as ReadonlyArray<Json>
       return { input, tools }
     })
 
