@@ -18,11 +18,14 @@ import { isPastDeadline, storageDeadlines } from "../storage/deadline.ts"
 import { type KeyRecord, KeysRepo } from "./keys-repo.ts"
 import { allPermissions, type Permissions } from "./permissions.ts"
 import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
+import { coalescedRuns } from "../util/coalesced-runs.ts"
 import { newId } from "../util/ids.ts"
 
 const CACHE_TTL_MS = 5_000
 /** Entries of each cache (known keys, unknown ones) before it starts over. */
 const CACHE_MAX_ENTRIES = 50_000
+/** Hashes looked up in one statement at most. */
+const LOOKUP_BATCH = 500
 /** How long past its cache lifetime a verified key is honoured while the key store cannot answer. */
 const STALE_IF_ERROR_MS = 30_000
 
@@ -55,9 +58,12 @@ export class ApiKeys extends Context.Service<ApiKeys, {
   /** On a fresh store, creates the first key and returns it; afterwards returns undefined. */
   bootstrap(): Effect.Effect<CreatedKey | undefined, InvalidRequest | SqlError.SqlError>
 }>()("gateway/keys/ApiKeys") {
-  /** With another cache size (tests: what a flood past it does, without 50,000 look-ups). */
-  static readonly layerWith = (options: { readonly cacheMaxEntries: number }) =>
-    Layer.effect(ApiKeys, Effect.suspend(() => makeApiKeys(options.cacheMaxEntries))).pipe(Layer.provide(KeysRepo.layer))
+  /**
+   * With another cache size (tests: what a flood past it does, without 50,000 look-ups), or over
+   * another repository layer (tests: one that counts the statements).
+   */
+  static readonly layerWith = (options: { readonly cacheMaxEntries: number; readonly repo?: typeof KeysRepo.layer }) =>
+    Layer.effect(ApiKeys, Effect.suspend(() => makeApiKeys(options.cacheMaxEntries))).pipe(Layer.provide(options.repo ?? KeysRepo.layer))
   static readonly layer = ApiKeys.layerWith({ cacheMaxEntries: CACHE_MAX_ENTRIES })
 }
 
@@ -127,36 +133,60 @@ const makeApiKeys = (cacheMaxEntries: number) =>
     let storeTroubled = false
     let warnedAt = 0
 
+    /** The store's answer for one hash: cached, and the key remembered by id. */
+    const answered = (hash: string, row: KeyRecord | undefined, now: number) => {
+      const record = row === undefined || row.revokedAt !== null ? undefined : row
+      const [entries, other] = record === undefined ? [misses, cache] : [cache, misses]
+      if (entries.size >= cacheMaxEntries) entries.clear()
+      entries.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
+      other.delete(hash)
+      if (record !== undefined) hashById.set(record.id, hash)
+      return record
+    }
+
     /**
-     * The store's answer for a hash, cached when it comes; concurrent callers share one query,
-     * which answers at the deadline (`storage/deadline.ts`) whatever its statement does after.
+     * Hashes waiting for the store, in order; each has its answer in `lookups` until it comes. The
+     * look-ups go out LOOKUP_BATCH at a time, one statement at a time (`coalescedRuns`): hashes that
+     * come while one runs go together in the next. A flood of made-up keys (anyone can send them)
+     * costs a statement per batch, not one each, and cannot take the database from the gateway's
+     * other work; a new key's client waits for at most the statement already running.
      */
-    const runInBackground = yield* FiberSet.makeRuntime<never>()
-    const lookUp = (hash: string): Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable> => {
-      const running = lookups.get(hash)
-      if (running !== undefined) return running
-      const done = Deferred.makeUnsafe<KeyRecord | undefined, ServiceUnavailable>()
-      lookups.set(hash, done)
-      runInBackground(read(repo.findByHash(hash)).pipe(
-        Effect.flatMap((row) => Effect.map(Clock.currentTimeMillis, (now) => {
-          const record = row === undefined || row.revokedAt !== null ? undefined : row
-          const [entries, other] = record === undefined ? [misses, cache] : [cache, misses]
-          if (entries.size >= cacheMaxEntries) entries.clear()
-          entries.set(hash, { record, expiresAt: now + CACHE_TTL_MS, verifiedAt: now })
-          other.delete(hash)
-          if (record !== undefined) hashById.set(record.id, hash)
+    const queued: Array<string> = []
+    const lookUpQueued = Effect.suspend(() => {
+      const hashes = queued.splice(0, LOOKUP_BATCH)
+      if (queued.length > 0) runInBackground(batches.ask) // the rest in the next run
+      const settle = (exit: Exit.Exit<KeyRecord | undefined, ServiceUnavailable>, hash: string) => {
+        const done = lookups.get(hash)
+        lookups.delete(hash)
+        if (done !== undefined) Deferred.doneUnsafe(done, exit)
+      }
+      // Answers at the deadline (`storage/deadline.ts`) whatever its statement does after.
+      return read(repo.findByHashes(hashes)).pipe(
+        Effect.flatMap((rows) => Effect.map(Clock.currentTimeMillis, (now) => {
           storeTroubled = false
-          return record
+          for (const hash of hashes) settle(Exit.succeed(answered(hash, rows.get(hash), now)), hash)
         })),
         Effect.mapError((error) => unavailable(isPastDeadline(error) ? `no answer within ${storageTimeoutMs} ms` : "the database failed")),
-        Effect.tapError(() => Effect.sync(() => (storeTroubled = true))),
-        Effect.onExit((exit) => {
-          lookups.delete(hash)
-          return Deferred.done(done, exit)
-        })
-      ))
-      return done
-    }
+        Effect.onExit((exit) => Effect.sync(() => {
+          if (Exit.isSuccess(exit)) return
+          storeTroubled = true
+          for (const hash of hashes) settle(exit as Exit.Exit<never, ServiceUnavailable>, hash)
+        }))
+      )
+    })
+    const runInBackground = yield* FiberSet.makeRuntime<never>()
+    const batches = coalescedRuns(Effect.ignore(lookUpQueued), yield* Effect.scope)
+
+    /** The store's answer for a hash, shared by concurrent callers. */
+    const lookUp = (hash: string): Effect.Effect<Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable>> =>
+      Effect.suspend(() => {
+        const running = lookups.get(hash)
+        if (running !== undefined) return Effect.succeed(running)
+        const done = Deferred.makeUnsafe<KeyRecord | undefined, ServiceUnavailable>()
+        lookups.set(hash, done)
+        queued.push(hash)
+        return Effect.as(batches.ask, done)
+      })
 
     const honourStale = Effect.fnUntraced(function*(cached: CachedKey, now: number, cause?: unknown) {
       if (now - warnedAt >= 10_000) {
@@ -173,7 +203,7 @@ const makeApiKeys = (cacheMaxEntries: number) =>
       if (cached !== undefined && cached.expiresAt > now) return cached.record
       const stale = cached !== undefined && now - cached.verifiedAt <= CACHE_TTL_MS + STALE_IF_ERROR_MS ? cached : undefined
       const busy = lookups.has(hash)
-      const answer = lookUp(hash)
+      const answer = yield* lookUp(hash)
       // A known key does not wait on a store in trouble, nor queue behind its own look-up.
       if (stale !== undefined && (storeTroubled || busy)) return yield* honourStale(stale, now)
       const result = yield* Effect.exit(Deferred.await(answer))

@@ -35,7 +35,8 @@ const toRecord = (row: KeyRow): KeyRecord => ({
 
 export class KeysRepo extends Context.Service<KeysRepo, {
   insert(key: { id: string; hash: string; hint: string; name: string | null; plan: string; permissions: Permissions }): Effect.Effect<KeyRecord, SqlError.SqlError>
-  findByHash(hash: string): Effect.Effect<KeyRecord | undefined, SqlError.SqlError>
+  /** The keys whose secrets hash to `hashes`, by hash (an unknown hash is not in the map). */
+  findByHashes(hashes: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, KeyRecord>, SqlError.SqlError>
   findById(id: string): Effect.Effect<KeyRecord | undefined, SqlError.SqlError>
   list(): Effect.Effect<ReadonlyArray<KeyRecord>, SqlError.SqlError>
   update(id: string, changes: { plan?: string; permissions?: Permissions; name?: string | null }): Effect.Effect<KeyRecord | undefined, SqlError.SqlError>
@@ -53,9 +54,9 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         RETURNING ${columns}`
       return toRecord(rows[0])
     })
-    const findByHash = Effect.fn("KeysRepo.findByHash")(function*(hash: string) {
-      const rows = yield* sql<KeyRow>`SELECT ${columns} FROM api_keys WHERE key_hash = ${hash}`
-      return rows.length === 0 ? undefined : toRecord(rows[0])
+    const findByHashes = Effect.fn("KeysRepo.findByHashes")(function*(hashes: ReadonlyArray<string>) {
+      const rows = hashes.length === 0 ? [] : yield* sql<KeyRow & { key_hash: string }>`SELECT key_hash, ${columns} FROM api_keys WHERE key_hash IN ${sql.in(hashes)}`
+      return new Map(rows.map((row) => [row.key_hash, toRecord(row)]))
     })
     const findById = Effect.fn("KeysRepo.findById")(function*(id: string) {
       const rows = yield* sql<KeyRow>`SELECT ${columns} FROM api_keys WHERE id = ${id}`
@@ -83,6 +84,6 @@ export class KeysRepo extends Context.Service<KeysRepo, {
         ON CONFLICT (name) DO NOTHING RETURNING name`
       return rows.length === 1
     })
-    return KeysRepo.of({ insert, findByHash, findById, list, update, revoke, claimBootstrap })
+    return KeysRepo.of({ insert, findByHashes, findById, list, update, revoke, claimBootstrap })
   }))
 }

@@ -8,6 +8,7 @@ import { ConfigFile } from "../../src/config/config-file.ts"
 import { defaultConfig } from "../../src/config/default-config.ts"
 import { Settings } from "../../src/config/settings.ts"
 import { ApiKeys } from "../../src/keys/api-keys.ts"
+import { KeysRepo } from "../../src/keys/keys-repo.ts"
 import { newApiKeySecret } from "../../src/keys/secrets.ts"
 import { StatesRepo } from "../../src/states/states-repo.ts"
 import { DatabaseLive, StorageEngine } from "../../src/storage/database.ts"
@@ -66,6 +67,33 @@ for (const target of targets) {
         expect((yield* keys.authenticate(known.secret))?.id).toBe(known.record.id)
         expect(yield* other.authenticate(known.secret)).toBeUndefined()
       }).pipe(Effect.scoped), ApiKeys.layerWith({ cacheMaxEntries: 10 })), 60_000)
+
+    it.live("ApiKeys: concurrent look-ups of unknown secrets go to the store together, not one statement each", () => {
+      // The real repository, its statements counted.
+      const statements = { count: 0, largest: 0 }
+      const counted = Layer.effect(KeysRepo, Effect.map(Effect.service(KeysRepo), (real) =>
+        KeysRepo.of({
+          ...real,
+          findByHashes: (hashes) => Effect.suspend(() => {
+            statements.count++
+            statements.largest = Math.max(statements.largest, hashes.length)
+            return real.findByHashes(hashes)
+          })
+        }))).pipe(Layer.provide(KeysRepo.layer))
+      return withServices(Effect.gen(function*() {
+        const keys = yield* ApiKeys
+        const known = yield* keys.create({ name: "known", plan: "pro" })
+        // 300 made-up keys at once, and a real one among them: each gets its own answer.
+        const secrets = Array.from({ length: 300 }, () => newApiKeySecret())
+        secrets.splice(150, 0, known.secret)
+        const answers = yield* Effect.forEach(secrets, (secret) => keys.authenticate(secret), { concurrency: "unbounded" })
+        expect(answers.filter((a) => a !== undefined).map((a) => a!.id)).toEqual([known.record.id])
+        // One statement per batch (one running, the rest gathered behind it): not 301.
+        expect(statements.count).toBeGreaterThan(0)
+        expect(statements.count).toBeLessThanOrEqual(4)
+        expect(statements.largest).toBeLessThanOrEqual(500)
+      }), ApiKeys.layerWith({ cacheMaxEntries: 1_000, repo: counted }))
+    }, 60_000)
 
     it.live("StatesRepo: seq increases per append, scoped to the key", () =>
       withServices(Effect.gen(function*() {
