@@ -10,7 +10,7 @@
  *  - `DELETE /v1/responses/{id}` and `GET /v1/responses/{id}/input_items`.
  * Every id is scoped to the key: another key's id is a 404, worded as for an unknown one.
  */
-import { Effect } from "effect"
+import { Effect, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
@@ -97,7 +97,7 @@ const replayResponse = Effect.fnUntraced(function*(ctx: RequestContext, keyId: s
   if (stored.replay === null) {
     return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
   }
-  const frames = replayFrames(id, stored.model, JSON.parse(stored.replay) as ReplayRecord, startingAfter)
+  const frames = replayFrames(id, stored.model, stored.replay as ReplayRecord, startingAfter)
   return HttpServerResponse.text(frames.join(""), { contentType: "text/event-stream", headers: SSE_HEADERS })
 })
 
@@ -107,7 +107,12 @@ const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
   const stored = yield* (yield* ResponsesRepo).find(key.id, id)
   if (stored === undefined) return yield* notStored(id)
-  return HttpServerResponse.uint8Array(stored.body, { contentType: "application/json" })
+  // A large body goes out a piece per write, with its length (one buffer would be a copy of it all).
+  const bytes = stored.body.reduce((sum, piece) => sum + piece.byteLength, 0)
+  const [only] = stored.body
+  return stored.body.length === 1 && only !== undefined
+    ? HttpServerResponse.uint8Array(only, { contentType: "application/json" })
+    : HttpServerResponse.stream(Stream.fromIterable(stored.body, { chunkSize: 1 }), { contentType: "application/json", contentLength: bytes })
 })
 
 /** As OpenAI: `{id, object: "response", deleted: true}`; later reads, chains and references are 404s. */

@@ -9,6 +9,7 @@ import { microsToUsd } from "../model/money.ts"
 import type { Json } from "../util/json.ts"
 import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
+import { storedPieces } from "../storage/stored-pieces.ts"
 
 export interface Optimization {
   readonly mode: "exact" | "auto"
@@ -76,32 +77,9 @@ export const RUN_COLUMNS = `${RUN_STATE_COLUMNS}, ` +
   `CASE WHEN documents_bytes > ${LARGE_DOCUMENTS_BYTES} THEN NULL ELSE metadata END AS metadata, ` +
   `documents_bytes > ${LARGE_DOCUMENTS_BYTES} AS documents_large`
 
-/** The most of a stored document one row of `storedPieces` carries. */
-const STORED_PIECE_BYTES = 256 * 1024
-
-type DocumentColumn = "input" | "tools" | "metadata"
-
-/**
- * A run's documents as their JSON text's bytes, each in rows of at most STORED_PIECE_BYTES, in
- * order (a null document has none). One row of megabytes is buffered, decoded and handed over by
- * the SQL client in one turn of the event loop (a run's 15 MB input held it ~50 ms on a slow VM);
- * rows of 256 KiB are handed over a few at a time (`PortStream`, the socket's reads). Each text is
- * made once (`MATERIALIZED`), then cut by byte offsets, which costs nothing per piece.
- */
-export const storedPieces = Effect.fnUntraced(function*<Column extends DocumentColumn>(sql: SqlClient.SqlClient, id: string, columns: ReadonlyArray<Column>) {
-  const texts = sql.join(" UNION ALL ", false)(columns.map((column) =>
-    sql`SELECT ${column} AS name, convert_to(${sql.literal(column)}::text, 'UTF8') AS b FROM runs WHERE id = ${id} AND ${sql.literal(column)} IS NOT NULL`))
-  const rows = yield* sql<{ name: Column; piece: Uint8Array }>`WITH d AS MATERIALIZED (${texts})
-    SELECT name, substring(b FROM i * ${STORED_PIECE_BYTES} + 1 FOR ${STORED_PIECE_BYTES}) AS piece
-    FROM d, generate_series(0, (octet_length(b) - 1) / ${STORED_PIECE_BYTES}) AS i ORDER BY name, i`
-  const pieces = new Map<Column, Array<Uint8Array>>()
-  for (const row of rows) {
-    const list = pieces.get(row.name)
-    if (list === undefined) pieces.set(row.name, [row.piece])
-    else list.push(row.piece)
-  }
-  return pieces
-})
+/** A run's documents as their JSON text's bytes, in pieces (`storedPieces`); undefined when there is no such run. */
+export const runDocuments = <Column extends "input" | "tools" | "metadata">(sql: SqlClient.SqlClient, id: string, columns: ReadonlyArray<Column>) =>
+  storedPieces(sql, sql`SELECT ${sql.literal(columns.map((column) => `convert_to(${column}::text, 'UTF8') AS ${column}`).join(", "))} FROM runs WHERE id = ${id}`, columns)
 
 /** A stored row's view row, with any columns it has besides: its large documents read in pieces and parsed in slices. */
 export const withDocuments = (sql: SqlClient.SqlClient) =>
@@ -110,8 +88,8 @@ export const withDocuments = (sql: SqlClient.SqlClient) =>
   type Out = RunRow & Omit<Row, keyof StoredRunRow>
   if (!documents_large) return Effect.succeed(rest as unknown as Out)
   return Effect.gen(function*() {
-    const pieces = yield* storedPieces(sql, row.id, ["tools", "metadata"])
-    const [tools, metadata] = yield* Effect.all([parseStoredInSlices(pieces.get("tools") ?? []), parseStoredInSlices(pieces.get("metadata") ?? [])])
+    const pieces = yield* runDocuments(sql, row.id, ["tools", "metadata"])
+    const [tools, metadata] = yield* Effect.all([parseStoredInSlices(pieces?.get("tools") ?? []), parseStoredInSlices(pieces?.get("metadata") ?? [])])
     return { ...rest, tools, metadata } as unknown as Out
   })
 }

@@ -9,7 +9,7 @@ import { NotFound, Unprocessable } from "../errors.ts"
 import { newId } from "../util/ids.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { RunLog } from "./run-log.ts"
-import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, type StoredRunRow, storedPieces, toRunView, withDocuments } from "./run-record.ts"
+import { type Optimization, pageWithin, RUN_COLUMNS, RUN_STATE_COLUMNS, type RunRow, type RunStateRow, type RunView, type StoredRunRow, runDocuments, toRunView, withDocuments } from "./run-record.ts"
 import type { Json } from "../util/json.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 
@@ -207,13 +207,13 @@ export class RunsRepo extends Context.Service<RunsRepo, {
       return (yield* sql<RunStateRow>`SELECT ${stateColumns} FROM runs WHERE id = ${id}`)[0]
     })
 
-    // In pieces, parsed in slices (`storedPieces`): an input of megabytes, read as jsonb, was decoded
+    // In pieces, parsed in slices (`runDocuments`): an input of megabytes, read as jsonb, was decoded
     // and parsed by the SQL client in one turn of the event loop (66–77 ms for 6 MB on a slow VM).
     const documents = Effect.fn("RunsRepo.documents")(function*(id: string) {
-      const exists = yield* sql<{ has_input: boolean }>`SELECT input IS NOT NULL AS has_input FROM runs WHERE id = ${id}`
-      if (exists[0] === undefined) return undefined
-      const pieces = yield* storedPieces(sql, id, exists[0].has_input ? ["input", "tools"] : ["tools"])
-      const input = exists[0].has_input ? (yield* parseStoredInSlices(pieces.get("input") ?? [])) as Json : null
+      const pieces = yield* runDocuments(sql, id, ["input", "tools"])
+      if (pieces === undefined) return undefined
+      const inputPieces = pieces.get("input")
+      const input = inputPieces === undefined ? null : (yield* parseStoredInSlices(inputPieces)) as Json
       const tools = (yield* parseStoredInSlices(pieces.get("tools") ?? [])) as ReadonlyArray<Json>
       return { input, tools }
     })

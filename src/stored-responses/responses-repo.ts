@@ -18,13 +18,14 @@ import { storageDeadlines } from "../storage/deadline.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
 import { type JsonParameter, jsonParameter, smallJsonParameter } from "../storage/json-parameter.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
+import { storedPieces } from "../storage/stored-pieces.ts"
 import { isLarge } from "../util/sliced-stringify.ts"
 
 export interface StoredResponse {
   readonly id: string
   readonly model: string
-  /** The JSON body exactly as returned to the client, as its UTF-8 bytes (sent as they are, never decoded). */
-  readonly body: Uint8Array
+  /** The JSON body exactly as returned to the client, as its UTF-8 bytes in pieces (sent as they are, never decoded). */
+  readonly body: ReadonlyArray<Uint8Array>
   readonly createdAt: Date
 }
 
@@ -54,21 +55,23 @@ export interface StoredConversation {
 }
 
 /**
- * A stored document (up to 8 MiB of JSON text) read as its UTF-8 bytes (`convert_to`) and parsed in
- * slices when large: read as text, it was decoded to a string and `JSON.parse`d in one turn of the
- * event loop each (a follow-up on an 8 MiB conversation held it 30–70 ms on a slow VM).
+ * A stored document (up to 8 MiB of JSON text) read as its UTF-8 bytes in pieces (`storedPieces`)
+ * and parsed in slices when large: read as text, it was decoded to a string and `JSON.parse`d in
+ * one turn of the event loop each (a follow-up on an 8 MiB conversation held it 30–70 ms on a slow
+ * VM), and read as one row of bytes, the SQL client still buffered the row in one turn.
  */
-const parsedDocument = (bytes: Uint8Array | null): Effect.Effect<unknown> => bytes === null ? Effect.succeed(null) : parseStoredInSlices([bytes])
-const parsedList = (bytes: Uint8Array | null): Effect.Effect<ReadonlyArray<unknown>> =>
-  Effect.map(parsedDocument(bytes), (value) => Array.isArray(value) ? value : [])
+const parsedDocument = (pieces: ReadonlyArray<Uint8Array> | undefined): Effect.Effect<unknown> =>
+  pieces === undefined ? Effect.succeed(null) : parseStoredInSlices(pieces)
+const parsedList = (pieces: ReadonlyArray<Uint8Array> | undefined): Effect.Effect<ReadonlyArray<unknown>> =>
+  Effect.map(parsedDocument(pieces), (value) => Array.isArray(value) ? value : [])
 
 export class ResponsesRepo extends Context.Service<ResponsesRepo, {
   save(response: NewStoredResponse): Effect.Effect<void, SqlError.SqlError>
   /** The stored response with this id for this key; undefined for unknown, expired or another key's ids. */
   find(keyId: string, id: string): Effect.Effect<StoredResponse | undefined, SqlError.SqlError>
   conversation(keyId: string, id: string): Effect.Effect<StoredConversation | undefined, SqlError.SqlError>
-  /** The replay record (JSON text) and model of a stored response; null replay for rows stored before replays existed. */
-  replay(keyId: string, id: string): Effect.Effect<{ readonly model: string; readonly body: string; readonly replay: string | null } | undefined, SqlError.SqlError>
+  /** The replay record (parsed) and model of a stored response; null replay for rows stored before replays existed. */
+  replay(keyId: string, id: string): Effect.Effect<{ readonly model: string; readonly replay: unknown } | undefined, SqlError.SqlError>
   inputItems(keyId: string, id: string): Effect.Effect<ReadonlyArray<unknown> | undefined, SqlError.SqlError>
   /** The caller's stored items among `ids`, parsed; ids of other keys or of expired responses are absent. */
   findItems(keyId: string, ids: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, unknown>, SqlError.SqlError>
@@ -126,35 +129,41 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     })
 
     const find = Effect.fn("ResponsesRepo.find")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ id: string; model: string; body: Uint8Array; created_at: Date }>`
-        SELECT id, model, convert_to(body, 'UTF8') AS body, created_at FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      const rows = yield* sql<{ id: string; model: string; created_at: Date }>`
+        SELECT id, model, created_at FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
       const row = rows[0]
-      return row === undefined ? undefined : { id: row.id, model: row.model, body: row.body, createdAt: new Date(row.created_at) }
+      if (row === undefined) return undefined
+      // In pieces (`storedPieces`); gone meanwhile (deleted) is gone.
+      const body = (yield* storedPieces(sql, sql`SELECT convert_to(body, 'UTF8') AS body FROM stored_responses WHERE id = ${id}`, ["body"]))?.get("body")
+      return body === undefined ? undefined : { id: row.id, model: row.model, body, createdAt: new Date(row.created_at) }
     })
 
     const conversation = Effect.fn("ResponsesRepo.conversation")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ transcript: Uint8Array; input_items: Uint8Array | null; body: Uint8Array }>`
+      const pieces = yield* storedPieces(sql, sql`
         SELECT convert_to(transcript, 'UTF8') AS transcript, convert_to(input_items, 'UTF8') AS input_items, convert_to(body, 'UTF8') AS body
-        FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
-      const row = rows[0]
-      if (row === undefined) return undefined
-      const transcript = yield* parsedDocument(row.transcript)
-      const inputItems = yield* parsedList(row.input_items)
-      const body = yield* parsedDocument(row.body)
+        FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`, ["transcript", "input_items", "body"])
+      if (pieces === undefined) return undefined
+      const transcript = yield* parsedDocument(pieces.get("transcript"))
+      const inputItems = yield* parsedList(pieces.get("input_items"))
+      const body = yield* parsedDocument(pieces.get("body"))
       const output = (body as { output?: unknown } | null)?.output
       return { transcript, inputItems, output: Array.isArray(output) ? output : [] }
     })
 
     const replay = Effect.fn("ResponsesRepo.replay")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ model: string; body: string; replay: string | null }>`
-        SELECT model, body, replay FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
-      return rows[0]
+      const rows = yield* sql<{ model: string }>`SELECT model FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
+      const row = rows[0]
+      if (row === undefined) return undefined
+      // In pieces (`storedPieces`); gone meanwhile (deleted) is gone.
+      const pieces = yield* storedPieces(sql, sql`SELECT convert_to(replay, 'UTF8') AS replay FROM stored_responses WHERE id = ${id}`, ["replay"])
+      if (pieces === undefined) return undefined
+      return { model: row.model, replay: yield* parsedDocument(pieces.get("replay")) }
     })
 
     const inputItems = Effect.fn("ResponsesRepo.inputItems")(function*(keyId: string, id: string) {
-      const rows = yield* sql<{ input_items: Uint8Array | null }>`
-        SELECT convert_to(input_items, 'UTF8') AS input_items FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`
-      return rows[0] === undefined ? undefined : yield* parsedList(rows[0].input_items)
+      const pieces = yield* storedPieces(sql, sql`
+        SELECT convert_to(input_items, 'UTF8') AS input_items FROM stored_responses WHERE id = ${id} AND key_id = ${keyId} AND ${fresh}`, ["input_items"])
+      return pieces === undefined ? undefined : yield* parsedList(pieces.get("input_items"))
     })
 
     const findItems = Effect.fn("ResponsesRepo.findItems")(function*(keyId: string, ids: ReadonlyArray<string>) {

@@ -87,7 +87,7 @@ for (const target of targets) {
         expect(conversation?.inputItems).toEqual(inputItems)
         expect(conversation?.output).toEqual([])
         const found = yield* repo.find("key_a", "resp_big")
-        expect(Buffer.from(found!.body).toString()).toBe(JSON.stringify({ id: "resp_big", output: [], note: long }))
+        expect(Buffer.concat(found!.body).toString()).toBe(JSON.stringify({ id: "resp_big", output: [], note: long }))
         expect(yield* repo.inputItems("key_a", "resp_big")).toEqual(inputItems)
         expect(yield* sql`SELECT count(*)::int AS n FROM staged_documents`).toEqual([{ n: 0 }])
       })), 60_000)

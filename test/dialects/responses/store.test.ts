@@ -108,6 +108,28 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     expect(alone.output_text).toContain("The requested tool returned: snow.")
   })
 
+  it("a large stored response (read back in pieces) is the same bytes, replays, lists its input and chains", async () => {
+    // Over 256 KiB a document is read in pieces cut by bytes, so an emoji straddles a cut somewhere.
+    // (Orion: its context window holds all of it, ~150k tokens.)
+    const instructions = "Keep to the point 😀 é \"q\" ".repeat(10_000)
+    const input = "say exactly: big " + "🦜".repeat(20_000)
+    const created = await raw("POST", "/v1/responses", { model: "svc-orion-2", instructions, input, store: true })
+    expect(created.status).toBe(200)
+    const createdBytes = await created.text()
+    const id = JSON.parse(createdBytes).id as string
+    const got = await raw("GET", `/v1/responses/${id}`)
+    expect(got.headers.get("content-length")).toBe(String(Buffer.byteLength(createdBytes)))
+    expect(await got.text()).toBe(createdBytes)
+    let completed: any
+    for await (const event of await client.responses.retrieve(id, { stream: true })) if (event.type === "response.completed") completed = event.response
+    expect(completed?.instructions).toBe(instructions)
+    const items = await client.responses.inputItems.list(id)
+    expect((items.data[0] as any).content[0].text).toBe(input)
+    const next = await client.responses.create({ model: "svc-orion-2", input: "say exactly: small", previous_response_id: id })
+    expect(next.output_text).toBe("small")
+    expect(next.usage!.input_tokens).toBeGreaterThan(20_000) // the stored conversation came along
+  })
+
   it("a chain of three turns carries every earlier turn, and instructions do not carry over", async () => {
     const first = await client.responses.create({ model: "svc-pico-1", input: "say exactly: alpha", instructions: "Long instructions ".repeat(20), store: true })
     const second = await client.responses.create({ model: "svc-pico-1", input: "say exactly: beta", previous_response_id: first.id, store: true })
