@@ -32,9 +32,13 @@ const text = (frame: string) => utf8.encode(frame)
  * encoded, held the event loop for tens to hundreds of milliseconds.
  */
 const eventFrame = (event: EventText): ReadonlyArray<Uint8Array> => {
-  const fields = event.text.subarray(0, event.text.byteLength - 1)
   const pieces: Array<Uint8Array> = [text(`id: ${event.seq}\nevent: ${event.type}\ndata: `)]
-  for (let at = 0; at < fields.byteLength; at += PIECE_BYTES) pieces.push(fields.subarray(at, at + PIECE_BYTES))
+  // All of the text but its last byte (the closing brace).
+  const last = event.text.length - 1
+  event.text.forEach((piece, i) => {
+    const fields = i === last ? piece.subarray(0, piece.byteLength - 1) : piece
+    for (let at = 0; at < fields.byteLength; at += PIECE_BYTES) pieces.push(fields.subarray(at, at + PIECE_BYTES))
+  })
   pieces.push(text(`,"seq":${event.seq}}\n\n`))
   return pieces
 }

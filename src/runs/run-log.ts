@@ -17,6 +17,7 @@ import type { Usage } from "../model/usage.ts"
 import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
 import { parseStoredInSlices } from "../util/sliced-json.ts"
+import { storedPieces } from "../storage/stored-pieces.ts"
 import { type EventRow, type LogEvent, RUN_STATE_COLUMNS, type RunStateRow, SERVICE_EVENT_TYPES, toLogEvent } from "./run-record.ts"
 
 /** The instance no longer holds the run's lease (another instance took it over). */
@@ -58,7 +59,8 @@ const LARGE_EVENT_BYTES = 256 * 1024
 export interface EventText {
   readonly seq: number
   readonly type: string
-  readonly text: Uint8Array
+  /** The stored JSON text's bytes, in pieces of at most 256 KiB. */
+  readonly text: ReadonlyArray<Uint8Array>
 }
 
 /** Settles a step's hold into spend, at most what was held; a settled step is never charged again. */
@@ -181,23 +183,31 @@ export class RunLog extends Context.Service<RunLog, {
           FROM run_events WHERE run_id = ${runId} AND seq > ${after} ORDER BY seq LIMIT ${limit}
         ) page WHERE before < ${PAGE_BUDGET_BYTES} ORDER BY seq`
 
-    // A large event comes as its text's bytes (never decoded in one turn) and is parsed in slices.
+    // A large event is left out of its page and read as its text's bytes in pieces (`storedPieces`):
+    // never decoded in one turn, nor buffered whole by the SQL client.
+    const largeEvent = (runId: string, seq: string | number) =>
+      Effect.map(
+        storedPieces(sql, sql`SELECT convert_to(data::text, 'UTF8') AS data FROM run_events WHERE run_id = ${runId} AND seq = ${seq}`, ["data"]),
+        (pieces) => pieces?.get("data") ?? []
+      )
+
     const read = Effect.fn("RunLog.read")(function*(runId: string, after: number, limit: number) {
-      const rows = yield* sql<EventRow & { readonly text: Uint8Array | null }>`SELECT seq, type,
-          CASE WHEN bytes <= ${LARGE_EVENT_BYTES} THEN data END AS data,
-          CASE WHEN bytes > ${LARGE_EVENT_BYTES} THEN convert_to(data::text, 'UTF8') END AS text
+      const rows = yield* sql<{ readonly seq: string | number; readonly type: string; readonly data: EventRow["data"] | null }>`SELECT seq, type,
+          CASE WHEN bytes <= ${LARGE_EVENT_BYTES} THEN data END AS data
         FROM (${page(runId, after, limit)}) events ORDER BY seq`
       return yield* Effect.forEach(rows, (row) =>
-        row.text === null
-          ? Effect.succeed(toLogEvent(row))
-          : Effect.map(parseStoredInSlices([row.text]), (data) => toLogEvent({ seq: row.seq, type: row.type, data: data as EventRow["data"] })))
+        row.data !== null
+          ? Effect.succeed(toLogEvent({ seq: row.seq, type: row.type, data: row.data }))
+          : Effect.map(Effect.flatMap(largeEvent(runId, row.seq), parseStoredInSlices), (data) =>
+            toLogEvent({ seq: row.seq, type: row.type, data: data as EventRow["data"] })))
     })
 
     const texts = Effect.fn("RunLog.texts")(function*(runId: string, after: number, limit: number) {
-      const rows = yield* sql<{ readonly seq: string | number; readonly type: string; readonly text: Uint8Array }>`SELECT seq, type,
-          convert_to(data::text, 'UTF8') AS text
+      const rows = yield* sql<{ readonly seq: string | number; readonly type: string; readonly text: Uint8Array | null }>`SELECT seq, type,
+          CASE WHEN bytes <= ${LARGE_EVENT_BYTES} THEN convert_to(data::text, 'UTF8') END AS text
         FROM (${page(runId, after, limit)}) events ORDER BY seq`
-      return rows.map((row): EventText => ({ seq: Number(row.seq), type: row.type, text: row.text }))
+      return yield* Effect.forEach(rows, (row) =>
+        Effect.map(row.text !== null ? Effect.succeed([row.text]) : largeEvent(runId, row.seq), (text): EventText => ({ seq: Number(row.seq), type: row.type, text })))
     })
 
     const settle = (runId: string, charge: Settle) => sql.withTransaction(settleCharge(sql, runId, charge)).pipe(Effect.withSpan("RunLog.settle"))
