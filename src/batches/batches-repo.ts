@@ -23,6 +23,7 @@ import {
 } from "../../machines/batch.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { insertFile } from "../files/files-repo.ts"
+import { storedPieces } from "../storage/stored-pieces.ts"
 import { insertGroups } from "../storage/insert-groups.ts"
 import { stagesText, textParameter } from "../storage/json-parameter.ts"
 import { randomBase62 } from "../util/ids.ts"
@@ -112,8 +113,8 @@ export interface BatchClaim {
   /** How many times the request was taken over from a worker whose lease lapsed. */
   readonly takeovers: number
   readonly customId: string
-  /** The request's params as their JSON text's UTF-8 bytes (parsed in slices when large). */
-  readonly params: Uint8Array
+  /** The request's params as their JSON text's UTF-8 bytes, in pieces (parsed in slices when large). */
+  readonly params: ReadonlyArray<Uint8Array>
   readonly keyId: string
   readonly kind: BatchKind
   readonly endpoint: string
@@ -345,10 +346,14 @@ export class BatchesRepo extends Context.Service<BatchesRepo, {
           ORDER BY q.idx, b.created_at, q.batch_id LIMIT ${limit} FOR UPDATE OF q SKIP LOCKED
         ) RETURNING r.batch_id, r.idx, r.attempt, r.takeovers, r.custom_id`
       if (rows.length === 0) return []
-      // Each request's params in a statement of its own, as bytes: a request may be 16 MiB, and
-      // all of the claimed ones in one result were decoded in one turn of the event loop.
+      // Each request's params in a statement of its own, as bytes in pieces (`storedPieces`): a
+      // request may be 16 MiB, and all of the claimed ones in one result were decoded in one turn
+      // of the event loop.
       const params = yield* Effect.forEach(rows, (r) =>
-        Effect.map(sql<{ params: Uint8Array }>`SELECT convert_to(params, 'UTF8') AS params FROM batch_requests WHERE batch_id = ${r.batch_id} AND idx = ${r.idx}`, (found) => found[0]?.params))
+        Effect.map(
+          storedPieces(sql, sql`SELECT convert_to(params, 'UTF8') AS params FROM batch_requests WHERE batch_id = ${r.batch_id} AND idx = ${r.idx}`, ["params"]),
+          (pieces) => pieces?.get("params")
+        ))
       const ids = [...new Set(rows.map((r) => r.batch_id))]
       const batches = yield* sql<{ id: string; key_id: string; kind: BatchKind; endpoint: string }>`SELECT id, key_id, kind, endpoint FROM batches WHERE id IN ${sql.in(ids)}`
       const byId = new Map(batches.map((b) => [b.id, b]))

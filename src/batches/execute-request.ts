@@ -111,7 +111,7 @@ export const executeRequest = Effect.fnUntraced(function*(claim: BatchClaim, key
   const requestId = `batchreq_${claim.batchId}_${claim.idx}`
   const shape = claim.kind === "messages" ? "messages" : "openai"
   // A large request's params are parsed in slices (a request may be 16 MiB).
-  const params = yield* parseStoredInSlices([claim.params])
+  const params = yield* parseStoredInSlices(claim.params)
   const a: Answer = key === undefined || key.revokedAt !== null
     ? new PermissionDenied({ message: "The key that created this batch was revoked" })
     : yield* answer(claim, params, key, requestId)
