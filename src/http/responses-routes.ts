@@ -97,8 +97,10 @@ const replayResponse = Effect.fnUntraced(function*(ctx: RequestContext, keyId: s
   if (stored.replay === null) {
     return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
   }
-  const frames = replayFrames(id, stored.model, stored.replay as ReplayRecord, startingAfter)
-  return HttpServerResponse.text(frames.join(""), { contentType: "text/event-stream", headers: SSE_HEADERS })
+  const frames = yield* replayFrames(id, stored.model, stored.replay as ReplayRecord, startingAfter)
+  // A frame per write (with the length): joined, the frames of a large response were one more copy of it all.
+  const bytes = frames.reduce((sum, frame) => sum + frame.byteLength, 0)
+  return HttpServerResponse.stream(Stream.fromIterable(frames, { chunkSize: 1 }), { contentType: "text/event-stream", contentLength: bytes, headers: SSE_HEADERS })
 })
 
 const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {

@@ -7,6 +7,7 @@
  * `response.incomplete`) whose `response` is the stored envelope. `starting_after` drops every
  * event up to and including that sequence number, as OpenAI's resumption does.
  */
+import { Effect } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { ResponsesEcho } from "./decode.ts"
@@ -19,16 +20,64 @@ export interface ReplayRecord {
   readonly events: ReadonlyArray<CanonicalEvent>
 }
 
-/** The SSE frames of the stored response, after `startingAfter` when given. */
-export const replayFrames = (id: string, model: string, record: ReplayRecord, startingAfter?: number): Array<string> => {
-  const encoder = makeResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
-  const frames = record.events.flatMap((event) => encoder.event(event).split(/(?<=\n\n)/).filter((frame) => frame !== ""))
-  if (startingAfter === undefined) return frames
-  return frames.filter((frame) => sequenceOf(frame) > startingAfter)
-}
+/** Events encoded between two yields to the event loop (a delta's frame is small; an envelope may be megabytes). */
+const EVENTS_PER_TURN = 64
+/** Characters of frames encoded before a yield: a frame holding an echo of megabytes takes a turn of its own. */
+const CHARS_PER_TURN = 256 * 1024
 
-/** Every Responses frame's data begins `{"type":"…","sequence_number":N`. */
-const sequenceOf = (frame: string): number => {
-  const match = /\ndata: \{"type":"[^"]*","sequence_number":(\d+)/.exec(frame)
+/** Characters of small frames gathered into one write. */
+const CHUNK_CHARS = 64 * 1024
+
+const utf8 = new TextEncoder()
+
+/**
+ * The SSE frames of the stored response as bytes, after `startingAfter` when given, made a few at
+ * a time with a yield between: made at once and joined, the frames of a response whose echo holds
+ * megabytes (its instructions, repeated in `response.created`, `.in_progress` and `.completed`)
+ * held the event loop 250–320 ms on a slow VM.
+ */
+export const replayFrames = Effect.fnUntraced(function*(id: string, model: string, record: ReplayRecord, startingAfter?: number) {
+  const encoder = makeResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
+  // Small frames go out together, up to CHUNK_CHARS a write; a large one alone.
+  const chunks: Array<Uint8Array> = []
+  let pending = ""
+  const flush = () => {
+    if (pending !== "") chunks.push(utf8.encode(pending))
+    pending = ""
+  }
+  let events = 0
+  let chars = 0
+  for (const event of record.events) {
+    const text = encoder.event(event)
+    // One event may give several frames; a frame's JSON never holds a raw blank line.
+    for (let at = 0; at < text.length;) {
+      const end = text.indexOf("\n\n", at)
+      const next = end < 0 ? text.length : end + 2
+      if (startingAfter === undefined || sequenceOf(text.slice(at, Math.min(next, at + 256))) > startingAfter) {
+        const frame = at === 0 && next === text.length ? text : text.slice(at, next)
+        if (frame.length >= CHUNK_CHARS) {
+          flush()
+          chunks.push(utf8.encode(frame))
+        } else {
+          pending += frame
+          if (pending.length >= CHUNK_CHARS) flush()
+        }
+      }
+      at = next
+    }
+    chars += text.length
+    if (++events >= EVENTS_PER_TURN || chars >= CHARS_PER_TURN) {
+      events = 0
+      chars = 0
+      yield* Effect.yieldNow
+    }
+  }
+  flush()
+  return chunks
+})
+
+/** Every Responses frame's data begins `{"type":"…","sequence_number":N` (read from the frame's head). */
+const sequenceOf = (head: string): number => {
+  const match = /\ndata: \{"type":"[^"]*","sequence_number":(\d+)/.exec(head)
   return match === null ? -1 : Number(match[1])
 }
