@@ -21,6 +21,9 @@ import { parseStoredInSlices } from "../util/sliced-json.ts"
 import { storedPieces } from "../storage/stored-pieces.ts"
 import { isLarge } from "../util/sliced-stringify.ts"
 
+/** A stored item up to this size is read with its row and parsed at once (well under a millisecond). */
+const ITEM_AT_ONCE_BYTES = 64 * 1024
+
 export interface StoredResponse {
   readonly id: string
   readonly model: string
@@ -168,11 +171,22 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
 
     const findItems = Effect.fn("ResponsesRepo.findItems")(function*(keyId: string, ids: ReadonlyArray<string>) {
       if (ids.length === 0) return new Map<string, unknown>()
-      const rows = yield* sql<{ id: string; item: string }>`
-        SELECT i.id, i.item FROM stored_response_items i JOIN stored_responses r ON r.id = i.response_id
+      // A large item (a message of megabytes) is left out and read in pieces, parsed in slices.
+      const rows = yield* sql<{ id: string; item: string | null }>`
+        SELECT i.id, CASE WHEN octet_length(i.item) <= ${ITEM_AT_ONCE_BYTES} THEN i.item END AS item
+        FROM stored_response_items i JOIN stored_responses r ON r.id = i.response_id
         WHERE i.id IN ${sql.in(ids)} AND i.key_id = ${keyId}
           AND r.created_at > now() - ${retentionDays}::float8 * interval '1 day'`
-      return new Map(rows.map((row) => [row.id, JSON.parse(row.item) as unknown]))
+      const items = new Map<string, unknown>()
+      for (const row of rows) {
+        if (row.item !== null) items.set(row.id, JSON.parse(row.item))
+        else {
+          const pieces = yield* storedPieces(sql, sql`SELECT convert_to(item, 'UTF8') AS item FROM stored_response_items WHERE id = ${row.id}`, ["item"])
+          const item = pieces?.get("item")
+          if (item !== undefined) items.set(row.id, yield* parseStoredInSlices(item))
+        }
+      }
+      return items
     })
 
     const remove = Effect.fn("ResponsesRepo.remove")(function*(keyId: string, id: string) {

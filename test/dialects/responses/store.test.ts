@@ -128,6 +128,13 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     const next = await client.responses.create({ model: "svc-orion-2", input: "say exactly: small", previous_response_id: id })
     expect(next.output_text).toBe("small")
     expect(next.usage!.input_tokens).toBeGreaterThan(20_000) // the stored conversation came along
+    // The large input item (80 KB: read in pieces) referred to by its id stands for itself.
+    const referred = await client.responses.create({
+      model: "svc-orion-2",
+      input: [{ type: "item_reference", id: items.data[0]!.id! }, { role: "user", content: "say exactly: referred" }]
+    })
+    expect(referred.output_text).toBe("referred")
+    expect(referred.usage!.input_tokens).toBeGreaterThan(20_000)
   })
 
   it("a chain of three turns carries every earlier turn, and instructions do not carry over", async () => {
