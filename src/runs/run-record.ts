@@ -87,12 +87,15 @@ export const withDocuments = (sql: SqlClient.SqlClient) =>
   const { documents_large, ...rest } = row
   type Out = RunRow & Omit<Row, keyof StoredRunRow>
   if (!documents_large) return Effect.succeed(rest as unknown as Out)
-  return Effect.gen(function*() {
-    const pieces = yield* runDocuments(sql, row.id, ["tools", "metadata"])
-    const [tools, metadata] = yield* Effect.all([parseStoredInSlices(pieces?.get("tools") ?? []), parseStoredInSlices(pieces?.get("metadata") ?? [])])
-    return { ...rest, tools, metadata } as unknown as Out
-  })
+  return Effect.map(largeDocuments(sql, row.id), ({ tools, metadata }) => ({ ...rest, tools, metadata }) as unknown as Out)
 }
+
+/** A run's tools and metadata, read in pieces and parsed in slices (made once: no generator per call). */
+const largeDocuments = Effect.fnUntraced(function*(sql: SqlClient.SqlClient, id: string) {
+  const pieces = yield* runDocuments(sql, id, ["tools", "metadata"])
+  const [tools, metadata] = yield* Effect.all([parseStoredInSlices(pieces?.get("tools") ?? []), parseStoredInSlices(pieces?.get("metadata") ?? [])])
+  return { tools, metadata }
+})
 
 /**
  * Which runs of a list's candidates (in order, up to `limit + 1` of them, each with the size of
