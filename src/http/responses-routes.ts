@@ -17,6 +17,7 @@ import { prepareRequest } from "../catalog/requirements.ts"
 import { decodeWithItems } from "../dialects/responses/decode.ts"
 import { responsesDialect } from "../dialects/responses/index.ts"
 import { referencedItemIds } from "../dialects/responses/input.ts"
+import { prepareEchoJson } from "../dialects/responses/echo-json.ts"
 import { type ReplayRecord, replayFrames } from "../dialects/responses/replay.ts"
 import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
 import { ResponsesRepo } from "../stored-responses/responses-repo.ts"
@@ -61,6 +62,8 @@ const createResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
   const model = yield* resolveChatModel(ctx, wanted.model)
   const viaHandle = (yield* Catalog).isCompatibilityHandle(wanted.model)
   const request = yield* prepareRequest(model, wanted, { viaHandle }).pipe(Effect.mapError(renameParam))
+  // A stream's envelope frames repeat the echo: its large fields' JSON is made now, in slices.
+  if (request.stream) yield* prepareEchoJson(decoded.echo)
   if (!decoded.echo.store) return yield* answerChat(responsesDialect, ctx, request, decoded.echo)
   // `decode` accepted the body, so `input` is a string or a list.
   const plan = yield* planStore(previous, conversation, (raw as { input: string | ReadonlyArray<unknown> }).input, resolve)

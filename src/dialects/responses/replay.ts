@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { ResponsesEcho } from "./decode.ts"
+import { prepareEchoJson } from "./echo-json.ts"
 import { makeResponsesStreamEncoder } from "./stream.ts"
 
 /** What is stored beside a response so its stream can be replayed. */
@@ -37,6 +38,7 @@ const utf8 = new TextEncoder()
  * held the event loop 250–320 ms on a slow VM.
  */
 export const replayFrames = Effect.fnUntraced(function*(id: string, model: string, record: ReplayRecord, startingAfter?: number) {
+  yield* prepareEchoJson(record.echo)
   const encoder = makeResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
   // Small frames go out together, up to CHUNK_CHARS a write; a large one alone.
   const chunks: Array<Uint8Array> = []

@@ -23,6 +23,7 @@ import { commentFrame, namedFrame } from "../../http/sse.ts"
 import { withItemAt } from "../../util/arrays.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ResponsesEcho } from "./decode.ts"
+import { withEchoJson } from "./echo-json.ts"
 import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } from "./envelope.ts"
 
 /** OpenAI's `ResponseError.code` for a failure type of ours. */
@@ -66,6 +67,11 @@ class ResponsesStreamEncoder implements StreamEncoder {
 
   private frame(type: string, fields: Record<string, unknown>): string {
     return namedFrame(type, { type, sequence_number: this.#sequence++, ...fields })
+  }
+
+  /** A frame holding the whole envelope, the echo's large fields put in as prepared (`echo-json.ts`). */
+  private envelopeFrame(type: string, response: { readonly instructions: unknown; readonly tools: unknown }): string {
+    return withEchoJson(this.#context.echo, response, (shown) => this.frame(type, { response: shown }))
   }
 
   private block(index: number): OutputBlock {
@@ -141,7 +147,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
     switch (event.type) {
       case "message_start":
         this.#started = true
-        return this.frame("response.created", { response: this.inProgress() }) + this.frame("response.in_progress", { response: this.inProgress() })
+        return this.envelopeFrame("response.created", this.inProgress()) + this.envelopeFrame("response.in_progress", this.inProgress())
       case "block_start":
         return this.onStart(event.index)
       case "text_delta":
@@ -158,7 +164,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
       case "message_stop": {
         this.#finished = true
         const response = encodeResponse(this.#answer.finish(), this.#context)
-        return this.frame(response.status === "incomplete" ? "response.incomplete" : "response.completed", { response })
+        return this.envelopeFrame(response.status === "incomplete" ? "response.incomplete" : "response.completed", response)
       }
     }
   }
@@ -172,14 +178,12 @@ class ResponsesStreamEncoder implements StreamEncoder {
     const error = { code: failedCode(failure), message: failure.message }
     const context = this.#context
     const failed = this.#started && !this.#finished
-      ? this.frame("response.failed", {
-        response: envelope(context, {
-          status: "failed",
-          output: this.#items.map((item, index) => outputItem(this.block(index), context.id, index, item.closed ? "completed" : "incomplete")),
-          usage: null,
-          error
-        })
-      })
+      ? this.envelopeFrame("response.failed", envelope(context, {
+        status: "failed",
+        output: this.#items.map((item, index) => outputItem(this.block(index), context.id, index, item.closed ? "completed" : "incomplete")),
+        usage: null,
+        error
+      }))
       : ""
     this.#finished = true
     return failed + this.frame("error", { code: failure.type, message: failure.message, param: null })

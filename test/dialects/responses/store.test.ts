@@ -137,6 +137,26 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     expect(referred.usage!.input_tokens).toBeGreaterThan(20_000)
   })
 
+  it("a streamed response with a large echo: every envelope frame holds it whole, and its replay is the same frames", async () => {
+    // Large instructions and tools are put into the envelope frames from JSON made ahead (echo-json.ts).
+    const instructions = "Echo me 😀 \"q\" \\ \n and keep to these words ".repeat(7_000)
+    const tools = [{ type: "function" as const, name: "lookup", parameters: { type: "object", properties: { q: { type: "string", description: "word é ".repeat(40_000) } } }, strict: false }]
+    const live = await raw("POST", "/v1/responses", { model: "svc-orion-2", instructions, tools, input: "say exactly: echoed", stream: true, store: true })
+    expect(live.status).toBe(200)
+    const frames = (await live.text()).split("\n\n").filter((frame) => frame.startsWith("event: "))
+    const data = frames.map((frame) => JSON.parse(frame.slice(frame.indexOf("\ndata: ") + 7)))
+    const envelopes = data.filter((d) => d.response !== undefined).map((d) => d.response)
+    expect(data.at(-1).type).toBe("response.completed")
+    expect(envelopes.length).toBe(3) // created, in_progress, completed
+    for (const envelope of envelopes) {
+      expect(envelope.instructions).toBe(instructions)
+      expect(envelope.tools).toEqual(tools)
+    }
+    expect(data.map((d) => d.sequence_number)).toEqual(data.map((_, i) => i))
+    const replay = await raw("GET", `/v1/responses/${envelopes[0].id}?stream=true`)
+    expect((await replay.text()).split("\n\n").filter((frame) => frame.startsWith("event: "))).toEqual(frames)
+  })
+
   it("a chain of three turns carries every earlier turn, and instructions do not carry over", async () => {
     const first = await client.responses.create({ model: "svc-pico-1", input: "say exactly: alpha", instructions: "Long instructions ".repeat(20), store: true })
     const second = await client.responses.create({ model: "svc-pico-1", input: "say exactly: beta", previous_response_id: first.id, store: true })

@@ -1,0 +1,75 @@
+/**
+ * The JSON text of a Responses echo's large fields (`instructions`, `tools`), made in slices before
+ * a stream's frames repeat them. A stream's `response.created`, `.in_progress`, and its last frame
+ * (`.completed`, `.incomplete`, `.failed`) each carry the whole envelope, echo included: with
+ * megabytes of instructions each frame was a `JSON.stringify` of megabytes in one turn of the
+ * event loop (a 4 MB echo: turns of 35–50 ms; a stored response's replay, all frames at once:
+ * 250–320 ms for 6.6 MB on a slow VM). Prepared here, a frame is the small rest of the envelope
+ * serialized around a stand-in, and the prepared pieces put in its place (a rope: the text is
+ * copied once, when it is written).
+ *
+ * The stand-in is a string no request can contain by chance: random per process, between NULs.
+ */
+import { randomBytes } from "node:crypto"
+import { Effect } from "effect"
+import { isLarge, jsonTextPiecesInSlices, LARGE_WIRE_UNITS } from "../../util/sliced-stringify.ts"
+import type { ResponsesEcho } from "./decode.ts"
+
+const FIELDS = ["instructions", "tools"] as const
+type Field = typeof FIELDS[number]
+
+const token = randomBytes(12).toString("hex")
+const STAND_INS: Record<Field, string> = { instructions: `\u0000${token}-instructions\u0000`, tools: `\u0000${token}-tools\u0000` }
+/** Each stand-in as it appears in a frame: the key and the string's JSON. */
+const MARKS: Record<Field, string> = {
+  instructions: `"instructions":${JSON.stringify(STAND_INS.instructions)}`,
+  tools: `"tools":${JSON.stringify(STAND_INS.tools)}`
+}
+
+/** An echo's large fields' JSON text, in pieces; only for echoes `prepareEchoJson` found large. */
+const prepared = new WeakMap<ResponsesEcho, Partial<Record<Field, ReadonlyArray<string>>>>()
+
+/** Makes the JSON text of `echo`'s large fields in slices, for its frames (`withEchoJson`). */
+export const prepareEchoJson = Effect.fnUntraced(function*(echo: ResponsesEcho) {
+  const json: Partial<Record<Field, ReadonlyArray<string>>> = {}
+  let any = false
+  for (const field of FIELDS) {
+    const value = echo[field]
+    if (value === null || !isLarge(value, LARGE_WIRE_UNITS)) continue
+    json[field] = yield* jsonTextPiecesInSlices(value)
+    any = true
+  }
+  if (any) prepared.set(echo, json)
+})
+
+/**
+ * A frame holding `envelope` (made by `serialize`), with the echo's prepared fields put in: the
+ * envelope is serialized with stand-ins, which are then replaced by the prepared text. Without
+ * prepared fields, `serialize(envelope)` as it is.
+ */
+export const withEchoJson = <E extends { readonly instructions: unknown; readonly tools: unknown }>(
+  echo: ResponsesEcho,
+  envelope: E,
+  serialize: (envelope: E) => string
+): string => {
+  const json = prepared.get(echo)
+  if (json === undefined) return serialize(envelope)
+  const standIn: Record<string, unknown> = { ...envelope }
+  for (const field of FIELDS) if (json[field] !== undefined) standIn[field] = STAND_INS[field]
+  const text = serialize(standIn as E)
+  // The stand-ins' places in the small text, in order (every one is there once: the envelope's own keys).
+  const places = FIELDS.flatMap((field) => {
+    const pieces = json[field]
+    if (pieces === undefined) return []
+    const at = text.indexOf(MARKS[field])
+    return at < 0 ? [] : [{ at, end: at + MARKS[field].length, key: `"${field}":`, pieces }]
+  }).sort((a, b) => a.at - b.at)
+  let out = ""
+  let from = 0
+  for (const place of places) {
+    out += text.slice(from, place.at) + place.key
+    for (const piece of place.pieces) out += piece
+    from = place.end
+  }
+  return out + text.slice(from)
+}
