@@ -163,7 +163,9 @@ describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
   layer(database.layer(), { timeout: "60 seconds", excludeTestServices: true })((it) => {
     it.effect("a dead instance's reservations lapse; a live one's are renewed", () => {
       const prefix = uniquePrefix()
-      const instance = () => Allowance.layerWith({ holdTtlMs: 600, renewEveryMs: 100 }).pipe(
+      // A ttl twenty renewals long: only a stall of the test process of nearly 2 s could let a live
+      // instance's hold lapse (a loaded CI machine stalls for hundreds of milliseconds at times).
+      const instance = () => Allowance.layerWith({ holdTtlMs: 2_000, renewEveryMs: 100 }).pipe(
         Layer.provideMerge(UsageLedger.layerWith({ flushIntervalMs: 3_600_000 })),
         Layer.provideMerge(Coordination.layerRedis(redisUrl!, { prefix }))
       )
@@ -175,10 +177,10 @@ describe.skipIf(redisUrl === null)("allowance across instances (redis)", () => {
         yield* Effect.gen(function*() {
           expect((yield* tryReserve)._tag).toBe("Success")
           // Instance A is alive and renewing: B stays refused well past the hold's ttl.
-          yield* Effect.sleep(1_200)
+          yield* Effect.sleep(2_500)
           expect((yield* tryReserve.pipe(Effect.provide(instance())))._tag).toBe("Failure")
         }).pipe(Effect.provide(instance())) // A closes here without settling: it "dies"
-        // A's hold lapses by its ttl (600 ms after its last renewal): a new instance gets in then.
+        // A's hold lapses by its ttl (2 s after its last renewal): a new instance gets in then.
         expect((yield* untilSuccess(tryReserve.pipe(Effect.provide(instance()))))._tag).toBe("Success")
       }).pipe(Effect.ensuring(dropPrefix(redisUrl!, prefix)))
     }, 30_000)
