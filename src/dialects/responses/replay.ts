@@ -12,7 +12,7 @@ import type { CanonicalEvent } from "../../model/events.ts"
 import { makeRequest } from "../../model/request.ts"
 import type { ResponsesEcho } from "./decode.ts"
 import { prepareEchoJson } from "./echo-json.ts"
-import { makeResponsesStreamEncoder } from "./stream.ts"
+import { makeResponsesReplayEncoder } from "./stream.ts"
 
 /** What is stored beside a response so its stream can be replayed. */
 export interface ReplayRecord {
@@ -39,7 +39,7 @@ const utf8 = new TextEncoder()
  */
 export const replayFrames = Effect.fnUntraced(function*(id: string, model: string, record: ReplayRecord, startingAfter?: number) {
   yield* prepareEchoJson(record.echo)
-  const encoder = makeResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
+  const encoder = makeResponsesReplayEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
   // Small frames go out together, up to CHUNK_CHARS a write; a large one alone.
   const chunks: Array<Uint8Array> = []
   let pending = ""
@@ -47,28 +47,43 @@ export const replayFrames = Effect.fnUntraced(function*(id: string, model: strin
     if (pending !== "") chunks.push(utf8.encode(pending))
     pending = ""
   }
+  // Every frame has the next sequence number (0, 1, 2 …): counted, not read from the frames.
+  let sequence = 0
+  const take = (frame: string) => {
+    const number = sequence++
+    if (startingAfter !== undefined && number <= startingAfter) return
+    if (frame.length >= CHUNK_CHARS) {
+      flush()
+      chunks.push(utf8.encode(frame))
+    } else {
+      pending += frame
+      if (pending.length >= CHUNK_CHARS) flush()
+    }
+  }
   let events = 0
   let chars = 0
   for (const event of record.events) {
-    const text = encoder.event(event)
-    // One event may give several frames; a frame's JSON never holds a raw blank line.
-    for (let at = 0; at < text.length;) {
-      const end = text.indexOf("\n\n", at)
-      const next = end < 0 ? text.length : end + 2
-      if (startingAfter === undefined || sequenceOf(text.slice(at, Math.min(next, at + 256))) > startingAfter) {
-        const frame = at === 0 && next === text.length ? text : text.slice(at, next)
-        if (frame.length >= CHUNK_CHARS) {
-          flush()
-          chunks.push(utf8.encode(frame))
-        } else {
-          pending += frame
-          if (pending.length >= CHUNK_CHARS) flush()
+    const whole = event.type === "message_start" || event.type === "message_stop"
+    for (const text of encoder.eventFrames(event)) {
+      // An envelope frame (maybe megabytes, put together around the echo) is taken as it is; any
+      // other text may hold several frames, cut at their blank lines (a frame's JSON holds none).
+      if (whole) take(text)
+      else {
+        for (let at = 0; at < text.length;) {
+          const end = text.indexOf("\n\n", at)
+          const next = end < 0 ? text.length : end + 2
+          take(at === 0 && next === text.length ? text : text.slice(at, next))
+          at = next
         }
       }
-      at = next
+      chars += text.length
+      if (chars >= CHARS_PER_TURN) {
+        events = 0
+        chars = 0
+        yield* Effect.yieldNow
+      }
     }
-    chars += text.length
-    if (++events >= EVENTS_PER_TURN || chars >= CHARS_PER_TURN) {
+    if (++events >= EVENTS_PER_TURN) {
       events = 0
       chars = 0
       yield* Effect.yieldNow
@@ -77,9 +92,3 @@ export const replayFrames = Effect.fnUntraced(function*(id: string, model: strin
   flush()
   return chunks
 })
-
-/** Every Responses frame's data begins `{"type":"…","sequence_number":N` (read from the frame's head). */
-const sequenceOf = (head: string): number => {
-  const match = /\ndata: \{"type":"[^"]*","sequence_number":(\d+)/.exec(head)
-  return match === null ? -1 : Number(match[1])
-}

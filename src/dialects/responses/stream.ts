@@ -31,11 +31,14 @@ const failedCode = (failure: StreamFailure) => (failure.type === "rate_limit_err
 
 export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => new ResponsesStreamEncoder(context)
 
+/** The same, with `eventFrames` (a replay writes a large frame on its own). */
+export const makeResponsesReplayEncoder = (context: EncodeContext<ResponsesEcho>): ResponsesStreamEncoder => new ResponsesStreamEncoder(context)
+
 /**
  * One stream's encoder: its state as fields, its steps as methods shared by every stream (an open
  * stream holds this one object, not a closure per step over a shared scope).
  */
-class ResponsesStreamEncoder implements StreamEncoder {
+export class ResponsesStreamEncoder implements StreamEncoder {
   readonly #context: EncodeContext<ResponsesEcho>
   /**
    * The answer so far, whose blocks' texts `*.done` and `response.completed` repeat: the call's
@@ -172,6 +175,18 @@ class ResponsesStreamEncoder implements StreamEncoder {
   event(event: CanonicalEvent): string {
     this.#own?.add(event)
     return this.encode(event)
+  }
+
+  /**
+   * The event's frames as `event` makes them, but `message_start`'s two envelope frames apart
+   * (each may hold an echo of megabytes: joined, they could only be split again by reading all of
+   * the pair). Each item is one frame for `message_start` and `message_stop`, one or more for others.
+   */
+  eventFrames(event: CanonicalEvent): ReadonlyArray<string> {
+    if (event.type !== "message_start") return [this.event(event)]
+    this.#own?.add(event)
+    this.#started = true
+    return [this.envelopeFrame("response.created", this.inProgress()), this.envelopeFrame("response.in_progress", this.inProgress())]
   }
 
   error(failure: StreamFailure): string {
