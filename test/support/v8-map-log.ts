@@ -54,8 +54,17 @@ export const readMapLogs = (dir: string, { from = new Map(), to = new Map(), kin
     const text = readFileSync(file, "latin1")
     const start = from.get(file) ?? 0
     const end = to.get(file) ?? Number.POSITIVE_INFINITY
+    // Code objects in the order they were made: an address is reused once its code is collected,
+    // so a map is laid on the newest code made before it that covers its pc (a lookup over every
+    // code the log ever named, as before, could name a function long gone from that address).
     const codes: Array<readonly [number, number, string]> = []
-    const made: Array<readonly [number, string]> = []
+    const codeAt = (pc: number) => {
+      for (let i = codes.length - 1; i >= 0; i--) {
+        const [from, to, name] = codes[i]!
+        if (from <= pc && pc < to) return name.replace(/file:\/\/\S*?\/(src|node_modules)\//, "$1/")
+      }
+      return "(unknown code)"
+    }
     let offset = 0
     for (const line of text.split("\n")) {
       const at = offset
@@ -71,27 +80,10 @@ export const readMapLogs = (dir: string, { from = new Map(), to = new Map(), kin
         }
         if (at >= end) continue
         const f = line.split(",")
-        made.push([Number.parseInt(f[5]!, 16), `${f[1]} %CODE% (at ${f[6]}:${f[7]})`])
+        const named = `${f[1]} ${codeAt(Number.parseInt(f[5]!, 16))} (at ${f[6]}:${f[7]})`
+        after.set(named, (after.get(named) ?? 0) + 1)
+        afterCount++
       }
-    }
-    codes.sort((a, b) => a[0] - b[0])
-    const codeAt = (pc: number) => {
-      let lo = 0
-      let hi = codes.length - 1
-      let best: readonly [number, number, string] | undefined
-      while (lo <= hi) {
-        const mid = (lo + hi) >> 1
-        if (codes[mid]![0] <= pc) {
-          best = codes[mid]
-          lo = mid + 1
-        } else hi = mid - 1
-      }
-      return best !== undefined && pc < best[1] ? best[2].replace(/file:\/\/\S*?\/(src|node_modules)\//, "$1/") : "(unknown code)"
-    }
-    for (const [pc, site] of made) {
-      const named = site.replace("%CODE%", codeAt(pc))
-      after.set(named, (after.get(named) ?? 0) + 1)
-      afterCount++
     }
   }
   return { before, after, afterCount }
