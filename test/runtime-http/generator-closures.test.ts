@@ -188,7 +188,8 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
     const counted = [...maps.after].filter(([site]) => site.startsWith("InitialMap ") || site.includes(" src/"))
     const made = counted.reduce((sum, [, n]) => sum + n, 0)
     const bySite = counted.sort((a, b) => b[1] - a[1])
-    const sites = bySite.slice(0, 12).map(([site, n]) => `${n} ${site}`).join("\n")
+    // With each of the top sites' first log line: what V8 wrote of the map and the code.
+    const sites = bySite.slice(0, 12).map(([site, n], i) => `${n} ${site}${i < 3 ? `\n    ${maps.samples.get(site) ?? ""}` : ""}`).join("\n")
     // Before: 2 a request in Redis mode's own code and 9 in the simulator's; 0–5 in all now, each
     // site's first use that the warm-up did not reach (an ioredis script or pipeline, a key cache's
     // refresh), one or two at each of a few sites. One generator made per request of a single kind

@@ -28,6 +28,8 @@ export interface MapsMade {
   readonly after: ReadonlyMap<string, number>
   /** Their total. */
   readonly afterCount: number
+  /** The first log line of each site in the window, as V8 wrote it (for a failure's message). */
+  readonly samples: ReadonlyMap<string, string>
 }
 
 export interface MapLogWindow {
@@ -50,6 +52,7 @@ export const readMapLogs = (dir: string, { from = new Map(), to = new Map(), kin
   let before = 0
   let afterCount = 0
   const after = new Map<string, number>()
+  const samples = new Map<string, string>()
   for (const file of readdirSync(dir).map((name) => join(dir, name))) {
     const text = readFileSync(file, "latin1")
     const start = from.get(file) ?? 0
@@ -82,9 +85,10 @@ export const readMapLogs = (dir: string, { from = new Map(), to = new Map(), kin
         const f = line.split(",")
         const named = `${f[1]} ${codeAt(Number.parseInt(f[5]!, 16))} (at ${f[6]}:${f[7]})`
         after.set(named, (after.get(named) ?? 0) + 1)
+        if (!samples.has(named)) samples.set(named, line.slice(0, 300))
         afterCount++
       }
     }
   }
-  return { before, after, afterCount }
+  return { before, after, afterCount, samples }
 }
