@@ -5,8 +5,7 @@
  * `params` is a non-streamed Messages request; its problems become that request's `errored`
  * result, while the envelope (`requests`, each `custom_id`) is checked here: 400 naming the field.
  */
-import { Effect, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect } from "effect"
 import { BatchWorkers } from "../batches/batch-workers.ts"
 import { messageBatchView } from "../batches/batch-views.ts"
 import { BatchesRepo } from "../batches/batches-repo.ts"
@@ -14,7 +13,7 @@ import { MAX_BATCH_REQUESTS } from "../batches/openai-input.ts"
 import { jsonTextInSlices } from "../util/sliced-stringify.ts"
 import { InvalidRequest } from "../errors.ts"
 import { readJson } from "./body.ts"
-import { jsonResponse } from "./json.ts"
+import { bytesResponse, jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 import { isPlainObject } from "../util/json.ts"
@@ -123,7 +122,6 @@ const results = Effect.fnUntraced(function*(ctx: RequestContext) {
   }
   // Read, and encoded, a page at a time: the results of long answers may be tens of MiB.
   const pieces: Array<Uint8Array> = []
-  let bytes = 0
   yield* repo.forEachResultPage(batch.id, (rows) =>
     Effect.sync(() => {
       let text = ""
@@ -131,11 +129,9 @@ const results = Effect.fnUntraced(function*(ctx: RequestContext) {
         const result = row.result ?? JSON.stringify({ type: row.state })
         text += `{"custom_id":${JSON.stringify(row.customId)},"result":${result}}\n`
       }
-      const piece = utf8.encode(text)
-      pieces.push(piece)
-      bytes += piece.byteLength
+      pieces.push(utf8.encode(text))
     }))
-  return HttpServerResponse.stream(Stream.fromIterable(pieces, { chunkSize: 1 }), { contentType: "application/x-jsonl", contentLength: bytes })
+  return bytesResponse(pieces, { contentType: "application/x-jsonl" })
 })
 
 type Services = BatchesRepo | BatchWorkers

@@ -10,8 +10,7 @@
  *  - `DELETE /v1/responses/{id}` and `GET /v1/responses/{id}/input_items`.
  * Every id is scoped to the key: another key's id is a 404, worded as for an unknown one.
  */
-import { Effect, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
 import { decodeWithItems } from "../dialects/responses/decode.ts"
@@ -26,7 +25,7 @@ import { continueConversation, readTranscript } from "../stored-responses/transc
 import { readJson } from "./body.ts"
 import { answerChat } from "./chat-answer.ts"
 import { resolveChatModel } from "./chat-endpoint.ts"
-import { jsonResponse } from "./json.ts"
+import { bytesResponse, jsonResponse } from "./json.ts"
 import type { RouteServices } from "./route-services.ts"
 import { type RequestContext, requireKey, type RouteDef, routeFamily } from "./route.ts"
 import { SSE_HEADERS } from "./sse.ts"
@@ -101,9 +100,7 @@ const replayResponse = Effect.fnUntraced(function*(ctx: RequestContext, keyId: s
     return yield* new InvalidRequest({ message: `The response '${id}' was stored before streamed replay existed; retrieve it without stream=true`, param: "stream" })
   }
   const frames = yield* replayFrames(id, stored.model, stored.replay as ReplayRecord, startingAfter)
-  // A frame per write (with the length): joined, the frames of a large response were one more copy of it all.
-  const bytes = frames.reduce((sum, frame) => sum + frame.byteLength, 0)
-  return HttpServerResponse.stream(Stream.fromIterable(frames, { chunkSize: 1 }), { contentType: "text/event-stream", contentLength: bytes, headers: SSE_HEADERS })
+  return bytesResponse(frames, { contentType: "text/event-stream", headers: SSE_HEADERS })
 })
 
 const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
@@ -112,12 +109,7 @@ const retrieveResponse = Effect.fnUntraced(function*(ctx: RequestContext) {
   if (yield* queryFlag(ctx, "stream")) return yield* replayResponse(ctx, key.id, id)
   const stored = yield* (yield* ResponsesRepo).find(key.id, id)
   if (stored === undefined) return yield* notStored(id)
-  // A large body goes out a piece per write, with its length (one buffer would be a copy of it all).
-  const bytes = stored.body.reduce((sum, piece) => sum + piece.byteLength, 0)
-  const [only] = stored.body
-  return stored.body.length === 1 && only !== undefined
-    ? HttpServerResponse.uint8Array(only, { contentType: "application/json" })
-    : HttpServerResponse.stream(Stream.fromIterable(stored.body, { chunkSize: 1 }), { contentType: "application/json", contentLength: bytes })
+  return bytesResponse(stored.body, { contentType: "application/json" })
 })
 
 /** As OpenAI: `{id, object: "response", deleted: true}`; later reads, chains and references are 404s. */

@@ -2,12 +2,12 @@
  * State handles (flat surface, Bearer auth): create, append (colon path), read. Every response
  * carries `ETag: "<seq>"`; an append may name the seq it expects in `expectedSeq` or `If-Match`.
  */
-import { Effect, Schema, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Effect, Schema } from "effect"
 import { InvalidRequest } from "../errors.ts"
 import type { Json } from "../util/json.ts"
 import { type State, StatesRepo } from "../states/states-repo.ts"
 import { readBody } from "./body.ts"
+import { bytesResponse } from "./json.ts"
 import { type RequestContext, requireKey, type RouteDef } from "./route.ts"
 
 const CreateBody = Schema.Struct({ value: Schema.optional(Schema.Unknown) })
@@ -18,23 +18,16 @@ const AppendBody = Schema.Struct({
 const readCreate = readBody(CreateBody, { optional: true, storable: true })
 const readAppend = readBody(AppendBody, { storable: true })
 
-/** Up to this size a state's answer is written in one piece. */
-const ONE_PIECE_BYTES = 64 * 1024
-
 /**
  * `{"state":{"stateId","seq","value"}}` with the value's stored text as it is (never parsed or
  * serialized again); a large one goes out a piece per write, with its length.
  */
-const stateResponse = (state: State, status = 200) => {
-  const head = Buffer.from(`{"state":{"stateId":${JSON.stringify(state.stateId)},"seq":${state.seq},"value":`)
-  const end = Buffer.from("}}")
-  const pieces = [head, ...state.text, end]
-  const options = { status, contentType: "application/json", headers: { etag: `"${state.seq}"` } }
-  // One piece per pull: the server joins whatever one pull gives into one buffer before writing.
-  return state.bytes <= ONE_PIECE_BYTES
-    ? HttpServerResponse.uint8Array(Buffer.concat(pieces), options)
-    : HttpServerResponse.stream(Stream.fromIterable(pieces, { chunkSize: 1 }), { ...options, contentLength: head.byteLength + state.bytes + end.byteLength })
-}
+const stateResponse = (state: State, status = 200) =>
+  bytesResponse([
+    Buffer.from(`{"state":{"stateId":${JSON.stringify(state.stateId)},"seq":${state.seq},"value":`),
+    ...state.text,
+    Buffer.from("}}")
+  ], { status, contentType: "application/json", headers: { etag: `"${state.seq}"` } })
 
 /** `If-Match: "3"` (or `3`) as an expected seq. */
 const ifMatchSeq = (header: string | undefined) => {

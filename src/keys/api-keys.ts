@@ -10,7 +10,7 @@
  * of a few seconds does not stop the traffic of keys in use; any other key gets a 503. Concurrent
  * look-ups of one key share one query.
  */
-import { Clock, Context, Deferred, Effect, Exit, FiberSet, Layer } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Layer } from "effect"
 import type { SqlError } from "effect/sql"
 import { ConfigFile } from "../config/config-file.ts"
 import { InvalidRequest, NotFound, ServiceUnavailable } from "../errors.ts"
@@ -18,7 +18,7 @@ import { isPastDeadline, storageDeadlines } from "../storage/deadline.ts"
 import { type KeyRecord, KeysRepo } from "./keys-repo.ts"
 import { allPermissions, type Permissions } from "./permissions.ts"
 import { hintOf, newApiKeySecret, sha256Hex } from "./secrets.ts"
-import { coalescedRuns } from "../util/coalesced-runs.ts"
+import { type CoalescedRuns, coalescedRuns } from "../util/coalesced-runs.ts"
 import { newId } from "../util/ids.ts"
 
 const CACHE_TTL_MS = 5_000
@@ -152,16 +152,16 @@ const makeApiKeys = (cacheMaxEntries: number) =>
      * other work; a new key's client waits for at most the statement already running.
      */
     const queued: Array<string> = []
-    const lookUpQueued = Effect.suspend(() => {
+    const lookUpQueued: Effect.Effect<void, ServiceUnavailable> = Effect.suspend(() => {
       const hashes = queued.splice(0, LOOKUP_BATCH)
-      if (queued.length > 0) runInBackground(batches.ask) // the rest in the next run
       const settle = (exit: Exit.Exit<KeyRecord | undefined, ServiceUnavailable>, hash: string) => {
         const done = lookups.get(hash)
         lookups.delete(hash)
         if (done !== undefined) Deferred.doneUnsafe(done, exit)
       }
-      // Answers at the deadline (`storage/deadline.ts`) whatever its statement does after.
-      return read(repo.findByHashes(hashes)).pipe(
+      // Answers at the deadline (`storage/deadline.ts`) whatever its statement does after; the rest
+      // of the queue goes in the next run (an ask during a run marks one more).
+      return Effect.andThen(queued.length > 0 ? batches.ask : Effect.void, read(repo.findByHashes(hashes))).pipe(
         Effect.flatMap((rows) => Effect.map(Clock.currentTimeMillis, (now) => {
           storeTroubled = false
           for (const hash of hashes) settle(Exit.succeed(answered(hash, rows.get(hash), now)), hash)
@@ -174,8 +174,7 @@ const makeApiKeys = (cacheMaxEntries: number) =>
         }))
       )
     })
-    const runInBackground = yield* FiberSet.makeRuntime<never>()
-    const batches = coalescedRuns(Effect.ignore(lookUpQueued), yield* Effect.scope)
+    const batches: CoalescedRuns<void, never> = coalescedRuns(Effect.ignore(lookUpQueued), yield* Effect.scope)
 
     /** The store's answer for a hash, shared by concurrent callers. */
     const lookUp = (hash: string): Effect.Effect<Deferred.Deferred<KeyRecord | undefined, ServiceUnavailable>> =>

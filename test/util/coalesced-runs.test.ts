@@ -7,15 +7,15 @@ import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import { describe, expect, it } from "vitest"
 import { coalescedRuns } from "../../src/util/coalesced-runs.ts"
 
-/** A run that waits for its gate, counting how many started. */
+/** A run that waits for its gate, counting how many started; its answer is its number (1, 2 …). */
 const gatedRuns = Effect.gen(function*() {
   const gates: Array<Deferred.Deferred<void>> = []
   const started = { count: 0 }
   const effect = Effect.suspend(() => {
-    started.count++
+    const number = ++started.count
     const gate = Deferred.makeUnsafe<void>()
     gates.push(gate)
-    return Deferred.await(gate)
+    return Effect.as(Deferred.await(gate), number)
   })
   const open = (i: number) => Deferred.succeed(gates[i]!, undefined)
   return { effect, started, open, gates }
@@ -71,25 +71,18 @@ describe("coalescedRuns", () => {
   it("fresh: callers during a run share the next run's answer, never the one already running", async () => {
     await Effect.runPromise(Effect.gen(function*() {
       const scope = yield* Scope.make()
-      let count = 0
-      const gates: Array<Deferred.Deferred<void>> = []
-      const effect = Effect.suspend(() => {
-        const n = ++count
-        const gate = Deferred.makeUnsafe<void>()
-        gates.push(gate)
-        return Effect.as(Deferred.await(gate), n)
-      })
+      const { effect, started, open } = yield* gatedRuns
       const runs = coalescedRuns(effect, scope)
       const first = yield* Effect.forkChild(runs.fresh)
-      while (count === 0) yield* Effect.yieldNow
+      while (started.count === 0) yield* Effect.yieldNow
       // A hundred callers while run 1 is on: none may take run 1's answer (it began before them).
       const later = yield* Effect.forEach(Array.from({ length: 100 }), () => Effect.forkChild(runs.fresh))
-      yield* Deferred.succeed(gates[0]!, undefined)
+      yield* open(0)
       expect(yield* Fiber.join(first)).toBe(1)
-      while (count === 1) yield* Effect.yieldNow
-      yield* Deferred.succeed(gates[1]!, undefined)
+      while (started.count === 1) yield* Effect.yieldNow
+      yield* open(1)
       expect(new Set(yield* Fiber.joinAll(later))).toEqual(new Set([2]))
-      expect(count).toBe(2)
+      expect(started.count).toBe(2)
       yield* Scope.close(scope, Exit.void)
     }))
   })
