@@ -9,7 +9,10 @@
  * Shapes: `many` ~1M tiny messages / input items / prompts; `string` one huge string in the
  * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
  * messages as fit under the 65,536-value limit (~21,800, 0.6 MiB: accepted, so every pass after
- * the parse runs on them); `key` one object key as long as the body allows (`metadata`). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
+ * the parse runs on them); `key` one object key as long as the body allows (`metadata`); `echo`
+ * (Responses only) a streamed, stored create whose `instructions` fill the body — every envelope
+ * frame (`response.created`, `.in_progress`, `.completed`) repeats them — followed by a second
+ * line, `replay`, for `GET /v1/responses/{id}?stream=true` of what it stored. The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
  * the fixed-answer upstream and this process on core 1; the bystander runs in a worker thread of
  * this process so building and sending 32 MiB here never counts as the gateway's delay.
  *
@@ -79,7 +82,7 @@ const hugeKey = (head: string) => {
   return { body: `${head},"metadata":{"${"k".repeat(n)}":"v"}}`, count: n }
 }
 
-type Shape = "many" | "string" | "wide" | "cap" | "key" | "idle"
+type Shape = "many" | "string" | "wide" | "cap" | "key" | "echo" | "idle"
 type Surface = "chat" | "messages" | "responses" | "completions"
 
 const PATHS: Record<Surface, string> = {
@@ -92,6 +95,7 @@ const PATHS: Record<Surface, string> = {
 const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number } | undefined => {
   const model = `"model":"svc-big"`
   if (shape === "key") return hugeKey(`{${model},"max_tokens":16`)
+  if (shape === "echo") return surface === "responses" ? hugeString(`{${model},"max_output_tokens":16,"stream":true,"store":true,"input":"hi","instructions":"`, `"}`) : undefined
   switch (surface) {
     case "chat":
       if (shape === "cap") return atCap(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)
@@ -172,31 +176,39 @@ try {
         const built = bodyFor(surface, shape)
         if (built === undefined) continue
         const body = Buffer.from(built.body)
-        await new Promise((resolve) => setTimeout(resolve, 200))
-        await gateway.loopDelay()
-        await bystander.collect()
-        const started = performance.now()
-        const res = await fetch(`${gateway.url}${PATHS[surface]}`, { method: "POST", headers, body })
-        const text = await res.text()
-        const wallMs = performance.now() - started
-        // Let a stall that began as the answer left show in the probe's next sample.
-        await new Promise((resolve) => setTimeout(resolve, 50))
-        const loop = await gateway.loopDelay()
-        const seen = await bystander.collect()
-        console.log(JSON.stringify({
-          rep,
-          surface,
-          shape,
-          bodyMiB: +(body.length / MIB).toFixed(1),
-          count: built.count,
-          status: res.status,
-          wallMs: Math.round(wallMs),
-          loopMaxMs: loop === undefined ? null : +(loop.max / 1000).toFixed(1),
-          cpuMaxMs: loop?.cpuMax === undefined ? null : +(loop.cpuMax / 1000).toFixed(1),
-          bystanderMaxMs: +seen.worst.toFixed(1),
-          bystanderN: seen.count,
-          ...(res.status >= 400 ? { error: text.slice(0, 160) } : {})
-        }))
+        /** Sends one request and prints its figures; resolves the answer's text. */
+        const measure = async (label: Shape | "replay", path: string, init: RequestInit, bodyMiB: number) => {
+          await new Promise((resolve) => setTimeout(resolve, 200))
+          await gateway.loopDelay()
+          await bystander.collect()
+          const started = performance.now()
+          const res = await fetch(`${gateway.url}${path}`, init)
+          const text = await res.text()
+          const wallMs = performance.now() - started
+          // Let a stall that began as the answer left show in the probe's next sample.
+          await new Promise((resolve) => setTimeout(resolve, 50))
+          const loop = await gateway.loopDelay()
+          const seen = await bystander.collect()
+          console.log(JSON.stringify({
+            rep,
+            surface,
+            shape: label,
+            bodyMiB,
+            count: built.count,
+            status: res.status,
+            wallMs: Math.round(wallMs),
+            answerMiB: +(text.length / MIB).toFixed(1),
+            loopMaxMs: loop === undefined ? null : +(loop.max / 1000).toFixed(1),
+            cpuMaxMs: loop?.cpuMax === undefined ? null : +(loop.cpuMax / 1000).toFixed(1),
+            bystanderMaxMs: +seen.worst.toFixed(1),
+            bystanderN: seen.count,
+            ...(res.status >= 400 ? { error: text.slice(0, 160) } : {})
+          }))
+          return text
+        }
+        const text = await measure(shape, PATHS[surface], { method: "POST", headers, body }, +(body.length / MIB).toFixed(1))
+        const id = shape === "echo" ? /"id":"(resp_[^"]+)"/.exec(text)?.[1] : undefined
+        if (id !== undefined) await measure("replay", `/v1/responses/${id}?stream=true`, { headers }, 0)
       }
     }
   }

@@ -49,6 +49,12 @@ export interface StreamEncoder {
   event(event: CanonicalEvent): string
   /** The terminal error frame(s) when the stream cannot finish; never a silent truncation. */
   error(failure: StreamFailure): string
+  /**
+   * The texts the last `event` or `error` answer was joined from, when it holds a piece put in
+   * without a copy (a Responses envelope repeating megabytes of echo), else undefined; asked right
+   * after that call. A writer writes them a slice at a time rather than flattening the whole.
+   */
+  pieces?(): ReadonlyArray<string> | undefined
   /** Something every client of the dialect ignores (an SSE comment, or Messages `ping`). */
   keepalive(): string
   /** A marker that the stream moved to another placement mid-way (an SSE comment). */

@@ -96,6 +96,8 @@ const utf8 = new TextEncoder()
 class EncoderFrames implements SseFrames<CanonicalEvent, AnswerFailure> {
   readonly #encoder: StreamEncoder
   readonly #notes: StreamNotes | undefined
+  /** The texts the last `chunk` or `failure` answer is joined from, when they came in pieces (see `SseFrames.pieces`). */
+  #pieces: ReadonlyArray<string> | undefined = undefined
 
   constructor(encoder: StreamEncoder, notes?: StreamNotes) {
     this.#encoder = encoder
@@ -109,14 +111,33 @@ class EncoderFrames implements SseFrames<CanonicalEvent, AnswerFailure> {
       text = this.#encoder.switchover(notes.switchNote)
       notes.switchNote = undefined
     }
-    for (const event of chunk) text += this.#encoder.event(event)
+    // Once an event's frames come as pieces (an echo of megabytes): every text of the chunk, in order.
+    let pieces: Array<string> | undefined
+    for (const event of chunk) {
+      const framed = this.#encoder.event(event)
+      const framedPieces = this.#encoder.pieces?.()
+      if (framedPieces !== undefined) {
+        pieces ??= text === "" ? [] : [text]
+        for (const piece of framedPieces) pieces.push(piece)
+      } else pieces?.push(framed)
+      text += framed
+    }
+    this.#pieces = pieces
     return text
+  }
+
+  pieces(): ReadonlyArray<string> | undefined {
+    const pieces = this.#pieces
+    this.#pieces = undefined
+    return pieces
   }
 
   failure(error: AnswerFailure): string {
     const failure = callFailureToStreamFailure(error)
     if (this.#notes !== undefined) noteFailure(this.#notes, failure)
-    return this.#encoder.error(failure)
+    const text = this.#encoder.error(failure)
+    this.#pieces = this.#encoder.pieces?.()
+    return text
   }
 
   defect(): string {

@@ -10,6 +10,7 @@
 import { Effect } from "effect"
 import type { CanonicalEvent } from "../../model/events.ts"
 import { makeRequest } from "../../model/request.ts"
+import { stringSlices } from "../../util/slices.ts"
 import type { ResponsesEcho } from "./decode.ts"
 import { prepareEchoJson } from "./echo-json.ts"
 import { makeResponsesReplayEncoder } from "./stream.ts"
@@ -40,41 +41,57 @@ const utf8 = new TextEncoder()
 export const replayFrames = Effect.fnUntraced(function*(id: string, model: string, record: ReplayRecord, startingAfter?: number) {
   yield* prepareEchoJson(record.echo)
   const encoder = makeResponsesReplayEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
-  // Small frames go out together, up to CHUNK_CHARS a write; a large one alone.
+  // Small texts go out together, up to CHUNK_CHARS a write; a large one alone.
   const chunks: Array<Uint8Array> = []
   let pending = ""
   const flush = () => {
     if (pending !== "") chunks.push(utf8.encode(pending))
     pending = ""
   }
-  // Every frame has the next sequence number (0, 1, 2 …): counted, not read from the frames.
-  let sequence = 0
-  const take = (frame: string) => {
-    const number = sequence++
-    if (startingAfter !== undefined && number <= startingAfter) return
-    if (frame.length >= CHUNK_CHARS) {
+  const add = (text: string) => {
+    if (text.length >= CHUNK_CHARS) {
       flush()
-      chunks.push(utf8.encode(frame))
+      chunks.push(utf8.encode(text))
     } else {
-      pending += frame
+      pending += text
       if (pending.length >= CHUNK_CHARS) flush()
     }
+  }
+  // Every frame has the next sequence number (0, 1, 2 …): counted, not read from the frames.
+  let sequence = 0
+  const wanted = () => {
+    const number = sequence++
+    return startingAfter === undefined || number > startingAfter
   }
   let events = 0
   let chars = 0
   for (const event of record.events) {
     const whole = event.type === "message_start" || event.type === "message_stop"
-    for (const text of encoder.eventFrames(event)) {
-      // An envelope frame (maybe megabytes, put together around the echo) is taken as it is; any
-      // other text may hold several frames, cut at their blank lines (a frame's JSON holds none).
-      if (whole) take(text)
-      else {
-        for (let at = 0; at < text.length;) {
-          const end = text.indexOf("\n\n", at)
-          const next = end < 0 ? text.length : end + 2
-          take(at === 0 && next === text.length ? text : text.slice(at, next))
-          at = next
+    for (const frame of encoder.eventFrames(event)) {
+      if (whole) {
+        // An envelope frame (maybe megabytes, given as the pieces it is joined from): its pieces
+        // encoded a few at a time, none of them a copy of the whole.
+        const keep = wanted()
+        for (const piece of frame) {
+          for (const slice of stringSlices(piece, CHARS_PER_TURN)) {
+            if (keep) add(slice)
+            chars += slice.length
+            if (chars >= CHARS_PER_TURN) {
+              events = 0
+              chars = 0
+              yield* Effect.yieldNow
+            }
+          }
         }
+        continue
+      }
+      // Any other text may hold several frames, cut at their blank lines (a frame's JSON holds none).
+      const text = frame.length === 1 ? frame[0]! : frame.join("")
+      for (let at = 0; at < text.length;) {
+        const end = text.indexOf("\n\n", at)
+        const next = end < 0 ? text.length : end + 2
+        if (wanted()) add(at === 0 && next === text.length ? text : text.slice(at, next))
+        at = next
       }
       chars += text.length
       if (chars >= CHARS_PER_TURN) {

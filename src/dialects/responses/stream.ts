@@ -23,7 +23,7 @@ import { commentFrame, namedFrame } from "../../http/sse.ts"
 import { withItemAt } from "../../util/arrays.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ResponsesEcho } from "./decode.ts"
-import { withEchoJson } from "./echo-json.ts"
+import { echoFramePieces, ropeOf } from "./echo-json.ts"
 import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } from "./envelope.ts"
 
 /** OpenAI's `ResponseError.code` for a failure type of ours. */
@@ -55,6 +55,8 @@ export class ResponsesStreamEncoder implements StreamEncoder {
    * must not re-assemble the block), and whether the block is closed (for a failure's partial output).
    */
   #items: Array<{ readonly id: string; closed: boolean }> = []
+  /** The texts the last `event` or `error` answer is joined from, when it holds a prepared echo (see `pieces`). */
+  #pieces: Array<string> | undefined = undefined
 
   constructor(context: EncodeContext<ResponsesEcho>) {
     this.#context = context
@@ -72,9 +74,22 @@ export class ResponsesStreamEncoder implements StreamEncoder {
     return namedFrame(type, { type, sequence_number: this.#sequence++, ...fields })
   }
 
-  /** A frame holding the whole envelope, the echo's large fields put in as prepared (`echo-json.ts`). */
+  /**
+   * A frame holding the whole envelope, the echo's large fields put in as prepared (`echo-json.ts`):
+   * one string, or (an echo of megabytes) the texts it is joined from, noted for `pieces`.
+   */
   private envelopeFrame(type: string, response: { readonly instructions: unknown; readonly tools: unknown }): string {
-    return withEchoJson(this.#context.echo, response, (shown) => this.frame(type, { response: shown }))
+    const pieces = this.envelopePieces(type, response)
+    if (pieces.length === 1) return pieces[0]!
+    const noted = (this.#pieces ??= [])
+    for (const piece of pieces) noted.push(piece)
+    return ropeOf(pieces)
+  }
+
+  /** The envelope's frame as the texts it is joined from (one, unless the echo was prepared). */
+  private envelopePieces(type: string, response: { readonly instructions: unknown; readonly tools: unknown }): ReadonlyArray<string> {
+    const made = echoFramePieces(this.#context.echo, response, (shown) => this.frame(type, { response: shown }))
+    return typeof made === "string" ? [made] : made
   }
 
   private block(index: number): OutputBlock {
@@ -173,23 +188,35 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   event(event: CanonicalEvent): string {
+    this.#pieces = undefined
     this.#own?.add(event)
     return this.encode(event)
+  }
+
+  pieces(): ReadonlyArray<string> | undefined {
+    const pieces = this.#pieces
+    this.#pieces = undefined
+    return pieces
   }
 
   /**
    * The event's frames as `event` makes them, but `message_start`'s two envelope frames apart
    * (each may hold an echo of megabytes: joined, they could only be split again by reading all of
-   * the pair). Each item is one frame for `message_start` and `message_stop`, one or more for others.
+   * the pair), each given as the texts it is joined from (`pieces`). Each item is one frame for
+   * `message_start` and `message_stop`, one or more (in one text) for others.
    */
-  eventFrames(event: CanonicalEvent): ReadonlyArray<string> {
-    if (event.type !== "message_start") return [this.event(event)]
+  eventFrames(event: CanonicalEvent): ReadonlyArray<ReadonlyArray<string>> {
+    if (event.type !== "message_start") {
+      const text = this.event(event)
+      return [this.pieces() ?? [text]]
+    }
     this.#own?.add(event)
     this.#started = true
-    return [this.envelopeFrame("response.created", this.inProgress()), this.envelopeFrame("response.in_progress", this.inProgress())]
+    return [this.envelopePieces("response.created", this.inProgress()), this.envelopePieces("response.in_progress", this.inProgress())]
   }
 
   error(failure: StreamFailure): string {
+    this.#pieces = undefined
     const error = { code: failedCode(failure), message: failure.message }
     const context = this.#context
     const failed = this.#started && !this.#finished
@@ -201,7 +228,10 @@ export class ResponsesStreamEncoder implements StreamEncoder {
       }))
       : ""
     this.#finished = true
-    return failed + this.frame("error", { code: failure.type, message: failure.message, param: null })
+    const last = this.frame("error", { code: failure.type, message: failure.message, param: null })
+    // (Set by `envelopeFrame` when the failed envelope came in pieces; the checker only sees the reset above.)
+    ;(this.#pieces as Array<string> | undefined)?.push(last)
+    return failed + last
   }
 
   keepalive(): string {
