@@ -153,8 +153,12 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
       expect(envelope.tools).toEqual(tools)
     }
     expect(data.map((d) => d.sequence_number)).toEqual(data.map((_, i) => i))
-    const replay = await raw("GET", `/v1/responses/${envelopes[0].id}?stream=true`)
-    expect((await replay.text()).split("\n\n").filter((frame) => frame.startsWith("event: "))).toEqual(frames)
+    const replayed = async (query: string) =>
+      (await (await raw("GET", `/v1/responses/${envelopes[0].id}?stream=true${query}`)).text()).split("\n\n").filter((frame) => frame.startsWith("event: "))
+    expect(await replayed("")).toEqual(frames)
+    // The two envelope frames that open it are counted one by one: resuming after the first keeps the second.
+    expect(await replayed("&starting_after=0")).toEqual(frames.slice(1))
+    expect(await replayed("&starting_after=1")).toEqual(frames.slice(2))
   })
 
   it("a chain of three turns carries every earlier turn, and instructions do not carry over", async () => {
