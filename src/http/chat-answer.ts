@@ -31,10 +31,11 @@ import type { RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
 import { requestAttributes, startRequestSpan } from "../observability/tracing.ts"
 import { type RequestContext, requireKey, withRequestId } from "./route.ts"
-import { defectFrame, nodeResponseOf, type SseFrames, writeSse } from "./node-sse.ts"
+import { defectFrame, largeText, nodeResponseOf, type SseFrames, WRITE_SLICE_CHARS, writeSse } from "./node-sse.ts"
 import { defectMessage } from "./render-error.ts"
 import { sseStreamResponse } from "./sse.ts"
 import { toPullPlain } from "../util/scoped.ts"
+import { gatheredSlices } from "../util/slices.ts"
 import { type ChunkedBody, isLarge, jsonChunksInSlices } from "../util/sliced-stringify.ts"
 
 export type CallFailure = BackendError | QueueTimeout
@@ -157,32 +158,51 @@ const frames = (events: Stream.Stream<CanonicalEvent, AnswerFailure>, sse: SseFr
   Stream.transformPull(events, (pull) =>
     Effect.sync(() => {
       let ended: Cause.Cause<never> | "done" | undefined
+      // A large text (an echo of megabytes) goes out a slice a pull, a turn apart, as `writeSse` writes it.
+      let slices: Iterator<string> | undefined
       const endWithDefect = (cause: Cause.Cause<never>) => {
         ended = cause
         const frame = defectFrame(sse)
         return frame === undefined ? Effect.failCause(cause) : Effect.succeed([utf8.encode(frame)] as const)
       }
+      const encoded = (text: string, pieces: ReadonlyArray<string> | undefined): Pull.Pull<readonly [Uint8Array], never> => {
+        const large = largeText(text, pieces)
+        if (large === undefined) return Effect.succeed([utf8.encode(text)] as const)
+        slices = gatheredSlices(large, WRITE_SLICE_CHARS)
+        return nextSlice
+      }
+      const nextSlice: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() => {
+        const slice = slices!.next()
+        if (slice.done !== true) return Effect.succeed([utf8.encode(slice.value)] as const)
+        slices = undefined
+        return next
+      })
       const next: Pull.Pull<readonly [Uint8Array], never> = Effect.suspend(() =>
-        ended === "done"
+        slices !== undefined
+          ? Effect.andThen(Effect.yieldNow, nextSlice)
+          : ended === "done"
           ? Cause.done()
           : ended !== undefined
           ? Effect.failCause(ended)
           : Effect.matchCauseEffect(pull, {
             onSuccess: (chunk) => {
               let text: string
+              let pieces: ReadonlyArray<string> | undefined
               try {
                 text = sse.chunk(chunk)
+                pieces = sse.pieces?.()
               } catch (defect) {
                 return endWithDefect(Cause.die(defect))
               }
-              return text === "" ? next : Effect.succeed([utf8.encode(text)] as const)
+              return text === "" ? next : encoded(text, pieces)
             },
             onFailure: (cause) => {
               if (Pull.isDoneCause(cause)) return Cause.done()
               const error = Cause.findError(cause)
               if (Result.isSuccess(error)) {
                 ended = "done"
-                return Effect.succeed([utf8.encode(sse.failure(error.success as AnswerFailure))] as const)
+                const text = sse.failure(error.success as AnswerFailure)
+                return encoded(text, sse.pieces?.())
               }
               return Cause.hasDies(cause) ? endWithDefect(error.failure) : Effect.failCause(error.failure)
             }

@@ -172,7 +172,8 @@ const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyRea
       } catch (defect) {
         return endWithDefect(response, frames, Cause.die(defect))
       }
-      if (pieces !== undefined || text.length > WRITE_SLICE_CHARS) return Effect.andThen(writeInSlices(response, pieces ?? [text]), pump)
+      const large = largeText(text, pieces)
+      if (large !== undefined) return Effect.andThen(writeInSlices(response, large), pump)
       return text === "" || response.write(text) ? pump : Effect.andThen(writable(response), pump)
     },
     onFailure: (cause) => {
@@ -180,10 +181,8 @@ const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyRea
       const error = Cause.findError(cause)
       if (Result.isSuccess(error)) {
         const text = frames.failure(error.success as E)
-        const pieces = frames.pieces?.()
-        if (pieces !== undefined || text.length > WRITE_SLICE_CHARS) {
-          return Effect.andThen(writeInSlices(response, pieces ?? [text]), Effect.sync(() => response.end()))
-        }
+        const large = largeText(text, frames.pieces?.())
+        if (large !== undefined) return Effect.andThen(writeInSlices(response, large), Effect.sync(() => response.end()))
         response.end(text)
         return Effect.void
       }
@@ -199,7 +198,11 @@ const writeFrames = <A, E>(response: ServerResponse, pull: Pull.Pull<NonEmptyRea
  * envelope repeating a huge echo, a huge upstream delta) written whole held the loop 20–25 ms for
  * 8 MB: node flattened it to count its bytes, encoded it, and the kernel took it in one writev.
  */
-const WRITE_SLICE_CHARS = 256 * 1024
+export const WRITE_SLICE_CHARS = 256 * 1024
+
+/** The texts to write a slice a turn (`pieces`, or the text alone when it is long), or undefined for a text written at once. */
+export const largeText = (text: string, pieces: ReadonlyArray<string> | undefined): ReadonlyArray<string> | undefined =>
+  pieces ?? (text.length > WRITE_SLICE_CHARS ? [text] : undefined)
 
 /**
  * Writes `pieces` (which join to the frames' text) a slice of at most WRITE_SLICE_CHARS a turn, never

@@ -30,6 +30,24 @@ describe("createWebHandler", () => {
       const read = await gateway.handler(new Request(`http://embedded/v1/states/${id}`, { headers }))
       expect(read.headers.get("content-type")).toContain("application/json")
       expect(await read.json()).toEqual({ state: { stateId: id, seq: 0, value } })
+
+      // A streamed answer whose envelope frames repeat a large echo comes in slices (each at most
+      // 256 Ki characters, so at most 768 KiB), and every envelope frame still holds it whole.
+      const instructions = "Echo me 😀 é \"q\" \\ \n and keep to these words ".repeat(8_000)
+      const streamed = await gateway.handler(new Request("http://embedded/v1/responses", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ model: "svc-orion-2", instructions, input: "say exactly: echoed", stream: true, store: false })
+      }))
+      expect(streamed.status).toBe(200)
+      const reader = streamed.body!.getReader()
+      const chunks: Array<Uint8Array> = []
+      for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value)
+      expect(Math.max(...chunks.map((chunk) => chunk.byteLength))).toBeLessThanOrEqual(3 * 256 * 1024)
+      const frames = Buffer.concat(chunks).toString("utf8").split("\n\n").filter((frame) => frame.startsWith("event: "))
+      const envelopes = frames.map((frame) => JSON.parse(frame.slice(frame.indexOf("\ndata: ") + 7))).filter((d) => d.response !== undefined)
+      expect(envelopes.map((d) => d.type)).toEqual(["response.created", "response.in_progress", "response.completed"])
+      for (const envelope of envelopes) expect(envelope.response.instructions).toBe(instructions)
     } finally {
       await gateway.dispose()
       rmSync(dir, { recursive: true, force: true })
