@@ -176,8 +176,8 @@ describe.each(modes)("generator closures per request ($mode)", ({ redis }) => {
     const served = mapLogSizes(logDir)
     // The log is buffered: a stop flushes it.
     expect(await gw.stop()).toBe(0)
-    // A generator function's first map; and an object literal with a getter, each of which V8 gives
-    // a dictionary of its own with a freshly copied map ("NormalizeCached"), which kept the
+    // A generator function's first map; and an object literal with a getter, each of which V8 turns
+    // into a dictionary ("NormalizeCached" or "Normalize", see v8-map-log.ts), which kept the
     // literal's closures, and the request they capture, through scavenges the same way.
     const maps = readMapLogs(logDir, { from: warmedUp, to: served })
     // The log is read as it is written (a format V8 could change): start-up alone makes hundreds.
