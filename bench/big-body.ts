@@ -10,9 +10,10 @@
  * prompt; `wide` one object with ~1M keys (a tool's parameter schema); `cap` as many tiny
  * messages as fit under the 65,536-value limit (~21,800, 0.6 MiB: accepted, so every pass after
  * the parse runs on them); `key` one object key as long as the body allows (`metadata`); `echo`
- * (Responses only) a streamed, stored create whose `instructions` fill the body — every envelope
+ * on Responses a streamed, stored create whose `instructions` fill the body — every envelope
  * frame (`response.created`, `.in_progress`, `.completed`) repeats them — followed by a second
- * line, `replay`, for `GET /v1/responses/{id}?stream=true` of what it stored. The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
+ * line, `replay`, for `GET /v1/responses/{id}?stream=true` of what it stored; on legacy completions
+ * a streamed `echo: true` whose prompt fills the body (its first chunk carries the prompt). The gateway runs on core 0 with the loop probe (bench/lib/loop-probe.ts),
  * the fixed-answer upstream and this process on core 1; the bystander runs in a worker thread of
  * this process so building and sending 32 MiB here never counts as the gateway's delay.
  *
@@ -95,7 +96,7 @@ const PATHS: Record<Surface, string> = {
 const bodyFor = (surface: Surface, shape: Shape): { body: string; count: number } | undefined => {
   const model = `"model":"svc-big"`
   if (shape === "key") return hugeKey(`{${model},"max_tokens":16`)
-  if (shape === "echo") return surface === "responses" ? hugeString(`{${model},"max_output_tokens":16,"stream":true,"store":true,"input":"hi","instructions":"`, `"}`) : undefined
+  if (shape === "echo") return surface === "responses" ? hugeString(`{${model},"max_output_tokens":16,"stream":true,"store":true,"input":"hi","instructions":"`, `"}`) : surface === "completions" ? hugeString(`{${model},"max_tokens":16,"echo":true,"stream":true,"prompt":"`, `"}`) : undefined
   switch (surface) {
     case "chat":
       if (shape === "cap") return atCap(`{${model},"max_tokens":16,"messages":[`, `{"role":"user","content":"a"}`, `]}`)

@@ -4,9 +4,11 @@
  * silently ignored: token-array or multiple prompts, `suffix` (no insert mode), `logprobs`,
  * `best_of` and `n` other than 1. `echo` is supported by prefixing the prompt to the text.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
+import type { InvalidRequest } from "../../errors.ts"
 import { userMessage } from "../../model/content.ts"
 import { makeRequest } from "../../model/request.ts"
+import { isLarge, jsonTextPiecesInSlices } from "../../util/sliced-stringify.ts"
 import { checkSingleChoice, PositiveInt, Stop, stopSequences, StreamOptions, Temperature, TopP } from "../chat/wire-decode.ts"
 import type { Decoded } from "../dialect.ts"
 import { decodeRequest, decoderAt, definedFields, given, opt, refuse, whole } from "../staged-decode.ts"
@@ -18,6 +20,12 @@ export interface CompletionsEcho {
   readonly includeUsage: boolean
   /** The prompt, when `echo` asked for it to lead the text. */
   readonly echoPrompt?: string
+  /**
+   * The echoed prompt's JSON text in pieces, made in slices, when a stream echoes a large one: its
+   * first chunk carries the whole prompt, and serialized at once a 32 MiB prompt held the event
+   * loop ~150 ms (`bench/big-body.ts --surface completions --shape echo`).
+   */
+  readonly echoPromptJson?: ReadonlyArray<string>
 }
 
 const CompletionsRequestWire = Schema.Struct({
@@ -84,4 +92,11 @@ const completionsRequestOf = (body: unknown): Decoded<CompletionsEcho> => {
   return { request, echo }
 }
 
-export const decodeCompletionsRequest = decodeRequest(whole(completionsRequestOf))
+const decodeStaged = decodeRequest(whole(completionsRequestOf))
+
+export const decodeCompletionsRequest = (body: unknown): Effect.Effect<Decoded<CompletionsEcho>, InvalidRequest> =>
+  Effect.flatMap(decodeStaged(body), (decoded) => {
+    const prompt = decoded.echo.echoPrompt
+    if (prompt === undefined || !decoded.request.stream || !isLarge(prompt)) return Effect.succeed(decoded)
+    return Effect.map(jsonTextPiecesInSlices(prompt), (json) => ({ ...decoded, echo: { ...decoded.echo, echoPromptJson: json } }))
+  })

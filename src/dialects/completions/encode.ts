@@ -9,7 +9,11 @@ import { commentSignals, dataFrame } from "../../http/sse.ts"
 import { finishReason } from "../chat/encode-body.ts"
 import { CHAT_DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
 import type { EncodeContext, StreamEncoder } from "../dialect.ts"
+import { piecesOf, rememberPieces } from "../../util/long-strings.ts"
+import { ropeOf, splicedPieces, standIn } from "../spliced-json.ts"
 import type { CompletionsEcho } from "./decode.ts"
+
+const PROMPT_STAND_IN = standIn("prompt")
 
 /** Legacy completions report the three totals only. */
 const completionsUsage = (usage: Usage) => ({
@@ -25,10 +29,22 @@ const envelope = (context: EncodeContext<CompletionsEcho>) => ({
   model: context.model
 })
 
+/**
+ * The echoed prompt and the answer as one text. A prompt kept in pieces (a long one, as parsed:
+ * `util/long-strings.ts`) leaves the text in pieces too, so the body's sliced serializer reads it
+ * piece by piece instead of flattening megabytes at once.
+ */
+const echoedText = (prompt: string, answer: string): string => {
+  const text = prompt + answer
+  const pieces = piecesOf(prompt)
+  if (pieces !== undefined) rememberPieces(text, answer === "" ? pieces : [...pieces, answer])
+  return text
+}
+
 export const encodeCompletionsBody = (response: CanonicalResponse, context: EncodeContext<CompletionsEcho>) => ({
   ...envelope(context),
   choices: [{
-    text: (context.echo.echoPrompt ?? "") + response.content.map((block) => (block.type === "text" ? block.text : "")).join(""),
+    text: echoedText(context.echo.echoPrompt ?? "", response.content.map((block) => (block.type === "text" ? block.text : "")).join("")),
     index: 0,
     logprobs: null,
     finish_reason: finishReason(response.stopReason)
@@ -46,10 +62,23 @@ export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsE
       ...(includeUsage ? { usage: null } : {})
     })
 
+  // The texts the last answer was joined from, when it was the echoed prompt made ahead in pieces.
+  let framePieces: ReadonlyArray<string> | undefined
+  /** The first chunk, the echoed prompt: its JSON made ahead in pieces when large (`echoPromptJson`). */
+  const echoChunk = (prompt: string): string => {
+    const json = context.echo.echoPromptJson
+    if (json === undefined) return chunk(prompt)
+    const made = splicedPieces(chunk(PROMPT_STAND_IN), [{ key: "text", standIn: PROMPT_STAND_IN, pieces: json }])
+    if (typeof made === "string") return made
+    framePieces = made
+    return ropeOf(made)
+  }
+
   const event = (event: CanonicalEvent): string => {
+    framePieces = undefined
     switch (event.type) {
       case "message_start":
-        return context.echo.echoPrompt === undefined || context.echo.echoPrompt === "" ? "" : chunk(context.echo.echoPrompt)
+        return context.echo.echoPrompt === undefined || context.echo.echoPrompt === "" ? "" : echoChunk(context.echo.echoPrompt)
       case "text_delta":
         return event.text === "" ? "" : chunk(event.text)
       case "message_stop": {
@@ -65,7 +94,15 @@ export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsE
 
   return {
     event,
-    error: errorFrame,
+    error: (failure) => {
+      framePieces = undefined
+      return errorFrame(failure)
+    },
+    pieces: () => {
+      const pieces = framePieces
+      framePieces = undefined
+      return pieces
+    },
     ...commentSignals
   }
 }

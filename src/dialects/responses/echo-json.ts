@@ -9,28 +9,22 @@
  * which the writers write one slice a turn (joined into one string, a rope, writing it flattened
  * and encoded megabytes in one turn: 20–25 ms for 8 MB).
  *
- * The stand-in is a string no request can contain by chance: random per process, between NULs.
+ * The splicing is `dialects/spliced-json.ts`'s.
  */
-import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { isLarge, jsonTextPiecesInSlices, LARGE_WIRE_UNITS } from "../../util/sliced-stringify.ts"
+import { splicedPieces, standIn } from "../spliced-json.ts"
 import type { ResponsesEcho } from "./decode.ts"
 
 const FIELDS = ["instructions", "tools"] as const
 type Field = typeof FIELDS[number]
 
-const token = randomBytes(12).toString("hex")
-const STAND_INS: Record<Field, string> = { instructions: `\u0000${token}-instructions\u0000`, tools: `\u0000${token}-tools\u0000` }
-/** Each stand-in as it appears in a frame: the key and the string's JSON. */
-const MARKS: Record<Field, string> = {
-  instructions: `"instructions":${JSON.stringify(STAND_INS.instructions)}`,
-  tools: `"tools":${JSON.stringify(STAND_INS.tools)}`
-}
+const STAND_INS: Record<Field, string> = { instructions: standIn("instructions"), tools: standIn("tools") }
 
 /** An echo's large fields' JSON text, in pieces; only for echoes `prepareEchoJson` found large. */
 const prepared = new WeakMap<ResponsesEcho, Partial<Record<Field, ReadonlyArray<string>>>>()
 
-/** Makes the JSON text of `echo`'s large fields in slices, for its frames (`withEchoJson`). */
+/** Makes the JSON text of `echo`'s large fields in slices, for its frames (`echoFramePieces`). */
 export const prepareEchoJson = Effect.fnUntraced(function*(echo: ResponsesEcho) {
   const json: Partial<Record<Field, ReadonlyArray<string>>> = {}
   let any = false
@@ -57,31 +51,10 @@ export const echoFramePieces = <E extends { readonly instructions: unknown; read
 ): string | ReadonlyArray<string> => {
   const json = prepared.get(echo)
   if (json === undefined) return serialize(envelope)
-  const standIn: Record<string, unknown> = { ...envelope }
-  for (const field of FIELDS) if (json[field] !== undefined) standIn[field] = STAND_INS[field]
-  const text = serialize(standIn as E)
-  // The stand-ins' places in the small text, in order (every one is there once: the envelope's own keys).
-  const places = FIELDS.flatMap((field) => {
+  const standIns: Record<string, unknown> = { ...envelope }
+  for (const field of FIELDS) if (json[field] !== undefined) standIns[field] = STAND_INS[field]
+  return splicedPieces(serialize(standIns as E), FIELDS.flatMap((field) => {
     const pieces = json[field]
-    if (pieces === undefined) return []
-    const at = text.indexOf(MARKS[field])
-    return at < 0 ? [] : [{ at, end: at + MARKS[field].length, key: `"${field}":`, pieces }]
-  }).sort((a, b) => a.at - b.at)
-  if (places.length === 0) return text
-  const out: Array<string> = []
-  let from = 0
-  for (const place of places) {
-    out.push(text.slice(from, place.at) + place.key)
-    for (const piece of place.pieces) out.push(piece)
-    from = place.end
-  }
-  out.push(text.slice(from))
-  return out
-}
-
-/** The texts joined as a rope (`+` links two strings without copying either): for a caller that wants one string. */
-export const ropeOf = (pieces: ReadonlyArray<string>): string => {
-  let text = ""
-  for (const piece of pieces) text += piece
-  return text
+    return pieces === undefined ? [] : [{ key: field, standIn: STAND_INS[field], pieces }]
+  }))
 }

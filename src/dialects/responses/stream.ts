@@ -23,7 +23,8 @@ import { commentFrame, namedFrame } from "../../http/sse.ts"
 import { withItemAt } from "../../util/arrays.ts"
 import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import type { ResponsesEcho } from "./decode.ts"
-import { echoFramePieces, ropeOf } from "./echo-json.ts"
+import { ropeOf } from "../spliced-json.ts"
+import { echoFramePieces } from "./echo-json.ts"
 import { encodeResponse, envelope, outputItem, outputTextPart, summaryPart } from "./envelope.ts"
 
 /** OpenAI's `ResponseError.code` for a failure type of ours. */

@@ -31,6 +31,19 @@ describe.each(engines())("legacy completions ($name)", (engine) => {
     expect(echoed.choices[0].text).toBe("say exactly: pongpong")
   })
 
+  it("echoes a large prompt whole, streamed (its JSON made ahead, in pieces) and not", async () => {
+    // Over 256 Ki characters the streamed echo's JSON is made in slices and put into its chunk
+    // (dialects/spliced-json.ts), which is written a slice a turn; the emoji straddle the cuts.
+    const prompt = "say exactly: echoed " + "Prompt 😀 é \"q\" \\ \n words ".repeat(12_000)
+    const stream = await client.completions.create({ model: "svc-orion-2", prompt, echo: true, stream: true })
+    const texts: Array<string> = []
+    for await (const chunk of stream) texts.push(chunk.choices[0]?.text ?? "")
+    expect(texts[0]).toBe(prompt)
+    const whole = await client.completions.create({ model: "svc-orion-2", prompt, echo: true })
+    expect(whole.choices[0].text).toBe(prompt + texts.slice(1).join(""))
+    expect(whole.usage!.prompt_tokens).toBeGreaterThan(12_000)
+  })
+
   it("streams text deltas that join to the body's text, finish_reason last", async () => {
     const prompt = "say exactly: streaming legacy text works"
     const stream = await client.completions.create({ model: "svc-nova-mini", prompt, stream: true, stream_options: { include_usage: true } })
