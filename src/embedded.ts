@@ -29,7 +29,7 @@ import type { MessagesEcho } from "./dialects/messages/index.ts"
 import type { ResponsesEcho } from "./dialects/responses/index.ts"
 import { messagesDialect } from "./dialects/messages/index.ts"
 import { responsesDialect } from "./dialects/responses/index.ts"
-import { NotFound, PermissionDenied, Unauthenticated } from "./errors.ts"
+import { NotFound, PermissionDenied, shown, Unauthenticated } from "./errors.ts"
 import { gatewayHttpApp, GatewayServices, gatewayServicesFor } from "./gateway.ts"
 import { withBodyIdleTimeout } from "./http/body-idle.ts"
 import { prepareRequest } from "./catalog/requirements.ts"
@@ -155,7 +155,7 @@ export const createGateway = async (options: GatewayOptions = {}): Promise<Embed
       return yield* new PermissionDenied({ message: `This key is not allowed to use the ${surface} surface` })
     }
     const model = (yield* Catalog).resolveChat(name)
-    if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
+    if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${shown(name)}' does not exist`, param: "model" })
     if (!allowsModel(key.permissions, model.id)) {
       return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
     }

@@ -3,6 +3,18 @@
  * turns each into the status, type name and body shape of the surface the client called.
  */
 import { Schema } from "effect"
+import { substringOf } from "./util/long-strings.ts"
+
+/** The most of a client's value an error message quotes. */
+export const SHOWN_VALUE_CHARS = 256
+
+/**
+ * A client's value as an error message quotes it: whole when short, else its start and its length.
+ * A model name of 30 MiB was quoted whole: a 30 MB error body, serialized in one turn of the event
+ * loop, and a 30 MB request log line. (A long parsed value is read from its pieces, not flattened.)
+ */
+export const shown = (value: string, max: number = SHOWN_VALUE_CHARS): string =>
+  value.length <= max ? value : `${substringOf(value, 0, max)}… (${value.length} characters)`
 
 /** 400: malformed JSON or a field that failed validation; `param` names the field. */
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {

@@ -15,7 +15,7 @@ import type { ChatDialect } from "../dialects/dialect.ts"
 import { messagesDialect } from "../dialects/messages/index.ts"
 import { responsesDialect } from "../dialects/responses/index.ts"
 import { shorten, toBase64Float32 } from "../embeddings/vectors.ts"
-import { type ApiError, InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { type ApiError, InvalidRequest, NotFound, PermissionDenied, shown } from "../errors.ts"
 import { callFailureToApiError } from "../http/chat-answer.ts"
 import { errorBody } from "../http/render-error.ts"
 import type { KeyRecord } from "../keys/keys-repo.ts"
@@ -49,7 +49,7 @@ const chatAnswer = Effect.fnUntraced(function*<Echo>(dialect: ChatDialect<Echo>,
   const decoded = yield* dialect.decode(body)
   const catalog = yield* Catalog
   const model = catalog.resolveChat(decoded.request.model)
-  if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${decoded.request.model}' does not exist`, param: "model" })
+  if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The model '${shown(decoded.request.model)}' does not exist`, param: "model" })
   if (!allowsModel(key.permissions, model.id)) return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
   const request = yield* prepareRequest(model, { ...decoded.request, stream: false }, { viaHandle: catalog.isCompatibilityHandle(decoded.request.model) })
   const call = yield* (yield* ModelCaller).complete(request, { key, requestId, priority: "batch" }).pipe(
@@ -70,7 +70,7 @@ const embeddingAnswer = Effect.fnUntraced(function*(body: unknown, key: KeyRecor
     return yield* new InvalidRequest({ message: "input: expected a non-empty string or array of non-empty strings", param: "input" })
   }
   const model = (yield* Catalog).resolveEmbedding(body.model)
-  if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
+  if (model === undefined) return yield* new NotFound({ kind: "resource", message: `The embedding model '${shown(body.model)}' does not exist`, param: "model" })
   if (!allowsModel(key.permissions, model.id)) return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })
   const dimensions = typeof body.dimensions === "number" ? body.dimensions : model.dimensions
   if (!Number.isInteger(dimensions) || dimensions < 1 || dimensions > model.dimensions || (dimensions !== model.dimensions && !model.flexibleDimensions)) {

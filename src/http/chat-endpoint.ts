@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { prepareRequest } from "../catalog/requirements.ts"
 import type { ChatDialect } from "../dialects/dialect.ts"
-import { NotFound, PermissionDenied } from "../errors.ts"
+import { NotFound, PermissionDenied, shown } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { readJson } from "./body.ts"
 import { answerChat } from "./chat-answer.ts"
@@ -20,7 +20,7 @@ export const resolveChatModel = Effect.fnUntraced(function*(ctx: RequestContext,
   const model = catalog.resolveChat(name)
   ctx.record.modelAsked = name
   if (model === undefined) {
-    return yield* new NotFound({ kind: "resource", message: `The model '${name}' does not exist`, param: "model" })
+    return yield* new NotFound({ kind: "resource", message: `The model '${shown(name)}' does not exist`, param: "model" })
   }
   if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
     return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })

@@ -7,7 +7,7 @@
 import { Effect, Schema } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { shorten, toBase64Float32 } from "../embeddings/vectors.ts"
-import { InvalidRequest, NotFound, PermissionDenied } from "../errors.ts"
+import { InvalidRequest, NotFound, PermissionDenied, shown } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { ModelCaller } from "../runtime/model-caller.ts"
 import { readBody } from "./body.ts"
@@ -36,7 +36,7 @@ const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const model = catalog.resolveEmbedding(body.model)
   ctx.record.modelAsked = body.model
   if (model === undefined) {
-    return yield* new NotFound({ kind: "resource", message: `The embedding model '${body.model}' does not exist`, param: "model" })
+    return yield* new NotFound({ kind: "resource", message: `The embedding model '${shown(body.model)}' does not exist`, param: "model" })
   }
   if (!allowsModel((yield* requireKey(ctx)).permissions, model.id)) {
     return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })

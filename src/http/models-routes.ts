@@ -7,7 +7,7 @@
 import { Effect } from "effect"
 import { Catalog } from "../catalog/catalog.ts"
 import { toCatalogEntry, toMessagesDialectEntry } from "../catalog/entries.ts"
-import { InvalidRequest, NotFound } from "../errors.ts"
+import { InvalidRequest, NotFound, shown } from "../errors.ts"
 import { jsonResponse } from "./json.ts"
 import type { RequestContext, RouteDef } from "./route.ts"
 
@@ -65,7 +65,7 @@ const get = Effect.fnUntraced(function*(ctx: RequestContext) {
   const catalog = yield* Catalog
   const id = ctx.params.id
   const entry = catalog.resolveForCatalog(id)
-  if (entry === undefined) return yield* new NotFound({ kind: "resource", message: `Model '${id}' not found` })
+  if (entry === undefined) return yield* new NotFound({ kind: "resource", message: `Model '${shown(id)}' not found` })
   const body = wantsMessagesDialect(ctx) ? toMessagesDialectEntry(entry) : toCatalogEntry(entry)
   return jsonResponse(body, { headers: CACHE })
 })

@@ -5,7 +5,7 @@
  * - `flat` (runs, states, artifacts, admin): `{error:{type, message}}`.
  */
 import { HttpServerResponse } from "effect/http"
-import type { ApiError } from "../errors.ts"
+import { type ApiError, shown } from "../errors.ts"
 import type { ErrorShape } from "./route.ts"
 
 interface Rendered {
@@ -84,9 +84,21 @@ const describe = (error: ApiError): Rendered => {
   }
 }
 
+/**
+ * The most of a message an error body or a log line carries: values are quoted short where the
+ * message is made (`shown`); this bounds a message that quotes one whole all the same.
+ */
+const MAX_MESSAGE_CHARS = 8 * 1024
+
+/** `describe`, its message bounded. */
+const described = (error: ApiError) => {
+  const r = describe(error)
+  return r.message.length <= MAX_MESSAGE_CHARS ? r : { ...r, message: shown(r.message, MAX_MESSAGE_CHARS) }
+}
+
 /** The error body alone, for streams that must end with an error event in the dialect's shape. */
 export const errorBody = (error: ApiError, shape: ErrorShape, requestId: string): { status: number; body: unknown; headers: Record<string, string> } => {
-  const r = describe(error)
+  const r = described(error)
   const body = shape === "messages"
     ? { type: "error", error: { type: r.dialectType, message: r.message }, request_id: requestId }
     : shape === "openai"
@@ -117,6 +129,6 @@ export const renderDefect = (shape: ErrorShape, requestId: string) => {
 
 /** The error's type (dialect name) and message, as the request log records them. */
 export const errorSummary = (error: ApiError): { readonly type: string; readonly message: string } => {
-  const r = describe(error)
+  const r = described(error)
   return { type: r.dialectType, message: r.message }
 }

@@ -18,7 +18,7 @@ import { responsesDialect } from "../dialects/responses/index.ts"
 import { referencedItemIds } from "../dialects/responses/input.ts"
 import { prepareEchoJson } from "../dialects/responses/echo-json.ts"
 import { type ReplayRecord, replayFrames } from "../dialects/responses/replay.ts"
-import { InvalidRequest, NotFound, Unprocessable } from "../errors.ts"
+import { InvalidRequest, NotFound, shown, Unprocessable } from "../errors.ts"
 import { ResponsesRepo } from "../stored-responses/responses-repo.ts"
 import { planStore, storeOnStop } from "../stored-responses/stored-turn.ts"
 import { continueConversation, readTranscript } from "../stored-responses/transcript.ts"
@@ -36,7 +36,7 @@ const loadPrevious = Effect.fnUntraced(function*(repo: ResponsesRepo["Service"],
   if (id === null) return undefined
   const stored = yield* repo.conversation(keyId, id)
   if (stored === undefined) {
-    return yield* new NotFound({ kind: "chain", message: `Previous response with id '${id}' not found.`, param: "previous_response_id" })
+    return yield* new NotFound({ kind: "chain", message: `Previous response with id '${shown(id)}' not found.`, param: "previous_response_id" })
   }
   return stored
 })
@@ -138,7 +138,7 @@ const listInputItems = Effect.fnUntraced(function*(ctx: RequestContext) {
   let start = 0
   if (after !== null) {
     const at = ordered.findIndex((item) => item.id === after)
-    if (at === -1) return yield* new InvalidRequest({ message: `after: no input item with id '${after}' in this response`, param: "after" })
+    if (at === -1) return yield* new InvalidRequest({ message: `after: no input item with id '${shown(after)}' in this response`, param: "after" })
     start = at + 1
   }
   const data = ordered.slice(start, start + limit)

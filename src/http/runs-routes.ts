@@ -7,7 +7,7 @@ import { Effect, Schema, Stream } from "effect"
 import { isTerminal, TERMINAL_STATUSES } from "../../machines/run.ts"
 import { Catalog } from "../catalog/catalog.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
-import { InvalidRequest, PermissionDenied } from "../errors.ts"
+import { InvalidRequest, PermissionDenied, shown } from "../errors.ts"
 import { allowsModel } from "../keys/permissions.ts"
 import { MAX_USD_AMOUNT, usdToMicros } from "../model/money.ts"
 import { runEventFrames } from "../runs/event-stream.ts"
@@ -72,7 +72,7 @@ const create = Effect.fnUntraced(function*(ctx: RequestContext) {
   const key = yield* requireKey(ctx)
   const model = body.model === undefined ? undefined : (yield* Catalog).resolveChat(body.model)
   if (body.model !== undefined && model === undefined) {
-    return yield* new InvalidRequest({ message: `model: the model '${body.model}' does not exist`, param: "model" })
+    return yield* new InvalidRequest({ message: `model: the model '${shown(body.model)}' does not exist`, param: "model" })
   }
   if (model !== undefined && !allowsModel(key.permissions, model.id)) {
     return yield* new PermissionDenied({ message: `This key is not allowed to use the model ${model.id}` })

@@ -12,7 +12,7 @@ import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { isTerminal, type RunSnapshot, restoreRun, statusOf, stepRun, toRunEvent } from "../../machines/run.ts"
 import { RunSignals } from "../coordination/run-signals.ts"
-import { Conflict, InvalidRequest, NotFound } from "../errors.ts"
+import { Conflict, InvalidRequest, NotFound, shown } from "../errors.ts"
 import type { Usage } from "../model/usage.ts"
 import { PAGE_BUDGET_BYTES } from "../util/json-limits.ts"
 import { jsonParameter } from "../storage/json-parameter.ts"
@@ -107,7 +107,7 @@ export class RunLog extends Context.Service<RunLog, {
         if (callerWrite && row.executable) {
           if (SERVICE_EVENT_TYPES.has(event.type)) {
             return yield* new InvalidRequest({
-              message: `events[${i}].type: '${event.type}' is written by the service on an executable run (end it with POST …/cancel)`,
+              message: `events[${i}].type: '${shown(event.type)}' is written by the service on an executable run (end it with POST …/cancel)`,
               param: `events[${i}].type`
             })
           }

@@ -32,6 +32,11 @@ describe("upstream failures", () => {
     const openai = errorFromResponse(400, {}, JSON.stringify({ error: { message: "bad temperature", param: "temperature" } }), placement)
     expect(openai).toMatchObject({ status: 400, retryable: false, message: "bad temperature" })
     expect(errorFromResponse(503, {}, "", placement).message).toBe("The upstream answered HTTP 503")
+    // A hostile error body is quoted short: its message, or (past 64 KiB, not parsed) its text.
+    const long = errorFromResponse(400, {}, JSON.stringify({ error: { message: "x".repeat(5_000) } }), placement)
+    expect(long.message).toBe(`${"x".repeat(1_000)}… (5000 characters)`)
+    const huge = errorFromResponse(400, {}, JSON.stringify({ error: { message: "y".repeat(1 << 20) } }), placement)
+    expect(huge.message).toBe(`{"error":{"message":"${"y".repeat(500 - 21)}`)
   })
 
   it("a refused credential or unknown model is the gateway's problem: retryable 502", () => {

@@ -143,6 +143,30 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
     })
   }
 
+  // A model name of megabytes was quoted whole in the 404: an error body (and a request log line)
+  // as large as the request, serialized in one turn. Quoted short now, with its length.
+  if (engine.name === "embedded") {
+    const name = "m".repeat(8 * MIB)
+    const bodies: ReadonlyArray<readonly [string, string]> = [
+      ["/v1/chat/completions", `{"model":"${name}","messages":[{"role":"user","content":"hi"}]}`],
+      ["/v1/messages", `{"model":"${name}","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`],
+      ["/v1/messages/count_tokens", `{"model":"${name}","messages":[{"role":"user","content":"hi"}]}`],
+      ["/v1/responses", `{"model":"${name}","input":"hi"}`],
+      ["/v1/completions", `{"model":"${name}","prompt":"hi"}`],
+      ["/v1/embeddings", `{"model":"${name}","input":"hi"}`]
+    ]
+    it("a model name of 8 MiB is a 404 naming the model, quoted short, on every surface", async () => {
+      await whileBystanding(async () => {
+        for (const [path, body] of bodies) {
+          const answer = await post(path, body)
+          expect(answer.status, `${path}: ${answer.text.slice(0, 300)}`).toBe(404)
+          expect(answer.text.length, path).toBeLessThan(2_000)
+          expect(answer.text, path).toContain(`${"m".repeat(256)}… (${8 * MIB} characters)`)
+        }
+      })
+    })
+  }
+
   // A batch's input file is read when the batch is created: a file of millions of lines was split
   // into that many strings at once (16 MiB of newlines held every client for ~1 s, 8 MiB ~0.5 s).
   const batchOf = async (content: string) => {

@@ -23,6 +23,7 @@ import type { Pool } from "undici"
 import UndiciPool from "undici/lib/dispatcher/pool.js"
 import { BackendError, backendErrorFromStatus, type PlacementRuntime } from "../backend.ts"
 import { UpstreamAnswerTooLarge } from "./upstream-call.ts"
+import { shown } from "../../errors.ts"
 import { MAX_JSON_VALUES } from "../../util/json-limits.ts"
 
 /**
@@ -115,16 +116,26 @@ const statedWait = (headers: Headers, nowMs: number): number | undefined => {
   return Number.isNaN(date) ? undefined : Math.max(0, (date - nowMs) / 1000)
 }
 
+/**
+ * The most of an upstream's error body read as JSON for its message: a real one is a few hundred
+ * bytes; a hostile one of megabytes is neither parsed in one turn of the event loop nor quoted whole.
+ */
+const ERROR_BODY_JSON_CHARS = 64 * 1024
+/** The most of an upstream's error message (or text) the gateway's own error quotes. */
+const ERROR_MESSAGE_CHARS = 1_000
+
 /** The message of an error body, or the text itself shortened. */
 const errorBodyMessage = (status: number, text: string): string => {
-  try {
-    const body = JSON.parse(text)
-    const message = body?.error?.message ?? body?.message ?? (typeof body?.error === "string" ? body.error : undefined)
-    if (typeof message === "string" && message !== "") return message
-  } catch {
-    // not JSON: fall through to the text itself
+  if (text.length <= ERROR_BODY_JSON_CHARS) {
+    try {
+      const body = JSON.parse(text)
+      const message = body?.error?.message ?? body?.message ?? (typeof body?.error === "string" ? body.error : undefined)
+      if (typeof message === "string" && message !== "") return shown(message, ERROR_MESSAGE_CHARS)
+    } catch {
+      // not JSON: fall through to the text itself
+    }
   }
-  const trimmed = text.trim().slice(0, 500)
+  const trimmed = text.slice(0, 500).trim()
   return trimmed === "" ? `The upstream answered HTTP ${status}` : trimmed
 }
 
