@@ -8,6 +8,7 @@ import { BatchWorkers } from "../batches/batch-workers.ts"
 import { openaiBatchView } from "../batches/batch-views.ts"
 import { BatchesRepo } from "../batches/batches-repo.ts"
 import { OPENAI_BATCH_ENDPOINTS } from "../batches/execute-request.ts"
+import { OpenAiMetadata } from "../dialects/chat/wire-decode.ts"
 import { MAX_BATCH_REQUESTS, parseOpenAiInput } from "../batches/openai-input.ts"
 import { InvalidRequest, NotFound } from "../errors.ts"
 import { FilesRepo } from "../files/files-repo.ts"
@@ -16,14 +17,11 @@ import { jsonResponse } from "./json.ts"
 import { type RequestContext, requireKey, routeFamily, type RouteDef } from "./route.ts"
 import { limitParam } from "./limit-param.ts"
 
-const Metadata = Schema.Record(Schema.String.check(Schema.isMaxLength(64)), Schema.String.check(Schema.isMaxLength(512)))
-  .check(Schema.makeFilter((m) => Object.keys(m).length <= 16 || "at most 16 keys"))
-
 const CreateBody = Schema.Struct({
   input_file_id: Schema.String,
   endpoint: Schema.Literals(OPENAI_BATCH_ENDPOINTS),
   completion_window: Schema.Literal("24h"),
-  metadata: Schema.optional(Schema.NullOr(Metadata)),
+  metadata: Schema.optional(Schema.NullOr(OpenAiMetadata)),
   output_expires_after: Schema.optional(Schema.Unknown)
 })
 const decodeCreate = decodeWith(CreateBody)

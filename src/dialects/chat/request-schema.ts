@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { opt } from "../staged-decode.ts"
-import { JsonObjectWire, PositiveInt, Stop, StreamOptions, Temperature, TopP } from "./wire-decode.ts"
+import { JsonObjectWire, OpenAiMetadata, PositiveInt, Stop, StreamOptions, Temperature, TopP } from "./wire-decode.ts"
 
 const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 
@@ -107,7 +107,7 @@ export const ChatRequestWire = Schema.Struct({
   reasoning_effort: opt(ReasoningEffortWire),
   seed: opt(Schema.Int),
   user: opt(Schema.String),
-  metadata: opt(Schema.Record(Schema.String, Schema.String)),
+  metadata: opt(OpenAiMetadata),
   n: opt(Schema.Int),
   prompt_cache_key: opt(Schema.String),
   safety_identifier: opt(Schema.String),

@@ -12,6 +12,16 @@ export const TopP = Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 
 export const Stop = Schema.Union([Schema.String, Schema.Array(Schema.String).check(Schema.isMaxLength(4))])
 export const JsonObjectWire = Schema.Record(Schema.String, Schema.Unknown)
 export const StreamOptions = Schema.Struct({ include_usage: opt(Schema.Boolean) })
+/**
+ * OpenAI's `metadata` (Chat Completions, Responses, batches): at most 16 pairs, keys of at most 64
+ * characters, values of at most 512, as OpenAI refuses beyond them. A Responses stream repeats it
+ * in every envelope frame, so without a bound a value of megabytes was serialized several times.
+ */
+export const OpenAiMetadata = Schema.Record(Schema.String, Schema.String.check(Schema.isMaxLength(512))).check(
+  Schema.isMaxProperties(16),
+  // On the record, not its key schema: a key the key schema refuses is dropped, not refused.
+  Schema.makeFilter((metadata) => Object.keys(metadata).every((key) => key.length <= 64) || "Expected keys of at most 64 characters")
+)
 
 /** The canonical stop sequences of a wire `stop` (a string or a list). */
 export const stopSequences = (stop: string | ReadonlyArray<string> | null | undefined): ReadonlyArray<string> =>

@@ -12,6 +12,7 @@ import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
 import { type CanonicalRequest, makeRequest, type ReasoningEffort, type ReasoningSettings } from "../../model/request.ts"
 import type { Decoded } from "../dialect.ts"
+import { OpenAiMetadata } from "../chat/wire-decode.ts"
 import { decodeRequest, decoderAt, opt, refuse, runDecode } from "../staged-decode.ts"
 import type { Sliced } from "../../util/slices.ts"
 import { decodeInput, type ItemResolver, noStoredItems } from "./input.ts"
@@ -40,7 +41,7 @@ const Body = Schema.Struct({
   prompt_cache_key: opt(Schema.String),
   safety_identifier: opt(Schema.String),
   user: opt(Schema.String),
-  metadata: opt(Schema.Record(Schema.String, Schema.String))
+  metadata: opt(OpenAiMetadata)
 })
 type Body = typeof Body.Type
 

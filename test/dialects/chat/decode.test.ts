@@ -233,6 +233,11 @@ describe("chat decode: parameters", () => {
     expect(withBody({}).request.cacheAffinity).toBeUndefined()
     expect(withBody({ metadata: { team: "x" } }).request.metadata).toEqual({ team: "x" })
     expect(errorOf({ metadata: { team: 1 } }).param).toBe("metadata.team")
+    // OpenAI's limits: 16 pairs, keys of 64 characters, values of 512.
+    expect(withBody({ metadata: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`k${i}`, "v".repeat(512)])) }).request.metadata).toHaveProperty("k15")
+    expect(errorOf({ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) })).toMatchObject({ param: "metadata" })
+    expect(errorOf({ metadata: { team: "v".repeat(513) } })).toMatchObject({ param: "metadata.team" })
+    expect(errorOf({ metadata: { ["k".repeat(65)]: "v" } }).param).toMatch(/^metadata/)
   })
 
   it("supports only n=1 and refuses what it cannot honor", () => {

@@ -188,6 +188,8 @@ describe("responses decode: errors name the field", () => {
     ["json_schema without schema", { text: { format: { type: "json_schema", name: "x" } } }, "text.format.schema"],
     ["unknown format", { text: { format: { type: "yaml" } } }, "text.format.type"],
     ["non-string metadata", { metadata: { a: 1 } }, "metadata.a"],
+    ["a metadata value over 512 characters", { metadata: { a: "x".repeat(513) } }, "metadata.a"],
+    ["more than 16 metadata pairs", { metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, "metadata"],
     ["non-boolean store", { store: "yes" }, "store"]
   ]
   it.each(cases)("%s → 400 naming %s", (_, fields, param) => {
