@@ -1,6 +1,6 @@
 /**
- * The JSON text of a Responses echo's large fields (`instructions`, `tools`), made in slices before
- * a stream's frames repeat them. A stream's `response.created`, `.in_progress`, and its last frame
+ * The JSON text of a Responses echo's large fields (`instructions`, `tools`, the output format's
+ * schema, a long `user` …), made in slices before a stream's frames repeat them. A stream's `response.created`, `.in_progress`, and its last frame
  * (`.completed`, `.incomplete`, `.failed`) each carry the whole envelope, echo included: with
  * megabytes of instructions each frame was a `JSON.stringify` of megabytes in one turn of the
  * event loop (a 4 MB echo: turns of 35–50 ms; a stored response's replay, all frames at once:
@@ -16,10 +16,22 @@ import { isLarge, jsonTextPiecesInSlices, LARGE_WIRE_UNITS } from "../../util/sl
 import { splicedPieces, standIn } from "../spliced-json.ts"
 import type { ResponsesEcho } from "./decode.ts"
 
-const FIELDS = ["instructions", "tools"] as const
-type Field = typeof FIELDS[number]
+/**
+ * The echo's fields that can be large, by the envelope key each is under: besides `instructions`
+ * and `tools`, the output format's schema (`text`) and the free strings a client may send long.
+ */
+const FIELDS = {
+  instructions: "instructions",
+  tools: "tools",
+  text: "text",
+  user: "user",
+  promptCacheKey: "prompt_cache_key",
+  safetyIdentifier: "safety_identifier"
+} as const satisfies Partial<Record<keyof ResponsesEcho, string>>
+type Field = keyof typeof FIELDS
+const FIELD_NAMES = Object.keys(FIELDS) as ReadonlyArray<Field>
 
-const STAND_INS: Record<Field, string> = { instructions: standIn("instructions"), tools: standIn("tools") }
+const STAND_INS = Object.fromEntries(FIELD_NAMES.map((field) => [field, standIn(field)])) as Record<Field, string>
 
 /** An echo's large fields' JSON text, in pieces; only for echoes `prepareEchoJson` found large. */
 const prepared = new WeakMap<ResponsesEcho, Partial<Record<Field, ReadonlyArray<string>>>>()
@@ -28,7 +40,7 @@ const prepared = new WeakMap<ResponsesEcho, Partial<Record<Field, ReadonlyArray<
 export const prepareEchoJson = Effect.fnUntraced(function*(echo: ResponsesEcho) {
   const json: Partial<Record<Field, ReadonlyArray<string>>> = {}
   let any = false
-  for (const field of FIELDS) {
+  for (const field of FIELD_NAMES) {
     const value = echo[field]
     if (value === null || !isLarge(value, LARGE_WIRE_UNITS)) continue
     json[field] = yield* jsonTextPiecesInSlices(value)
@@ -44,17 +56,17 @@ export const prepareEchoJson = Effect.fnUntraced(function*(echo: ResponsesEcho) 
  * write it a piece at a time without ever flattening it (`http/node-sse.ts`, `replay.ts`). Without
  * prepared fields, `serialize(envelope)` as it is: one string.
  */
-export const echoFramePieces = <E extends { readonly instructions: unknown; readonly tools: unknown }>(
+export const echoFramePieces = <E extends object>(
   echo: ResponsesEcho,
   envelope: E,
   serialize: (envelope: E) => string
 ): string | ReadonlyArray<string> => {
   const json = prepared.get(echo)
   if (json === undefined) return serialize(envelope)
-  const standIns: Record<string, unknown> = { ...envelope }
-  for (const field of FIELDS) if (json[field] !== undefined) standIns[field] = STAND_INS[field]
-  return splicedPieces(serialize(standIns as E), FIELDS.flatMap((field) => {
+  const standIns: Record<string, unknown> = { ...(envelope as Record<string, unknown>) }
+  for (const field of FIELD_NAMES) if (json[field] !== undefined) standIns[FIELDS[field]] = STAND_INS[field]
+  return splicedPieces(serialize(standIns as E), FIELD_NAMES.flatMap((field) => {
     const pieces = json[field]
-    return pieces === undefined ? [] : [{ key: field, standIn: STAND_INS[field], pieces }]
+    return pieces === undefined ? [] : [{ key: FIELDS[field], standIn: STAND_INS[field], pieces }]
   }))
 }

@@ -141,7 +141,10 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     // Large instructions and tools are put into the envelope frames from JSON made ahead (echo-json.ts).
     const instructions = "Echo me 😀 \"q\" \\ \n and keep to these words ".repeat(7_000)
     const tools = [{ type: "function" as const, name: "lookup", parameters: { type: "object", properties: { q: { type: "string", description: "word é ".repeat(40_000) } } }, strict: false }]
-    const live = await raw("POST", "/v1/responses", { model: "svc-orion-2", instructions, tools, input: "say exactly: echoed", stream: true, store: true })
+    // The output format's schema and the free strings are echoed too.
+    const text = { format: { type: "json_schema", name: "answer", strict: false, schema: { type: "object", properties: { a: { type: "string", description: "say ü ".repeat(50_000) } } } } }
+    const user = "user 😀 ".repeat(40_000)
+    const live = await raw("POST", "/v1/responses", { model: "svc-orion-2", instructions, tools, text, user, input: "say exactly: echoed", stream: true, store: true })
     expect(live.status).toBe(200)
     const frames = (await live.text()).split("\n\n").filter((frame) => frame.startsWith("event: "))
     const data = frames.map((frame) => JSON.parse(frame.slice(frame.indexOf("\ndata: ") + 7)))
@@ -151,6 +154,8 @@ describe.each(engines())("stored responses and chaining ($name)", (engine) => {
     for (const envelope of envelopes) {
       expect(envelope.instructions).toBe(instructions)
       expect(envelope.tools).toEqual(tools)
+      expect(envelope.text).toMatchObject(text)
+      expect(envelope.user).toBe(user)
     }
     expect(data.map((d) => d.sequence_number)).toEqual(data.map((_, i) => i))
     const replayed = async (query: string) =>
