@@ -167,6 +167,27 @@ describe.each(engines())("hostile input does not hold other clients ($name)", (e
     })
   }
 
+  // The same for a forced tool that is not among the tools: its name is quoted short.
+  if (engine.name === "embedded") {
+    const name = "t".repeat(8 * MIB)
+    const bodies: ReadonlyArray<readonly [string, string, string]> = [
+      ["/v1/chat/completions", `{"model":"atlas","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"${name}"}}}`, "tool_choice.function.name"],
+      ["/v1/messages", `{"model":"atlas","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"${name}"}}`, "tool_choice.name"],
+      ["/v1/responses", `{"model":"atlas","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"${name}"}}`, "tool_choice.name"]
+    ]
+    it("a forced tool named by 8 MiB is a 400 naming tool_choice, the name quoted short, on every surface", async () => {
+      await whileBystanding(async () => {
+        for (const [path, body, param] of bodies) {
+          const answer = await post(path, body)
+          expect(answer.status, `${path}: ${answer.text.slice(0, 300)}`).toBe(400)
+          expect(answer.text.length, path).toBeLessThan(2_000)
+          expect(answer.text, path).toContain(param)
+          expect(answer.text, path).toContain(`(${8 * MIB} characters)`)
+        }
+      })
+    })
+  }
+
   // A batch's input file is read when the batch is created: a file of millions of lines was split
   // into that many strings at once (16 MiB of newlines held every client for ~1 s, 8 MiB ~0.5 s).
   const batchOf = async (content: string) => {

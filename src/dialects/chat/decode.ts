@@ -26,6 +26,7 @@ import {
   UserPartMembers
 } from "./request-schema.ts"
 import { checkSingleChoice, stopSequences } from "./wire-decode.ts"
+import { shown } from "../../errors.ts"
 
 /** What the stream encoder needs from the request beyond the canonical form. */
 export interface ChatEcho {
@@ -196,7 +197,7 @@ const toolChoice = (wire: ChatRequestWire, tools: ReadonlyArray<ToolDefinition>)
   const name = choice.function.name
   return tools.some((tool) => tool.name === name)
     ? { type: "tool", name }
-    : refuse("tool_choice.function.name", `no tool named '${name}' is defined in tools`)
+    : refuse("tool_choice.function.name", `no tool named '${shown(name)}' is defined in tools`)
 }
 
 const responseFormat = (raw: unknown): ResponseFormat => {

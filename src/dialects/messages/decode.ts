@@ -19,6 +19,7 @@ import { decoderAt, discriminated, refuse } from "../staged-decode.ts"
 import { pausesAt, type Sliced, slicedMap } from "../../util/slices.ts"
 import type { WireContentBlock, WireMessage, WireRequest, WireThinking, WireToolChoice } from "./wire-schema.ts"
 import { ContentBlockMembers, CountTokensEnvelope, CreateMessageEnvelope, MessageEnvelope } from "./wire-schema.ts"
+import { shown } from "../../errors.ts"
 
 type WireBlock<T extends WireContentBlock["type"]> = Extract<WireContentBlock, { readonly type: T }>
 type WirePart = WireBlock<"text" | "image" | "document">
@@ -166,7 +167,7 @@ function* canonicalRequest(body: WireRequest, wire: ReadonlyArray<WireMessage>):
   const tools = (body.tools ?? []).map(toolDefinition)
   const { choice, parallel } = toolChoice(body.tool_choice)
   if (choice.type === "tool" && tools.length > 0 && !tools.some((tool) => tool.name === choice.name)) {
-    return refuse("tool_choice.name", `no tool named '${choice.name}' in tools`)
+    return refuse("tool_choice.name", `no tool named '${shown(choice.name)}' in tools`)
   }
   const system = body.system == null ? [] : typeof body.system === "string" ? [{ type: "text" as const, text: body.system }] : body.system
   return makeRequest({

@@ -16,7 +16,7 @@
  * here with the same 400.
  */
 import { Schema } from "effect"
-import { InvalidRequest, NotFound } from "../../errors.ts"
+import { InvalidRequest, NotFound, shown } from "../../errors.ts"
 import type { ContentBlock, DocumentBlock, ImageBlock, Message, TextBlock } from "../../model/content.ts"
 import type { Json } from "../../util/json.ts"
 import { textBlock } from "../../model/content.ts"
@@ -218,7 +218,7 @@ const documentBlock = (part: typeof PartMembers.input_file.Type, path: string): 
     if (mediaType.startsWith("text/")) {
       return titled({ type: "document", source: { kind: "text", mediaType, text: Buffer.from(base64, "base64").toString("utf8") } })
     }
-    return refuse(`${path}.file_data`, `only PDF and text files are supported, not ${mediaType}`)
+    return refuse(`${path}.file_data`, `only PDF and text files are supported, not ${shown(mediaType)}`)
   }
   const fileUrl = given(part.file_url)
   if (fileUrl !== undefined) return titled({ type: "document", source: { kind: "url", url: fileUrl } })

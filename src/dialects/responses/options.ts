@@ -8,6 +8,7 @@ import { Schema } from "effect"
 import type { JsonObject } from "../../util/json.ts"
 import type { ResponseFormat, ToolChoice, ToolDefinition } from "../../model/request.ts"
 import { decoderAt, definedFields, discriminated, given, opt, refuse } from "../staged-decode.ts"
+import { shown } from "../../errors.ts"
 
 const EMPTY_OBJECT_SCHEMA: JsonObject = { type: "object", properties: {} }
 
@@ -59,7 +60,7 @@ export const decodeToolChoice = (raw: unknown, tools: ReadonlyArray<ToolDefiniti
     return mode === "required" ? { type: "any" } : { type: mode }
   }
   const { name } = decodeForcedFunction(raw, "tool_choice")
-  if (!tools.some((tool) => tool.name === name)) refuse("tool_choice.name", `no function tool named ${JSON.stringify(name)} in tools`)
+  if (!tools.some((tool) => tool.name === name)) refuse("tool_choice.name", `no function tool named ${JSON.stringify(shown(name))} in tools`)
   return { type: "tool", name }
 }
 
