@@ -11,6 +11,7 @@
 import { Context, Effect, Layer, type LogLevel } from "effect"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { Settings } from "../config/settings.ts"
+import { shown } from "../errors.ts"
 import { microsToUsd } from "../model/money.ts"
 import { type GatewayMetrics, makeGatewayMetrics } from "./gateway-metrics.ts"
 import { LogFields } from "./json-logger.ts"
@@ -40,23 +41,22 @@ const LOOP_RESOLUTION_MS = 20
 const ms = (value: number) => Math.round(value * 1000) / 1000
 
 /**
- * Client-controlled text (a model name, a path, an error message that quotes the request) is cut:
- * a log line stays small whatever a request carries (stdout to a pipe is written synchronously).
+ * The request log line's fields (snake_case, as log pipelines and LiteLLM's payload name them).
+ * Client-controlled text (a model name, a path, an error message that quotes the request) is cut
+ * as error messages quote it (`shown`): a log line stays small whatever a request carries (stdout
+ * to a pipe is written synchronously).
  */
-const capped = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}… (${text.length} characters)` : text)
-
-/** The request log line's fields (snake_case, as log pipelines and LiteLLM's payload name them). */
 const requestLogFields = (record: RequestRecord, durationMs: number): Record<string, unknown> => {
   const fields: Record<string, unknown> = {
     request_id: record.requestId,
     method: record.method,
-    path: capped(record.path, 2_000),
+    path: shown(record.path, 2_000),
     surface: record.surface,
     status: record.status,
     duration_ms: ms(durationMs)
   }
   if (record.keyId !== undefined) fields.key_id = record.keyId
-  if (record.modelAsked !== undefined) fields.model_asked = capped(record.modelAsked, 200)
+  if (record.modelAsked !== undefined) fields.model_asked = shown(record.modelAsked, 200)
   if (record.model !== undefined) fields.model = record.model
   if (record.servedModel !== undefined) fields.served_model = record.servedModel
   if (record.placement !== undefined) fields.placement = record.placement
@@ -79,9 +79,9 @@ const requestLogFields = (record: RequestRecord, durationMs: number): Record<str
   if (record.costMicros !== undefined) fields.cost_usd = microsToUsd(record.costMicros)
   if (record.error !== undefined) {
     fields.error_type = record.error.type
-    fields.error_message = capped(record.error.message, 2_000)
+    fields.error_message = shown(record.error.message, 2_000)
   }
-  if (record.cause !== undefined) fields.cause = capped(record.cause, 16_000)
+  if (record.cause !== undefined) fields.cause = shown(record.cause, 16_000)
   return fields
 }
 

@@ -12,6 +12,7 @@
 import { Clock, Context, Effect, Exit, type Fiber, Option, Tracer } from "effect"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { Usage } from "../model/usage.ts"
+import { shown } from "../errors.ts"
 import type { RequestRecord } from "./request-record.ts"
 
 const NO_HEADERS: Readonly<Record<string, string>> = {}
@@ -53,7 +54,7 @@ export const startRequestSpan = (record: RequestRecord, requestModel: string, at
       "gateway.request_id": record.requestId,
       "gateway.surface": record.surface,
       ...(record.keyId === undefined ? {} : { "gateway.key_id": record.keyId }),
-      ...(record.modelAsked === undefined ? {} : { "gateway.model_asked": record.modelAsked }),
+      ...(record.modelAsked === undefined ? {} : { "gateway.model_asked": shown(record.modelAsked) }),
       ...attributes
     }
   }), (span) => {
