@@ -438,6 +438,9 @@ export const caseArbitrary = (target: FuzzTarget, options: FuzzOptions): fc.Arbi
 const isString = (v: unknown): v is string => typeof v === "string"
 
 /** Problems with an error body for the surface's shape, or none. */
+/** The largest error body a case may get: every message rendered is at most 8 KiB (`http/render-error.ts`). */
+const MAX_ERROR_BODY_CHARS = 10 * 1024
+
 export const shapeProblems = (shape: ErrorShape, body: unknown): ReadonlyArray<string> => {
   const b = body as any
   if (typeof b !== "object" || b === null) return [`error body is not a JSON object`]
@@ -533,6 +536,9 @@ export const runCase = async (target: FuzzTarget, c: FuzzCase, options: FuzzOpti
   const status = response.status
   if (status >= 500) problems.push(`status ${status}: ${text.slice(0, 300)}`)
   if (status >= 400) {
+    // An error names what was wrong, quoting a client's value short (`shown`): a body of the size
+    // of what was sent is an echo (a model name of 30 MiB came back whole in a 404).
+    if (text.length > MAX_ERROR_BODY_CHARS) problems.push(`error body of ${text.length} characters (an echo of the request?): ${text.slice(0, 160)}`)
     let parsed: unknown
     try {
       parsed = JSON.parse(text)
