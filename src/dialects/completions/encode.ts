@@ -8,7 +8,7 @@ import { totalTokens, type Usage } from "../../model/usage.ts"
 import { commentSignals, dataFrame } from "../../http/sse.ts"
 import { finishReason } from "../chat/encode-body.ts"
 import { CHAT_DONE_FRAME, errorFrame } from "../chat/encode-stream.ts"
-import type { EncodeContext, StreamEncoder } from "../dialect.ts"
+import type { EncodeContext, StreamEncoder, StreamFailure } from "../dialect.ts"
 import { piecesOf, rememberPieces } from "../../util/long-strings.ts"
 import { ropeOf, splicedPieces, standIn } from "../spliced-json.ts"
 import type { CompletionsEcho } from "./decode.ts"
@@ -53,37 +53,50 @@ export const encodeCompletionsBody = (response: CanonicalResponse, context: Enco
   system_fingerprint: null
 })
 
-export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsEcho>): StreamEncoder => {
-  const includeUsage = context.echo.includeUsage
-  const chunk = (text: string, finish: string | null = null) =>
-    dataFrame({
-      ...envelope(context),
-      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
-      ...(includeUsage ? { usage: null } : {})
-    })
+export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsEcho>): StreamEncoder => new CompletionsStreamEncoder(context)
 
-  // The texts the last answer was joined from, when it was the echoed prompt made ahead in pieces.
-  let framePieces: ReadonlyArray<string> | undefined
+/**
+ * One stream's encoder: its state as fields, its steps as methods (an open stream holds this one
+ * object, not a closure per step over a shared scope).
+ */
+class CompletionsStreamEncoder implements StreamEncoder {
+  readonly #context: EncodeContext<CompletionsEcho>
+  /** The texts the last answer was joined from, when it was the echoed prompt made ahead in pieces. */
+  #pieces: ReadonlyArray<string> | undefined = undefined
+
+  constructor(context: EncodeContext<CompletionsEcho>) {
+    this.#context = context
+  }
+
+  private chunk(text: string, finish: string | null = null): string {
+    return dataFrame({
+      ...envelope(this.#context),
+      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+      ...(this.#context.echo.includeUsage ? { usage: null } : {})
+    })
+  }
+
   /** The first chunk, the echoed prompt: its JSON made ahead in pieces when large (`echoPromptJson`). */
-  const echoChunk = (prompt: string): string => {
-    const json = context.echo.echoPromptJson
-    if (json === undefined) return chunk(prompt)
-    const made = splicedPieces(chunk(PROMPT_STAND_IN), [{ key: "text", standIn: PROMPT_STAND_IN, pieces: json }])
+  private echoChunk(prompt: string): string {
+    const json = this.#context.echo.echoPromptJson
+    if (json === undefined) return this.chunk(prompt)
+    const made = splicedPieces(this.chunk(PROMPT_STAND_IN), [{ key: "text", standIn: PROMPT_STAND_IN, pieces: json }])
     if (typeof made === "string") return made
-    framePieces = made
+    this.#pieces = made
     return ropeOf(made)
   }
 
-  const event = (event: CanonicalEvent): string => {
-    framePieces = undefined
+  event(event: CanonicalEvent): string {
+    this.#pieces = undefined
+    const echo = this.#context.echo
     switch (event.type) {
       case "message_start":
-        return context.echo.echoPrompt === undefined || context.echo.echoPrompt === "" ? "" : echoChunk(context.echo.echoPrompt)
+        return echo.echoPrompt === undefined || echo.echoPrompt === "" ? "" : this.echoChunk(echo.echoPrompt)
       case "text_delta":
-        return event.text === "" ? "" : chunk(event.text)
+        return event.text === "" ? "" : this.chunk(event.text)
       case "message_stop": {
-        const last = chunk("", finishReason(event.stopReason))
-        const usage = includeUsage ? dataFrame({ ...envelope(context), choices: [], usage: completionsUsage(event.usage) }) : ""
+        const last = this.chunk("", finishReason(event.stopReason))
+        const usage = echo.includeUsage ? dataFrame({ ...envelope(this.#context), choices: [], usage: completionsUsage(event.usage) }) : ""
         return last + usage + CHAT_DONE_FRAME
       }
       default:
@@ -92,17 +105,22 @@ export const makeCompletionsStreamEncoder = (context: EncodeContext<CompletionsE
     }
   }
 
-  return {
-    event,
-    error: (failure) => {
-      framePieces = undefined
-      return errorFrame(failure)
-    },
-    pieces: () => {
-      const pieces = framePieces
-      framePieces = undefined
-      return pieces
-    },
-    ...commentSignals
+  error(failure: StreamFailure): string {
+    this.#pieces = undefined
+    return errorFrame(failure)
+  }
+
+  pieces(): ReadonlyArray<string> | undefined {
+    const pieces = this.#pieces
+    this.#pieces = undefined
+    return pieces
+  }
+
+  keepalive(): string {
+    return commentSignals.keepalive()
+  }
+
+  switchover(note: string): string {
+    return commentSignals.switchover(note)
   }
 }
