@@ -207,7 +207,8 @@ export const largeText = (text: string, pieces: ReadonlyArray<string> | undefine
 /**
  * Writes `pieces` (which join to the frames' text) a slice of at most WRITE_SLICE_CHARS a turn, never
  * cutting a surrogate pair (each half would be written as U+FFFD), waiting for the socket to drain
- * when it is full, and a turn of the event loop after each either way. A piece is never joined to the others: a rope of them would be flattened whole.
+ * when it is full, and a turn of the event loop after each either way. The pieces are never joined
+ * into one string: a rope of them would be flattened whole.
  */
 const writeInSlices = (response: ServerResponse, pieces: ReadonlyArray<string>): Effect.Effect<void> =>
   Effect.suspend(() => {

@@ -13,7 +13,7 @@ import { makeRequest } from "../../model/request.ts"
 import { stringSlices } from "../../util/slices.ts"
 import type { ResponsesEcho } from "./decode.ts"
 import { prepareEchoJson } from "./echo-json.ts"
-import { makeResponsesReplayEncoder } from "./stream.ts"
+import { ResponsesStreamEncoder } from "./stream.ts"
 
 /** What is stored beside a response so its stream can be replayed. */
 export interface ReplayRecord {
@@ -40,7 +40,7 @@ const utf8 = new TextEncoder()
  */
 export const replayFrames = Effect.fnUntraced(function*(id: string, model: string, record: ReplayRecord, startingAfter?: number) {
   yield* prepareEchoJson(record.echo)
-  const encoder = makeResponsesReplayEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
+  const encoder = new ResponsesStreamEncoder({ id, model, createdAt: record.createdAt, echo: record.echo, request: makeRequest({ model, messages: [] }) })
   // Small texts go out together, up to CHUNK_CHARS a write; a large one alone.
   const chunks: Array<Uint8Array> = []
   let pending = ""

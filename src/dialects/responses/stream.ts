@@ -32,9 +32,6 @@ const failedCode = (failure: StreamFailure) => (failure.type === "rate_limit_err
 
 export const makeResponsesStreamEncoder = (context: EncodeContext<ResponsesEcho>): StreamEncoder => new ResponsesStreamEncoder(context)
 
-/** The same, with `eventFrames` (a replay writes a large frame on its own). */
-export const makeResponsesReplayEncoder = (context: EncodeContext<ResponsesEcho>): ResponsesStreamEncoder => new ResponsesStreamEncoder(context)
-
 /**
  * One stream's encoder: its state as fields, its steps as methods shared by every stream (an open
  * stream holds this one object, not a closure per step over a shared scope).
@@ -217,22 +214,20 @@ export class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   error(failure: StreamFailure): string {
-    this.#pieces = undefined
     const error = { code: failedCode(failure), message: failure.message }
     const context = this.#context
     const failed = this.#started && !this.#finished
-      ? this.envelopeFrame("response.failed", envelope(context, {
+      ? this.envelopePieces("response.failed", envelope(context, {
         status: "failed",
         output: this.#items.map((item, index) => outputItem(this.block(index), context.id, index, item.closed ? "completed" : "incomplete")),
         usage: null,
         error
       }))
-      : ""
+      : []
     this.#finished = true
-    const last = this.frame("error", { code: failure.type, message: failure.message, param: null })
-    // (Set by `envelopeFrame` when the failed envelope came in pieces; the checker only sees the reset above.)
-    ;(this.#pieces as Array<string> | undefined)?.push(last)
-    return failed + last
+    const frames = [...failed, this.frame("error", { code: failure.type, message: failure.message, param: null })]
+    this.#pieces = failed.length > 1 ? frames : undefined
+    return ropeOf(frames)
   }
 
   keepalive(): string {
