@@ -23,7 +23,7 @@ import type { KeyRecord } from "../keys/keys-repo.ts"
 import { allowsSurface } from "../keys/permissions.ts"
 import { newRequestRecord, type RequestRecord } from "../observability/request-record.ts"
 import { Telemetry } from "../observability/telemetry.ts"
-import { isDataException, isProgramLimit, serverMessage, sqlErrorDefect } from "../storage/sql-failures.ts"
+import { serverMessage, sqlErrorDefect, storageFailureKind } from "../storage/sql-failures.ts"
 import { MAX_STORED_JSON_BYTES, textProblem } from "../util/json-limits.ts"
 import { bodyLimit } from "./body.ts"
 import { BodyBudget } from "./body-budget.ts"
@@ -74,25 +74,26 @@ const checkTarget = (params: Readonly<Record<string, string>>, query: URLSearchP
 }
 
 /**
- * The one place a storage failure becomes a response. The request's own data, refused by the
- * database (SQLSTATE class 22, data exception: bad text, a number or date out of range), is a 400
- * and class 54 (program limit) a 413 — a last line behind the validation of each route, never a
- * retryable 503. Anything else is an outage: 503 with `retry-after`.
+ * Where a route's storage failure becomes a response, by `storageFailureKind` (sql-failures.ts):
+ * the request's own data refused by the database (class 22: bad text, a number or date out of
+ * range) a 400 and one too large for it (class 54) a 413 — a last line behind the validation of
+ * each route, never a retryable 503; anything else an outage: 503 with `retry-after`.
  */
 export const storageFailure = (error: SqlError.SqlError): Effect.Effect<never, ApiError> => {
-  if (isDataException(error)) {
-    return Effect.logWarning("the database refused a value that validation let through", error).pipe(
-      Effect.andThen(Effect.fail(new InvalidRequest({ message: `The request holds a value that cannot be stored: ${serverMessage(error) ?? "data exception"}` })))
-    )
+  switch (storageFailureKind(error)) {
+    case "refused-value":
+      return Effect.logWarning("the database refused a value that validation let through", error).pipe(
+        Effect.andThen(Effect.fail(new InvalidRequest({ message: `The request holds a value that cannot be stored: ${serverMessage(error) ?? "data exception"}` })))
+      )
+    case "too-large":
+      return Effect.logWarning("the database refused a value as too large", error).pipe(
+        Effect.andThen(Effect.fail(new PayloadTooLarge({ limitBytes: MAX_STORED_JSON_BYTES, message: `The request holds a value too large to store: ${serverMessage(error) ?? "program limit exceeded"}` })))
+      )
+    case "outage":
+      return Effect.logError("storage failure", error).pipe(
+        Effect.andThen(Effect.fail(new ServiceUnavailable({ status: 503, message: "Storage is unavailable; try again shortly", retryAfterSeconds: 1 })))
+      )
   }
-  if (isProgramLimit(error)) {
-    return Effect.logWarning("the database refused a value as too large", error).pipe(
-      Effect.andThen(Effect.fail(new PayloadTooLarge({ limitBytes: MAX_STORED_JSON_BYTES, message: `The request holds a value too large to store: ${serverMessage(error) ?? "program limit exceeded"}` })))
-    )
-  }
-  return Effect.logError("storage failure", error).pipe(
-    Effect.andThen(Effect.fail(new ServiceUnavailable({ status: 503, message: "Storage is unavailable; try again shortly", retryAfterSeconds: 1 })))
-  )
 }
 
 export const makeHttpApp = <R>(routes: ReadonlyArray<RouteDef<R>>) =>

@@ -22,7 +22,7 @@ import type { NonEmptyReadonlyArray } from "effect/Array"
 import type { BackendError } from "../backends/backend.ts"
 import { Settings } from "../config/settings.ts"
 import type { ChatDialect, EncodeContext, StreamEncoder, StreamFailure } from "../dialects/dialect.ts"
-import { type ApiError, InvalidRequest, ServiceUnavailable } from "../errors.ts"
+import { type ApiError, InvalidRequest, type PayloadTooLarge, ServiceUnavailable } from "../errors.ts"
 import { type AnswerSoFar, type CanonicalEvent, collectStream, responseEvents } from "../model/events.ts"
 import type { CanonicalRequest } from "../model/request.ts"
 import type { QueueTimeout } from "../runtime/capacity-queue-types.ts"
@@ -42,9 +42,10 @@ export type CallFailure = BackendError | QueueTimeout
 
 /**
  * How an answer can fail: its call, or what a hook does with the answer (storing it fails: a
- * storage outage is a `ServiceUnavailable`, a body the store refuses an `InvalidRequest`).
+ * storage outage is a `ServiceUnavailable`, a body the store refuses an `InvalidRequest`, one too
+ * large for it a `PayloadTooLarge`).
  */
-export type AnswerFailure = CallFailure | ServiceUnavailable | InvalidRequest
+export type AnswerFailure = CallFailure | ServiceUnavailable | InvalidRequest | PayloadTooLarge
 
 /** How a failed call reaches the client before any byte was sent. */
 export const callFailureToApiError = (error: CallFailure): ApiError => {
@@ -62,7 +63,7 @@ export const callFailureToApiError = (error: CallFailure): ApiError => {
 
 /** How a failed answer reaches the client before any byte was sent. */
 const answerFailureToApiError = (error: AnswerFailure): ApiError =>
-  error._tag === "ServiceUnavailable" || error._tag === "InvalidRequest" ? error : callFailureToApiError(error)
+  error._tag === "ServiceUnavailable" || error._tag === "InvalidRequest" || error._tag === "PayloadTooLarge" ? error : callFailureToApiError(error)
 
 /** How a failed call ends a stream that already started. */
 export const callFailureToStreamFailure = (error: AnswerFailure): StreamFailure => {
@@ -73,6 +74,8 @@ export const callFailureToStreamFailure = (error: AnswerFailure): StreamFailure 
       return { status: error.status, type: "api_error", message: error.message }
     case "InvalidRequest":
       return { status: 400, type: "invalid_request_error", message: error.message }
+    case "PayloadTooLarge":
+      return { status: 413, type: "invalid_request_error", message: error.message }
     default:
       return { status: error.status, type: error.type, message: error.message }
   }

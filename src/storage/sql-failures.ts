@@ -31,6 +31,18 @@ export const isDataException = (error: SqlError.SqlError) => sqlState(error)?.st
 /** Class 54: a program limit (a value too large or complex for the store). */
 export const isProgramLimit = (error: SqlError.SqlError) => sqlState(error)?.startsWith("54") === true
 
+/**
+ * What a failed statement means for the client — the one rule every surface renders from:
+ * - `"refused-value"`: class 22 (data exception), the value sent cannot be stored (a 400);
+ * - `"too-large"`: class 54 (program limit), a value too large or complex for the store (a 413);
+ * - `"outage"`: anything else — a lost connection, a full disk (53100), a crashed server, a
+ *   timeout: the store's fault, never the client's, so a retryable 503.
+ */
+export type StorageFailureKind = "refused-value" | "too-large" | "outage"
+
+export const storageFailureKind = (error: SqlError.SqlError): StorageFailureKind =>
+  isDataException(error) ? "refused-value" : isProgramLimit(error) ? "too-large" : "outage"
+
 /** The `SqlError` a cause holds only as defects (none of its defects is anything else), if any. */
 export const sqlErrorDefect = (cause: Cause.Cause<unknown>): SqlError.SqlError | undefined => {
   if (cause.reasons.some(Cause.isInterruptReason)) return undefined

@@ -29,12 +29,13 @@ import type { NewStoredResponse, StoredConversation } from "./responses-repo.ts"
 import { type Transcript, withAnswer } from "./transcript.ts"
 import { jsonBytesInSlices, jsonTextsInSlices } from "../util/sliced-stringify.ts"
 import { runInSlices } from "../util/slices.ts"
+import { serverMessage, storageFailureKind } from "../storage/sql-failures.ts"
 
 /** How a call can fail (as `http/chat-answer.ts` names it). */
 type CallFailure = BackendError | QueueTimeout
 
 /** How storing the answer can fail (see `saveFailure`). */
-type StoreFailure = ServiceUnavailable | InvalidRequest
+type StoreFailure = ServiceUnavailable | InvalidRequest | PayloadTooLarge
 
 /**
  * The most a stored conversation (canonical transcript plus listed input items) may hold. A
@@ -117,14 +118,26 @@ export const planStore = Effect.fnUntraced(function*(
 })
 
 /**
- * A save that fails is never silent: a storage outage ends the answer as a retryable 503 (or the
- * stream's error event), reported as the storage's failure, never as the model's; any other
- * failure concerns what was sent and is a 400 naming `store`, which SDKs do not retry.
+ * A save that fails is never silent. What it means is `storageFailureKind`'s rule, as on every
+ * other route: a value the store refuses (class 22) is a 400 naming `store` and one too large for
+ * it (class 54) a 413 naming `store` — the request's own, which SDKs do not retry; anything else
+ * (a lost connection, a full disk) is the store's outage, a retryable 503 (or the stream's error
+ * event), reported as the storage's failure, never as the model's.
  */
-const saveFailure = (error: SqlError.SqlError): StoreFailure =>
-  error.isRetryable || error.reason._tag === "ConnectionError"
-    ? new ServiceUnavailable({ status: 503, message: "The response could not be stored: storage is unavailable", retryAfterSeconds: 1 })
-    : new InvalidRequest({ message: `The response could not be stored (${error.message}); send it with store: false`, param: "store" })
+const saveFailure = (error: SqlError.SqlError): StoreFailure => {
+  switch (storageFailureKind(error)) {
+    case "refused-value":
+      return new InvalidRequest({ message: `The response could not be stored (${serverMessage(error) ?? error.message}); send it with store: false`, param: "store" })
+    case "too-large":
+      return new PayloadTooLarge({
+        limitBytes: STORE_LIMIT_BYTES,
+        param: "store",
+        message: `The response is too large to store (${serverMessage(error) ?? error.message}); send it with store: false`
+      })
+    case "outage":
+      return new ServiceUnavailable({ status: 503, message: "The response could not be stored: storage is unavailable", retryAfterSeconds: 1 })
+  }
+}
 
 export const storeOnStop = (
   events: Stream.Stream<CanonicalEvent, CallFailure>,

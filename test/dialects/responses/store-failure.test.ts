@@ -6,10 +6,15 @@
  *   `response.completed`; the id is then unknown;
  * - whole: a 400 naming `store`;
  * - where the items' insert is refused instead, the response's row is not kept either (the two
- *   inserts are one statement, or one transaction for a large response).
+ *   inserts are one statement, or one transaction for a large response);
+ * - a store that is down (a full disk: SQLSTATE 53100) is the store's fault, not the client's: a
+ *   retryable 503, and on a stream an error event that is not `invalid_request_error` (it was a
+ *   400 naming `store`, found with a gateway on a full tmpfs, 2026-12-03); a program limit (class
+ *   54) a 413 naming `store`, as on every other route.
  */
 import { execFileSync } from "node:child_process"
 import { rmSync } from "node:fs"
+import OpenAI from "openai"
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest"
 import { freshDataDir, migratedPostgresDatabase } from "../../support/engines.ts"
 import { fastConfigEnv } from "../../support/fast-config.ts"
@@ -86,5 +91,38 @@ describe.skipIf(postgresUrl === null)("a stored response the store refuses (post
     const rows = execFileSync("psql", [db.url, "-qAtc", "SELECT count(*) FROM stored_responses"]).toString().trim()
     expect(rows).toBe("0")
     expect((await raw("GET", `/v1/responses/${frames[0]!.data.response.id as string}`)).status).toBe(404)
+  })
+
+  /** The trigger function (on whichever table's trigger is in place) raises `code` from now on. */
+  const refuseWith = (code: string, message: string) =>
+    psql(db.url, `CREATE OR REPLACE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION '${message}' USING ERRCODE = '${code}'; END $$;`)
+
+  it("a store that is down (a full disk): a retryable 503, whole or streamed, never the client's error", async () => {
+    refuseWith("53100", "could not extend file: No space left on device (test)")
+    const whole = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: no room", store: true })
+    expect(whole.status).toBe(503)
+    expect(whole.headers.get("retry-after")).not.toBeNull()
+    const body = await whole.json() as { error: { type: string; message: string } }
+    expect(body.error.type).not.toBe("invalid_request_error")
+    expect(body.error.message).toContain("storage is unavailable")
+    // The official SDK sees a server error (which it retries), not a BadRequestError.
+    const openai = new OpenAI({ apiKey: gw.apiKey!, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
+    await expect(openai.responses.create({ model: "svc-atlas-1", input: "say exactly: no room", store: true })).rejects.toMatchObject({ status: 503 })
+
+    const streamed = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: no room", store: true, stream: true })
+    const frames = framesOf(await streamed.text())
+    expect(frames.slice(-2).map((frame) => frame.event)).toEqual(["response.failed", "error"])
+    expect(frames.at(-1)!.data.code).not.toBe("invalid_request_error")
+    expect(frames.at(-1)!.data.message).toContain("storage is unavailable")
+  })
+
+  it("a response too large for the store (a program limit): a 413 naming store", async () => {
+    refuseWith("54000", "total size of jsonb object elements exceeds the maximum (test)")
+    const whole = await raw("POST", "/v1/responses", { model: "svc-atlas-1", input: "say exactly: too big", store: true })
+    expect(whole.status).toBe(413)
+    const body = await whole.json() as { error: { type: string; param: string; message: string } }
+    expect(body.error).toMatchObject({ type: "invalid_request_error", param: "store" })
+    expect(body.error.message).toContain("too large to store")
   })
 })
