@@ -57,6 +57,8 @@ export interface SettingsShape {
   readonly ledgerMaxPending: number
   /** The embedded database's page cache (Postgres shared_buffers), MiB; resident from the start. */
   readonly embeddedSharedBuffersMb: number
+  /** Room kept back in the data dir for the embedded database on a full disk, MiB (storage/disk-reserve.ts); 0: none. */
+  readonly diskReserveMb: number
   /** How long a client may take to send a request's headers (and to start one on a new connection). */
   readonly headersTimeoutMs: number
   /** How long a request body may stall (no bytes arriving) before the connection is closed. */
@@ -216,6 +218,7 @@ const NUMBER_RULES = {
   storageTimeoutMs: milliseconds("GATEWAY_STORAGE_TIMEOUT_MS", 10_000, 1),
   ledgerMaxPending: wholeNumber("GATEWAY_LEDGER_MAX_PENDING", 100_000, 1),
   embeddedSharedBuffersMb: wholeNumber("GATEWAY_EMBEDDED_SHARED_BUFFERS_MB", 8, 1, 4096),
+  diskReserveMb: wholeNumber("GATEWAY_DISK_RESERVE_MB", 32, 0, 65_536),
   headersTimeoutMs: milliseconds("GATEWAY_HEADERS_TIMEOUT_MS", 15_000, 1),
   bodyIdleTimeoutMs: milliseconds("GATEWAY_BODY_IDLE_TIMEOUT_MS", DEFAULT_BODY_IDLE_TIMEOUT_MS, 1),
   // nginx's send_timeout default: a client that takes nothing for a minute is not coming back.

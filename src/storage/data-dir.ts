@@ -5,6 +5,7 @@
 import { Effect, Schema } from "effect"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { lowDiskNote, releaseReserve } from "./disk-reserve.ts"
 
 class DataDirLocked extends Schema.TaggedError<DataDirLocked>()("DataDirLocked", {
   dataDir: Schema.String,
@@ -60,7 +61,14 @@ export const takeDataDirLock = (dataDir: string): number | undefined => {
       writeFileSync(file, String(process.pid), { flag: "wx", mode: 0o600 })
       return undefined
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      const code = (error as NodeJS.ErrnoException).code
+      if (code !== "EEXIST") {
+        // Made but not written (a full disk): not left behind as an empty lock.
+        rmSync(file, { force: true })
+        // The data dir's disk reserve is there for this (`disk-reserve.ts`): freed, and once more.
+        if (code === "ENOSPC" && attempt === 0 && releaseReserve(dataDir)) continue
+        throw new Error(`cannot write the data directory's lock ${file}: ${(error as Error).message}${lowDiskNote(dataDir)}`)
+      }
       const pid = Number.parseInt(readFileSync(file, "utf8"), 10)
       // Ours already (taken before the database opened early): kept as it is, never let go in between.
       if (pid === process.pid) return undefined

@@ -50,7 +50,12 @@ const clientLayer = Layer.unwrap(Effect.gen(function*() {
     ).pipe(Layer.provide(migrated))
   }
   let open: (() => MessagePort | undefined) | undefined
-  const client = embeddedClient({ dataDir: settings.dataDir, sharedBuffersMb: settings.embeddedSharedBuffersMb, exposePorts: (o) => (open = o) })
+  const client = embeddedClient({
+    dataDir: settings.dataDir,
+    sharedBuffersMb: settings.embeddedSharedBuffersMb,
+    diskReserveMb: settings.diskReserveMb,
+    exposePorts: (o) => (open = o)
+  })
   return migrationsLayer.pipe(
     Layer.provideMerge(Layer.merge(PgClient.layerFrom(client), Layer.succeed(StorageEngine)({ kind: "embedded", openPort: () => open?.() })))
   )

@@ -22,6 +22,7 @@ import { MessageChannel, type MessagePort, Worker } from "node:worker_threads"
 import { MAX_SQL_MESSAGE_BYTES } from "../util/json-limits.ts"
 import { lockDataDir, releaseDataDirLock, takeDataDirLock } from "./data-dir.ts"
 import { sendEarlySettings, stopEarlyThread, takeEarlyThread, wasmTieringRule, WORKER_RESOURCE_LIMITS, WORKER_URL } from "./embedded-thread.ts"
+import { keepReserve, lowDiskNote, releaseReserve } from "./disk-reserve.ts"
 import { PortStream } from "./port-stream.ts"
 import { pgliteVersion, templateFile, unpackTemplate } from "./template.ts"
 import type { EmbeddedWorkerData, FromDatabaseWorker, ToDatabaseWorker } from "./embedded-worker.ts"
@@ -46,7 +47,11 @@ export interface EmbeddedOptions {
    * worker writes its rows that way, off the event loop (`artifacts/row-writer.ts`).
    */
   readonly exposePorts?: ((open: () => MessagePort | undefined) => void) | undefined
+  /** Room kept back in the data dir for a full disk, MiB (`disk-reserve.ts`); 0: none. Default 32. */
+  readonly diskReserveMb?: number | undefined
 }
+
+export const DEFAULT_DISK_RESERVE_MB = 32
 
 /**
  * Postgres settings for the worker's single backend. PGlite's defaults are sized for a server:
@@ -138,7 +143,7 @@ const databaseClosed = () => {
 export const pgliteCompileCount = (): number => compiles
 
 /** Starts a worker and waits until its database is open (or fails with why it is not). */
-const spawn = (data: EmbeddedWorkerData) =>
+const spawn = (data: EmbeddedWorkerData, onDiskFull: () => void = () => undefined) =>
   Effect.callback<Generation, StorageError>((resume) => {
     // The thread `serve` started before loading its modules, if any (`embedded-thread.ts`): told
     // its settings now, or opened already with these very settings (`openEarly`), it serves as a
@@ -161,6 +166,7 @@ const spawn = (data: EmbeddedWorkerData) =>
         liveWorkers.add(worker)
         resume(Effect.succeed(generation))
       } else if (message.type === "failed") failure ??= message.message
+      else if (message.type === "disk-full") onDiskFull()
     }
     worker.on("message", onMessage)
     // Its answer to settings sent before it was adopted, if it came already.
@@ -173,7 +179,7 @@ const spawn = (data: EmbeddedWorkerData) =>
       const reason = failure ?? `its thread exited with code ${code}`
       for (const stream of generation.streams) stream.destroy(new Error(`the embedded database stopped: ${reason}`))
       generation.streams.clear()
-      if (!ready) resume(Effect.fail(new StorageError({ message: `cannot open the embedded database: ${reason}` })))
+      if (!ready) resume(Effect.fail(new StorageError({ message: `cannot open the embedded database: ${reason}${lowDiskNote(data.pgDir)}` })))
       Deferred.doneUnsafe(generation.exited, Effect.succeed(reason))
     })
     return Effect.promise(() => worker.terminate())
@@ -194,7 +200,7 @@ export const initialize = (data: EmbeddedWorkerData) =>
     })
     worker.once("exit", (code) => {
       resume(initialized ? Effect.void : Effect.fail(new StorageError({
-        message: `cannot create the embedded database in ${data.pgDir}: ${failure ?? `its thread exited with code ${code}`}`
+        message: `cannot create the embedded database in ${data.pgDir}: ${failure ?? `its thread exited with code ${code}`}${lowDiskNote(data.pgDir)}`
       })))
     })
     return Effect.promise(() => worker.terminate())
@@ -216,7 +222,7 @@ const createDatabase = (data: EmbeddedWorkerData) =>
     if (template !== undefined) {
       yield* Effect.tryPromise({
         try: () => unpackTemplate(template, fresh),
-        catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}` })
+        catch: (cause) => new StorageError({ message: `cannot unpack the embedded database template ${template}: ${describe(cause)}${lowDiskNote(fresh)}` })
       })
     } else {
       yield* Effect.logInfo(`embedded database: no template for PGlite ${pgliteVersion()}; creating it with initdb (slower, ~500 MB for a few seconds)`)
@@ -297,7 +303,26 @@ export const embeddedClient = (options: EmbeddedOptions) =>
     wasmTieringRule()
     const data = serveWorkerData(options)
     if (!existsSync(join(data.pgDir, "PG_VERSION"))) yield* createDatabase(data)
-    let current: Generation | undefined = yield* spawn(data)
+    // A full disk: the first statement refused for it frees the reserve (`disk-reserve.ts`), and
+    // a start that fails on a nearly full disk frees it and tries again.
+    const log = Effect.runForkWith(yield* Effect.context<never>())
+    const reserveMb = options.diskReserveMb ?? DEFAULT_DISK_RESERVE_MB
+    const onDiskFull = () => {
+      if (releaseReserve(options.dataDir)) {
+        log(Effect.logError(
+          `embedded database: the disk holding ${options.dataDir} is full; its ${reserveMb} MiB reserve is freed so usage can still ` +
+            "be written — free some space (the reserve is made again at a later start)"
+        ))
+      }
+    }
+    const start = spawn(data, onDiskFull).pipe(
+      Effect.catch((error) =>
+        lowDiskNote(data.pgDir) !== "" && releaseReserve(options.dataDir)
+          ? Effect.logError(`embedded database: ${error.message}; its disk reserve is freed, trying again`).pipe(Effect.andThen(spawn(data, onDiskFull)))
+          : Effect.fail(error)
+      )
+    )
+    let current: Generation | undefined = yield* start
     let closing = false
     // Registered before the supervisor and the client: at close the client's connections end
     // first, then the supervisor stops, then this closes whichever worker is current.
@@ -322,7 +347,7 @@ export const embeddedClient = (options: EmbeddedOptions) =>
         while (current === undefined && !closing) {
           yield* Effect.sleep(backoffMs)
           backoffMs = Math.min(backoffMs * 2, 30_000)
-          current = yield* spawn(data).pipe(
+          current = yield* start.pipe(
             Effect.map((generation): Generation | undefined => generation),
             Effect.catch((error) => Effect.as(Effect.logError(`embedded database: ${error.message}`), undefined))
           )
@@ -342,6 +367,7 @@ export const embeddedClient = (options: EmbeddedOptions) =>
       return { port: port1, generation }
     }
     options.exposePorts?.(() => openPort()?.port)
+    yield* Effect.forkScoped(keepReserve(options.dataDir, reserveMb))
 
     const connect = (): Duplex => {
       const opened = openPort()

@@ -10,7 +10,8 @@
  * Messages with the parent (`parentPort`):
  * - in:  `{ type: "open", data }` (a thread started early: its settings, first and once),
  *        `{ type: "connect", port }` (a new connection), `{ type: "stop" }` (close cleanly)
- * - out: `{ type: "ready", module, compiled }`, `{ type: "failed", message }`, `{ type: "stopped" }`
+ * - out: `{ type: "ready", module, compiled }`, `{ type: "failed", message }`, `{ type: "stopped" }`,
+ *        `{ type: "disk-full" }` (a statement was refused for a full disk: `disk-reserve.ts`)
  */
 import { PGlite } from "@electric-sql/pglite"
 import { readFileSync } from "node:fs"
@@ -51,6 +52,8 @@ export type FromDatabaseWorker =
   | { readonly type: "initialized" }
   | { readonly type: "failed"; readonly message: string }
   | { readonly type: "stopped" }
+  /** A statement was refused with SQLSTATE 53100 (disk full): the parent frees its disk reserve. */
+  | { readonly type: "disk-full" }
 
 const SSL_REQUEST = 80877103
 const PROTOCOL_3 = 196608
@@ -78,6 +81,31 @@ const concat = (a: Uint8Array, b: Uint8Array) => {
 
 const int32 = (bytes: Uint8Array, at: number) =>
   ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
+
+const ERROR_RESPONSE = 0x45 // 'E'
+const CODE_FIELD = 0x43 // 'C'
+/** SQLSTATE 53100, as the bytes of an ErrorResponse's code field. */
+const DISK_FULL = new TextEncoder().encode("53100\0")
+
+/**
+ * Whether an answer holds an ErrorResponse whose SQLSTATE is 53100 (disk full). Walks the
+ * messages' headers (type byte, int32 length), reading only an error's fields.
+ */
+const refusedForDiskFull = (answer: Uint8Array): boolean => {
+  for (let at = 0; at + 5 <= answer.length; at += 1 + int32(answer, at + 1)) {
+    if (answer[at] !== ERROR_RESPONSE) continue
+    const end = Math.min(answer.length, at + 1 + int32(answer, at + 1))
+    for (let field = at + 5; field < end && answer[field] !== 0;) {
+      const valueEnd = answer.indexOf(0, field + 1)
+      if (valueEnd < 0 || valueEnd >= end) break
+      if (answer[field] === CODE_FIELD) {
+        return valueEnd - field === DISK_FULL.length && DISK_FULL.every((byte, i) => answer[field + 1 + i] === byte)
+      }
+      field = valueEnd + 1
+    }
+  }
+  return false
+}
 
 /** Sends bytes to the client: a copy the size of the answer, its buffer transferred (no second copy). */
 const send = (connection: Connection, bytes: Uint8Array) => {
@@ -184,7 +212,9 @@ const serve = (db: PGlite) => {
         const batch = connection.queue.splice(0, connection.queue[0]![0] === 0 ? 1 : connection.queue.length)
         let input = batch[0]!
         for (let i = 1; i < batch.length; i++) input = concat(input, batch[i]!)
-        send(connection, execute(input))
+        const answer = execute(input)
+        if (refusedForDiskFull(answer)) post({ type: "disk-full" })
+        send(connection, answer)
         owner = db.isInTransaction() ? connection.id : undefined
       }
     } catch (error) {
