@@ -8,8 +8,10 @@
  * Counts do not depend on the machine's speed or load, so they compare across VMs and sessions where
  * CPU figures do not (a step that costs ~0.1–0.3 µs on these machines).
  *
- *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5] [--redis] [--responses [--store]]
+ *   node bench/effect-ops.ts [--requests 500] [--stream-requests 60] [--gap-ms 5] [--redis] [--unmetered] [--responses [--store]]
  *
+ * `--unmetered` runs it with `GATEWAY_METERING=off` (no rate limits, no allowance), so the
+ * difference is metering's own count.
  * `--redis` runs the gateway with its coordination and capacity queues on the local Redis.
  * `--responses` sends OpenAI Responses requests instead (`store: false`; `store: true`, OpenAI's
  * default, with `--store`).
@@ -24,7 +26,7 @@ import { makePool, sequential } from "./lib/load.ts"
 import { randomToken, ROOT, startGateway, stopAll } from "./lib/procs.ts"
 
 const { values } = parseArgs({
-  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" }, redis: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, store: { type: "boolean", default: false } }
+  options: { requests: { type: "string", default: "500" }, "stream-requests": { type: "string", default: "60" }, "gap-ms": { type: "string", default: "5" }, redis: { type: "boolean", default: false }, unmetered: { type: "boolean", default: false }, responses: { type: "boolean", default: false }, store: { type: "boolean", default: false } }
 })
 const gapMs = Number(values["gap-ms"])
 
@@ -50,6 +52,7 @@ const main = async () => {
     nodeArgs: ["--import", join(ROOT, "bench", "lib", "effect-ops-probe.ts")],
     env: {
       BENCH_EFFECT_OPS_FILE: countsFile,
+      ...(values.unmetered ? { GATEWAY_METERING: "off" } : {}),
       ...(values.redis ? { REDIS_URL: "redis://127.0.0.1:6379", GATEWAY_REDIS_PREFIX: `ops-${randomToken(4)}:` } : {})
     }
   })
