@@ -72,7 +72,7 @@ const reserveBytes = (dataDir: string): number => {
 
 /** Writes a reserve of `bytes` zeros (over a short one), or removes it when it could not be made whole. */
 const writeReserve = async (path: string, bytes: number) => {
-  const file = await open(path, "w")
+  const file = await open(path, "w", 0o600)
   try {
     const zeros = Buffer.alloc(WRITE_BYTES)
     for (let at = 0; at < bytes; at += WRITE_BYTES) await file.write(zeros, 0, Math.min(WRITE_BYTES, bytes - at))
