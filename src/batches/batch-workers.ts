@@ -26,6 +26,7 @@ import { ModelCaller } from "../runtime/model-caller.ts"
 import { ServiceUnavailable } from "../errors.ts"
 import { type BatchClaim, BatchesRepo, type RequestOutcome } from "./batches-repo.ts"
 import { executeRequest } from "./execute-request.ts"
+import { RepeatedFailure, repeatInScope } from "../util/repeated-failure.ts"
 
 export class BatchWorkers extends Context.Service<BatchWorkers, {
   readonly instanceId: string
@@ -99,10 +100,13 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       yield* record(claim, outcome)
     })
 
+    // An outage fails every poll: logged once, then a line a minute (`RepeatedFailure`).
+    const claimFailures = new RepeatedFailure("batches")
     const fill: Effect.Effect<void> = fillLock.withPermits(1)(Effect.gen(function*() {
       const free = concurrency - attempts.size
       if (free <= 0) return
       const claims = yield* repo.claim(instanceId, leaseMs, free)
+      yield* claimFailures.succeeded
       idlePolls = claims.length === 0 ? idlePolls + 1 : 0
       for (const claim of claims) {
         attempts.set(tag(claim), claim.attempt)
@@ -117,7 +121,7 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
           )
         )
       }
-    }).pipe(Effect.catchCause((cause) => Effect.logWarning("batches: claiming requests failed; retrying", cause))))
+    }).pipe(Effect.catchCause((cause) => claimFailures.failed("claiming requests failed; retrying", cause))))
     // Every request that ends asks for a fill: one run after the current one serves all the asks
     // that came meanwhile (`coalescedRuns`), rather than a fiber each waiting on the lock.
     const fills = coalescedRuns(fill, scope)
@@ -141,15 +145,8 @@ export class BatchWorkers extends Context.Service<BatchWorkers, {
       if (orphans.length > 0) yield* repo.releaseClaims(instanceId, orphans)
     }))
 
-    const loop = (name: string, every: number, effect: Effect.Effect<unknown, unknown>) =>
-      Effect.forkScoped(
-        effect.pipe(
-          Effect.catchCause((cause) => Effect.logWarning(`batches: ${name} failed; retrying`, cause)),
-          Effect.repeat(Schedule.spaced(`${every} millis`))
-        )
-      )
-    yield* loop("heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
-    yield* loop("sweeper", Math.max(100, Math.min(1_000, Math.floor(leaseMs / 2))), repo.sweep())
+    yield* repeatInScope("batches: heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
+    yield* repeatInScope("batches: sweeper", Math.max(100, Math.min(1_000, Math.floor(leaseMs / 2))), repo.sweep())
     yield* Effect.forkScoped(Effect.forever(Effect.andThen(fill, Effect.suspend(() => Effect.sleep(nextPollMs())))))
 
     return BatchWorkers.of({

@@ -21,6 +21,7 @@ import { ServiceUnavailable } from "../errors.ts"
 import type { Micros } from "../model/money.ts"
 import type { Usage } from "../model/usage.ts"
 import { isDataException, sqlState } from "../storage/sql-failures.ts"
+import { RepeatedFailure } from "../util/repeated-failure.ts"
 import { monthOf } from "./month.ts"
 
 /** What paid for a call: the monthly allowance, or prepaid credits. */
@@ -206,14 +207,19 @@ function make(options: LedgerOptions) {
         )
       )
     )
+    // An outage fails every flush, once a second: logged once, then a line a minute (`RepeatedFailure`).
+    const flushFailures = new RepeatedFailure("usage ledger")
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       yield* wake.await.pipe(Effect.timeoutOption(flushIntervalMs))
       wake.closeUnsafe()
-      yield* flush().pipe(Effect.catch((error) =>
-        buffer.length < maxPending
-          ? Effect.logWarning(`usage ledger: flush failed, will retry (${buffer.length} pending)`, error)
-          : Effect.logError(`usage ledger: flush failed, will retry (${buffer.length} pending: new calls are refused until they are written)`, error)
-      ))
+      yield* flush().pipe(
+        Effect.andThen(flushFailures.succeeded),
+        Effect.catch((error) =>
+          buffer.length < maxPending
+            ? flushFailures.failed(`flush failed, will retry (${buffer.length} pending)`, error)
+            : flushFailures.failed(`flush failed, will retry (${buffer.length} pending: new calls are refused until they are written)`, error, "error")
+        )
+      )
     })))
 
     const summary = Effect.fn("UsageLedger.summary")(function*(query: { keyId?: string | undefined; from: Date; to: Date }) {

@@ -12,7 +12,7 @@
  * On a graceful stop the actors are interrupted first, then the leases are let go, so another
  * instance resumes the runs at once instead of after the lease time.
  */
-import { Context, Effect, FiberMap, Layer, Schedule } from "effect"
+import { Context, Effect, FiberMap, Layer } from "effect"
 import type { Catalog } from "../catalog/catalog.ts"
 import { Settings } from "../config/settings.ts"
 import type { RunSignals } from "../coordination/run-signals.ts"
@@ -24,6 +24,7 @@ import type { RunBudget } from "./run-budget.ts"
 import { RunLeases } from "./run-leases.ts"
 import { RunLog } from "./run-log.ts"
 import { RunsRepo } from "./runs-repo.ts"
+import { RepeatedFailure, repeatInScope } from "../util/repeated-failure.ts"
 
 type ActorServices = RunsRepo | RunLog | RunBudget | RunSignals | Catalog | ModelCaller | KeysRepo
 
@@ -76,9 +77,13 @@ export class RunExecutor extends Context.Service<RunExecutor, {
       }
     })
 
+    const endRevokedFailures = new RepeatedFailure("runs: ending revoked keys' runs")
     const reap = Effect.gen(function*() {
       // Its failure must not keep lapsed runs from being claimed.
-      yield* repo.endRevoked().pipe(Effect.catchCause((cause) => Effect.logWarning("runs: ending revoked keys' runs failed; retrying", cause)))
+      yield* repo.endRevoked().pipe(
+        Effect.andThen(endRevokedFailures.succeeded),
+        Effect.catchCause((cause) => endRevokedFailures.failed("failed; retrying", cause))
+      )
       const claims = yield* leases.claimExpired(instanceId, leaseMs, 16)
       for (const claim of claims) {
         if (claim.attempt > maxAttempts) {
@@ -92,16 +97,10 @@ export class RunExecutor extends Context.Service<RunExecutor, {
       }
     })
 
-    const loop = (name: string, every: number, effect: Effect.Effect<unknown, unknown>) =>
-      Effect.forkScoped(
-        effect.pipe(
-          Effect.catchCause((cause) => Effect.logWarning(`runs: ${name} failed; retrying`, cause)),
-          Effect.repeat(Schedule.spaced(`${every} millis`))
-        )
-      )
-    yield* loop("heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
-    yield* loop("reaper", Math.max(200, Math.floor(leaseMs / 2)), reap)
-    yield* loop("retention", 3_600_000, leases.prune(retentionDays))
+    // An outage fails every round: logged once, then a line a minute (`RepeatedFailure`).
+    yield* repeatInScope("runs: heartbeat", Math.max(100, Math.floor(leaseMs / 3)), heartbeat)
+    yield* repeatInScope("runs: reaper", Math.max(200, Math.floor(leaseMs / 2)), reap)
+    yield* repeatInScope("runs: retention", 3_600_000, leases.prune(retentionDays))
 
     return RunExecutor.of({ instanceId, leaseMs: leaseMs, heartbeatMs, start })
   }))

@@ -11,7 +11,7 @@
  * `GATEWAY_RESPONSE_RETENTION_DAYS` (default 30): an older one reads as absent at once, and an
  * hourly sweep deletes it with its items.
  */
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { Settings } from "../config/settings.ts"
 import { storageDeadlines } from "../storage/deadline.ts"
@@ -20,6 +20,7 @@ import { type JsonParameter, jsonParameter, smallJsonParameter } from "../storag
 import { parseStoredInSlices } from "../util/sliced-json.ts"
 import { storedPieces } from "../storage/stored-pieces.ts"
 import { isLarge } from "../util/sliced-stringify.ts"
+import { repeatInScope } from "../util/repeated-failure.ts"
 
 /** A stored item up to this size is read with its row and parsed at once (well under a millisecond). */
 const ITEM_AT_ONCE_BYTES = 64 * 1024
@@ -200,10 +201,7 @@ export class ResponsesRepo extends Context.Service<ResponsesRepo, {
     })
 
     // At start, then hourly: a stopped instance's backlog goes at its next start.
-    yield* Effect.forkScoped(prune().pipe(
-      Effect.catchCause((cause) => Effect.logWarning("responses: pruning failed; retrying", cause)),
-      Effect.repeat(Schedule.spaced("1 hour"))
-    ))
+    yield* repeatInScope("responses: pruning", 3_600_000, prune())
 
     // Every call is made for a request (`prune` runs on its own): none may wait on a stalled
     // database without end.
