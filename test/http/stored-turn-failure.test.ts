@@ -1,7 +1,8 @@
 /**
  * A `store: true` answer whose save fails is reported as the storage's failure, never as the
- * model's: an outage is a retryable 503 `ServiceUnavailable` (a stream's `api_error` event), any
- * other refusal a 400 `InvalidRequest` naming `store`.
+ * model's, by the one rule of `storageFailureKind`: a value the store refuses (class 22) a 400
+ * `InvalidRequest` naming `store`, one too large for it (class 54) a 413 naming `store`, anything
+ * else (an outage, a full disk) a retryable 503 `ServiceUnavailable` (a stream's `api_error` event).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Stream } from "effect"
@@ -41,11 +42,34 @@ describe("storing a response fails", () => {
       assert.deepStrictEqual(callFailureToStreamFailure(error), { status: 503, type: "api_error", message: error.message })
     }))
 
-  it.effect("a write the store refuses: InvalidRequest naming store; a stream ends with invalid_request_error 400", () =>
+  it.effect("a value the store refuses (SQLSTATE class 22): InvalidRequest naming store; a stream ends with invalid_request_error 400", () =>
     Effect.gen(function*() {
-      const error = yield* storedWith(new SqlError.UniqueViolation({ cause: new Error("duplicate key"), constraint: "response_items_pkey" }))
+      const refused = Object.assign(new Error("unsupported Unicode escape sequence"), { code: "22P05" })
+      const error = yield* storedWith(new SqlError.UnknownError({ cause: refused }))
       assert.strictEqual(error._tag, "InvalidRequest")
       assert.strictEqual((error as { param?: string }).param, "store")
-      assert.strictEqual(callFailureToStreamFailure(error).type, "invalid_request_error")
+      assert.deepStrictEqual(callFailureToStreamFailure(error), { status: 400, type: "invalid_request_error", message: error.message })
+    }))
+
+  it.effect("a value too large for the store (class 54): PayloadTooLarge naming store; a stream ends with a 413", () =>
+    Effect.gen(function*() {
+      const tooLarge = Object.assign(new Error("total size of jsonb array elements exceeds the maximum"), { code: "54000" })
+      const error = yield* storedWith(new SqlError.UnknownError({ cause: tooLarge }))
+      assert.strictEqual(error._tag, "PayloadTooLarge")
+      assert.strictEqual((error as { param?: string }).param, "store")
+      assert.strictEqual(callFailureToStreamFailure(error).status, 413)
+    }))
+
+  it.effect("anything else is the store's fault, not the request's: a full disk, a clash of the ids the gateway mints — 503", () =>
+    Effect.gen(function*() {
+      const diskFull = Object.assign(new Error("could not extend file: No space left on device"), { code: "53100" })
+      for (const reason of [
+        new SqlError.UnknownError({ cause: diskFull }),
+        new SqlError.UniqueViolation({ cause: new Error("duplicate key"), constraint: "stored_response_items_pkey" })
+      ]) {
+        const error = yield* storedWith(reason)
+        assert.strictEqual(error._tag, "ServiceUnavailable")
+        assert.strictEqual(callFailureToStreamFailure(error).type, "api_error")
+      }
     }))
 })
