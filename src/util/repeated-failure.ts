@@ -5,7 +5,8 @@
  * filled tmpfs). Here the first failure is logged at once, with its cause; while failures go on,
  * one line every `everyMs` (a minute) says how many more there were and the latest cause (a failure
  * graver than the last one logged, an error after warnings, at once); the first success after them
- * says the loop recovered and how long the outage lasted.
+ * says the loop recovered and how long the outage lasted. Failures more than `everyMs` apart are
+ * separate runs, so a caller with no success to report (a request's storage failure) uses it too.
  *
  * Time is Effect's clock, so a test drives it with `TestClock`.
  */
@@ -19,6 +20,7 @@ export class RepeatedFailure {
   /** When the current run of failures began; undefined while the loop succeeds. */
   private since: number | undefined
   private lastLoggedAt = 0
+  private lastFailedAt = 0
   private lastLevel: FailureLevel = "warning"
   private unlogged = 0
 
@@ -31,7 +33,12 @@ export class RepeatedFailure {
   failed(message: string, cause: unknown, level: FailureLevel = "warning"): Effect.Effect<void> {
     return Effect.flatMap(Clock.currentTimeMillis, (now) => {
       const log = level === "error" ? Effect.logError : Effect.logWarning
+      // Quiet for longer than `everyMs` since the last failure (where no success is reported, as
+      // for requests): a new run of failures.
+      if (this.since !== undefined && now - this.lastFailedAt > this.everyMs) this.since = undefined
+      this.lastFailedAt = now
       if (this.since === undefined) {
+        this.unlogged = 0
         this.since = now
         this.lastLoggedAt = now
         this.lastLevel = level

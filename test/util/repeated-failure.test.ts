@@ -53,4 +53,17 @@ describe("RepeatedFailure", () => {
         ])
       })
     ))
+
+  it.effect("failures more than a minute apart are separate runs, each logged as a first", () =>
+    logged((lines) =>
+      Effect.gen(function*() {
+        const failures = new RepeatedFailure("storage unavailable")
+        yield* failures.failed("a request failed", new Error("x"), "error")
+        yield* TestClock.adjust(1_000)
+        yield* failures.failed("a request failed", new Error("x"), "error")
+        yield* TestClock.adjust(120_000)
+        yield* failures.failed("a request failed", new Error("x"), "error")
+        assert.deepStrictEqual(lines, ["Error storage unavailable: a request failed", "Error storage unavailable: a request failed"])
+      })
+    ))
 })
