@@ -17,6 +17,7 @@ import { PGlite } from "@electric-sql/pglite"
 import { readFileSync } from "node:fs"
 import { type MessagePort, parentPort, workerData } from "node:worker_threads"
 import type { EARLY_START } from "./embedded-thread.ts"
+import { int32, refusedForDiskFull } from "./wire-errors.ts"
 
 export interface EmbeddedWorkerData {
   /**
@@ -77,34 +78,6 @@ const concat = (a: Uint8Array, b: Uint8Array) => {
   out.set(a, 0)
   out.set(b, a.length)
   return out
-}
-
-const int32 = (bytes: Uint8Array, at: number) =>
-  ((bytes[at]! << 24) | (bytes[at + 1]! << 16) | (bytes[at + 2]! << 8) | bytes[at + 3]!) >>> 0
-
-const ERROR_RESPONSE = 0x45 // 'E'
-const CODE_FIELD = 0x43 // 'C'
-/** SQLSTATE 53100, as the bytes of an ErrorResponse's code field. */
-const DISK_FULL = new TextEncoder().encode("53100\0")
-
-/**
- * Whether an answer holds an ErrorResponse whose SQLSTATE is 53100 (disk full). Walks the
- * messages' headers (type byte, int32 length), reading only an error's fields.
- */
-const refusedForDiskFull = (answer: Uint8Array): boolean => {
-  for (let at = 0; at + 5 <= answer.length; at += 1 + int32(answer, at + 1)) {
-    if (answer[at] !== ERROR_RESPONSE) continue
-    const end = Math.min(answer.length, at + 1 + int32(answer, at + 1))
-    for (let field = at + 5; field < end && answer[field] !== 0;) {
-      const valueEnd = answer.indexOf(0, field + 1)
-      if (valueEnd < 0 || valueEnd >= end) break
-      if (answer[field] === CODE_FIELD) {
-        return valueEnd - field === DISK_FULL.length && DISK_FULL.every((byte, i) => answer[field + 1 + i] === byte)
-      }
-      field = valueEnd + 1
-    }
-  }
-  return false
 }
 
 /** Sends bytes to the client: a copy the size of the answer, its buffer transferred (no second copy). */
