@@ -16,15 +16,7 @@ const errorResponse = (fields: Record<string, string>) =>
   message("E", text.encode(Object.entries(fields).map(([type, value]) => `${type}${value}\0`).join("") + "\0"))
 const readyForQuery = message("Z", text.encode("I"))
 const dataRow = message("D", new Uint8Array([0, 1, 0, 0, 0, 5, 53, 51, 49, 48, 48])) // a row holding the text "53100"
-const answer = (...parts: Array<Uint8Array>) => {
-  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0))
-  let at = 0
-  for (const part of parts) {
-    out.set(part, at)
-    at += part.length
-  }
-  return out
-}
+const answer = (...parts: Array<Uint8Array>): Uint8Array => Buffer.concat(parts)
 const diskFull = errorResponse({ S: "ERROR", V: "ERROR", C: "53100", M: "could not extend file \"base/5/16384\": No space left on device" })
 
 describe("refusedForDiskFull", () => {
