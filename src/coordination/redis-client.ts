@@ -28,6 +28,7 @@ import { Settings } from "../config/settings.ts"
 import { makeScriptBatcher } from "./script-bundle.ts"
 import { KEY_PREFIX } from "./types.ts"
 import { KeyedSets } from "../util/keyed-sets.ts"
+import { RepeatedFailure } from "../util/repeated-failure.ts"
 
 /**
  * The key of a call's admission ticket: left by the metering script when the call is admitted,
@@ -222,13 +223,8 @@ const make = Effect.fnUntraced(function*(options: RedisClientOptions) {
           connectionName: `${prefix}${role}`.replace(/[^\w:.-]/g, "_")
         })
         // Without a listener ioredis prints every failed reconnect; one line per 10 s is enough.
-        let lastLogged = 0
-        connection.on("error", (error: Error) => {
-          const now = Date.now()
-          if (now - lastLogged < ERROR_LOG_INTERVAL_MS) return
-          lastLogged = now
-          log(Effect.logWarning(`redis ${role} connection: ${error.message}`))
-        })
+        const errors = new RepeatedFailure(`redis ${role} connection`, ERROR_LOG_INTERVAL_MS)
+        connection.on("error", (error: Error) => log(errors.failed(error.message, undefined)))
         return connection
       }),
       close

@@ -96,7 +96,7 @@ export const keepReserve = (dataDir: string, megabytes: number) =>
     const bytes = megabytes * 1024 * 1024
     const path = reservePath(dataDir)
     if (bytes === 0) {
-      if (existsSync(path)) releaseReserve(dataDir)
+      releaseReserve(dataDir)
       return
     }
     const held = reserveBytes(dataDir)

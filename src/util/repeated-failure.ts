@@ -32,7 +32,9 @@ export class RepeatedFailure {
   /** Records a failure: logged if it is the first of a run, or if `everyMs` has passed since the last line. */
   failed(message: string, cause: unknown, level: FailureLevel = "warning"): Effect.Effect<void> {
     return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      const log = level === "error" ? Effect.logError : Effect.logWarning
+      const logAt = level === "error" ? Effect.logError : Effect.logWarning
+      // A failure with no cause of its own (a connection's error event: its message says it all).
+      const log = (text: string, cause: unknown) => (cause === undefined ? logAt(text) : logAt(text, cause))
       // Quiet for longer than `everyMs` since the last failure (where no success is reported, as
       // for requests): a new run of failures.
       if (this.since !== undefined && now - this.lastFailedAt > this.everyMs) this.since = undefined
