@@ -16,13 +16,13 @@ const errorLines = (output: string) => output.split("\n").filter((line) => /"lev
 describe.each(engines())("artifacts ($name)", (engine) => {
   let gw: GatewayHandle
   let env: Record<string, string>
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let key: string
   let otherKey: string
   let statesOnlyKey: string
 
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     env = { ...setup.env, GATEWAY_MAX_BODY_BYTES: String(8 * MiB), GATEWAY_ARTIFACT_MAX_BYTES: String(3 * MiB) }
     gw = await startInProcessGateway(env)
@@ -33,7 +33,7 @@ describe.each(engines())("artifacts ($name)", (engine) => {
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const call = async (method: string, path: string, body?: unknown, as = key) => {

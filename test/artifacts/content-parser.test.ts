@@ -23,11 +23,11 @@ import { startPostgresProxy } from "../support/postgres-proxy.ts"
 
 const { postgresUrl } = inject("services")
 const engines = [
-  { name: "embedded", make: () => ({ settings: { dataDir: embeddedDataDir(), databaseUrl: undefined }, drop: () => {} }) },
+  { name: "embedded", make: async () => ({ settings: { dataDir: embeddedDataDir(), databaseUrl: undefined }, drop: async () => {} }) },
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
-    make: () => {
-      const db = migratedPostgresDatabase(postgresUrl)
+    make: async () => {
+      const db = await migratedPostgresDatabase(postgresUrl)
       return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, drop: db.drop }
     }
   }])
@@ -56,10 +56,10 @@ const WORKER_ROWS = 4_000
 
 for (const engine of engines) describe(`upload writes: event loop or parse worker (${engine.name})`, () => {
   let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo | SqlClient.SqlClient | StorageEngine, unknown>
-  let made: ReturnType<typeof engine.make>
+  let made: Awaited<ReturnType<typeof engine.make>>
   let target: () => WriteTarget | undefined
   beforeAll(async () => {
-    made = engine.make()
+    made = await engine.make()
     runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(Settings.layerWith(made.settings))))
     // As the upload makes it (`Artifacts.layer`), with the file's smaller size for the worker's writes.
     const targetOf = writeTargetOf(await runtime.runPromise(Effect.service(StorageEngine)), made.settings.databaseUrl, 2, 10_000)
@@ -70,7 +70,7 @@ for (const engine of engines) describe(`upload writes: event loop or parse worke
   })
   afterAll(async () => {
     await runtime?.dispose()
-    made?.drop()
+    await made?.drop()
     rmSync(made.settings.dataDir, { recursive: true, force: true })
   })
 

@@ -24,10 +24,10 @@ const { postgresUrl } = inject("services")
 /** Cases per property; `ARTIFACTS_PROPERTY_RUNS=1000` for a longer soak. */
 const RUNS = Number(process.env.ARTIFACTS_PROPERTY_RUNS ?? 60)
 const engines = [
-  { name: "embedded", make: () => { const dir = embeddedDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: () => rmSync(dir, { recursive: true, force: true }) } } },
+  { name: "embedded", make: async () => { const dir = embeddedDataDir(); return { settings: { dataDir: dir, databaseUrl: undefined }, cleanup: async () => rmSync(dir, { recursive: true, force: true }) } } },
   ...(postgresUrl === null ? [] : [{
     name: "postgres",
-    make: () => { const db = migratedPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, cleanup: db.drop } }
+    make: async () => { const db = await migratedPostgresDatabase(postgresUrl); return { settings: { databaseUrl: Redacted.make(db.url), dataDir: freshDataDir() }, cleanup: db.drop } }
   }])
 ]
 
@@ -136,16 +136,16 @@ const numberQuery = (rowCount: number) =>
 for (const engine of engines) {
   describe(`artifact queries: SQL equals TypeScript (${engine.name})`, () => {
     let runtime: ManagedRuntime.ManagedRuntime<ArtifactsRepo, unknown>
-    let cleanup: () => void
+    let cleanup: () => Promise<void>
     beforeAll(async () => {
-      const made = engine.make()
+      const made = await engine.make()
       cleanup = made.cleanup
       runtime = ManagedRuntime.make(ArtifactsRepo.layer.pipe(Layer.provideMerge(DatabaseLive), Layer.provide(Settings.layerWith(made.settings))))
       await runtime.runPromise(Effect.void)
     })
     afterAll(async () => {
       await runtime?.dispose()
-      cleanup?.()
+      await cleanup?.()
     })
 
     /** Stores the content through the upload's parse and batch path; returns its id. */

@@ -19,15 +19,15 @@ const jsonl = (count: number, prefix: string) =>
 
 describe("batches of two tenants (embedded)", () => {
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = embeddedEngine.setup()
+    const setup = await embeddedEngine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR), GATEWAY_BATCH_CONCURRENCY: "1", GATEWAY_BATCH_POLL_MS: "50" })
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const batchOf = async (client: OpenAI, lines: string) => {

@@ -33,9 +33,9 @@ const collect = async (client: Anthropic, id: string) => {
 describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
   let gw: GatewayHandle
   let client: Anthropic
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     // One request in flight at a time, so a cancel finds requests still unclaimed.
     gw = await startInProcessGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR, slowPico), GATEWAY_BATCH_CONCURRENCY: "1", GATEWAY_BATCH_POLL_MS: "50" })
@@ -43,7 +43,7 @@ describe.concurrent.each(engines())("Message batches ($name)", (engine) => {
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   it("answers every request once: succeeded lines carry the message, bad ones an errored result", inOrder, async () => {

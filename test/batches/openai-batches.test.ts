@@ -18,16 +18,16 @@ const jsonl = (lines: ReadonlyArray<string>) => lines.join("\n") + "\n"
 describe.concurrent.each(engines())("OpenAI files and batches ($name)", (engine) => {
   let gw: GatewayHandle
   let client: OpenAI
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR), GATEWAY_FILE_MAX_BYTES: "200000" })
     client = new OpenAI({ apiKey: gw.apiKey, baseURL: `${gw.baseUrl}/v1`, maxRetries: 0 })
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const upload = async (text: string, name = "input.jsonl", purpose: "batch" | "assistants" = "batch") =>

@@ -34,7 +34,7 @@ const DOCS = join(import.meta.dirname, "..", "..", "docs")
 
 describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let operatorBrowser: Browser
   let holderBrowser: Browser
   let page: Page
@@ -51,7 +51,7 @@ describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
   const url = (path: string) => `${gw.baseUrl}${path}`
 
   beforeAll(async () => {
-    const setup = embeddedEngine.setup()
+    const setup = await embeddedEngine.setup()
     cleanup = setup.cleanup
     shots = updateDocs ? DOCS : mkdtempSync(join(tmpdir(), "dashboard-shots-"))
     mkdirSync(shots, { recursive: true })
@@ -76,7 +76,7 @@ describe.skipIf(!chromiumAvailable)("dashboard in Chromium (embedded)", () => {
     await operatorBrowser?.close()
     await holderBrowser?.close()
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
     if (!updateDocs && shots) rmSync(shots, { recursive: true, force: true })
   })
 

@@ -15,10 +15,10 @@ import { dashboardClient, type DashboardClient, errorOf, signIn } from "./suppor
 
 describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let operator: DashboardClient
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({
       ...setup.env,
@@ -38,7 +38,7 @@ describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const createKey = async (body: unknown = {}) => {
@@ -430,7 +430,7 @@ describe.concurrent.each(engines())("dashboard API ($name)", (engine) => {
 
 describe("dashboard sessions end (embedded)", () => {
   it("at expiry, and when the admin token changes", async () => {
-    const setup = engines()[0].setup()
+    const setup = await engines()[0].setup()
     let gw = await startInProcessGateway({ ...setup.env, GATEWAY_ADMIN_TOKEN: "first-admin-token-for-this-test" })
     try {
       const before = await dashboardClient(gw.baseUrl, "first-admin-token-for-this-test")
@@ -454,7 +454,7 @@ describe("dashboard sessions end (embedded)", () => {
       expect((await errorOf(expired)).message).toContain("expired")
     } finally {
       await gw.stop()
-      setup.cleanup()
+      await setup.cleanup()
     }
   }, 120_000)
 })

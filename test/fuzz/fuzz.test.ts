@@ -34,9 +34,9 @@ const CONCURRENCY = Number(process.env.FUZZ_CONCURRENCY ?? 4)
 describe.each(engines())("fuzz: hostile requests on every route ($name)", (engine) => {
   let gw: GatewayProcess
   let target: FuzzTarget
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     gw = await startGateway({ ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR) })
     target = await prepareTarget(gw)
@@ -44,7 +44,7 @@ describe.each(engines())("fuzz: hostile requests on every route ($name)", (engin
   let frozen = false
   afterAll(async () => {
     await gw?.stop(frozen ? "SIGKILL" : "SIGTERM") // a frozen server cannot stop gracefully
-    cleanup?.()
+    await cleanup?.()
   })
   const judge = (report: FuzzReport) => {
     frozen ||= report.frozeOn !== undefined

@@ -44,10 +44,10 @@ describe.each(engines())("fuzz: hostile upstream answers on every chat surface (
   let upstream: Awaited<ReturnType<typeof startScriptedUpstream>>
   let gw: TestGateway
   let key: string
-  let cleanup = () => {}
+  let cleanup = async () => {}
   beforeAll(async () => {
     upstream = await startScriptedUpstream()
-    const storage = engine.name === "postgres" ? engine.setup() : undefined
+    const storage = engine.name === "postgres" ? await engine.setup() : undefined
     cleanup = storage?.cleanup ?? cleanup
     // Failures are retried at once (a run's step twice) and an open circuit is probed again at once: every case reaches the upstream.
     gw = await gatewayOnUpstream(upstream.url, {
@@ -62,7 +62,7 @@ describe.each(engines())("fuzz: hostile upstream answers on every chat surface (
   afterAll(async () => {
     await gw?.close()
     await upstream?.close()
-    cleanup()
+    await cleanup()
   })
 
   // A soak (`npm run fuzz -- --upstream`) runs many more cases: its time grows with them.

@@ -21,12 +21,12 @@ describe.each(engines())("health probes ($name)", (engine) => {
   afterAll(async () => {
     for (const { gw, cleanup } of started) {
       await gw.stop()
-      cleanup()
+      await cleanup()
     }
   })
 
   it("answers /healthz and /readyz without credentials, uncached, and draws no usage", async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     const gw = await startInProcessGateway(setup.env)
     started.push({ gw, cleanup: setup.cleanup })
     const health = await get(gw, "/healthz")
@@ -55,7 +55,7 @@ describe("readiness names what is unreachable", () => {
     let env: Record<string, string> = { GATEWAY_DATA_DIR: dataDir, REDIS_URL: redis.url, GATEWAY_REDIS_PREFIX: `gw-health-${process.pid}:` }
     let proxy: PostgresProxy | undefined
     if (services.postgresUrl !== null) {
-      const db = migratedPostgresDatabase(services.postgresUrl)
+      const db = await migratedPostgresDatabase(services.postgresUrl)
       cleanups.push(db.drop)
       proxy = await startPostgresProxy(new URL(db.url))
       env = { ...env, DATABASE_URL: proxy.through(db.url) }

@@ -12,16 +12,16 @@ const json = async (res: Response) => ({ status: res.status, body: await res.jso
 describe.concurrent.each(engines())("keys, admin API and authentication ($name)", (engine) => {
   let gw: GatewayHandle
   let env: Record<string, string>
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     env = { ...setup.env, GATEWAY_MAX_BODY_BYTES: "4096" }
     cleanup = setup.cleanup
     gw = await startGateway(env)
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const bearer = (key: string) => ({ authorization: `Bearer ${key}`, "content-type": "application/json" })

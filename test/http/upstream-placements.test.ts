@@ -25,11 +25,11 @@ const weather = {
 describe.each(engines())("upstream placements through gateway simulate ($name)", (engine) => {
   let upstream: SimulateUpstream
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   const dir = freshDataDir()
   beforeAll(async () => {
     upstream = await startInProcessSimulateUpstream(UPSTREAM_KEY)
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     const env = fastConfigEnv(dir, (config) => {
       const point = (id: string, backend: string, baseUrl: string) => {
@@ -45,7 +45,7 @@ describe.each(engines())("upstream placements through gateway simulate ($name)",
   afterAll(async () => {
     await gw?.stop()
     await upstream?.stop()
-    cleanup?.()
+    await cleanup?.()
     rmSync(dir, { recursive: true, force: true })
   })
 

@@ -32,8 +32,8 @@ const postgres = (adminUrl: string): Database => ({
   name: "postgres",
   layer: () =>
     Layer.unwrap(Effect.acquireRelease(
-      Effect.sync(() => migratedPostgresDatabase(adminUrl)),
-      (db) => Effect.sync(db.drop)
+      Effect.promise(() => migratedPostgresDatabase(adminUrl)),
+      (db) => Effect.promise(db.drop)
     ).pipe(Effect.map((db) =>
       DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined })))
     )))

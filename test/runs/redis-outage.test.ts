@@ -16,11 +16,11 @@ import { checkLog, client, type RunsClient } from "./support.ts"
 describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engine) => {
   let gw: GatewayHandle
   let redis: PrivateRedis
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let runs: RunsClient
   beforeAll(async () => {
     redis = await startPrivateRedis()
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({
       ...setup.env,
@@ -34,7 +34,7 @@ describe.concurrent.each(engines())("runs through a Redis outage ($name)", (engi
   afterAll(async () => {
     await gw?.stop()
     await redis?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   it("runs created while Redis is down retry their step and complete once it is back", { ...inOrder, timeout: 120_000 }, async () => {

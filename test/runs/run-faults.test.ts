@@ -29,11 +29,11 @@ const faultEnv = {
 
 describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let runs: RunsClient
   let env: Record<string, string>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     env = { ...setup.env, ...fastConfigEnv(setup.env.GATEWAY_DATA_DIR!), ...faultEnv }
     gw = await startInProcessGateway(env)
@@ -41,7 +41,7 @@ describe.concurrent.each(engines())("runs under faults ($name)", (engine) => {
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const fault = async (placement: string, body: unknown) => {

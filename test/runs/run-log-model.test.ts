@@ -50,7 +50,7 @@ for (const target of targets) {
   describe(`run log follows the run machine (${target.name})`, () => {
     it.effect("every generated path, appended event by event and as one batch", () =>
       Effect.acquireUseRelease(
-        Effect.sync(target.make),
+        Effect.promise(target.make),
         ({ settings }) =>
           Effect.gen(function*() {
             assert.isAbove(paths.length, 15)
@@ -110,12 +110,12 @@ for (const target of targets) {
             assert.lengthOf(yield* log.read(finished, 0, 10), 0)
             assert.strictEqual((yield* repo.get("key_model", runId)).status, "running")
           }).pipe(Effect.provide(runLayers(settings))),
-        ({ cleanup }) => Effect.sync(cleanup)
+        ({ cleanup }) => Effect.promise(cleanup)
       ), 120_000)
 
     it.effect("a run's documents are read only where a step needs them, and a large one is stored exactly", () =>
       Effect.acquireUseRelease(
-        Effect.sync(target.make),
+        Effect.promise(target.make),
         ({ settings }) =>
           Effect.gen(function*() {
             const repo = yield* RunsRepo
@@ -184,7 +184,7 @@ for (const target of targets) {
             assert.isFalse(page2.hasMore)
             assert.isNull(page2.nextCursor)
           }).pipe(Effect.provide(runLayers(settings))),
-        ({ cleanup }) => Effect.sync(cleanup)
+        ({ cleanup }) => Effect.promise(cleanup)
       ), 120_000)
   })
 }

@@ -15,10 +15,10 @@ const fetchTool = { type: "function", function: { name: "fetch", parameters: { t
 
 describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
   let gw: GatewayHandle
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   let runs: RunsClient
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     gw = await startInProcessGateway({
       ...setup.env,
@@ -35,7 +35,7 @@ describe.concurrent.each(engines())("agent runs ($name)", (engine) => {
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   it("executes a run: 202 running with node ids, SSE read to done with node events and one outcome", inOrder, async () => {

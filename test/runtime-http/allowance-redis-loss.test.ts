@@ -63,7 +63,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
         "[DONE]"
       ))
     }
-    db = migratedPostgresDatabase(postgresUrl!)
+    db = await migratedPostgresDatabase(postgresUrl!)
     const mutate = (config: any) => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 200, baseUrl: `${upstream.url}/v1`, upstreamModel: "upstream-pico" }]
@@ -90,7 +90,7 @@ describe.runIf(postgresUrl !== null)("the allowance when Redis loses its state (
     await Promise.all([a?.stop(), b?.stop()])
     await upstream?.close()
     await redis?.stop()
-    db?.drop()
+    await db?.drop()
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
   })
 

@@ -32,7 +32,7 @@ describe.runIf(postgresUrl !== null)("a ledger the database will not take", () =
   const psql = (statement: string) => execFileSync("psql", [db.url, "-tAc", statement]).toString().trim()
 
   beforeAll(async () => {
-    db = migratedPostgresDatabase(postgresUrl!)
+    db = await migratedPostgresDatabase(postgresUrl!)
     gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
       DATABASE_URL: db.url,
@@ -44,7 +44,7 @@ describe.runIf(postgresUrl !== null)("a ledger the database will not take", () =
 
   afterAll(async () => {
     await gw?.stop()
-    db?.drop()
+    await db?.drop()
     rmSync(dir, { recursive: true, force: true })
   })
 

@@ -11,7 +11,7 @@ import { post } from "./support.ts"
 
 describe.each(engines())("usage ledger across a graceful stop ($name)", (engine) => {
   it("keeps every call's usage when the gateway stops right after answering", async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     const dir = freshDataDir()
     // A long flush interval: the calls below are still buffered when SIGTERM arrives.
     const env = { ...setup.env, ...fastConfigEnv(dir), GATEWAY_ADMIN_TOKEN: "admin-durability" }
@@ -37,7 +37,7 @@ describe.each(engines())("usage ledger across a graceful stop ($name)", (engine)
         await second.stop()
       }
     } finally {
-      setup.cleanup()
+      await setup.cleanup()
     }
   }, 90_000)
 })

@@ -45,7 +45,7 @@ const stallingGateway = (connectTimeoutS: number) => {
   const made = { gw: undefined as unknown as GatewayHandle, proxy: undefined as unknown as PostgresProxy, db: undefined as unknown as { url: string; drop(): void } }
   const dir = freshDataDir()
   beforeAll(async () => {
-    made.db = migratedPostgresDatabase(postgresUrl!)
+    made.db = await migratedPostgresDatabase(postgresUrl!)
     made.proxy = await startPostgresProxy(new URL(made.db.url))
     made.gw = await startInProcessGateway({
       GATEWAY_DATA_DIR: dir,
@@ -59,7 +59,7 @@ const stallingGateway = (connectTimeoutS: number) => {
     made.proxy?.thaw()
     await made.gw?.stop()
     await made.proxy?.close()
-    made.db?.drop()
+    await made.db?.drop()
     rmSync(dir, { recursive: true, force: true })
   })
   return made

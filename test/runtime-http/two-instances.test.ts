@@ -43,7 +43,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two gateway instances
         inFlight--
       }
     }
-    db = freshPostgresDatabase(postgresUrl!)
+    db = await freshPostgresDatabase(postgresUrl!)
     const mutate = (config: any) => {
       const pico = config.models.find((m: { id: string }) => m.id === "svc-pico-1")
       pico.placements = [{ id: "pico-up", backend: "openai-compatible", capacity: 2, baseUrl: `${upstream.url}/v1`, upstreamModel: "upstream-pico" }]
@@ -66,7 +66,7 @@ describe.runIf(postgresUrl !== null && redisUrl !== null)("two gateway instances
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()])
     await upstream?.close()
-    db?.drop()
+    await db?.drop()
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true })
     await Effect.runPromise(dropPrefix(redisUrl!, prefix))
   })

@@ -22,7 +22,7 @@ const { postgresUrl } = inject("services")
 describe.skipIf(postgresUrl === null)("migration 0012_state_chunks (PostgreSQL)", () => {
   it.live("moves every stored value into chunks; the values read back the same", () =>
     Effect.acquireUseRelease(
-      Effect.sync(() => freshPostgresDatabase(postgresUrl!)),
+      Effect.promise(() => freshPostgresDatabase(postgresUrl!)),
       (db) =>
         Effect.gen(function*() {
           const values = {
@@ -67,6 +67,6 @@ describe.skipIf(postgresUrl === null)("migration 0012_state_chunks (PostgreSQL)"
             ))
           )
         }),
-      (db) => Effect.sync(db.drop)
+      (db) => Effect.promise(db.drop)
     ), 60_000)
 })

@@ -119,7 +119,7 @@ describe("the embedded database's thread started early", () => {
 
   const { postgresUrl } = inject("services")
   it.skipIf(postgresUrl === null)("is ended by a layer on PostgreSQL, which has no use for it", async () => {
-    const db = migratedPostgresDatabase(postgresUrl!)
+    const db = await migratedPostgresDatabase(postgresUrl!)
     try {
       startEarlyThread()
       await withDatabase({ databaseUrl: Redacted.make(db.url) }, Effect.gen(function*() {
@@ -130,7 +130,7 @@ describe("the embedded database's thread started early", () => {
       expect(embeddedWorkers()).toHaveLength(0)
     } finally {
       takeEarlyThread()?.worker.terminate()
-      db.drop()
+      await db.drop()
     }
   }, 60_000)
 })

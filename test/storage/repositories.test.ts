@@ -23,7 +23,7 @@ for (const target of targets) {
       keys: Layer.Layer<ApiKeys, never, Layer.Success<typeof DatabaseLive> | ConfigFile | Settings> = ApiKeys.layer
     ) =>
       Effect.acquireUseRelease(
-        Effect.sync(target.make),
+        Effect.promise(target.make),
         ({ settings }) =>
           effect.pipe(Effect.provide(
             Layer.mergeAll(keys, StatesRepo.layer).pipe(
@@ -32,7 +32,7 @@ for (const target of targets) {
               Layer.provideMerge(Settings.layerWith(settings))
             )
           )),
-        ({ cleanup }) => Effect.sync(cleanup)
+        ({ cleanup }) => Effect.promise(cleanup)
       )
 
     it.live("ApiKeys: bootstrap once, authenticate by secret only, revoke", () =>

@@ -35,7 +35,7 @@ for (const target of targets) {
   describe(`ResponsesRepo (${target.name})`, () => {
     const withRepo = <A, E>(effect: Effect.Effect<A, E, ResponsesRepo | SqlClient.SqlClient>) =>
       Effect.acquireUseRelease(
-        Effect.sync(target.make),
+        Effect.promise(target.make),
         ({ settings }) =>
           effect.pipe(Effect.provide(
             ResponsesRepo.layer.pipe(
@@ -45,7 +45,7 @@ for (const target of targets) {
               Layer.provide(retentionOneDay)
             )
           )),
-        ({ cleanup }) => Effect.sync(cleanup)
+        ({ cleanup }) => Effect.promise(cleanup)
       )
 
     it.live("keeps responses GATEWAY_RESPONSE_RETENTION_DAYS: older ones read as absent, then are pruned with their items", () =>

@@ -27,9 +27,9 @@ const terminate = (url: string, where: string) =>
 describe.skipIf(postgresUrl === null)("storage failures on PostgreSQL", () => {
   const withDatabase = <A, E>(effect: (url: string) => Effect.Effect<A, E, SqlClient.SqlClient>) =>
     Effect.acquireUseRelease(
-      Effect.sync(() => migratedPostgresDatabase(postgresUrl!)),
+      Effect.promise(() => migratedPostgresDatabase(postgresUrl!)),
       (db) => effect(db.url).pipe(Effect.provide(DatabaseLive.pipe(Layer.provide(Settings.layerWith({ databaseUrl: Redacted.make(db.url), redisUrl: undefined }))))),
-      (db) => Effect.sync(db.drop)
+      (db) => Effect.promise(db.drop)
     )
 
   it.live("a connection lost inside withTransaction fails with SqlError instead of dying", () =>
@@ -78,17 +78,17 @@ describe.skipIf(postgresUrl === null)("storage failures on PostgreSQL", () => {
 
 describe.skipIf(postgresUrl === null)("a connection lost inside a request's transaction (HTTP)", () => {
   let gw: GatewayHandle
-  let db: ReturnType<typeof migratedPostgresDatabase>
+  let db: Awaited<ReturnType<typeof migratedPostgresDatabase>>
   const dir = freshDataDir()
   let locker: ChildProcess | undefined
   beforeAll(async () => {
-    db = migratedPostgresDatabase(postgresUrl!)
+    db = await migratedPostgresDatabase(postgresUrl!)
     gw = await startInProcessGateway({ GATEWAY_DATA_DIR: dir, DATABASE_URL: db.url })
   })
   afterAll(async () => {
     locker?.kill()
     await gw?.stop()
-    db?.drop()
+    await db?.drop()
     rmSync(dir, { recursive: true, force: true })
   })
 

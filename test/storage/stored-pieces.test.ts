@@ -18,7 +18,7 @@ for (const target of storageTargets()) {
   describe(`storedPieces (${target.name})`, () => {
     it.live("reads a row's documents in pieces that join to the exact bytes", () =>
       Effect.acquireUseRelease(
-        Effect.sync(target.make),
+        Effect.promise(target.make),
         ({ settings }) =>
           Effect.gen(function*() {
             const sql = yield* SqlClient.SqlClient
@@ -40,7 +40,7 @@ for (const target of storageTargets()) {
             Layer.provideMerge(ConfigFile.layerWith(defaultConfig)),
             Layer.provideMerge(Settings.layerWith(settings))
           ))),
-        ({ cleanup }) => Effect.sync(cleanup)
+        ({ cleanup }) => Effect.promise(cleanup)
       ), 60_000)
   })
 }

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { TestProject } from "vitest/node"
 import { monthOf } from "../../src/metering/month.ts"
-import { freshPostgresDatabase } from "./engines.ts"
+import { closeAdminConnections, freshPostgresDatabase } from "./engines.ts"
 import { startSharedGateways } from "./shared-gateway.ts"
 import { RUN_TMPDIR_VARIABLE } from "./test-environment.ts"
 
@@ -79,9 +79,9 @@ const gatewayMigrate = (env: NodeJS.ProcessEnv) =>
  * migrate command, which has exited, ever connects to it.
  */
 const migratedPostgresTemplate = async (adminUrl: string) => {
-  let db: ReturnType<typeof freshPostgresDatabase>
+  let db: Awaited<ReturnType<typeof freshPostgresDatabase>>
   try {
-    db = freshPostgresDatabase(adminUrl)
+    db = await freshPostgresDatabase(adminUrl)
   } catch (error) {
     console.warn(`\n⚠ could not create a PostgreSQL template database (suites start from empty ones): ${String(error)}`)
     return null
@@ -91,7 +91,7 @@ const migratedPostgresTemplate = async (adminUrl: string) => {
   rmSync(dir, { recursive: true, force: true })
   if (failed === undefined) return { name: new URL(db.url).pathname.slice(1), drop: db.drop }
   console.warn(`\n⚠ could not migrate a PostgreSQL template database (suites start from empty ones): ${failed}`)
-  db.drop()
+  await db.drop()
   return null
 }
 
@@ -140,9 +140,9 @@ export default async function setup(project: TestProject) {
   shared.prepared ??= prepare()
   const { pg, redis, migrated, template } = await shared.prepared
   /** The last project's teardown removes what the preparation made. */
-  const release = () => {
+  const release = async () => {
     if (--shared.users > 0) return
-    template?.drop()
+    await template?.drop()
     shared.prepared = undefined
   }
   project.provide("migratedDataDir", migrated)
@@ -164,7 +164,8 @@ export default async function setup(project: TestProject) {
   // with it, so they never accumulate in memory across runs.
   return async () => {
     await gateways.teardown()
-    release()
+    await release()
+    await closeAdminConnections()
     const runDir = process.env[RUN_TMPDIR_VARIABLE]
     if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
   }

@@ -34,7 +34,7 @@ export interface SharedGateway {
 /** Starts the shared gateways (embedded always, PostgreSQL when reachable); returns their addresses and a teardown. */
 export const startSharedGateways = async (options: { readonly postgresUrl: string | null; readonly migratedDataDir: string | null; readonly postgresTemplate: string | null }) => {
   const started: Array<GatewayProcess> = []
-  const cleanups: Array<() => void> = []
+  const cleanups: Array<() => void | Promise<void>> = []
   const start = async (env: Record<string, string>, dir: string) => {
     const gw = await startGateway({ ...env, GATEWAY_DATA_DIR: dir, ...fastConfigEnv(dir) })
     started.push(gw)
@@ -43,13 +43,13 @@ export const startSharedGateways = async (options: { readonly postgresUrl: strin
   const embeddedDir = freshDataDir()
   cleanups.push(() => rmSync(embeddedDir, { recursive: true, force: true }))
   if (options.migratedDataDir !== null) cpSync(options.migratedDataDir, embeddedDir, { recursive: true })
-  const postgres = options.postgresUrl === null ? undefined : freshPostgresDatabase(options.postgresUrl, options.postgresTemplate ?? undefined)
+  const postgres = options.postgresUrl === null ? undefined : await freshPostgresDatabase(options.postgresUrl, options.postgresTemplate ?? undefined)
   const postgresDir = freshDataDir()
   cleanups.push(() => rmSync(postgresDir, { recursive: true, force: true }))
   if (postgres !== undefined) cleanups.push(postgres.drop)
   const teardown = async () => {
     await Promise.all(started.map((gw) => gw.stop()))
-    for (const cleanup of cleanups) cleanup()
+    for (const cleanup of cleanups) await cleanup()
   }
   try {
     const [embedded, onPostgres] = await Promise.all([

@@ -27,9 +27,9 @@ const rejection = async (call: Promise<unknown>): Promise<InstanceType<typeof Op
 describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)", (engine) => {
   let gw: GatewayHandle
   let client: OpenAI
-  let cleanup: () => void
+  let cleanup: () => Promise<void>
   beforeAll(async () => {
-    const setup = engine.setup()
+    const setup = await engine.setup()
     cleanup = setup.cleanup
     // The preview model's only placement is Anthropic-backed: it cannot guarantee a strict schema.
     const env = fastConfigEnv(setup.env.GATEWAY_DATA_DIR, (config) => {
@@ -42,7 +42,7 @@ describe.concurrent.each(engines())("chat completions errors and raw SSE ($name)
   })
   afterAll(async () => {
     await gw?.stop()
-    cleanup?.()
+    await cleanup?.()
   })
 
   const post = (body: unknown, key = gw.apiKey) =>

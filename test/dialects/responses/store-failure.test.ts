@@ -33,11 +33,11 @@ const framesOf = (sse: string) =>
 const psql = (url: string, statement: string) => execFileSync("psql", [url, "-v", "ON_ERROR_STOP=1", "-qc", statement], { stdio: "pipe" })
 
 describe.skipIf(postgresUrl === null)("a stored response the store refuses (postgres)", () => {
-  let db: ReturnType<typeof migratedPostgresDatabase>
+  let db: Awaited<ReturnType<typeof migratedPostgresDatabase>>
   let dir: string
   let gw: GatewayHandle
   beforeAll(async () => {
-    db = migratedPostgresDatabase(postgresUrl!)
+    db = await migratedPostgresDatabase(postgresUrl!)
     dir = freshDataDir()
     psql(db.url, `
       CREATE FUNCTION refuse_response() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -47,7 +47,7 @@ describe.skipIf(postgresUrl === null)("a stored response the store refuses (post
   }, 120_000)
   afterAll(async () => {
     await gw?.stop()
-    db?.drop()
+    await db?.drop()
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
   })
 
