@@ -26,6 +26,20 @@ const schemas: Record<string, JsonObject> = {
     },
     required: ["ratio", "step", "even", "negative"]
   },
+  // A type's limits, not a field's meaning: zod's `.int()` (±2^53 − 1), an int32, a wide range
+  // of large steps, and wide ranges that leave no room near 0.
+  wide: {
+    type: "object",
+    properties: {
+      age: { type: "integer", minimum: -9007199254740991, maximum: 9007199254740991 },
+      count: { type: "integer", minimum: -2147483648, maximum: 2147483647 },
+      price: { type: "number", minimum: -1e12, maximum: 1e12 },
+      thousands: { type: "integer", minimum: 5001, maximum: 10_000_000, multipleOf: 1000 },
+      far: { type: "integer", minimum: 1_000_000, maximum: 9_000_000 },
+      below: { type: "number", exclusiveMinimum: -1e9, exclusiveMaximum: -500 }
+    },
+    required: ["age", "count", "price", "thousands", "far", "below"]
+  },
   nested: {
     type: "object",
     properties: {
@@ -82,6 +96,22 @@ describe("sampleJsonSchema", () => {
       }
     })
   }
+
+  it("answers a type's wide limits with values near 0, as a model would, inside the bounds", () => {
+    const values = Array.from({ length: 200 }, (_, seed) => sampleJsonSchema(schemas.wide, makePrng(seed)) as Record<string, number>)
+    const range = (key: string) => [Math.min(...values.map((v) => v[key]!)), Math.max(...values.map((v) => v[key]!))]
+    expect(range("age")).toEqual([0, 100])
+    expect(range("count")).toEqual([0, 100])
+    expect(range("price")[0]).toBeGreaterThanOrEqual(0)
+    expect(range("price")[1]).toBeLessThanOrEqual(100)
+    // The window starts at the lowest bound when 0 is below it; it spans two steps when a step is large.
+    expect(range("far")).toEqual([1_000_000, 1_000_100])
+    expect(range("thousands")).toEqual([6000, 7000])
+    expect(range("below")[0]).toBeGreaterThanOrEqual(-600)
+    expect(range("below")[1]).toBeLessThan(-500)
+    // Values still vary inside the window.
+    expect(new Set(values.map((v) => v.far)).size).toBeGreaterThan(50)
+  })
 
   it("uses defaults and examples when given", () => {
     expect(sampleJsonSchema(schemas.defaults, makePrng(1))).toEqual({ retries: 3, name: "alpha" })

@@ -140,6 +140,9 @@ const sampleArray = (schema: JsonObject, root: Json, prng: Prng, depth: number):
   return out
 }
 
+/** A number range wider than this (and than four steps) is a type's limits rather than the field's meaning (see `sampleNumber`). */
+const WIDE_RANGE = 10_000
+
 const sampleNumber = (schema: JsonObject, prng: Prng, integer: boolean): number => {
   const step = num(schema.multipleOf) ?? (integer ? 1 : 0.01)
   // Draft 4 writes exclusive bounds as booleans next to minimum/maximum; later drafts as numbers.
@@ -148,8 +151,15 @@ const sampleNumber = (schema: JsonObject, prng: Prng, integer: boolean): number 
   const lowBound = exclusiveMin ?? num(schema.minimum)
   const highBound = exclusiveMax ?? num(schema.maximum)
   // Open ends: a range of 100 next to the given bound, starting at 0 when that is allowed.
-  const low = lowBound ?? (highBound === undefined || highBound >= 0 ? 0 : highBound - 100)
-  const high = highBound ?? low + 100
+  const givenLow = lowBound ?? (highBound === undefined || highBound >= 0 ? 0 : highBound - 100)
+  const givenHigh = highBound ?? givenLow + 100
+  // Bounds that only say what the type holds (zod's `.int()` gives ±2^53 − 1, other generators an
+  // int32's range) made answers like `"age": -2683247850946559`, valid but unlike any model's: a
+  // wide range is sampled in a window nearest to 0 (of 100, or two steps), inside the bounds.
+  const span = Math.max(100, 2 * step)
+  const wide = givenHigh - givenLow > Math.max(WIDE_RANGE, 4 * step)
+  const low = wide ? Math.min(Math.max(0, givenLow), givenHigh - span) : givenLow
+  const high = wide ? low + span : givenHigh
   // Pick a multiple of `step` strictly inside exclusive bounds and inside inclusive ones.
   let first = Math.ceil(low / step)
   if (exclusiveMin !== undefined && first * step <= exclusiveMin) first++
