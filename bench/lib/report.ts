@@ -93,6 +93,11 @@ export const writeReport = (r: BenchResult, dir: string, stamp: string): string 
       out.push(`\`bare-proxy\` (node:http in, undici out, nothing else: \`bench/bare-proxy.ts\`) is the floor any Node proxy pays here: ${us(bare.cpuUsPerRequest)} µs. The gateway's own work is the rest, ${us(ours.cpuUsPerRequest - bare.cpuUsPerRequest)} µs${portkey === undefined ? "" : ` (Portkey's: ${us(portkey.cpuUsPerRequest - bare.cpuUsPerRequest)} µs)`}.`)
       out.push("")
     }
+    const floor = at("floor-proxy", headlineRate)
+    if (ours !== undefined && floor !== undefined) {
+      out.push(`\`floor-proxy\` (the bare proxy plus the least a translating, metering gateway must do per request — key lookup, both bodies parsed and re-encoded, a hold, a log line — in plain code: \`bench/floor-proxy.ts\`) is a yardstick, not a gateway: ${us(floor.cpuUsPerRequest)} µs${portkey === undefined ? "" : ` (${(floor.cpuUsPerRequest / portkey.cpuUsPerRequest).toFixed(2)}× Portkey)`}. What our gateway spends beyond it, ${us(ours.cpuUsPerRequest - floor.cpuUsPerRequest)} µs, is its own structure (queues, typed errors, the ledger, metrics, failover).`)
+      out.push("")
+    }
   }
 
   // ── Comparison table ────────────────────────────────────────────────────────────────────────

@@ -6,6 +6,9 @@
  * - direct: the generator calls the upstream itself (the floor every other arm is compared with);
  * - bare-proxy: bench/bare-proxy.ts, node:http in and undici out and nothing else — what any Node
  *   proxy pays per request on this machine (the floor of the CPU figures);
+ * - floor-proxy: bench/floor-proxy.ts, the bare proxy plus the least a translating, metering gateway
+ *   must do per request (key lookup, both bodies parsed and re-encoded, a hold, a log line), in
+ *   plain code — a yardstick, never a target: what the gateway spends beyond it is its structure;
  * - gateway: our gateway, embedded database, metering and queues in process;
  * - gateway-unmetered: the same with GATEWAY_METERING=off (no rate limits, no allowance checks;
  *   usage still recorded) — what the checks cost;
@@ -156,16 +159,18 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     }
   }
   try {
-    const [bare, bareStreams, gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
+    const [bare, bareStreams, floor, floorStreams, gateway, gatewayUnmetered, gatewayRedis, portkey, portkeyStreams] = await Promise.all([
       startBareProxy(logDir, 0, upstream.url, LOOP_PROBE),
       startBareProxy(logDir, 0, streamUpstream.url, LOOP_PROBE),
+      startBareProxy(logDir, 0, upstream.url, LOOP_PROBE, "floor"),
+      startBareProxy(logDir, 0, streamUpstream.url, LOOP_PROBE, "floor"),
       startGateway({ name: "gateway", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE }),
       startGateway({ name: "gateway-unmetered", config, adminToken, logDir, cpu: 0, nodeArgs: LOOP_PROBE, env: { GATEWAY_METERING: "off" } }),
       startRedisGateway(),
       startPortkeyOrNote(logDir, notes, "1"),
       startPortkeyOrNote(logDir, notes, "0")
     ])
-    procs.push(bare, bareStreams, gateway, gatewayUnmetered)
+    procs.push(bare, bareStreams, floor, floorStreams, gateway, gatewayUnmetered)
     if (gatewayRedis !== undefined) procs.push(gatewayRedis)
     if (portkey !== undefined) procs.push(portkey)
     if (portkeyStreams !== undefined) procs.push(portkeyStreams)
@@ -177,18 +182,19 @@ export const runOverhead = async (profile: Profile, logDir: string, options: { r
     const arms: ArmTarget[] = [
       { name: "direct", pool: upstreamPool, headers: json, model: "bench-json", streamModel: "bench-stream", streamPool: streamUpstreamPool, streamHeaders: json, pid: upstream.pid, streamPid: streamUpstream.pid }
     ]
-    arms.push({
-      name: "bare-proxy",
-      pool: makePool(bare.url, connections, 30_000),
+    const proxyArm = (name: string, proxy: Proc, streams: Proc): ArmTarget => ({
+      name,
+      pool: makePool(proxy.url, connections, 30_000),
       headers: json,
       model: "bench-json",
       streamModel: "bench-stream",
-      streamPool: makePool(bareStreams.url, connections, 30_000),
+      streamPool: makePool(streams.url, connections, 30_000),
       streamHeaders: json,
-      pid: bare.pid,
-      streamPid: bareStreams.pid,
-      loopDelay: bare.loopDelay
+      pid: proxy.pid,
+      streamPid: streams.pid,
+      loopDelay: proxy.loopDelay
     })
+    arms.push(proxyArm("bare-proxy", bare, bareStreams), proxyArm("floor-proxy", floor, floorStreams))
     const gatewayArm = async (name: string, g: Gateway): Promise<ArmTarget> => {
       const key = await g.createKey(`bench-${name}`, "bench")
       const pool = makePool(g.url, connections, 30_000)
