@@ -40,6 +40,13 @@ const log = (line: Record<string, unknown>) => {
   }, 100).unref()
 }
 
+/**
+ * The upstream's name for the model asked: `hot-path`'s catalog name `svc-bench` is the upstream's
+ * `fixed`; the overhead suite's names (`bench-stream`, `bench-stream-long`: the fixed upstream
+ * answers a `…-long` model with more deltas) are the upstream's own, passed on as they are.
+ */
+const upstreamModel = (model: string) => (model === "svc-bench" ? "fixed" : model)
+
 const sendJson = (res: ServerResponse, status: number, body: string, headers: Record<string, string | number> = {}) => {
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
   res.end(body)
@@ -116,7 +123,7 @@ const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     const created = Math.floor(Date.now() / 1000)
     const limits = { "x-request-id": `req_${randomBytes(12).toString("base64url")}`, "x-ratelimit-remaining-tokens": String(key.limitMicros - account.spentMicros - account.heldMicros) }
     const upstreamBody = JSON.stringify({
-      model: "fixed",
+      model: upstreamModel(body.model),
       messages: body.messages.map((message) => ({ role: message.role, content: message.content })),
       ...(body.max_tokens === undefined ? {} : { max_tokens: body.max_tokens }),
       ...(body.stream === true ? { stream: true, stream_options: { include_usage: true } } : {})
