@@ -4,8 +4,8 @@
  * straight-line code with no framework — `bench/hot-path.ts --floor` runs it in the gateway's place.
  * Per request: the bearer key hashed (SHA-256) and looked up, the JSON body parsed and its fields
  * checked, a reservation bound counted (UTF-8 bytes) and held in a per-key counter, the upstream
- * body re-encoded with the upstream's model name, the answer parsed and re-encoded in the
- * OpenAI shape with a fresh id and the catalog's model name, the hold settled at the reported usage,
+ * body re-encoded, the answer parsed and re-encoded in the OpenAI shape with a fresh id and the
+ * model's name as asked, the hold settled at the reported usage,
  * rate-limit headers, and one JSON log line (buffered, written every 100 ms). A stream's frames are
  * each parsed and re-encoded (id and model rewritten), one write per upstream read.
  *
@@ -39,13 +39,6 @@ const log = (line: Record<string, unknown>) => {
     logBuffer = ""
   }, 100).unref()
 }
-
-/**
- * The upstream's name for the model asked: `hot-path`'s catalog name `svc-bench` is the upstream's
- * `fixed`; the overhead suite's names (`bench-stream`, `bench-stream-long`: the fixed upstream
- * answers a `…-long` model with more deltas) are the upstream's own, passed on as they are.
- */
-const upstreamModel = (model: string) => (model === "svc-bench" ? "fixed" : model)
 
 const sendJson = (res: ServerResponse, status: number, body: string, headers: Record<string, string | number> = {}) => {
   res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), ...headers })
@@ -123,7 +116,10 @@ const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     const created = Math.floor(Date.now() / 1000)
     const limits = { "x-request-id": `req_${randomBytes(12).toString("base64url")}`, "x-ratelimit-remaining-tokens": String(key.limitMicros - account.spentMicros - account.heldMicros) }
     const upstreamBody = JSON.stringify({
-      model: upstreamModel(body.model),
+      // The name asked, passed on: the fixed upstream answers any (a `…-long` one with more deltas,
+      // which the overhead suite's per-frame figure needs), and writing a catalog's upstream name
+      // instead would cost the same.
+      model: body.model,
       messages: body.messages.map((message) => ({ role: message.role, content: message.content })),
       ...(body.max_tokens === undefined ? {} : { max_tokens: body.max_tokens }),
       ...(body.stream === true ? { stream: true, stream_options: { include_usage: true } } : {})
