@@ -17,7 +17,7 @@
  *   instance), which this file alone needed before: ~10 MiB less RSS, idle or quiet;
  * - a stdout or stderr whose reader has gone is never a crash (below);
  * - help alone (`gateway --help`, `gateway keys --help`) is printed without loading a command
- *   (`cli/help.ts`);
+ *   (`cli/help.ts`), and so is the mistake of a command that does not exist;
  * - `serve`, `keys` and `migrate` on the embedded database start the database's thread
  *   (`storage/embedded-thread.ts`); once the command line and settings are read, the thread opens
  *   the database while the command's modules load, and what no layer took over is closed cleanly
@@ -25,7 +25,7 @@
  */
 import { enableCompileCache } from "node:module"
 import { commandLine } from "./cli/command-line.ts"
-import { helpOnly } from "./cli/help.ts"
+import { helpOnly, isCommand, unknownCommandMessage } from "./cli/help.ts"
 import { applyProcessSettings } from "./util/process-settings.ts"
 
 const compileCache = enableCompileCache()
@@ -59,4 +59,7 @@ for (const [stream, other, name] of [[process.stdout, process.stderr, "stdout"],
 }
 
 if (help !== undefined) process.stdout.write(`${help}\n`)
-else await import("./cli/program.ts")
+else if (!isCommand(command)) {
+  process.stderr.write(`${unknownCommandMessage(command)}\n`)
+  process.exitCode = 1
+} else await import("./cli/program.ts")

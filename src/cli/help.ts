@@ -79,3 +79,12 @@ export const helpOnly = (command: string, rest: ReadonlyArray<string>): string |
   // (Own keys only: `gateway constructor --help` is an unknown command, not Object's.)
   return rest.length === 1 && isHelpFlag(rest[0]) && Object.hasOwn(COMMAND_HELP, command) ? COMMAND_HELP[command] : undefined
 }
+
+/** Whether `gateway` has this command (help's spellings included). */
+export const isCommand = (command: string): boolean => Object.hasOwn(COMMAND_HELP, command) || isHelpFlag(command) || command === "help"
+
+/**
+ * What `gateway` prints for a command it does not have. `main.ts` says it before any command's
+ * module (and Effect's) loads: a mistyped command is answered at once.
+ */
+export const unknownCommandMessage = (command: string): string => `unknown command "${command}"\n\n${MAIN_HELP}`

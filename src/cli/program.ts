@@ -8,7 +8,7 @@ import { flushCompileCache } from "node:module"
 import { parseArgs } from "node:util"
 import { settingErrorMessage, Settings, type SettingsShape } from "../config/settings.ts"
 import { commandLine } from "./command-line.ts"
-import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP } from "./help.ts"
+import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP, unknownCommandMessage } from "./help.ts"
 
 const COMMON_OPTIONS = {
   help: { type: "boolean", short: "h" },
@@ -113,7 +113,7 @@ const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
       })))
     }
     default:
-      return fail(`unknown command "${command}"\n\n${MAIN_HELP}`)
+      return fail(unknownCommandMessage(command))
   }
 }
 

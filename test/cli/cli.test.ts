@@ -9,7 +9,7 @@ import { runCli } from "../support/gateway-process.ts"
 import { startInProcessGateway } from "../support/in-process-gateway.ts"
 
 describe("gateway CLI", () => {
-  it("prints help for each command, without loading a command's modules when help is all it asks", async () => {
+  it("prints help for each command, and says a command does not exist, without loading a command's modules", async () => {
     // Each process lists the Effect modules it loaded (a module hook preloaded through NODE_OPTIONS).
     const dir = freshDataDir()
     const loadedBy = (i: number) => join(dir, `loaded-${i}.txt`)
@@ -43,9 +43,11 @@ describe("gateway CLI", () => {
       expect(flagged.stdout).toBe(`${withFlags[1]}\n`)
       expect(loaded(2)).toBeGreaterThan(100)
       expect(unknown.code).toBe(1)
-      expect(unknown.stderr).toContain('unknown command "frobnicate"')
+      expect(unknown.stderr).toBe(`unknown command "frobnicate"\n\n${MAIN_HELP}\n`)
       expect(unknownHelp.code).toBe(1)
       expect(unknownHelp.stderr).toContain('unknown command "constructor"')
+      // A command that does not exist is answered before Effect loads (it loaded 256 of its modules).
+      expect([loaded(0), loaded(1)]).toEqual([0, 0])
     } finally {
       rmSync(dir, { recursive: true, force: true })
     }
