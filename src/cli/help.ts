@@ -69,19 +69,22 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = { serve: SERVE_HEL
 
 const isHelpFlag = (arg: string | undefined) => arg === "-h" || arg === "--help"
 
+/** `gateway --help`, `gateway -h`, `gateway help`: the main help's command. */
+export const isHelpCommand = (command: string): boolean => isHelpFlag(command) || command === "help"
+
 /**
  * The help a command line asks for and nothing else: `gateway --help` (or `-h`, `help`) and
  * `gateway <command> --help`. Undefined for anything else, help among other flags included: the
  * command's own parsing answers those (and refuses an unknown flag first).
  */
 export const helpOnly = (command: string, rest: ReadonlyArray<string>): string | undefined => {
-  if (isHelpFlag(command) || command === "help") return rest.length === 0 ? MAIN_HELP : undefined
+  if (isHelpCommand(command)) return rest.length === 0 ? MAIN_HELP : undefined
   // (Own keys only: `gateway constructor --help` is an unknown command, not Object's.)
   return rest.length === 1 && isHelpFlag(rest[0]) && Object.hasOwn(COMMAND_HELP, command) ? COMMAND_HELP[command] : undefined
 }
 
 /** Whether `gateway` has this command (help's spellings included). */
-export const isCommand = (command: string): boolean => Object.hasOwn(COMMAND_HELP, command) || isHelpFlag(command) || command === "help"
+export const isCommand = (command: string): boolean => Object.hasOwn(COMMAND_HELP, command) || isHelpCommand(command)
 
 /**
  * What `gateway` prints for a command it does not have. `main.ts` says it before any command's

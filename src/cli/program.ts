@@ -8,7 +8,7 @@ import { flushCompileCache } from "node:module"
 import { parseArgs } from "node:util"
 import { settingErrorMessage, Settings, type SettingsShape } from "../config/settings.ts"
 import { commandLine } from "./command-line.ts"
-import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP, unknownCommandMessage } from "./help.ts"
+import { KEYS_HELP, MAIN_HELP, MIGRATE_HELP, SERVE_HELP, SIMULATE_HELP, isHelpCommand, unknownCommandMessage } from "./help.ts"
 
 const COMMON_OPTIONS = {
   help: { type: "boolean", short: "h" },
@@ -63,7 +63,7 @@ const withDatabaseOpenedEarly = <A, E>(settings: Layer.Layer<Settings, unknown>,
 
 const run = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown> => {
   const { command, rest } = commandLine(argv)
-  if (command === "-h" || command === "--help" || command === "help") return Console.log(MAIN_HELP)
+  if (isHelpCommand(command)) return Console.log(MAIN_HELP)
   switch (command) {
     case "serve": {
       const { values } = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, host: { type: "string" }, port: { type: "string" } } })
