@@ -51,10 +51,13 @@ describe("embedded database (worker thread)", () => {
           last = now
         }, 5)
         const start = performance.now()
-        // PGlite's pg_sleep spins in WASM (it has nothing else to wait on): 300 ms of the database
+        // PGlite's pg_sleep spins in WASM (it has nothing else to wait on): 600 ms of the database
         // thread's CPU, as long on any machine. (A count over generate_series(1, 4000000) did the
         // same in 1.8 s of CPU here, 2026-12-01; alone on the event loop's thread, either blocks it.)
-        yield* sql`SELECT pg_sleep(0.3)`
+        // Long enough that the worker's own pauses on a loaded 2-core VM stay well under a third of
+        // it: with 300 ms, a clean clone's full run saw a 129 ms gap against a bound of 120
+        // (2026-12-04; a blocked loop's gap is the whole statement).
+        yield* sql`SELECT pg_sleep(0.6)`
         const took = performance.now() - start
         clearInterval(timer)
         return { took, longestGap }
